@@ -1,0 +1,1 @@
+//! Docstring parsing (placeholder).

@@ -1,0 +1,1 @@
+//! The memory tree and its compare-and-set loop (see SPEC §10).

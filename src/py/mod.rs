@@ -1,0 +1,12 @@
+//! The binding layer: conversions, exception mapping and #[pyclass] wrappers. No logic lives here.
+use pyo3::prelude::*;
+
+mod docstring;
+mod memory;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    docstring::register(m)?;
+    memory::register(m)?;
+    Ok(())
+}
