@@ -1,5 +1,21 @@
+//! Binding for `crate::docstring`: conversion and error mapping only.
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
-    Ok(())
+use crate::docstring;
+
+/// `(description, [(name, text), ...], returns)` as handed to Python.
+type Parsed = (String, Vec<(String, String)>, Option<String>);
+
+/// Parse a raw ``__doc__`` string into ``(description, [(name, text), ...], returns)``.
+///
+/// Raises ``ValueError`` when a model-visible line starts with TODO, FIXME, XXX or HACK.
+#[pyfunction]
+fn parse_docstring(doc: &str) -> PyResult<Parsed> {
+    let parsed = docstring::parse(doc).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((parsed.description, parsed.params, parsed.returns))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_docstring, m)?)
 }

@@ -3,10 +3,12 @@ use pyo3::prelude::*;
 
 mod docstring;
 mod memory;
+mod tools;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     docstring::register(m)?;
     memory::register(m)?;
+    tools::register(m)?;
     Ok(())
 }

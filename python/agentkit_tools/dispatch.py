@@ -1,0 +1,99 @@
+"""``dispatch``: one tool call in, one envelope out, never an exception (SPEC §7, §8, §11).
+
+The lookup, validation and every envelope of the failure ladder are built by the Rust core;
+this module only runs the tool body under its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import time
+from typing import Any, Mapping
+
+from . import _core
+from .errors import ToolTimeoutError
+
+__all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
+
+#: The deadline of a tool without its own ``timeout_s``, in seconds (SPEC §1).
+DEFAULT_TIMEOUT_S = 10.0
+
+_POOL = concurrent.futures.ThreadPoolExecutor(
+    max_workers=min(64, (os.cpu_count() or 2) * 8), thread_name_prefix="agentkit-tool"
+)
+
+
+def _run_body(tool: Any, kwargs: Mapping[str, Any], ctx: Any, timeout_s: float) -> Any:
+    """Run a validated call in a worker thread (sync body) or a private event loop (async body)."""
+    run_validated = getattr(tool, "run_validated", None)
+    if run_validated is not None and not getattr(tool, "_is_async", False):
+        # A sync FunctionTool: call the body directly in this worker thread.
+        result = tool.fn(kwargs, ctx)
+        if hasattr(result, "__await__"):
+            result = asyncio.run(_await(result))
+        return tool.check_output(result, ctx)
+
+    async def run_async() -> Any:
+        coro = run_validated(kwargs, ctx) if run_validated is not None else tool.run(kwargs, ctx)
+        try:
+            return await asyncio.wait_for(coro, timeout_s)
+        except asyncio.TimeoutError:
+            raise ToolTimeoutError(tool.name, timeout_s) from None
+
+    return asyncio.run(run_async())
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict[str, Any]:
+    """Run one tool call synchronously and return its envelope; never raises.
+
+    ``call`` is ``{"id", "name", "input"}`` (Anthropic; ``input`` a mapping or JSON text), or
+    the OpenAI shapes ``{"id", "function": {"name", "arguments"}}`` and ``{"call_id", "name",
+    "arguments"}``. The result is ``{"ok": True, "value": ..., "elapsed_ms": float}`` or
+    ``{"ok": False, "error": {"code", "message", ...}}`` with the codes of SPEC §7. The body runs
+    in a worker thread under the tool's ``timeout_s`` (default 10 s): a sync body that overruns is
+    abandoned, not killed (its thread finishes on its own); an async body is cancelled.
+    Stateless: approval, repeat detection, idempotency and retry live in ``Invoker``.
+    """
+    try:
+        ok, tool, kwargs, core = registry._core.prepare(call)
+    except Exception as exc:  # a malformed call: still an envelope, never an exception
+        return {"ok": False, "error": {"code": "invalid_call", "message": f"{exc}. Send a tool call with a name and its arguments."}}
+    if not ok:
+        return tool  # type: ignore[no-any-return]
+    timeout_s = getattr(tool, "timeout_s", None) or DEFAULT_TIMEOUT_S
+    started = time.perf_counter()
+    future = _POOL.submit(_run_body, tool, kwargs, ctx, timeout_s)
+    try:
+        # An async body enforces its own deadline (and is cancelled); the extra second only
+        # guards against a loop that never yields.
+        value = future.result(timeout=timeout_s if not getattr(tool, "_is_async", False) else timeout_s + 1.0)
+    except concurrent.futures.TimeoutError:
+        return _core.error_envelope(tool.name, ToolTimeoutError(tool.name, timeout_s), core)  # type: ignore[no-any-return]
+    except Exception as exc:
+        return _core.error_envelope(tool.name, exc, core)  # type: ignore[no-any-return]
+    return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+
+
+def render_result(result: Any, *, max_chars: int = 2000) -> str:
+    """Render a tool result (or envelope) as text for the model (SPEC §8, §11).
+
+    A ``str`` is used as it is; an agent or workflow result (an object with ``.output`` or
+    ``.outputs``) renders that; anything else becomes JSON (non-JSON values via ``str``,
+    non-ASCII kept). Text over ``max_chars`` characters is cut (never inside a character) and
+    ends with a notice telling the model to narrow its arguments; the notice counts toward the
+    limit.
+    """
+    if not isinstance(result, str | Mapping | list | tuple | int | float | bool) and result is not None:
+        if hasattr(result, "output"):
+            result = result.output
+        elif hasattr(result, "outputs"):
+            result = result.outputs
+    text = result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
+    return _core.truncate(text, max_chars)  # type: ignore[no-any-return]

@@ -1,0 +1,119 @@
+"""The exceptions of agentkit-tools (SPEC §5), importable from ``agentkit_tools``.
+
+Names, signatures and base classes match ``agentkit.tools`` so ``except`` clauses written against
+that project keep working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ToolDefinitionError",
+    "ToolArgumentError",
+    "ToolShapeError",
+    "ToolError",
+    "ToolTimeoutError",
+]
+
+
+class ToolDefinitionError(ValueError):
+    """A tool breaks the definition contract; raised at decoration or registration time.
+
+    Examples: no ``side_effecting=``/``read_only=`` declaration, a description under 30
+    characters, a TODO marker in the docstring the model would read, ``*args``, an invalid name.
+    """
+
+
+class ToolArgumentError(ValueError):
+    """A tool call named arguments the tool does not accept, omitted required ones, or sent
+    values its input schema forbids (SPEC §4). Every problem of the call is reported at once.
+
+    Attributes (all tuples): ``unexpected`` (argument names the schema does not declare),
+    ``missing`` (required names, in signature order), ``accepted`` (every declared name, in
+    signature order), ``invalid`` (``(argument path, reason)`` pairs; the reason names the legal
+    values, the expected type or the bound).
+    """
+
+    def __init__(
+        self,
+        tool_name: str,
+        *,
+        unexpected: tuple[str, ...] = (),
+        missing: tuple[str, ...] = (),
+        accepted: tuple[str, ...] = (),
+        invalid: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.tool_name = tool_name
+        self.unexpected = tuple(unexpected)
+        self.missing = tuple(missing)
+        self.accepted = tuple(accepted)
+        self.invalid = tuple((str(p), str(r)) for p, r in invalid)
+        parts = []
+        if self.unexpected:
+            parts.append(f"unexpected argument(s) {list(self.unexpected)!r}")
+        if self.missing:
+            parts.append(f"missing required argument(s) {list(self.missing)!r}")
+        if self.invalid:
+            parts.append("invalid argument(s) " + "; ".join(f"{p}: {r}" for p, r in self.invalid))
+        detail = "; ".join(parts) if parts else "arguments do not match the input schema"
+        super().__init__(
+            f"tool {tool_name!r} call rejected: {detail}. "
+            f"Accepted arguments: {list(self.accepted)!r}"
+        )
+
+    def __reduce__(self) -> Any:
+        return (
+            _rebuild_argument_error,
+            (self.tool_name, self.unexpected, self.missing, self.accepted, self.invalid),
+        )
+
+
+def _rebuild_argument_error(tool_name, unexpected, missing, accepted, invalid):  # type: ignore[no-untyped-def]
+    return ToolArgumentError(
+        tool_name, unexpected=unexpected, missing=missing, accepted=accepted, invalid=invalid
+    )
+
+
+class ToolShapeError(Exception):
+    """A tool's result does not match its declared ``output_schema`` (SPEC §5).
+
+    Raised by ``FunctionTool.run`` after the body returned. ``expected`` is the schema's name
+    (a class name, or the JSON Schema ``title``/``"schema"``), ``raw`` the value the tool
+    returned, ``errors`` the validator's reasons.
+    """
+
+    def __init__(self, tool_name: str, expected: str, raw: Any, errors: Any = None) -> None:
+        self.tool_name = tool_name
+        self.expected = expected
+        self.raw = raw
+        self.errors = errors
+        super().__init__(f"tool {tool_name!r} returned value not matching schema {expected!r}")
+
+
+class ToolError(Exception):
+    """An expected business failure raised inside a tool (not found, permission denied, rate
+    limited). The message is shown to the model, so it should say what to do next.
+
+    ``code`` becomes the envelope's error code; ``retriable=True`` lets the retry middleware try
+    again (only for read-only or idempotent tools); other keyword ``details`` are merged into the
+    envelope's error object.
+    """
+
+    def __init__(
+        self, message: str, *, code: str = "tool_error", retriable: bool = False, **details: Any
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.retriable = retriable
+        self.details = details
+
+
+class ToolTimeoutError(TimeoutError):
+    """A tool call outlived its deadline (``timeout_s``). Names the tool and the limit in seconds."""
+
+    def __init__(self, tool_name: str, timeout_s: float) -> None:
+        self.tool_name = tool_name
+        self.timeout_s = timeout_s
+        super().__init__(f"tool {tool_name!r} did not finish within {timeout_s:g}s")

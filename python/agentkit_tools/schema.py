@@ -1,0 +1,47 @@
+"""``ToolSchema`` (what the model is shown of a tool) and the ``Tool`` protocol (SPEC §1, §11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, runtime_checkable
+
+from .frozen import deep_freeze
+
+__all__ = ["ToolSchema", "Tool"]
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    """The model's view of one tool: its name, description and input schema.
+
+    ``parameters`` is a JSON Schema object (draft 2020-12), deep-frozen on construction. The
+    dataclass is frozen and hashable; the hash covers ``name`` and ``description``.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", deep_freeze(dict(self.parameters)))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.description))
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything with this shape is a tool the registry and the dispatcher accept.
+
+    ``schema`` is a ``ToolSchema`` or None (a tool the model is not shown); ``run`` receives the
+    validated arguments as a mapping and the run context (or None).
+    """
+
+    name: str
+    description: str
+    schema: Any
+    side_effecting: bool
+    requires_approval: bool
+    output_schema: Any
+
+    async def run(self, args: Mapping[str, Any], ctx: Any) -> Any: ...

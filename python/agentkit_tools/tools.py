@@ -1,0 +1,394 @@
+"""Defining tools: ``FunctionTool``, ``FunctionTool.from_callable`` and the ``@tool`` decorator
+(SPEC §1–5)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from . import _core
+from .errors import ToolArgumentError, ToolDefinitionError, ToolShapeError
+from .introspect import Introspection, introspect
+from .schema import Tool, ToolSchema
+
+__all__ = ["FunctionTool", "tool", "OUTPUT_AUTO"]
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class _OutputAuto:
+    """Sentinel: infer ``output_schema`` from the return annotation."""
+
+    _instance: _OutputAuto | None = None
+
+    def __new__(cls) -> _OutputAuto:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "OUTPUT_AUTO"
+
+
+#: The default of ``output_schema=``: infer it from the return annotation when that is a
+#: pydantic model, dataclass, attrs class or TypedDict.
+OUTPUT_AUTO: Any = _OutputAuto()
+_REQUIRED: Any = object()
+
+
+def _is_structured_class(tp: Any) -> bool:
+    return isinstance(tp, type) and (
+        dataclasses.is_dataclass(tp)
+        or typing.is_typeddict(tp)
+        or (hasattr(tp, "model_fields") and hasattr(tp, "model_validate"))
+        or hasattr(tp, "__attrs_attrs__")
+    )
+
+
+class _OutputCheck:
+    """A compiled output schema: a class (instances pass as they are; a matching dict is built
+    into the class) or a JSON Schema dict."""
+
+    def __init__(self, spec: Any) -> None:
+        self.cls: type | None = None
+        if isinstance(spec, Mapping):
+            schema = dict(spec)
+            self.expected = str(schema.get("title") or "schema")
+            self.builder: Callable[[Any], Any] | None = None
+        else:
+            from .introspect import _Defs, _schema
+
+            defs = _Defs()
+            schema, self.builder, _ = _schema(spec, defs)
+            if defs.used:
+                schema = {**schema, "$defs": defs.render()}
+            self.cls = None if typing.is_typeddict(spec) else spec
+            self.expected = getattr(spec, "__name__", str(spec))
+        self.schema = schema
+        self.validator = _core.SchemaValidator(schema)
+
+    def check(self, tool_name: str, value: Any) -> Any:
+        if self.cls is not None and isinstance(value, self.cls):
+            return value
+        problems = self.validator.problems(value)
+        if problems:
+            raise ToolShapeError(tool_name, self.expected, value, problems)
+        if self.builder is not None and isinstance(value, dict):
+            return self.builder(value)
+        return value
+
+
+def _emit_shape_mismatch(ctx: Any, err: ToolShapeError) -> None:
+    """Report a shape mismatch on ``ctx.trace`` and the current OpenTelemetry span, never
+    letting a broken tracer break the call."""
+    attributes = {"tool": err.tool_name, "expected": err.expected}
+    trace = getattr(ctx, "trace", None)
+    if trace is not None:
+        try:
+            emit = getattr(trace, "event", None) or getattr(trace, "add_event", None) or trace
+            emit("tool.shape_mismatch", attributes)
+        except Exception:
+            pass
+    try:
+        from opentelemetry import trace as otel_trace
+
+        otel_trace.get_current_span().add_event("tool.shape_mismatch", attributes)
+    except Exception:
+        pass
+
+
+@dataclass(eq=False)
+class FunctionTool:
+    """A tool backed by a Python callable (SPEC §1).
+
+    ``fn(args, ctx)`` is the raw callable (sync or async). Built by ``from_callable``/``@tool``
+    it validates and converts the model's arguments before the body runs; constructed directly it
+    is trusted as given. Calling the object with keyword arguments calls the user's function
+    directly, unvalidated (for plain unit tests).
+    """
+
+    name: str
+    fn: Callable[[Any, Any], Any]
+    description: str
+    side_effecting: bool
+    schema: ToolSchema | None = None
+    idempotent: bool = False
+    requires_approval: bool = False
+    caps: tuple[str, ...] = ()
+    url_arg: str | None = None
+    output_schema: Any = None
+    #: Per-call deadline in seconds (None: the dispatcher's default, 10 s).
+    timeout_s: float | None = None
+    #: Limit of the rendered result in characters (None: the registry's, default 2000).
+    max_result_chars: int | None = None
+    #: The user's function, when built from one.
+    func: Callable[..., Any] | None = field(default=None, repr=False)
+    _core: Any = field(default=None, repr=False, compare=False)
+    _output: _OutputCheck | None = field(default=None, repr=False, compare=False)
+    _is_async: bool | None = field(default=None, repr=False, compare=False)
+    _lint: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._is_async is None:
+            self._is_async = inspect.iscoroutinefunction(self.fn)
+        if self.output_schema is not None and self._output is None:
+            self._output = _OutputCheck(self.output_schema)
+        self.caps = tuple(self.caps)
+
+    @property
+    def read_only(self) -> bool:
+        """The inverse of ``side_effecting``."""
+        return not self.side_effecting
+
+    @property
+    def __wrapped__(self) -> Any:
+        return self.func if self.func is not None else self.fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the user's function directly (unvalidated), as if undecorated."""
+        if self.func is not None:
+            return self.func(*args, **kwargs)
+        return self.fn(kwargs, None)
+
+    # ---------------------------------------------------------------- running
+
+    def validate(self, args: Mapping[str, Any] | str | None) -> dict[str, Any]:
+        """Check a call's arguments (a mapping or raw JSON text) against the input schema and
+        return them as a fresh dict. Raises ``ToolArgumentError`` with every problem at once."""
+        return core_of(self).validate(args)  # type: ignore[no-any-return]
+
+    async def run(self, args: Mapping[str, Any] | str, ctx: Any = None) -> Any:
+        """Validate and convert ``args``, run the body (awaited when async; a sync body in a
+        worker thread, never on the event loop; an awaitable it returns is awaited too), then
+        check the result against ``output_schema``. Raises ``ToolArgumentError`` before the
+        body runs, ``ToolShapeError`` after it."""
+        kwargs = self._core.validate(args) if self._core is not None else args
+        return await self.run_validated(kwargs, ctx)
+
+    async def run_validated(self, kwargs: Mapping[str, Any], ctx: Any = None) -> Any:
+        """``run`` for arguments that were already validated by the dispatcher."""
+        if self._is_async:
+            result = await self.fn(kwargs, ctx)
+        else:
+            result = await asyncio.to_thread(self.fn, kwargs, ctx)
+            if inspect.isawaitable(result):
+                result = await result
+        return self.check_output(result, ctx)
+
+    def check_output(self, result: Any, ctx: Any = None) -> Any:
+        """Check ``result`` against ``output_schema`` (SPEC §5): an instance of the declared class
+        passes as the same object; a matching dict is built into the class; anything else raises
+        ``ToolShapeError`` (after reporting a ``tool.shape_mismatch`` event)."""
+        if self._output is None:
+            return result
+        try:
+            return self._output.check(self.name, result)
+        except ToolShapeError as err:
+            _emit_shape_mismatch(ctx, err)
+            raise
+
+    # ---------------------------------------------------------------- defining
+
+    @classmethod
+    def from_callable(
+        cls,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        side_effecting: bool | None = False,
+        idempotent: bool = False,
+        requires_approval: bool = False,
+        caps: tuple[str, ...] = (),
+        url_arg: str | None = None,
+        output_schema: Any = OUTPUT_AUTO,
+        timeout_s: float | None = None,
+        max_result_chars: int | None = None,
+    ) -> FunctionTool:
+        """Turn a Python callable into a tool (SPEC §1–3).
+
+        Reads the signature, type hints (``typing.get_type_hints``; an unresolvable hint accepts
+        any value) and docstring (Google, NumPy or Sphinx) into the input schema and description.
+        Functions, bound methods, ``functools.partial``, callable objects, static and class
+        methods all work. A parameter named ``ctx``/``context`` (unannotated or annotated
+        ``RunContext``/``Ctx``/``ToolContext``) receives the run context and is not advertised;
+        ``**kwargs`` receives undeclared keys.
+
+        Raises ``ToolDefinitionError``: a name outside ``^[a-zA-Z0-9_-]{1,64}$``, ``*args``, a
+        description under 30 characters, a TODO/FIXME/XXX/HACK line in the docstring the model
+        would read, a ``url_arg`` that is not a parameter.
+        """
+        info = introspect(func, name or None)
+        if not _NAME_RE.match(info.name):
+            raise ToolDefinitionError(
+                f"tool name {info.name!r} is not accepted by model providers: use 1-64 characters "
+                "from a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
+            )
+        dropped = [info.context_param] if info.context_param else []
+        core = _core.define_tool(
+            info.name,
+            description,
+            info.doc,
+            [
+                (n, frag, req, default, desc, not req and n not in info.non_json_defaults)
+                for n, frag, req, default, desc in info.params
+            ],
+            info.var_keyword,
+            dropped,
+            info.defs or None,
+        )
+        if url_arg is not None and url_arg not in core.accepted:
+            raise ToolDefinitionError(
+                f"tool {info.name!r}: url_arg={url_arg!r} is not one of its parameters {core.accepted}"
+            )
+        if output_schema is OUTPUT_AUTO:
+            hint = info.return_hint
+            output_schema = hint if _is_structured_class(hint) else None
+        fn = _make_invoker(func, info)
+        return cls(
+            name=info.name,
+            fn=fn,
+            description=core.description,
+            side_effecting=bool(side_effecting),
+            schema=ToolSchema(info.name, core.description, core.parameters),
+            idempotent=idempotent,
+            requires_approval=requires_approval,
+            caps=tuple(caps),
+            url_arg=url_arg,
+            output_schema=output_schema,
+            timeout_s=timeout_s,
+            max_result_chars=max_result_chars,
+            func=func,
+            _core=core,
+            _is_async=info.is_async,
+            _lint=info,
+        )
+
+
+def _core_from_schema(t: Any) -> Any:
+    """A compiled core for any Tool-shaped object (hand-built tools, other implementations)."""
+    schema = getattr(t, "schema", None)
+    parameters = dict(schema.parameters) if schema is not None else {"type": "object"}
+    return _core.CoreTool.from_schema(t.name, parameters, [], getattr(t, "description", "") or "")
+
+
+def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[Any, Any], Any]:
+    """``fn(args, ctx)``: convert validated arguments for the body and call it."""
+    converters = info.converters
+    context_param = info.context_param
+    positional = info.positional_only
+    name = info.name
+
+    def prepare(args: Mapping[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
+        kwargs = dict(args)
+        for key, conv in converters.items():
+            value = kwargs.get(key)
+            if value is not None:
+                try:
+                    kwargs[key] = conv(value)
+                except Exception as exc:
+                    raise ToolArgumentError(
+                        name, accepted=tuple(p[0] for p in info.params), invalid=((key, f"cannot be read: {exc}"),)
+                    ) from exc
+        if context_param is not None:
+            kwargs[context_param] = ctx
+        pos = [kwargs.pop(p) for p in positional if p in kwargs]
+        return pos, kwargs
+
+    if info.is_async:
+
+        async def invoke_async(args: Mapping[str, Any], ctx: Any) -> Any:
+            pos, kwargs = prepare(args, ctx)
+            return await func(*pos, **kwargs)
+
+        return invoke_async
+
+    def invoke(args: Mapping[str, Any], ctx: Any) -> Any:
+        pos, kwargs = prepare(args, ctx)
+        return func(*pos, **kwargs)
+
+    return invoke
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    side_effecting: Any = _REQUIRED,
+    idempotent: bool = False,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    caps: tuple[str, ...] = (),
+    url_arg: str | None = None,
+    output_schema: Any = OUTPUT_AUTO,
+    timeout_s: float | None = None,
+    read_only: bool | None = None,
+    max_result_chars: int | None = None,
+    registry: Any = None,
+) -> Any:
+    """Declare a tool: ``@tool(side_effecting=...)`` returns a decorator, ``tool(fn,
+    side_effecting=...)`` the ``FunctionTool`` (SPEC §1).
+
+    Declaring whether the tool changes the world is mandatory: ``side_effecting=`` or its inverse
+    ``read_only=``; ``side_effecting=None`` counts as declared (False). ``timeout_s`` is the
+    per-call deadline in seconds (None: the dispatcher's 10 s); ``registry`` also registers the
+    tool there. Raises ``ToolDefinitionError`` (missing or contradictory declaration, and every
+    ``from_callable`` check).
+    """
+    if side_effecting is _REQUIRED and read_only is None:
+        raise ToolDefinitionError(
+            "tool(...) needs side_effecting=True/False (or read_only=): declare whether the tool "
+            "changes the world, so approval, idempotency and retry can treat it safely"
+        )
+    if side_effecting is not _REQUIRED and read_only is not None and bool(side_effecting) == bool(read_only):
+        raise ToolDefinitionError(
+            f"tool(...) got side_effecting={side_effecting!r} and read_only={read_only!r}, which "
+            "contradict each other; pass only one of them"
+        )
+    effecting = bool(side_effecting) if side_effecting is not _REQUIRED else not read_only
+
+    def decorate(fn: Callable[..., Any]) -> FunctionTool:
+        if isinstance(fn, FunctionTool):
+            raise ToolDefinitionError(f"{fn.name!r} is already a tool; apply @tool once")
+        t = FunctionTool.from_callable(
+            fn,
+            name=name or None,
+            description=description,
+            side_effecting=effecting,
+            idempotent=idempotent,
+            requires_approval=requires_approval,
+            caps=caps,
+            url_arg=url_arg,
+            output_schema=output_schema,
+            timeout_s=timeout_s,
+            max_result_chars=max_result_chars,
+        )
+        if registry is not None:
+            registry.register(t)
+        return t
+
+    if func is not None:
+        return decorate(func)
+    return decorate
+
+
+def ensure_tool(obj: Any) -> Any:
+    """``obj`` if it already has the ``Tool`` shape, else ``FunctionTool.from_callable(obj)``
+    (read-only by default; the docstring floor applies)."""
+    if isinstance(obj, FunctionTool) or isinstance(obj, Tool):
+        return obj
+    if callable(obj):
+        return FunctionTool.from_callable(obj)
+    raise TypeError(f"cannot register {obj!r}: expected a tool or a callable")
+
+
+def core_of(t: Any) -> Any:
+    """The compiled core of a tool (built from its schema when it was not made by us)."""
+    core = getattr(t, "_core", None)
+    return core if core is not None else _core_from_schema(t)
+

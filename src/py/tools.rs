@@ -1,0 +1,562 @@
+//! Bindings for tool definition, argument validation, the registry's lookup and the envelopes
+//! of the failure ladder. Conversions and exception mapping only: the rules live in the core
+//! modules (`schema`, `validate`, `dispatch`, `render`).
+
+use std::collections::BTreeMap;
+
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use serde_json::Value;
+
+use crate::dispatch;
+use crate::render;
+use crate::schema::{self, ParamSpec};
+use crate::validate::{self, ArgumentValidator, Rejection};
+
+/// The Python exception classes of `agentkit_tools.errors`, imported once.
+struct Errors {
+    definition: Py<PyAny>,
+    argument: Py<PyAny>,
+    tool_error: Py<PyAny>,
+    timeout: Py<PyAny>,
+    shape: Py<PyAny>,
+}
+
+static ERRORS: PyOnceLock<Errors> = PyOnceLock::new();
+
+fn errors(py: Python<'_>) -> PyResult<&Errors> {
+    ERRORS.get_or_try_init(py, || {
+        let m = py.import("agentkit_tools.errors")?;
+        Ok(Errors {
+            definition: m.getattr("ToolDefinitionError")?.unbind(),
+            argument: m.getattr("ToolArgumentError")?.unbind(),
+            tool_error: m.getattr("ToolError")?.unbind(),
+            timeout: m.getattr("ToolTimeoutError")?.unbind(),
+            shape: m.getattr("ToolShapeError")?.unbind(),
+        })
+    })
+}
+
+pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    pythonize::depythonize(obj).map_err(|e| PyValueError::new_err(format!("not a JSON value: {e}")))
+}
+
+pub(crate) fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, v).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A compiled JSON Schema (draft 2020-12, formats asserted).
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub struct SchemaValidator {
+    inner: validate::SchemaValidator,
+}
+
+#[pymethods]
+impl SchemaValidator {
+    #[new]
+    fn new(schema: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let inner = validate::SchemaValidator::new(to_value(schema)?).map_err(PyValueError::new_err)?;
+        Ok(Self { inner })
+    }
+
+    /// True when `instance` (a JSON-compatible Python value) is valid.
+    fn is_valid(&self, instance: &Bound<'_, PyAny>) -> bool {
+        to_value(instance).is_ok_and(|v| self.inner.is_valid(&v))
+    }
+
+    /// Every problem as `(path, reason)` pairs; `[]` when valid.
+    fn problems(&self, instance: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+        match to_value(instance) {
+            Ok(v) => Ok(self.inner.problems(&v)),
+            Err(e) => Ok(vec![("<root>".to_owned(), e.to_string())]),
+        }
+    }
+}
+
+/// The per-tool state the core keeps: the compiled input schema and the definition.
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub struct CoreTool {
+    name: String,
+    description: String,
+    documented: Vec<String>,
+    validator: ArgumentValidator,
+    /// The input schema as a Python dict, built once.
+    parameters: Py<PyAny>,
+}
+
+impl CoreTool {
+    fn build(
+        py: Python<'_>,
+        name: String,
+        description: String,
+        documented: Vec<String>,
+        parameters: Value,
+        dropped: Vec<String>,
+    ) -> PyResult<Self> {
+        let py_params = to_py(py, &parameters)?.unbind();
+        let validator = ArgumentValidator::new(parameters, dropped).map_err(|e| {
+            PyErr::from_value(
+                errors(py)
+                    .and_then(|e2| e2.definition.bind(py).call1((format!("tool '{name}': {e}"),)))
+                    .unwrap_or_else(|err| err.into_value(py).into_bound(py).into_any()),
+            )
+        })?;
+        Ok(Self { name, description, documented, validator, parameters: py_params })
+    }
+
+    /// Parse (JSON text) or convert (a mapping) the arguments and check them.
+    fn check(&self, args: &Bound<'_, PyAny>) -> Result<(Value, bool), Rejection> {
+        let mut value = if let Ok(text) = args.cast::<PyString>() {
+            let text = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
+            if text.trim().is_empty() {
+                Value::Object(serde_json::Map::new())
+            } else {
+                serde_json::from_str(text).map_err(|e| Rejection::NotJson(e.to_string()))?
+            }
+        } else if args.is_none() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            pythonize::depythonize(args).map_err(|e| Rejection::NotJson(e.to_string()))?
+        };
+        let dropped = self.validator.drop_injected(&mut value);
+        self.validator.check(&value)?;
+        Ok((value, dropped))
+    }
+
+    /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
+    fn kwargs<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyAny>,
+        value: &Value,
+        dropped: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        if let Ok(d) = args.cast::<PyDict>() {
+            if !dropped {
+                return d.copy();
+            }
+        }
+        to_py(py, value)?.cast_into::<PyDict>().map_err(Into::into)
+    }
+
+    fn argument_error(&self, py: Python<'_>, rejection: &Rejection) -> PyErr {
+        let build = || -> PyResult<PyErr> {
+            let (unexpected, missing, invalid) = match rejection {
+                Rejection::Problems(p) => (p.unexpected.clone(), p.missing.clone(), p.invalid.clone()),
+                other => (vec![], vec![], vec![("<arguments>".to_owned(), other.summary(usize::MAX))]),
+            };
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("unexpected", PyTuple::new(py, unexpected)?)?;
+            kwargs.set_item("missing", PyTuple::new(py, missing)?)?;
+            kwargs.set_item("accepted", PyTuple::new(py, self.validator.accepted())?)?;
+            kwargs.set_item("invalid", PyTuple::new(py, invalid)?)?;
+            let exc = errors(py)?.argument.bind(py).call((&self.name,), Some(&kwargs))?;
+            Ok(PyErr::from_value(exc))
+        };
+        build().unwrap_or_else(|e| e)
+    }
+
+    /// The `invalid_arguments` envelope for a rejection.
+    fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
+        let message = dispatch::invalid_arguments_message(&self.name, rejection, self.validator.accepted());
+        let items = PyList::empty(py);
+        let push = |path: &str, reason: &str| -> PyResult<()> {
+            let d = PyDict::new(py);
+            d.set_item("path", path)?;
+            d.set_item("reason", reason)?;
+            items.append(d)
+        };
+        match rejection {
+            Rejection::Problems(p) => {
+                for n in &p.unexpected {
+                    push(n, "unexpected argument: this tool does not take it")?;
+                }
+                for n in &p.missing {
+                    push(n, "missing required argument")?;
+                }
+                for (path, why) in &p.invalid {
+                    push(path, why)?;
+                }
+            }
+            other => push("<arguments>", &other.summary(usize::MAX))?,
+        }
+        let error = PyDict::new(py);
+        error.set_item("code", "invalid_arguments")?;
+        error.set_item("message", message)?;
+        error.set_item("errors", items)?;
+        error.set_item("schema", self.parameters.bind(py))?;
+        failure(py, error)
+    }
+}
+
+#[pymethods]
+impl CoreTool {
+    /// Compile the input schema of a tool that already has one (a hand-built tool).
+    #[staticmethod]
+    #[pyo3(signature = (name, parameters, dropped=Vec::new(), description=String::new()))]
+    fn from_schema(
+        py: Python<'_>,
+        name: String,
+        parameters: &Bound<'_, PyAny>,
+        dropped: Vec<String>,
+        description: String,
+    ) -> PyResult<Self> {
+        Self::build(py, name, description, Vec::new(), to_value(parameters)?, dropped)
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[getter]
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    #[getter]
+    fn parameters(&self, py: Python<'_>) -> Py<PyAny> {
+        self.parameters.clone_ref(py)
+    }
+
+    #[getter]
+    fn documented(&self) -> Vec<String> {
+        self.documented.clone()
+    }
+
+    #[getter]
+    fn accepted(&self) -> Vec<String> {
+        self.validator.accepted().to_vec()
+    }
+
+    /// Validate a call's arguments (a mapping or JSON text) and return a fresh dict of them.
+    /// Raises `ToolArgumentError` with every problem.
+    fn validate<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        match self.check(args) {
+            Ok((value, dropped)) => self.kwargs(py, args, &value, dropped),
+            Err(rejection) => Err(self.argument_error(py, &rejection)),
+        }
+    }
+
+    /// The `invalid_arguments` envelope for a `ToolArgumentError` raised elsewhere.
+    fn argument_error_envelope<'py>(&self, py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let tuple_of = |attr: &str| -> PyResult<Vec<String>> { exc.getattr(attr)?.extract() };
+        let problems = validate::ArgumentProblems {
+            unexpected: tuple_of("unexpected")?,
+            missing: tuple_of("missing")?,
+            invalid: exc.getattr("invalid")?.extract()?,
+        };
+        self.rejection_envelope(py, &Rejection::Problems(problems))
+    }
+}
+
+fn failure<'py>(py: Python<'py>, error: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
+    let env = PyDict::new(py);
+    env.set_item("ok", false)?;
+    env.set_item("error", error)?;
+    Ok(env)
+}
+
+fn error_dict<'py>(py: Python<'py>, code: &str, message: &str) -> PyResult<Bound<'py, PyDict>> {
+    let error = PyDict::new(py);
+    error.set_item("code", code)?;
+    error.set_item("message", message)?;
+    Ok(error)
+}
+
+/// Define a tool from what introspection read: parse the docstring, apply the description
+/// rules, assemble and compile the input schema. Raises `ToolDefinitionError`.
+///
+/// `params`: `(name, schema fragment, required, JSON default, Annotated description or None,
+/// has a JSON default)` per advertised parameter, in signature order. `defs`: `$defs` for
+/// recursive types, placed at the root of the input schema.
+#[pyfunction]
+#[pyo3(signature = (name, description, doc, params, allow_extra, dropped, defs=None))]
+fn define_tool(
+    py: Python<'_>,
+    name: String,
+    description: Option<String>,
+    doc: Option<String>,
+    params: Vec<(String, Bound<'_, PyAny>, bool, Bound<'_, PyAny>, Option<String>, bool)>,
+    allow_extra: bool,
+    dropped: Vec<String>,
+    defs: Option<Bound<'_, PyAny>>,
+) -> PyResult<CoreTool> {
+    let mut specs = Vec::with_capacity(params.len());
+    for (pname, fragment, required, default, pdesc, has_default) in params {
+        specs.push(ParamSpec {
+            name: pname,
+            schema: to_value(&fragment)?,
+            required,
+            default: if has_default { Some(to_value(&default)?) } else { None },
+            description: pdesc,
+        });
+    }
+    let def = schema::define(&name, description.as_deref(), doc.as_deref(), specs, allow_extra)
+        .map_err(|e| match errors(py) {
+            Ok(errs) => match errs.definition.bind(py).call1((e.to_string(),)) {
+                Ok(exc) => PyErr::from_value(exc),
+                Err(err) => err,
+            },
+            Err(err) => err,
+        })?;
+    let mut parameters = def.parameters;
+    if let (Some(defs), Value::Object(obj)) = (defs, &mut parameters) {
+        let defs = to_value(&defs)?;
+        if defs.as_object().is_some_and(|d| !d.is_empty()) {
+            obj.insert("$defs".into(), defs);
+        }
+    }
+    CoreTool::build(py, name, def.description, def.documented, parameters, dropped)
+}
+
+struct Entry {
+    tool: Py<PyAny>,
+    core: Py<CoreTool>,
+}
+
+/// The registry's shared state: tools by name (sorted), insertion order, and lookup +
+/// validation of a call in one step.
+#[pyclass(module = "agentkit_tools._core")]
+pub struct CoreRegistry {
+    by_name: BTreeMap<String, Entry>,
+    order: Vec<String>,
+}
+
+#[pymethods]
+impl CoreRegistry {
+    #[new]
+    fn new() -> Self {
+        Self { by_name: BTreeMap::new(), order: Vec::new() }
+    }
+
+    /// Add a tool; `ValueError` on a name collision unless `replace`.
+    #[pyo3(signature = (name, tool, core, replace=false))]
+    fn add(&mut self, name: String, tool: Py<PyAny>, core: Py<CoreTool>, replace: bool) -> PyResult<()> {
+        if self.by_name.contains_key(&name) {
+            if !replace {
+                return Err(PyValueError::new_err(format!(
+                    "ToolRegistry: tool '{name}' already registered. Pass replace=True to swap deliberately."
+                )));
+            }
+        } else {
+            self.order.push(name.clone());
+        }
+        self.by_name.insert(name, Entry { tool, core });
+        Ok(())
+    }
+
+    /// Remove a tool by name (`KeyError` when absent).
+    fn remove(&mut self, name: &str) -> PyResult<()> {
+        self.by_name.remove(name).ok_or_else(|| PyKeyError::new_err(format!("no tool '{name}'")))?;
+        self.order.retain(|n| n != name);
+        Ok(())
+    }
+
+    fn get(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        self.by_name
+            .get(name)
+            .map(|e| e.tool.clone_ref(py))
+            .ok_or_else(|| PyKeyError::new_err(format!("no tool '{name}'")))
+    }
+
+    fn core(&self, py: Python<'_>, name: &str) -> PyResult<Py<CoreTool>> {
+        self.by_name
+            .get(name)
+            .map(|e| e.core.clone_ref(py))
+            .ok_or_else(|| PyKeyError::new_err(format!("no tool '{name}'")))
+    }
+
+    /// Names, sorted (byte order).
+    fn names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
+    }
+
+    /// Tools, sorted by name.
+    fn sorted_tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.by_name.values().map(|e| e.tool.clone_ref(py)).collect()
+    }
+
+    /// Tools in insertion order.
+    fn tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.order.iter().filter_map(|n| self.by_name.get(n)).map(|e| e.tool.clone_ref(py)).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.by_name.len()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Look a call up and validate its arguments, in one step.
+    ///
+    /// `call` is `{"id", "name", "input"}` (Anthropic) or `{"id", "function": {"name",
+    /// "arguments"}}` (OpenAI Chat) or `{"call_id", "name", "arguments"}` (OpenAI Responses);
+    /// arguments are a mapping or JSON text. Returns `(True, tool, kwargs, core)` for a valid
+    /// call or `(False, envelope, None, None)` with the `unknown_tool` / `invalid_arguments`
+    /// envelope.
+    fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let (name, args) = call_parts(call)?;
+        let Some(name) = name else {
+            let env = failure(
+                py,
+                error_dict(
+                    py,
+                    "invalid_call",
+                    "The tool call has no tool name. Send a call with a 'name' and its arguments.",
+                )?,
+            )?;
+            return rejected(py, env);
+        };
+        let Some(entry) = self.by_name.get(&name) else {
+            return rejected(py, self.unknown_tool(py, &name)?);
+        };
+        let core = entry.core.get();
+        let args = args.unwrap_or_else(|| py.None().into_bound(py));
+        match core.check(&args) {
+            Ok((value, dropped)) => {
+                let kwargs = core.kwargs(py, &args, &value, dropped)?;
+                PyTuple::new(
+                    py,
+                    [
+                        PyBool::new(py, true).to_owned().into_any(),
+                        entry.tool.bind(py).clone(),
+                        kwargs.into_any(),
+                        entry.core.bind(py).clone().into_any(),
+                    ],
+                )
+            }
+            Err(rejection) => rejected(py, core.rejection_envelope(py, &rejection)?),
+        }
+    }
+
+    /// The `unknown_tool` envelope for `name`.
+    fn unknown_tool<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+        let close = dispatch::closest(name, names.iter().copied());
+        let error = error_dict(py, "unknown_tool", &dispatch::unknown_tool_message(name, &names, close))?;
+        error.set_item("available", names)?;
+        if let Some(c) = close {
+            error.set_item("did_you_mean", c)?;
+        }
+        failure(py, error)
+    }
+}
+
+/// `(False, envelope, None, None)`: a call that fails before the tool runs.
+fn rejected<'py>(py: Python<'py>, envelope: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
+    let none = py.None().into_bound(py);
+    PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none])
+}
+
+/// `(name, arguments)` of a call in any of the accepted shapes.
+fn call_parts<'py>(call: &Bound<'py, PyAny>) -> PyResult<(Option<String>, Option<Bound<'py, PyAny>>)> {
+    let Ok(d) = call.cast::<PyDict>() else {
+        return Err(PyTypeError::new_err(format!(
+            "a tool call must be a dict like {{'id': ..., 'name': ..., 'input': {{...}}}}, got {}",
+            call.get_type().name()?
+        )));
+    };
+    let func = d.get_item("function")?;
+    let holder = match &func {
+        Some(f) if f.is_instance_of::<PyDict>() => f.cast::<PyDict>()?.clone(),
+        _ => d.clone(),
+    };
+    let name = holder.get_item("name")?.and_then(|n| n.extract::<String>().ok());
+    let mut args = holder.get_item("input")?;
+    if args.is_none() {
+        args = holder.get_item("arguments")?;
+    }
+    Ok((name, args))
+}
+
+/// The envelope for an exception raised by a tool (or by our own deadline).
+///
+/// `ToolArgumentError` → `invalid_arguments` (needs `core`), `ToolTimeoutError` → `timeout`,
+/// `ToolError` → its own code with `retriable` and details, `ToolShapeError` →
+/// `output_mismatch`, anything else → `internal_error`.
+#[pyfunction]
+#[pyo3(signature = (tool_name, exc, core=None))]
+fn error_envelope<'py>(
+    py: Python<'py>,
+    tool_name: &str,
+    exc: &Bound<'py, PyAny>,
+    core: Option<&Bound<'py, CoreTool>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let errs = errors(py)?;
+    if exc.is_instance(errs.argument.bind(py))? {
+        if let Some(core) = core {
+            return core.get().argument_error_envelope(py, exc);
+        }
+    }
+    if exc.is_instance(errs.timeout.bind(py))? {
+        let limit: f64 = exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0);
+        return failure(py, error_dict(py, "timeout", &dispatch::timeout_message(tool_name, limit))?);
+    }
+    if exc.is_instance(errs.tool_error.bind(py))? {
+        let code: String = exc.getattr("code")?.extract()?;
+        let message: String = exc.str()?.extract()?;
+        let error = PyDict::new(py);
+        // Details first, so they can never overwrite code/message/retriable.
+        if let Ok(details) = exc.getattr("details") {
+            if let Ok(details) = details.cast::<PyDict>() {
+                error.update(details.as_mapping())?;
+            }
+        }
+        error.set_item("code", code)?;
+        error.set_item("message", message)?;
+        error.set_item("retriable", exc.getattr("retriable")?.is_truthy()?)?;
+        return failure(py, error);
+    }
+    if exc.is_instance(errs.shape.bind(py))? {
+        let expected: String = exc.getattr("expected")?.str()?.extract()?;
+        let problems = match exc.getattr("errors") {
+            Ok(e) if !e.is_none() => match e.extract::<Vec<(String, String)>>() {
+                Ok(list) => list.iter().map(|(p, r)| format!("{p}: {r}")).collect::<Vec<_>>().join("; "),
+                Err(_) => e.str()?.extract()?,
+            },
+            _ => String::new(),
+        };
+        return failure(
+            py,
+            error_dict(py, "output_mismatch", &dispatch::output_mismatch_message(tool_name, &expected, &problems))?,
+        );
+    }
+    let exc_type: String = exc.get_type().qualname()?.extract()?;
+    let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
+    failure(py, error_dict(py, "internal_error", &dispatch::internal_error_message(tool_name, &exc_type, &text))?)
+}
+
+/// `{"ok": True, "value": value, "elapsed_ms": elapsed_ms}`.
+#[pyfunction]
+fn ok_envelope<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, elapsed_ms: f64) -> PyResult<Bound<'py, PyDict>> {
+    let env = PyDict::new(py);
+    env.set_item("ok", true)?;
+    env.set_item("value", value)?;
+    env.set_item("elapsed_ms", (elapsed_ms * 1000.0).round() / 1000.0)?;
+    Ok(env)
+}
+
+/// Cut `text` to at most `max_chars` characters with the truncation notice (SPEC §8).
+#[pyfunction]
+#[pyo3(signature = (text, max_chars=render::DEFAULT_MAX_CHARS))]
+fn truncate(text: &str, max_chars: usize) -> String {
+    render::truncate(text, max_chars)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<SchemaValidator>()?;
+    m.add_class::<CoreTool>()?;
+    m.add_class::<CoreRegistry>()?;
+    m.add_function(wrap_pyfunction!(define_tool, m)?)?;
+    m.add_function(wrap_pyfunction!(error_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(ok_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(truncate, m)?)?;
+    m.add("MIN_DESCRIPTION_CHARS", schema::MIN_DESCRIPTION_CHARS)?;
+    m.add("MAX_SPELLED_OUT", dispatch::MAX_SPELLED_OUT)?;
+    Ok(())
+}

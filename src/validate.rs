@@ -1,0 +1,586 @@
+//! Validating a tool call's arguments against the tool's input schema (SPEC §4).
+//!
+//! A [`SchemaValidator`] is compiled once per schema (JSON Schema 2020-12, the `jsonschema`
+//! crate, format assertions on) and then only run. [`ArgumentValidator`] adds what a tool call
+//! needs on top: every problem of a call collected at once and sorted into the three kinds the
+//! model can act on (unexpected names, missing names, invalid values), each invalid value with a
+//! reason that carries the legal values.
+
+use std::fmt::Write as _;
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::paths::LocationSegment;
+use jsonschema::{ValidationError, Validator};
+use serde_json::{Map, Value};
+
+/// A schema compiled once, validated many times.
+pub struct SchemaValidator {
+    schema: Value,
+    validator: Validator,
+}
+
+impl SchemaValidator {
+    /// Compile `schema` (draft 2020-12, formats asserted).
+    ///
+    /// # Errors
+    /// The schema is not a valid JSON Schema (the message says where).
+    pub fn new(schema: Value) -> Result<Self, String> {
+        let validator = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .map_err(|e| format!("invalid JSON Schema: {e}"))?;
+        Ok(Self { schema, validator })
+    }
+
+    /// The schema this validator was compiled from.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// True when `instance` is valid (no error objects are built).
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.validator.is_valid(instance)
+    }
+
+    /// Every problem with `instance` as `(path, reason)` pairs, in the validator's order.
+    /// Paths use the model-facing notation of [`display_path`] (`<root>` for the value itself).
+    pub fn problems(&self, instance: &Value) -> Vec<(String, String)> {
+        self.validator
+            .iter_errors(instance)
+            .map(|e| {
+                let segs = segments(&e);
+                let path = if segs.is_empty() { "<root>".to_owned() } else { display_path(&segs) };
+                (path, reason(&self.schema, &e))
+            })
+            .collect()
+    }
+}
+
+/// Why a call's arguments were rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The arguments are not a JSON object (the JSON type that was sent instead).
+    NotAnObject(&'static str),
+    /// The arguments are not valid JSON text (the parser's message).
+    NotJson(String),
+    /// Everything wrong with an object of arguments, collected at once.
+    Problems(ArgumentProblems),
+}
+
+/// The problems of one call, sorted the way [`ArgumentValidator::check`] documents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArgumentProblems {
+    /// Top-level names the schema does not declare, in the order they were sent.
+    pub unexpected: Vec<String>,
+    /// Required names that were not sent, in signature order.
+    pub missing: Vec<String>,
+    /// `(path, reason)` for every value the schema forbids, in signature order.
+    pub invalid: Vec<(String, String)>,
+}
+
+impl Rejection {
+    /// The model-facing one-line summary: every problem, `limit` invalid values spelled out.
+    pub fn summary(&self, limit: usize) -> String {
+        match self {
+            Rejection::NotAnObject(kind) => format!(
+                "the arguments must be a JSON object of named arguments, got {} {kind}",
+                article(kind)
+            ),
+            Rejection::NotJson(msg) => format!("the arguments are not valid JSON ({msg})"),
+            Rejection::Problems(p) => p.summary(limit),
+        }
+    }
+}
+
+impl ArgumentProblems {
+    /// True when nothing is wrong.
+    pub fn is_empty(&self) -> bool {
+        self.unexpected.is_empty() && self.missing.is_empty() && self.invalid.is_empty()
+    }
+
+    /// `unexpected argument(s) ["x"]; missing required argument(s) ["a"]; invalid argument(s)
+    /// b: reason; c: reason` with at most `limit` invalid entries spelled out.
+    pub fn summary(&self, limit: usize) -> String {
+        let mut parts: Vec<String> = Vec::with_capacity(3);
+        if !self.unexpected.is_empty() {
+            parts.push(format!("unexpected argument(s) {}", json_list(&self.unexpected)));
+        }
+        if !self.missing.is_empty() {
+            parts.push(format!("missing required argument(s) {}", json_list(&self.missing)));
+        }
+        if !self.invalid.is_empty() {
+            let shown: Vec<String> =
+                self.invalid.iter().take(limit).map(|(p, r)| format!("{p}: {r}")).collect();
+            let mut s = format!("invalid argument(s) {}", shown.join("; "));
+            if self.invalid.len() > limit {
+                let _ = write!(s, "; and {} more", self.invalid.len() - limit);
+            }
+            parts.push(s);
+        }
+        parts.join("; ")
+    }
+}
+
+/// The input schema of one tool, compiled, plus what a call check needs to know about it.
+pub struct ArgumentValidator {
+    inner: SchemaValidator,
+    /// Declared argument names, in signature order.
+    accepted: Vec<String>,
+    /// Required argument names, in signature order.
+    required: Vec<String>,
+    /// Names the model may send but that are dropped before validation (an injected `ctx`).
+    dropped: Vec<String>,
+}
+
+impl ArgumentValidator {
+    /// Compile an input schema (a JSON Schema object with `properties` in signature order).
+    /// `dropped` names keys removed from a call before validation (SPEC §4: a model-sent
+    /// `ctx`/`context` when the function declares that injected parameter).
+    ///
+    /// # Errors
+    /// The schema is not a valid JSON Schema.
+    pub fn new(schema: Value, dropped: Vec<String>) -> Result<Self, String> {
+        let accepted: Vec<String> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let mut required: Vec<String> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let order = |n: &String| index_of(&accepted, n);
+        required.sort_by_key(order);
+        Ok(Self { inner: SchemaValidator::new(schema)?, accepted, required, dropped })
+    }
+
+    /// Declared argument names, in signature order.
+    pub fn accepted(&self) -> &[String] {
+        &self.accepted
+    }
+
+    /// The input schema.
+    pub fn schema(&self) -> &Value {
+        self.inner.schema()
+    }
+
+    /// Names dropped from a call before validation.
+    pub fn dropped(&self) -> &[String] {
+        &self.dropped
+    }
+
+    /// Remove the dropped keys from `args` (returns whether anything was removed).
+    pub fn drop_injected(&self, args: &mut Value) -> bool {
+        let Some(obj) = args.as_object_mut() else { return false };
+        let mut removed = false;
+        for k in &self.dropped {
+            removed |= obj.shift_remove(k).is_some();
+        }
+        removed
+    }
+
+    /// Check one call's arguments (dropped keys must already be removed).
+    ///
+    /// # Errors
+    /// [`Rejection::NotAnObject`] when `args` is not an object; otherwise
+    /// [`Rejection::Problems`] with every problem: top-level unknown names in `unexpected`,
+    /// top-level missing required names in `missing` (signature order), everything else in
+    /// `invalid` as `(path, reason)` sorted by the argument's position in the signature.
+    pub fn check(&self, args: &Value) -> Result<(), Rejection> {
+        let Value::Object(map) = args else {
+            return Err(Rejection::NotAnObject(json_type(args)));
+        };
+        if self.inner.is_valid(args) {
+            return Ok(());
+        }
+        Err(Rejection::Problems(self.collect(map, args)))
+    }
+
+    fn collect(&self, map: &Map<String, Value>, args: &Value) -> ArgumentProblems {
+        let mut p = ArgumentProblems::default();
+        let mut invalid: Vec<(usize, String, String)> = Vec::new();
+        for err in self.inner.validator.iter_errors(args) {
+            let segs = segments(&err);
+            match err.kind() {
+                ValidationErrorKind::AdditionalProperties { unexpected } if segs.is_empty() => {
+                    p.unexpected.extend(unexpected.iter().cloned());
+                }
+                ValidationErrorKind::Required { property } if segs.is_empty() => {
+                    if let Some(name) = property.as_str() {
+                        p.missing.push(name.to_owned());
+                    }
+                }
+                _ => {
+                    let (rank, path) = match segs.first() {
+                        Some(Seg::Key(top)) => (index_of(&self.accepted, top), display_path(&segs)),
+                        _ => (usize::MAX, "<arguments>".to_owned()),
+                    };
+                    invalid.push((rank, path, reason(self.inner.schema(), &err)));
+                }
+            }
+        }
+        // Report unexpected names in the order the model sent them, missing ones in signature order.
+        p.unexpected.sort_by_key(|n| map.keys().position(|k| k == n).unwrap_or(usize::MAX));
+        p.unexpected.dedup();
+        p.missing.sort_by_key(|n| index_of(&self.required, n));
+        p.missing.dedup();
+        invalid.sort_by(|a, b| a.0.cmp(&b.0));
+        p.invalid = invalid.into_iter().map(|(_, path, why)| (path, why)).collect();
+        p
+    }
+}
+
+fn index_of(names: &[String], name: &str) -> usize {
+    names.iter().position(|n| n == name).unwrap_or(usize::MAX)
+}
+
+/// One step of an instance path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn segments(err: &ValidationError<'_>) -> Vec<Seg> {
+    err.instance_path()
+        .iter()
+        .map(|s| match s {
+            LocationSegment::Property(p) => Seg::Key(p.into_owned()),
+            LocationSegment::Index(i) => Seg::Index(i),
+        })
+        .collect()
+}
+
+/// `arg.sub[0]`: keys joined with dots, indexes in brackets; a key that is not a plain
+/// identifier is written as `["key"]`.
+fn display_path(segs: &[Seg]) -> String {
+    let mut out = String::new();
+    for s in segs {
+        match s {
+            Seg::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
+            Seg::Key(k) if is_identifier(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Key(k) => {
+                let _ = write!(out, "[{}]", Value::String(k.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The JSON type name of a value, as the model would say it.
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+fn json_list(names: &[String]) -> String {
+    Value::Array(names.iter().cloned().map(Value::String).collect()).to_string()
+}
+
+/// A short rendering of a value for a reason: its JSON text, cut at 60 characters.
+fn show(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= 60 {
+        return text;
+    }
+    let cut: String = text.chars().take(57).collect();
+    format!("{cut}...")
+}
+
+/// `got integer 1001`, `got null`.
+fn got(v: &Value) -> String {
+    match v {
+        Value::Null => "got null".to_owned(),
+        Value::Object(_) | Value::Array(_) => format!("got {} {}", article(json_type(v)), json_type(v)),
+        _ => format!("got {} {}", json_type(v), show(v)),
+    }
+}
+
+/// The subschema holding the keyword an error came from.
+fn keyword_parent<'s>(schema: &'s Value, err: &ValidationError<'_>) -> Option<&'s Value> {
+    let ptr = err.schema_path().as_str();
+    let parent = &ptr[..ptr.rfind('/').unwrap_or(0)];
+    schema.pointer(parent)
+}
+
+/// A model-facing reason for one validation error: what was expected and what was sent.
+fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
+    let inst: &Value = err.instance();
+    match err.kind() {
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(t) => t.to_string(),
+                TypeKind::Multiple(set) => {
+                    set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
+                }
+            };
+            format!("expected {expected}, {}", got(inst))
+        }
+        ValidationErrorKind::Enum { options } => {
+            format!("must be one of {}, {}", options, got(inst))
+        }
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("must be {}, {}", expected_value, got(inst))
+        }
+        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
+            let expected = keyword_parent(schema, err).map_or_else(|| "another value".to_owned(), describe);
+            format!("expected {expected}, {}", got(inst))
+        }
+        ValidationErrorKind::Required { property } => {
+            format!("missing required field {property}")
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            format!("unexpected field(s) {}", json_list(unexpected))
+        }
+        ValidationErrorKind::FalseSchema => "not allowed here (no such field or position)".to_owned(),
+        ValidationErrorKind::Minimum { limit } => format!("must be >= {limit}, {}", got(inst)),
+        ValidationErrorKind::Maximum { limit } => format!("must be <= {limit}, {}", got(inst)),
+        ValidationErrorKind::ExclusiveMinimum { limit } => format!("must be > {limit}, {}", got(inst)),
+        ValidationErrorKind::ExclusiveMaximum { limit } => format!("must be < {limit}, {}", got(inst)),
+        ValidationErrorKind::MultipleOf { .. } => {
+            let m = keyword_parent(schema, err).and_then(|s| s.get("multipleOf")).cloned();
+            format!("must be a multiple of {}, {}", m.unwrap_or(Value::Null), got(inst))
+        }
+        ValidationErrorKind::MinLength { limit } => {
+            format!("must be at least {limit} character(s) long, {}", got(inst))
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            format!("must be at most {limit} character(s) long, {}", got(inst))
+        }
+        ValidationErrorKind::MinItems { limit } => {
+            format!("must have at least {limit} item(s), got {}", inst.as_array().map_or(0, Vec::len))
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("must have at most {limit} item(s), got {}", inst.as_array().map_or(0, Vec::len))
+        }
+        ValidationErrorKind::UniqueItems => "items must be unique, got duplicates".to_owned(),
+        ValidationErrorKind::Pattern { pattern } => {
+            format!("must match the pattern {}, {}", Value::String(pattern.clone()), got(inst))
+        }
+        ValidationErrorKind::Format { format } => {
+            format!("expected a string in {} format, {}", format_name(format), got(inst))
+        }
+        ValidationErrorKind::MinProperties { limit } => format!("must have at least {limit} field(s)"),
+        ValidationErrorKind::MaxProperties { limit } => format!("must have at most {limit} field(s)"),
+        _ => err.to_string(),
+    }
+}
+
+fn format_name(format: &str) -> String {
+    match format {
+        "date-time" => "date-time (RFC 3339, e.g. \"2024-05-01T12:00:00Z\")".to_owned(),
+        "date" => "date (YYYY-MM-DD)".to_owned(),
+        "time" => "time (HH:MM:SS with an offset, e.g. \"12:00:00Z\")".to_owned(),
+        "uuid" => "uuid (e.g. \"123e4567-e89b-12d3-a456-426614174000\")".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// A short human description of what a schema admits: `string`, `one of ["a", "b"]`,
+/// `array of integer`, `integer or null`.
+pub fn describe(schema: &Value) -> String {
+    let Value::Object(s) = schema else {
+        return if schema == &Value::Bool(false) { "nothing".into() } else { "any value".into() };
+    };
+    if let Some(options) = s.get("enum") {
+        return format!("one of {options}");
+    }
+    if let Some(c) = s.get("const") {
+        return format!("exactly {c}");
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = s.get(key) {
+            return branches.iter().map(describe).collect::<Vec<_>>().join(" or ");
+        }
+    }
+    match s.get("type") {
+        Some(Value::String(t)) if t == "array" => match s.get("items") {
+            Some(items) if items.as_object().is_some_and(|o| !o.is_empty()) => {
+                format!("array of {}", describe(items))
+            }
+            _ => "array".into(),
+        },
+        Some(Value::String(t)) if t == "string" => match s.get("format").and_then(Value::as_str) {
+            Some(f) => format!("string ({f})"),
+            None => "string".into(),
+        },
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => {
+            ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or ")
+        }
+        _ if s.contains_key("properties") => "object".into(),
+        _ => "any value".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check_stock() -> ArgumentValidator {
+        ArgumentValidator::new(
+            json!({
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string"},
+                    "warehouse": {"enum": ["AMS", "SIN", "any"], "type": "string", "default": "any"},
+                    "qty": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+                    "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+                    "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                             "items": false, "minItems": 2, "maxItems": 2},
+                    "when": {"type": "string", "format": "date"},
+                    "ctx": {"type": "integer"}
+                },
+                "required": ["warehouse", "sku"],
+                "additionalProperties": false
+            }),
+            vec!["context".into()],
+        )
+        .unwrap()
+    }
+
+    fn problems(v: &ArgumentValidator, args: Value) -> ArgumentProblems {
+        match v.check(&args) {
+            Err(Rejection::Problems(p)) => p,
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_call_passes() {
+        let v = check_stock();
+        assert_eq!(v.check(&json!({"sku": "SKU-1", "warehouse": "AMS", "qty": null})), Ok(()));
+        assert_eq!(v.check(&json!({"sku": "SKU-1", "warehouse": "SIN", "pair": [1, "a"]})), Ok(()));
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let v = check_stock();
+        let p = problems(&v, json!({"zeta": 1, "warehouse": "LHR", "alpha": 2, "qty": 0}));
+        assert_eq!(p.unexpected, vec!["zeta", "alpha"]);
+        assert_eq!(p.missing, vec!["sku"]);
+        assert_eq!(
+            p.invalid,
+            vec![
+                ("warehouse".to_owned(), "must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"".to_owned()),
+                ("qty".to_owned(), "expected integer or null, got integer 0".to_owned()),
+            ]
+        );
+        assert_eq!(
+            p.summary(5),
+            "unexpected argument(s) [\"zeta\",\"alpha\"]; missing required argument(s) [\"sku\"]; \
+             invalid argument(s) warehouse: must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"; \
+             qty: expected integer or null, got integer 0"
+        );
+    }
+
+    #[test]
+    fn strict_types_no_coercion() {
+        let v = check_stock();
+        let p = problems(&v, json!({"sku": 1001, "warehouse": "AMS", "qty": "5"}));
+        assert_eq!(
+            p.invalid,
+            vec![
+                ("sku".to_owned(), "expected string, got integer 1001".to_owned()),
+                ("qty".to_owned(), "expected integer or null, got string \"5\"".to_owned()),
+            ]
+        );
+        let p = problems(&v, json!({"sku": "a", "warehouse": "AMS", "qty": true}));
+        assert_eq!(p.invalid, vec![("qty".to_owned(), "expected integer or null, got boolean true".to_owned())]);
+        let p = problems(&v, json!({"sku": null, "warehouse": "AMS"}));
+        assert_eq!(p.invalid, vec![("sku".to_owned(), "expected string, got null".to_owned())]);
+    }
+
+    #[test]
+    fn nested_paths_and_containers() {
+        let v = check_stock();
+        let p = problems(
+            &v,
+            json!({"sku": "a", "warehouse": "AMS", "tags": ["x", 3, "x"], "pair": [1, "b", 3], "when": "May 1"}),
+        );
+        assert_eq!(
+            p.invalid,
+            vec![
+                ("tags".to_owned(), "items must be unique, got duplicates".to_owned()),
+                ("tags[1]".to_owned(), "expected string, got integer 3".to_owned()),
+                ("pair".to_owned(), "must have at most 2 item(s), got 3".to_owned()),
+                ("pair[2]".to_owned(), "not allowed here (no such field or position)".to_owned()),
+                ("when".to_owned(), "expected a string in date (YYYY-MM-DD) format, got string \"May 1\"".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn non_objects_are_rejected() {
+        let v = check_stock();
+        assert_eq!(v.check(&json!([1])), Err(Rejection::NotAnObject("array")));
+        assert_eq!(v.check(&json!(null)), Err(Rejection::NotAnObject("null")));
+        assert_eq!(
+            Rejection::NotAnObject("array").summary(5),
+            "the arguments must be a JSON object of named arguments, got an array"
+        );
+    }
+
+    #[test]
+    fn injected_keys_are_dropped() {
+        let v = check_stock();
+        let mut args = json!({"sku": "a", "warehouse": "AMS", "context": {"x": 1}});
+        assert!(v.drop_injected(&mut args));
+        assert_eq!(v.check(&args), Ok(()));
+    }
+
+    #[test]
+    fn summary_caps_spelled_out_problems() {
+        let p = ArgumentProblems {
+            invalid: (0..7).map(|i| (format!("a{i}"), "bad".to_owned())).collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            p.summary(5),
+            "invalid argument(s) a0: bad; a1: bad; a2: bad; a3: bad; a4: bad; and 2 more"
+        );
+    }
+
+    #[test]
+    fn describe_schemas() {
+        assert_eq!(describe(&json!({"type": "array", "items": {"type": "integer"}})), "array of integer");
+        assert_eq!(describe(&json!({"anyOf": [{"enum": [1, 2]}, {"type": "null"}]})), "one of [1,2] or null");
+        assert_eq!(describe(&json!({})), "any value");
+    }
+
+    #[test]
+    fn path_notation() {
+        let segs = vec![Seg::Key("a".into()), Seg::Index(0), Seg::Key("b c".into()), Seg::Key("d".into())];
+        assert_eq!(display_path(&segs), "a[0][\"b c\"].d");
+    }
+}
