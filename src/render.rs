@@ -15,16 +15,17 @@ pub fn truncate(text: &str, max_chars: usize) -> String {
     if total <= max_chars {
         return text.to_owned();
     }
-    // The notice's length depends on how many characters it reports cut; settle it.
-    let mut keep = max_chars.saturating_sub(notice(total).chars().count());
-    loop {
-        let n = notice(total - keep);
-        let fits = max_chars.saturating_sub(n.chars().count());
-        if fits >= keep {
-            break;
-        }
-        keep = fits;
-    }
+    // The notice reports how many characters were cut, so its own length depends on that
+    // number's digit count: take the longest kept prefix whose notice is consistent.
+    let base = notice(0).chars().count() - 1; // the notice without its number
+    let keep = (1..=20)
+        .filter_map(|digits| {
+            let keep = max_chars.checked_sub(base + digits)?;
+            let cut = total.checked_sub(keep)?;
+            (cut.to_string().len() == digits).then_some(keep)
+        })
+        .max()
+        .unwrap_or(0);
     let byte_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
     let mut out = String::with_capacity(byte_end + 100);
     out.push_str(&text[..byte_end]);

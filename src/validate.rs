@@ -45,12 +45,14 @@ impl SchemaValidator {
     /// Every problem with `instance` as `(path, reason)` pairs, in the validator's order.
     /// Paths use the model-facing notation of [`display_path`] (`<root>` for the value itself).
     pub fn problems(&self, instance: &Value) -> Vec<(String, String)> {
-        self.validator
-            .iter_errors(instance)
+        let errors: Vec<ValidationError<'_>> = self.validator.iter_errors(instance).collect();
+        errors
+            .iter()
+            .flat_map(|e| specific(e))
             .map(|e| {
-                let segs = segments(&e);
+                let segs = segments(e);
                 let path = if segs.is_empty() { "<root>".to_owned() } else { display_path(&segs) };
-                (path, reason(&self.schema, &e))
+                (path, reason(&self.schema, e))
             })
             .collect()
     }
@@ -200,8 +202,9 @@ impl ArgumentValidator {
     fn collect(&self, map: &Map<String, Value>, args: &Value) -> ArgumentProblems {
         let mut p = ArgumentProblems::default();
         let mut invalid: Vec<(usize, String, String)> = Vec::new();
-        for err in self.inner.validator.iter_errors(args) {
-            let segs = segments(&err);
+        let errors: Vec<ValidationError<'_>> = self.inner.validator.iter_errors(args).collect();
+        for err in errors.iter().flat_map(|e| specific(e)) {
+            let segs = segments(err);
             match err.kind() {
                 ValidationErrorKind::AdditionalProperties { unexpected } if segs.is_empty() => {
                     p.unexpected.extend(unexpected.iter().cloned());
@@ -216,7 +219,7 @@ impl ArgumentValidator {
                         Some(Seg::Key(top)) => (index_of(&self.accepted, top), display_path(&segs)),
                         _ => (usize::MAX, "<arguments>".to_owned()),
                     };
-                    invalid.push((rank, path, reason(self.inner.schema(), &err)));
+                    invalid.push((rank, path, reason(self.inner.schema(), err)));
                 }
             }
         }
@@ -233,6 +236,34 @@ impl ArgumentValidator {
 
 fn index_of(names: &[String], name: &str) -> usize {
     names.iter().position(|n| n == name).unwrap_or(usize::MAX)
+}
+
+/// The most specific errors behind one error. When a value matches the type of exactly one
+/// branch of an `anyOf` (an `Optional[X]` that got an `X` with a bad item, say), that branch's own
+/// errors say more than "expected X or null"; otherwise the error stands as it is.
+fn specific<'a, 'i>(err: &'a ValidationError<'i>) -> Vec<&'a ValidationError<'i>>
+where
+    'static: 'i,
+{
+    let ValidationErrorKind::AnyOf { context } = err.kind() else { return vec![err] };
+    let here = err.instance_path().as_str();
+    let type_fits = |branch: &Vec<ValidationError<'static>>| {
+        !branch.iter().any(|e| {
+            e.instance_path().as_str() == here
+                && matches!(
+                    e.kind(),
+                    ValidationErrorKind::Type { .. }
+                        | ValidationErrorKind::Enum { .. }
+                        | ValidationErrorKind::Constant { .. }
+                        | ValidationErrorKind::AnyOf { .. }
+                )
+        })
+    };
+    let mut fitting = context.iter().filter(|b| type_fits(b));
+    match (fitting.next(), fitting.next()) {
+        (Some(branch), None) if !branch.is_empty() => branch.iter().flat_map(|e| specific(e)).collect(),
+        _ => vec![err],
+    }
 }
 
 /// One step of an instance path.
@@ -493,14 +524,14 @@ mod tests {
             p.invalid,
             vec![
                 ("warehouse".to_owned(), "must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"".to_owned()),
-                ("qty".to_owned(), "expected integer or null, got integer 0".to_owned()),
+                ("qty".to_owned(), "must be >= 1, got integer 0".to_owned()),
             ]
         );
         assert_eq!(
             p.summary(5),
             "unexpected argument(s) [\"zeta\",\"alpha\"]; missing required argument(s) [\"sku\"]; \
              invalid argument(s) warehouse: must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"; \
-             qty: expected integer or null, got integer 0"
+             qty: must be >= 1, got integer 0"
         );
     }
 
@@ -536,6 +567,28 @@ mod tests {
                 ("pair".to_owned(), "must have at most 2 item(s), got 3".to_owned()),
                 ("pair[2]".to_owned(), "not allowed here (no such field or position)".to_owned()),
                 ("when".to_owned(), "expected a string in date (YYYY-MM-DD) format, got string \"May 1\"".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn optional_values_report_the_inner_problem() {
+        let v = ArgumentValidator::new(
+            json!({"type": "object", "properties": {
+                "pair": {"anyOf": [{"type": "array", "prefixItems": [{"type": "integer"}], "items": false}, {"type": "null"}]},
+                "n": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+                "u": {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+            }}),
+            vec![],
+        )
+        .unwrap();
+        let p = problems(&v, json!({"pair": [1, 2], "n": 0, "u": 1.5}));
+        assert_eq!(
+            p.invalid,
+            vec![
+                ("pair[1]".to_owned(), "not allowed here (no such field or position)".to_owned()),
+                ("n".to_owned(), "must be >= 1, got integer 0".to_owned()),
+                ("u".to_owned(), "expected integer or string, got number 1.5".to_owned()),
             ]
         );
     }

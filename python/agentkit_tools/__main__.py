@@ -1,0 +1,82 @@
+"""The command line: ``python -m agentkit_tools <command>``.
+
+Commands: ``demo`` (the inventory scenario), ``call MODULE:OBJ JSON`` (dispatch one call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+
+def load_object(spec: str) -> Any:
+    """Import ``module:attribute`` (attribute may be dotted). Raises ``SystemExit`` with an
+    actionable message when it cannot."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"expected MODULE:OBJECT (e.g. mypkg.tools:registry), got {spec!r}")
+    sys.path.insert(0, "")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"cannot import module {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SystemExit(f"module {module_name!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def as_registry(obj: Any) -> Any:
+    """A registry from a registry, a tool, a callable, or a list of those."""
+    from . import ToolRegistry
+
+    if isinstance(obj, ToolRegistry):
+        return obj
+    if isinstance(obj, list | tuple):
+        return ToolRegistry.from_tools(obj)
+    return ToolRegistry.from_tools([obj])
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import main
+
+    return main()
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    from . import dispatch
+
+    registry = as_registry(load_object(args.target))
+    name = args.tool or (registry.names()[0] if len(registry) == 1 else None)
+    if name is None:
+        raise SystemExit(f"the target has several tools; pick one with --tool ({', '.join(registry.names())})")
+    envelope = dispatch({"id": "cli", "name": name, "input": args.arguments}, registry)
+    print(json.dumps(envelope, indent=2, default=str, ensure_ascii=False))
+    return 0 if envelope["ok"] else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agentkit_tools", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="run the inventory demo: schema, a scripted happy path, the failure ladder")
+    p.set_defaults(func=_cmd_demo)
+    p = sub.add_parser("call", help="dispatch one tool call and print its envelope")
+    p.add_argument("target", help="MODULE:OBJ naming a tool, a function, a registry or a list of them")
+    p.add_argument("arguments", help="the call's arguments as JSON text, e.g. '{\"sku\": \"SKU-1\"}'")
+    p.add_argument("--tool", help="the tool's name when the target holds several")
+    p.set_defaults(func=_cmd_call)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""``dispatch``: validation of every call and the whole failure ladder as envelopes (SPEC §4, §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import threading
+import time
+from typing import Literal, Optional
+
+import pytest
+
+from agentkit_tools import (
+    FunctionTool,
+    ToolArgumentError,
+    ToolError,
+    ToolRegistry,
+    ToolSchema,
+    dispatch,
+    tool,
+)
+
+
+class Unit(enum.Enum):
+    CELSIUS = "celsius"
+    FAHRENHEIT = "fahrenheit"
+
+
+SEEN: dict[str, object] = {}
+
+
+@tool(read_only=True)
+def convert(value: float, unit: Unit, tags: set[str] = frozenset(), pair: tuple[int, str] | None = None) -> str:
+    """Convert a temperature reading into the requested unit.
+
+    Args:
+        value: The reading.
+        unit: Target unit.
+        tags: Labels for the reading.
+        pair: An (id, label) pair.
+    """
+    SEEN.update(value=value, unit=unit, tags=tags, pair=pair)
+    return f"{value} {unit.value}"
+
+
+@tool(read_only=True, timeout_s=0.2)
+def stuck(seconds: float = 1.0) -> None:
+    """Sleep longer than the deadline so the call times out."""
+    time.sleep(seconds)
+
+
+CANCELLED = threading.Event()
+
+
+@tool(read_only=True, timeout_s=0.2)
+async def stuck_async() -> None:
+    """Await forever so the call times out and is cancelled."""
+    try:
+        await asyncio.sleep(10)
+    except asyncio.CancelledError:
+        CANCELLED.set()
+        raise
+
+
+@tool(side_effecting=True)
+def fail(kind: Literal["business", "bug", "args"] = "business") -> None:
+    """Fail on purpose, in the way the caller asks for."""
+    if kind == "business":
+        raise ToolError("Order 7 is locked. Ask the user to unlock it, then call again.", code="locked", retriable=True, order=7)
+    if kind == "args":
+        raise ToolArgumentError("fail", invalid=(("kind", "must be business today"),), accepted=("kind",))
+    raise ZeroDivisionError("division by zero")
+
+
+@tool(read_only=True, output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "title": "Count"})
+def count(broken: bool = False) -> dict:
+    """Count things; returns a malformed value when asked to."""
+    return {"n": "many"} if broken else {"n": 3}
+
+
+@tool(read_only=True)
+def optional_arg(limit: Optional[int] = None, note: str = "x") -> str:
+    """Echo an optional limit back to the caller as text."""
+    return f"{limit}:{note}"
+
+
+REG = ToolRegistry.from_tools([convert, stuck, stuck_async, fail, count, optional_arg])
+
+
+def error(call: dict) -> dict:
+    env = dispatch(call, REG)
+    assert env["ok"] is False
+    return env["error"]
+
+
+def test_valid_call_converts_values_for_the_body():
+    env = dispatch({"id": "1", "name": "convert", "input": {"value": 21, "unit": "celsius", "tags": ["a", "b"], "pair": [1, "x"]}}, REG)
+    assert env["ok"] is True and env["value"] == "21 celsius"
+    assert isinstance(env["elapsed_ms"], float)
+    assert SEEN == {"value": 21, "unit": Unit.CELSIUS, "tags": {"a", "b"}, "pair": (1, "x")}
+
+
+def test_raw_json_text_and_openai_shapes():
+    chat = {"id": "c", "type": "function", "function": {"name": "optional_arg", "arguments": '{"limit": 5}'}}
+    responses = {"type": "function_call", "call_id": "r", "name": "optional_arg", "arguments": '{"note": "é"}'}
+    assert dispatch(chat, REG)["value"] == "5:x"
+    assert dispatch(responses, REG)["value"] == "None:é"
+    assert dispatch({"name": "optional_arg", "input": ""}, REG)["value"] == "None:x"
+
+
+def test_unknown_tool_names_the_closest():
+    assert error({"name": "convrt", "input": {}}) == {
+        "code": "unknown_tool",
+        "message": "No tool named 'convrt'. Did you mean 'convert'? Available tools: convert, count, fail, "
+        "optional_arg, stuck, stuck_async. Call one of those instead.",
+        "available": ["convert", "count", "fail", "optional_arg", "stuck", "stuck_async"],
+        "did_you_mean": "convert",
+    }
+    assert "did_you_mean" not in error({"name": "weather", "input": {}})
+
+
+def test_invalid_arguments_reports_everything_with_the_schema():
+    err = error({"name": "convert", "input": {"value": "21", "unit": "kelvin", "extra": 1}})
+    assert err == {
+        "code": "invalid_arguments",
+        "message": 'tool \'convert\' call rejected: unexpected argument(s) ["extra"]; invalid argument(s) '
+        'value: expected number, got string "21"; unit: must be one of ["celsius","fahrenheit"], got string '
+        '"kelvin". Accepted arguments: ["value","unit","tags","pair"]. Re-read the input schema (attached as '
+        "'schema') and call 'convert' again with corrected arguments.",
+        "errors": [
+            {"path": "extra", "reason": "unexpected argument: this tool does not take it"},
+            {"path": "value", "reason": 'expected number, got string "21"'},
+            {"path": "unit", "reason": 'must be one of ["celsius","fahrenheit"], got string "kelvin"'},
+        ],
+        "schema": convert.schema.parameters,
+    }
+
+
+def test_strictness():
+    # True is not an integer; null is not allowed for a non-Optional parameter; a default does not make it nullable.
+    assert error({"name": "optional_arg", "input": {"limit": True}})["errors"] == [
+        {"path": "limit", "reason": "expected integer or null, got boolean true"}
+    ]
+    assert error({"name": "optional_arg", "input": {"note": None}})["errors"] == [
+        {"path": "note", "reason": "expected string, got null"}
+    ]
+    assert error({"name": "convert", "input": {"value": 1, "unit": "celsius", "pair": [1, "a", 2]}})["errors"] == [
+        {"path": "pair", "reason": "must have at most 2 item(s), got 3"},
+        {"path": "pair[2]", "reason": "not allowed here (no such field or position)"},
+    ]
+    for bad in ("[1, 2]", "5", "null", '"text"'):
+        assert error({"name": "optional_arg", "input": bad})["errors"][0]["path"] == "<arguments>"
+    assert error({"name": "optional_arg", "input": "{not json"})["errors"][0]["reason"].startswith(
+        "the arguments are not valid JSON"
+    )
+
+
+def test_at_most_five_problems_spelled_out():
+    @tool(read_only=True)
+    def many(a: int, b: int, c: int, d: int, e: int, f: int, g: int) -> int:
+        """Take seven integers and add them all together."""
+        return a
+
+    reg = ToolRegistry.from_tools([many])
+    env = dispatch({"name": "many", "input": {k: "x" for k in "abcdefg"}}, reg)
+    assert len(env["error"]["errors"]) == 7
+    assert env["error"]["message"].count("expected integer") == 5
+    assert "; and 2 more." in env["error"]["message"]
+
+
+def test_timeouts():
+    start = time.perf_counter()
+    assert error({"name": "stuck", "input": {}}) == {
+        "code": "timeout",
+        "message": "stuck did not finish within 0.2s. Do not retry immediately; tell the user the backend is slow.",
+    }
+    assert time.perf_counter() - start < 0.9  # the wait is bounded; the thread finishes on its own
+    CANCELLED.clear()
+    assert error({"name": "stuck_async", "input": {}})["code"] == "timeout"
+    assert CANCELLED.wait(2.0)
+
+
+def test_tool_errors_bugs_and_shape_mismatches():
+    assert error({"name": "fail", "input": {}}) == {
+        "code": "locked",
+        "message": "Order 7 is locked. Ask the user to unlock it, then call again.",
+        "retriable": True,
+        "order": 7,
+    }
+    assert error({"name": "fail", "input": {"kind": "bug"}}) == {
+        "code": "internal_error",
+        "message": "fail failed: ZeroDivisionError: division by zero. This is a bug in the tool, not in your "
+        "arguments; do not retry.",
+    }
+    args_err = error({"name": "fail", "input": {"kind": "args"}})
+    assert (args_err["code"], args_err["errors"]) == ("invalid_arguments", [{"path": "kind", "reason": "must be business today"}])
+    assert error({"name": "count", "input": {"broken": True}}) == {
+        "code": "output_mismatch",
+        "message": "count returned a value that does not match its declared output schema 'Count' (n: expected "
+        'integer, got string "many"). This is a fault in the tool, not in your arguments: try different '
+        "arguments once, or tell the user the tool is returning malformed data.",
+    }
+    assert dispatch({"name": "count", "input": {}}, REG)["value"] == {"n": 3}
+
+
+def test_malformed_calls_are_envelopes_too():
+    assert dispatch("not a call", REG)["error"]["code"] == "invalid_call"  # type: ignore[arg-type]
+    assert dispatch({"input": {}}, REG)["error"]["code"] == "invalid_call"
+
+
+def test_hand_built_tools_are_validated_by_the_registry():
+    async def fn(args, ctx):
+        return dict(args)
+
+    t = FunctionTool(
+        "echo",
+        fn,
+        "Echo the arguments back.",
+        False,
+        ToolSchema("echo", "Echo the arguments back.", {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}),
+    )
+    reg = ToolRegistry.from_tools([t])
+    assert dispatch({"name": "echo", "input": {"x": 1}}, reg)["value"] == {"x": 1}
+    assert dispatch({"name": "echo", "input": {}}, reg)["error"]["errors"] == [{"path": "x", "reason": "missing required argument"}]
+
+
+def test_run_validates_and_raises_argument_error():
+    with pytest.raises(ToolArgumentError) as err:
+        asyncio.run(convert.run({"value": "x", "zzz": 1}, None))
+    e = err.value
+    assert (e.tool_name, e.unexpected, e.missing, e.accepted, e.invalid) == (
+        "convert",
+        ("zzz",),
+        ("unit",),
+        ("value", "unit", "tags", "pair"),
+        (("value", 'expected number, got string "x"'),),
+    )
+    assert str(e) == (
+        "tool 'convert' call rejected: unexpected argument(s) ['zzz']; missing required argument(s) ['unit']; "
+        "invalid argument(s) value: expected number, got string \"x\". Accepted arguments: ['value', 'unit', 'tags', 'pair']"
+    )
+    assert isinstance(e, ValueError)
+    assert json.loads(json.dumps(asyncio.run(convert.run('{"value": 1.5, "unit": "fahrenheit"}')))) == "1.5 fahrenheit"
