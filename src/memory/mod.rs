@@ -1,1 +1,23 @@
-//! The memory tree and its compare-and-set loop (see SPEC §10).
+//! The memory tree and its compare-and-set loop (SPEC §10, §11 "Memory"). Pure Rust: no pyo3.
+//!
+//! - [`path`]: lexical normalisation and confinement of paths under the root.
+//! - [`tree`]: the tree document (path → text) and its JSON form.
+//! - [`args`]: per-command argument checks producing a [`Command`].
+//! - [`command`]: `apply(tree, command)`, the pure command engine with the size limits.
+//! - [`cas`]: the compare-and-set loop as a sans-IO state machine.
+pub mod args;
+pub mod cas;
+pub mod command;
+pub mod error;
+pub mod path;
+pub mod tree;
+
+pub use args::CommandArgs;
+pub use cas::{CasConfig, CasDone, CasLoop, Step};
+pub use command::{apply, Command, Limits, Outcome};
+pub use error::{ErrorKind, LimitInfo, MemoryError};
+pub use path::Root;
+pub use tree::Tree;
+
+#[cfg(test)]
+mod tests;

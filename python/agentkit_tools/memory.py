@@ -1,0 +1,454 @@
+"""The ``memory`` tool: persistent notes for agents, edited without ever losing an update
+(SPEC §10, §11 "Memory").
+
+The tool follows Anthropic's memory-tool contract: one ``command`` argument selects ``view``,
+``create``, ``str_replace``, ``insert``, ``delete`` or ``rename``, on POSIX paths confined under a
+root (``/memories``). Paths are virtual: they are keys of a tree document, never operating-system
+paths.
+
+Backends share one async protocol (:class:`MemoryBackend`):
+
+- :class:`InMemoryFiles` — a tree held in this process.
+- :class:`StoreFiles` — the whole tree of one namespace is one JSON document in a
+  :class:`~agentkit_tools.stores.StorePort`, changed only by compare-and-set. The loop (in the
+  Rust core) reads the document, applies the command, and writes with compare-and-set; on a lost
+  race it re-applies the command to the fresh document, so concurrent edits from many tasks,
+  processes or machines never lose an update. It gives up after ``max_attempts`` (32) cycles with
+  :class:`StoreConflictError`, having written nothing.
+
+Errors are raised as classes that are both the standard Python exception the spec names
+(``PermissionError``, ``FileNotFoundError``, ``ValueError``, ``RuntimeError``) and a
+:class:`~agentkit_tools.errors.ToolError` with a stable ``code``, so the dispatcher turns them into
+tool-result envelopes the model can act on. A failed command never changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+from . import _core
+from .errors import ToolError
+from .schema import ToolSchema
+from .stores import StorePort
+
+__all__ = [
+    "FileTool",
+    "MemoryBackend",
+    "InMemoryFiles",
+    "StoreFiles",
+    "CasStats",
+    "MemoryLimitError",
+    "StoreConflictError",
+    "MemoryPermissionError",
+    "MemoryNotFoundError",
+    "MemoryExistsError",
+    "MemoryCommandError",
+    "MemoryCorruptError",
+]
+
+DEFAULT_MAX_BYTES = 8_388_608
+DEFAULT_MAX_FILES = 4096
+DEFAULT_MAX_ATTEMPTS = 32
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+class MemoryPermissionError(ToolError, PermissionError):
+    """A path escapes the memory root (``..``, another root, a backslash, a NUL byte), or the
+    command would delete or move the root itself. ``code="permission_denied"``."""
+
+    def __init__(self, message: str, *, code: str = "permission_denied") -> None:
+        super().__init__(message, code=code)
+
+
+class MemoryNotFoundError(ToolError, FileNotFoundError):
+    """No file or directory at the path. ``code="not_found"``."""
+
+    def __init__(self, message: str, *, code: str = "not_found") -> None:
+        super().__init__(message, code=code)
+
+
+class MemoryExistsError(ToolError, ValueError):
+    """The target exists: ``create`` without ``overwrite=True``, or ``rename`` onto an existing
+    path ("... already exists; delete it first"). ``code="already_exists"``."""
+
+    def __init__(self, message: str, *, code: str = "already_exists") -> None:
+        super().__init__(message, code=code)
+
+
+class MemoryCommandError(ToolError, ValueError):
+    """A model mistake in a command's arguments. ``code`` says which: ``missing_argument``,
+    ``unexpected_argument``, ``invalid_argument``, ``no_match`` / ``ambiguous_match``
+    (``str_replace``'s ``old_str`` found zero or several times; the message says how many),
+    ``out_of_range`` (``insert_line``, ``view_range``), ``is_a_directory``, ``not_a_directory``."""
+
+    def __init__(self, message: str, *, code: str = "invalid_argument") -> None:
+        super().__init__(message, code=code)
+
+
+class MemoryLimitError(ToolError, ValueError):
+    """The command would grow the tree past ``max_bytes`` (UTF-8 bytes of all file texts) or
+    ``max_files``; nothing was changed. ``code="memory_limit"``.
+
+    Attributes: ``limit`` (``"max_bytes"`` or ``"max_files"``), ``maximum`` (the configured
+    limit), ``used`` (the tree's use before the command), ``requested`` (what the command would
+    have made it). They are also merged into the tool-result envelope.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        maximum: int,
+        used: int,
+        requested: int,
+        code: str = "memory_limit",
+    ) -> None:
+        super().__init__(message, code=code, limit=limit, maximum=maximum, used=used, requested=requested)
+        self.limit = limit
+        self.maximum = maximum
+        self.used = used
+        self.requested = requested
+
+
+class StoreConflictError(ToolError, RuntimeError):
+    """The compare-and-set loop lost every race it was allowed (``max_attempts``, 32 by default)
+    because other writers kept changing the tree; nothing was written. Calling again usually
+    succeeds. ``code="store_conflict"``, ``retriable=True``."""
+
+    def __init__(self, message: str, *, code: str = "store_conflict") -> None:
+        super().__init__(message, code=code, retriable=True)
+
+
+class MemoryCorruptError(RuntimeError):
+    """The stored document is not a memory tree this version reads (another format or version,
+    another root, a malformed path). Not a model mistake: inspect or delete the store key."""
+
+    def __init__(self, message: str, *, code: str = "corrupt_tree") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -------------------------------------------------------------------------------------- backends
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """The async protocol every memory backend implements; each method returns the result text
+    for the model and raises the errors of this module (nothing changes on an error)."""
+
+    root: str
+
+    async def view(self, path: str, view_range: Optional[Sequence[int]] = None) -> str: ...
+
+    async def create(self, path: str, file_text: str, overwrite: bool = False) -> str: ...
+
+    async def str_replace(self, path: str, old_str: str, new_str: str = "") -> str: ...
+
+    async def insert(self, path: str, insert_line: int, insert_text: str) -> str: ...
+
+    async def delete(self, path: str) -> str: ...
+
+    async def rename(self, old_path: str, new_path: str) -> str: ...
+
+
+class _Commands:
+    """The six commands, each a thin call of ``_apply`` (which the Rust core executes)."""
+
+    async def _apply(self, command: str, **kwargs: Any) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def view(self, path: str, view_range: Optional[Sequence[int]] = None) -> str:
+        """A directory: the sorted paths of the files below it, one per line (``""`` when empty).
+        A file: its text; with ``view_range=[start, end]`` (1-based, inclusive; ``end=-1`` = last
+        line) those lines joined by ``\\n``.
+
+        Raises MemoryNotFoundError, MemoryPermissionError, MemoryCommandError (``out_of_range``,
+        ``is_a_directory`` for a range on a directory)."""
+        return await self._apply("view", path=path, view_range=view_range)
+
+    async def create(self, path: str, file_text: str, overwrite: bool = False) -> str:
+        """Writes a file (parent directories are implicit). Refuses an existing file unless
+        ``overwrite=True`` (MemoryExistsError), a directory or the root (MemoryCommandError
+        ``is_a_directory``), a path below a file (``not_a_directory``); MemoryLimitError when
+        the tree would outgrow ``max_bytes``/``max_files``."""
+        return await self._apply("create", path=path, file_text=file_text, overwrite=overwrite)
+
+    async def str_replace(self, path: str, old_str: str, new_str: str = "") -> str:
+        """Replaces the only occurrence of ``old_str`` with ``new_str`` (``""`` deletes it).
+        Zero or several occurrences (overlapping ones count) → MemoryCommandError ``no_match`` /
+        ``ambiguous_match`` saying how many and on which lines."""
+        return await self._apply("str_replace", path=path, old_str=old_str, new_str=new_str)
+
+    async def insert(self, path: str, insert_line: int, insert_text: str) -> str:
+        """Inserts ``insert_text`` as whole lines after line ``insert_line`` (0 = at the top;
+        the file's line count = at the end). Out of range → MemoryCommandError ``out_of_range``."""
+        return await self._apply("insert", path=path, insert_line=insert_line, insert_text=insert_text)
+
+    async def delete(self, path: str) -> str:
+        """Deletes a file, or a directory with every file below it. The root is refused
+        (MemoryPermissionError)."""
+        return await self._apply("delete", path=path)
+
+    async def rename(self, old_path: str, new_path: str) -> str:
+        """Moves a file or directory. Refuses an existing ``new_path`` (MemoryExistsError:
+        "... already exists; delete it first"), the root, and moving a directory into itself."""
+        return await self._apply("rename", old_path=old_path, new_path=new_path)
+
+
+class InMemoryFiles(_Commands):
+    """A memory tree held in this process (lost at exit); thread- and task-safe.
+
+    Args:
+        root: the directory every path is confined under (default ``/memories``).
+        max_bytes: limit on the UTF-8 bytes of all file texts (default 8 MiB).
+        max_files: limit on the number of files (default 4096).
+    """
+
+    def __init__(
+        self,
+        *,
+        root: str = "/memories",
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_files: int = DEFAULT_MAX_FILES,
+    ) -> None:
+        self._tree = _core.MemoryTree(root, max_bytes=max_bytes, max_files=max_files)
+        self.root: str = self._tree.root
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+
+    async def _apply(self, command: str, **kwargs: Any) -> str:
+        return self._tree.apply(command, **kwargs)
+
+    def files(self) -> dict[str, str]:
+        """A snapshot ``{path: text}``, sorted by path."""
+        return self._tree.files()
+
+    def __repr__(self) -> str:
+        return f"InMemoryFiles(root={self.root!r}, files={self._tree.file_count})"
+
+
+@dataclass
+class CasStats:
+    """Counters of a :class:`StoreFiles`: ``commands`` that succeeded and the ``attempts``
+    (read-apply cycles) they used; ``retries = attempts - commands`` is the number of lost
+    compare-and-set races those commands retried."""
+
+    commands: int = 0
+    attempts: int = 0
+
+    @property
+    def retries(self) -> int:
+        """Lost compare-and-set races that were retried (``attempts - commands``)."""
+        return self.attempts - self.commands
+
+
+class StoreFiles(_Commands):
+    """A memory tree stored as one JSON document in a :class:`~agentkit_tools.stores.StorePort`,
+    changed only with compare-and-set (SPEC §10).
+
+    Args:
+        store: any StorePort (``InMemoryStore``, ``FileStore``, ``RedisStore``, ``PostgresStore``).
+        namespace: fixed by the host (for example a user or project id): the tree lives at store
+            key ``memory:<namespace>``. Nothing the model sends can reach another namespace.
+        root: the directory every path is confined under (default ``/memories``).
+        max_bytes: limit on the UTF-8 bytes of all file texts (default 8388608).
+        max_files: limit on the number of files (default 4096).
+        max_attempts: compare-and-set cycles before :class:`StoreConflictError` (default 32).
+
+    The loop runs in the Rust core and awaits the store's coroutines; between lost races it backs
+    off with full jitter (1 ms doubling up to 50 ms). ``stats`` counts commands and attempts.
+    """
+
+    def __init__(
+        self,
+        store: StorePort,
+        *,
+        namespace: str,
+        root: str = "/memories",
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_files: int = DEFAULT_MAX_FILES,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"StoreFiles needs a non-empty namespace string, got {namespace!r}")
+        self.store = store
+        self.namespace = namespace
+        self.key = f"memory:{namespace}"
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.max_attempts = max_attempts
+        self._engine = _core.MemoryStoreEngine(
+            store, self.key, root=root, max_bytes=max_bytes, max_files=max_files, max_attempts=max_attempts
+        )
+        self.root: str = _core.MemoryTree(root).root
+        self.stats = CasStats()
+
+    async def _apply(self, command: str, **kwargs: Any) -> str:
+        text, attempts = await self._engine.apply(command, **kwargs)
+        self.stats.commands += 1
+        self.stats.attempts += attempts
+        return text
+
+    async def files(self) -> dict[str, str]:
+        """A snapshot ``{path: text}`` read from the store."""
+        doc = await self.store.get(self.key)
+        if doc is None:
+            return {}
+        return dict(json.loads(doc)["files"])
+
+    def __repr__(self) -> str:
+        return f"StoreFiles({self.store!r}, namespace={self.namespace!r}, root={self.root!r})"
+
+
+# ------------------------------------------------------------------------------------- the tool
+
+_COMMANDS = ["view", "create", "str_replace", "insert", "delete", "rename"]
+
+
+def _description(root: str) -> str:
+    return (
+        f"Your persistent memory: a directory of text files under {root} that survives between "
+        "conversations and is shared with other runs. At the start of a task, view the directory "
+        "to see what you already know; record progress, decisions and facts worth keeping as you "
+        "go, and keep the files short and organised.\n"
+        "Commands: view (list a directory, or read a file; view_range=[start, end] reads lines "
+        "start..end, 1-based), create (write a new file with file_text; refuses to replace an "
+        "existing file unless overwrite=true), str_replace (replace old_str, which must occur "
+        "exactly once, with new_str), insert (insert insert_text after line insert_line; 0 = top), "
+        "delete (a file or directory), rename (old_path to new_path; never overwrites).\n"
+        f"Paths must stay under {root}; relative paths are joined under it."
+    )
+
+
+def _parameters(root: str) -> dict[str, Any]:
+    path_hint = f"e.g. {root}/notes.md"
+    return {
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "enum": list(_COMMANDS),
+                "description": "The operation: view, create, str_replace, insert, delete or rename.",
+            },
+            "path": {
+                "type": "string",
+                "description": f"File or directory under {root} ({path_hint}). Used by view, create, "
+                "str_replace, insert and delete; for rename it is an alias of old_path.",
+            },
+            "file_text": {
+                "type": "string",
+                "description": "create: the full text of the file.",
+            },
+            "overwrite": {
+                "type": "boolean",
+                "default": False,
+                "description": "create: replace the file if it already exists (default false).",
+            },
+            "old_str": {
+                "type": "string",
+                "description": "str_replace: the exact text to replace; it must occur exactly once "
+                "in the file, so include enough surrounding context.",
+            },
+            "new_str": {
+                "type": "string",
+                "description": "str_replace: the replacement text (empty deletes old_str).",
+            },
+            "insert_line": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "insert: the line after which to insert (0 inserts at the top).",
+            },
+            "insert_text": {
+                "type": "string",
+                "description": "insert: the text to insert, as whole lines.",
+            },
+            "view_range": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "view of a file: [start, end] 1-based inclusive line numbers; end "
+                "may be -1 for the last line. Omit to read the whole file.",
+            },
+            "old_path": {
+                "type": "string",
+                "description": f"rename: the file or directory to move, under {root}.",
+            },
+            "new_path": {
+                "type": "string",
+                "description": f"rename: the destination under {root}; it must not exist yet.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+
+class FileTool:
+    """The ``memory`` tool (the name is fixed by Anthropic's memory-tool contract).
+
+    Args:
+        backend: a :class:`MemoryBackend` (:class:`InMemoryFiles`, :class:`StoreFiles`, or your
+            own); default: a fresh ``InMemoryFiles(root=root)``.
+        root: the directory every path is confined under. Must match the backend's ``root``.
+
+    Side-effecting, not idempotent. ``run(args, ctx)`` checks the arguments of the selected
+    command (missing, misplaced or ill-typed ones → :class:`MemoryCommandError`), calls the
+    backend method and returns the result text. Every error is also a ``ToolError`` with a
+    ``code``, so the dispatcher reports it to the model with the next step to take.
+    """
+
+    name = "memory"
+    side_effecting = True
+    idempotent = False
+    requires_approval = False
+    caps: tuple = ()
+    url_arg = None
+    timeout_s = None
+    max_result_chars = None
+    output_schema = None
+
+    def __init__(self, backend: Optional[MemoryBackend] = None, *, root: str = "/memories") -> None:
+        normalised = _core.MemoryTree(root).root
+        if backend is None:
+            backend = InMemoryFiles(root=normalised)
+        else:
+            backend_root = getattr(backend, "root", normalised)
+            if isinstance(backend_root, str) and backend_root.rstrip("/") != normalised:
+                raise ValueError(
+                    f"FileTool root {normalised!r} differs from the backend's root {backend_root!r}; "
+                    f"pass the same root= to both"
+                )
+        self.backend = backend
+        self.root = normalised
+        self.description = _description(normalised)
+        self.schema = ToolSchema(self.name, self.description, _parameters(normalised))
+
+    async def run(self, args: Any, ctx: Any = None) -> str:
+        """Executes one call. ``args``: the model's arguments (a mapping, or its JSON text).
+        Returns the result text; raises the errors of this module."""
+        if isinstance(args, (str, bytes, bytearray)):
+            try:
+                args = json.loads(args)
+            except ValueError as e:
+                raise MemoryCommandError(
+                    f"memory tool arguments are not valid JSON ({e}); send a JSON object such as "
+                    f'{{"command": "view", "path": "{self.root}"}}',
+                    code="invalid_argument",
+                ) from None
+        if not isinstance(args, Mapping):
+            raise MemoryCommandError(
+                f"memory tool arguments must be a JSON object, got {type(args).__name__}; send e.g. "
+                f'{{"command": "view", "path": "{self.root}"}}',
+                code="invalid_argument",
+            )
+        method, kwargs = _core.memory_parse_call(dict(args))
+        return await getattr(self.backend, method)(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"FileTool({self.backend!r})"

@@ -1,0 +1,484 @@
+//! The pure command engine: one memory command applied to a tree (SPEC §10, §11 "Memory").
+//!
+//! `apply` validates everything and builds the new content before it mutates anything, so an
+//! error always leaves the tree exactly as it was.
+use super::error::{ErrorKind, LimitInfo, MemoryError};
+use super::path::{parent, Root};
+use super::tree::Tree;
+
+/// One command of the Anthropic memory-tool contract, with raw (unresolved) paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A directory: the sorted paths of the files below it, one per line. A file: its text, or
+    /// lines `start..=end` (1-based; `end = -1` means the last line) joined by `\n`.
+    View {
+        path: String,
+        view_range: Option<(i64, i64)>,
+    },
+    /// Writes a file; refuses an existing one unless `overwrite`.
+    Create {
+        path: String,
+        file_text: String,
+        overwrite: bool,
+    },
+    /// Replaces the only occurrence of `old_str`.
+    StrReplace {
+        path: String,
+        old_str: String,
+        new_str: String,
+    },
+    /// Inserts `insert_text` as whole lines after line `insert_line` (0 = at the top).
+    Insert {
+        path: String,
+        insert_line: i64,
+        insert_text: String,
+    },
+    /// Deletes a file, or a directory and every file below it; never the root.
+    Delete { path: String },
+    /// Moves a file or directory; never onto an existing path, never the root.
+    Rename { old_path: String, new_path: String },
+}
+
+impl Command {
+    /// The command's name as the model spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::View { .. } => "view",
+            Command::Create { .. } => "create",
+            Command::StrReplace { .. } => "str_replace",
+            Command::Insert { .. } => "insert",
+            Command::Delete { .. } => "delete",
+            Command::Rename { .. } => "rename",
+        }
+    }
+    /// True for commands that never write.
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, Command::View { .. })
+    }
+}
+
+/// The six command names, in schema order.
+pub const COMMANDS: [&str; 6] = [
+    "view",
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+];
+
+/// Size limits of one tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Maximum total UTF-8 bytes of all file texts.
+    pub max_bytes: u64,
+    /// Maximum number of files.
+    pub max_files: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bytes: 8_388_608,
+            max_files: 4096,
+        }
+    }
+}
+
+/// What a successful command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// False when the tree is unchanged (a view, or an edit that changed nothing): no write needed.
+    pub changed: bool,
+    /// The tool result text for the model.
+    pub text: String,
+}
+
+/// Applies `cmd` to `tree` in place. On `Err` the tree is untouched.
+pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome, MemoryError> {
+    let root = tree.root().clone();
+    match cmd {
+        Command::View { path, view_range } => view(tree, &root, path, *view_range),
+        Command::Create {
+            path,
+            file_text,
+            overwrite,
+        } => {
+            let p = root.resolve("path", path)?;
+            if p == root.as_str() {
+                return Err(MemoryError::invalid(
+                    "is_a_directory",
+                    format!("{p} is the memory root directory; create a file below it, e.g. {p}/notes.md"),
+                ));
+            }
+            if tree.below(&p).next().is_some() {
+                return Err(MemoryError::invalid(
+                    "is_a_directory",
+                    format!("{p} is a directory; choose a file path such as {p}/notes.md"),
+                ));
+            }
+            check_parents_are_dirs(tree, &root, &p)?;
+            let existed = tree.get(&p).is_some();
+            if existed && !overwrite {
+                return Err(MemoryError::exists(format!(
+                    "{p} already exists; pass overwrite=true to replace it, use str_replace or \
+                     insert to edit it, or pick another path"
+                )));
+            }
+            check_limits(tree, limits, cmd.name(), &p, Some(file_text))?;
+            let text = if existed {
+                format!("File {p} overwritten ({} bytes).", file_text.len())
+            } else {
+                format!(
+                    "File created successfully at {p} ({} bytes).",
+                    file_text.len()
+                )
+            };
+            tree.insert_file(p, file_text.clone());
+            Ok(Outcome {
+                changed: true,
+                text,
+            })
+        }
+        Command::StrReplace {
+            path,
+            old_str,
+            new_str,
+        } => {
+            let p = root.resolve("path", path)?;
+            let current = file_text(tree, &p, "str_replace")?;
+            if old_str.is_empty() {
+                return Err(MemoryError::invalid(
+                    "missing_argument",
+                    format!("old_str is empty; pass the exact text to replace in {p}, copied from a view of the file"),
+                ));
+            }
+            let starts = occurrences(current, old_str);
+            match starts.len() {
+                0 => Err(MemoryError::invalid(
+                    "no_match",
+                    format!(
+                        "old_str was not found in {p}; view the file and copy the exact text, \
+                         including whitespace and line breaks"
+                    ),
+                )),
+                1 => {
+                    let at = starts[0];
+                    let mut next =
+                        String::with_capacity(current.len() - old_str.len() + new_str.len());
+                    next.push_str(&current[..at]);
+                    next.push_str(new_str);
+                    next.push_str(&current[at + old_str.len()..]);
+                    let changed = next != current;
+                    check_limits(tree, limits, cmd.name(), &p, Some(&next))?;
+                    if changed {
+                        tree.insert_file(p.clone(), next);
+                    }
+                    Ok(Outcome {
+                        changed,
+                        text: format!("The file {p} has been edited."),
+                    })
+                }
+                n => {
+                    let lines: Vec<String> = starts
+                        .iter()
+                        .map(|&s| line_of(current, s).to_string())
+                        .collect();
+                    Err(MemoryError::invalid(
+                        "ambiguous_match",
+                        format!(
+                            "old_str occurs {n} times in {p} (at lines {}); it must occur exactly \
+                             once: add surrounding context to old_str so it matches only the place \
+                             you mean",
+                            lines.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+        Command::Insert {
+            path,
+            insert_line,
+            insert_text,
+        } => {
+            let p = root.resolve("path", path)?;
+            let current = file_text(tree, &p, "insert")?;
+            let lines: Vec<&str> = current.split_inclusive('\n').collect();
+            let n = lines.len() as i64;
+            if *insert_line < 0 || *insert_line > n {
+                return Err(MemoryError::invalid(
+                    "out_of_range",
+                    format!(
+                        "insert_line {insert_line} is out of range for {p}, which has {n} line(s); \
+                         pass 0 to insert at the top or a value from 1 to {n} to insert after that line"
+                    ),
+                ));
+            }
+            let k = *insert_line as usize;
+            let mut next = String::with_capacity(current.len() + insert_text.len() + 2);
+            for l in &lines[..k] {
+                next.push_str(l);
+            }
+            if !next.is_empty() && !next.ends_with('\n') {
+                next.push('\n');
+            }
+            next.push_str(insert_text);
+            if !insert_text.ends_with('\n') {
+                next.push('\n');
+            }
+            for l in &lines[k..] {
+                next.push_str(l);
+            }
+            check_limits(tree, limits, cmd.name(), &p, Some(&next))?;
+            tree.insert_file(p.clone(), next);
+            Ok(Outcome {
+                changed: true,
+                text: format!("Text inserted after line {k} of {p}."),
+            })
+        }
+        Command::Delete { path } => {
+            let p = root.resolve("path", path)?;
+            if p == root.as_str() {
+                return Err(MemoryError::permission(format!(
+                    "refusing to delete the memory root {p}; delete the files or directories below it one by one"
+                )));
+            }
+            if tree.get(&p).is_some() {
+                tree.remove_file(&p);
+                return Ok(Outcome {
+                    changed: true,
+                    text: format!("Deleted file {p}."),
+                });
+            }
+            let doomed: Vec<String> = tree.below(&p).map(|(k, _)| k.clone()).collect();
+            if doomed.is_empty() {
+                return Err(not_found(&root, &p));
+            }
+            for k in &doomed {
+                tree.remove_file(k);
+            }
+            Ok(Outcome {
+                changed: true,
+                text: format!("Deleted directory {p} ({} file(s)).", doomed.len()),
+            })
+        }
+        Command::Rename { old_path, new_path } => {
+            let old = root.resolve("old_path", old_path)?;
+            let new = root.resolve("new_path", new_path)?;
+            if old == root.as_str() || new == root.as_str() {
+                return Err(MemoryError::permission(format!(
+                    "cannot rename {old} to {new}: the memory root {} cannot be moved or replaced",
+                    root.as_str()
+                )));
+            }
+            let is_file = tree.get(&old).is_some();
+            if !is_file && !tree.is_dir(&old) {
+                return Err(not_found(&root, &old));
+            }
+            if tree.get(&new).is_some() || tree.is_dir(&new) {
+                return Err(MemoryError::exists(format!(
+                    "cannot rename {old} to {new}: {new} already exists; delete it first or choose another new_path"
+                )));
+            }
+            if !is_file && new.starts_with(&format!("{old}/")) {
+                return Err(MemoryError::invalid(
+                    "invalid_argument",
+                    format!("cannot move directory {old} into itself ({new}); choose a new_path outside {old}"),
+                ));
+            }
+            check_parents_are_dirs(tree, &root, &new)?;
+            if is_file {
+                let text = tree.remove_file(&old).unwrap_or_default();
+                tree.insert_file(new.clone(), text);
+                return Ok(Outcome {
+                    changed: true,
+                    text: format!("Renamed {old} to {new}."),
+                });
+            }
+            let moved: Vec<String> = tree.below(&old).map(|(k, _)| k.clone()).collect();
+            for k in &moved {
+                let text = tree.remove_file(k).unwrap_or_default();
+                tree.insert_file(format!("{new}{}", &k[old.len()..]), text);
+            }
+            Ok(Outcome {
+                changed: true,
+                text: format!(
+                    "Renamed directory {old} to {new} ({} file(s)).",
+                    moved.len()
+                ),
+            })
+        }
+    }
+}
+
+fn view(
+    tree: &Tree,
+    root: &Root,
+    path: &str,
+    range: Option<(i64, i64)>,
+) -> Result<Outcome, MemoryError> {
+    let p = root.resolve("path", path)?;
+    if let Some(text) = tree.get(&p) {
+        let Some((start, end)) = range else {
+            return Ok(Outcome {
+                changed: false,
+                text: text.to_string(),
+            });
+        };
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let n = lines.len() as i64;
+        let end_v = if end == -1 { n } else { end };
+        if n == 0 || start < 1 || start > n || end_v < start || end_v > n {
+            return Err(MemoryError::invalid(
+                "out_of_range",
+                format!(
+                    "view_range [{start}, {end}] is out of range for {p}, which has {n} line(s); \
+                     pass [start, end] with 1 <= start <= end <= {n} (end may be -1 for the last line), \
+                     or omit view_range to read the whole file"
+                ),
+            ));
+        }
+        let mut out: String = lines[(start - 1) as usize..end_v as usize].concat();
+        if out.ends_with('\n') {
+            out.pop();
+        }
+        return Ok(Outcome {
+            changed: false,
+            text: out,
+        });
+    }
+    if tree.is_dir(&p) {
+        if range.is_some() {
+            return Err(MemoryError::invalid(
+                "is_a_directory",
+                format!("{p} is a directory; view_range applies to files only: omit it to list the directory"),
+            ));
+        }
+        let listing: Vec<&str> = tree.below(&p).map(|(k, _)| k.as_str()).collect();
+        return Ok(Outcome {
+            changed: false,
+            text: listing.join("\n"),
+        });
+    }
+    Err(not_found(root, &p))
+}
+
+fn not_found(root: &Root, p: &str) -> MemoryError {
+    MemoryError::not_found(format!(
+        "no file or directory at {p}; view {} to list the existing files",
+        root.as_str()
+    ))
+}
+
+/// The text of file `p`, or a not-found / is-a-directory error naming `command`.
+fn file_text<'t>(tree: &'t Tree, p: &str, command: &str) -> Result<&'t str, MemoryError> {
+    if let Some(t) = tree.get(p) {
+        return Ok(t);
+    }
+    if tree.is_dir(p) {
+        return Err(MemoryError::invalid(
+            "is_a_directory",
+            format!("{p} is a directory; {command} needs a file path (view {p} to list its files)"),
+        ));
+    }
+    Err(MemoryError::not_found(format!(
+        "no file at {p}; create it first with the create command, or view {} to list the existing files",
+        tree.root().as_str()
+    )))
+}
+
+/// Refuses a path whose ancestor (below the root) is a file.
+fn check_parents_are_dirs(tree: &Tree, root: &Root, p: &str) -> Result<(), MemoryError> {
+    let mut cur = parent(p);
+    while let Some(dir) = cur {
+        if dir == root.as_str() || !root.contains(dir) {
+            break;
+        }
+        if tree.get(dir).is_some() {
+            return Err(MemoryError::invalid(
+                "not_a_directory",
+                format!("{dir} is a file, so {p} cannot be created below it; choose another path"),
+            ));
+        }
+        cur = parent(dir);
+    }
+    Ok(())
+}
+
+/// Start offsets of every (possibly overlapping) occurrence of `needle`.
+fn occurrences(hay: &str, needle: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = hay[from..].find(needle) {
+        let at = from + i;
+        out.push(at);
+        // Step one character forward so overlapping matches count too.
+        let step = hay[at..].chars().next().map_or(1, char::len_utf8);
+        from = at + step;
+        if from > hay.len() {
+            break;
+        }
+    }
+    out
+}
+
+/// 1-based line number of byte offset `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Refuses a write of `new_text` to `p` that would grow the tree past a limit. Shrinking (or
+/// equal) use is always allowed, even when the tree is already over a lowered limit.
+fn check_limits(
+    tree: &Tree,
+    limits: &Limits,
+    command: &str,
+    p: &str,
+    new_text: Option<&String>,
+) -> Result<(), MemoryError> {
+    let old_len = tree.get(p).map_or(0, |t| t.len() as u64);
+    let exists = tree.get(p).is_some();
+    let used_bytes = tree.bytes();
+    let new_bytes = used_bytes.saturating_sub(old_len) + new_text.map_or(0, |t| t.len() as u64);
+    if new_bytes > limits.max_bytes && new_bytes > used_bytes {
+        return Err(limit_error(
+            LimitInfo { limit: "max_bytes", maximum: limits.max_bytes, used: used_bytes, requested: new_bytes },
+            format!(
+                "memory limit max_bytes={} exceeded: the tree holds {used_bytes} bytes of text and this \
+                 {command} on {p} would make it {new_bytes} bytes ({:+}); nothing was changed. Shorten or \
+                 delete files under {}, then try again",
+                limits.max_bytes,
+                new_bytes as i128 - used_bytes as i128,
+                tree.root().as_str()
+            ),
+        ));
+    }
+    let used_files = tree.file_count();
+    let new_files = used_files + u64::from(!exists && new_text.is_some());
+    if new_files > limits.max_files && new_files > used_files {
+        return Err(limit_error(
+            LimitInfo { limit: "max_files", maximum: limits.max_files, used: used_files, requested: new_files },
+            format!(
+                "memory limit max_files={} exceeded: the tree holds {used_files} files and this \
+                 {command} would make it {new_files}; nothing was changed. Delete or merge files under \
+                 {}, then try again",
+                limits.max_files,
+                tree.root().as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn limit_error(info: LimitInfo, message: String) -> MemoryError {
+    MemoryError {
+        kind: ErrorKind::Limit,
+        code: "memory_limit",
+        message,
+        limit: Some(info),
+    }
+}

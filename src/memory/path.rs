@@ -1,0 +1,229 @@
+//! Lexical path normalisation and confinement under the memory root (SPEC §10, §11).
+//!
+//! Nothing here touches an operating-system file system: paths are keys of the tree document.
+use super::error::MemoryError;
+
+/// The memory root, e.g. `/memories`: absolute, normalised, not `/` itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    path: String,
+    parts: Vec<String>,
+}
+
+impl Root {
+    /// Validates and normalises a root such as `/memories`.
+    ///
+    /// Errors (`InvalidArgument`): not absolute, `/` itself, a backslash or NUL byte, or a `..`
+    /// that climbs above `/`.
+    pub fn new(root: &str) -> Result<Root, MemoryError> {
+        let bad = |why: &str| {
+            MemoryError::invalid(
+                "invalid_root",
+                format!("memory root {root:?} is not usable: {why}; pass an absolute directory such as \"/memories\""),
+            )
+        };
+        if !root.starts_with('/') {
+            return Err(bad("it must start with /"));
+        }
+        if root.contains('\0') || root.contains('\\') {
+            return Err(bad("it contains a NUL byte or a backslash"));
+        }
+        let parts = split_normalised(root).ok_or_else(|| bad("it climbs above /"))?;
+        if parts.is_empty() {
+            return Err(bad("it must be a directory below /, not / itself"));
+        }
+        let path = format!("/{}", parts.join("/"));
+        Ok(Root { path, parts })
+    }
+
+    /// The normalised root, e.g. `/memories`.
+    pub fn as_str(&self) -> &str {
+        &self.path
+    }
+
+    /// True when `path` (already normalised) is the root or lies below it.
+    pub fn contains(&self, path: &str) -> bool {
+        path == self.path
+            || (path.starts_with(&self.path) && path[self.path.len()..].starts_with('/'))
+    }
+
+    /// Resolves a path the model sent to a normalised absolute path under the root.
+    ///
+    /// Relative paths join under the root; `.` and empty segments vanish; `..` pops a segment.
+    /// Errors: an empty path (`InvalidArgument`, code `missing_argument`); a NUL byte, a
+    /// backslash, a `..` that climbs above `/`, or a result outside the root
+    /// (`PermissionDenied`).
+    pub fn resolve(&self, arg: &str, input: &str) -> Result<String, MemoryError> {
+        if input.is_empty() {
+            return Err(MemoryError::invalid(
+                "missing_argument",
+                format!(
+                    "{arg} is empty; pass a path under {root}, e.g. {root}/notes.md",
+                    root = self.path
+                ),
+            ));
+        }
+        if input.contains('\0') {
+            return Err(MemoryError::permission(format!(
+                "{arg} {input:?} contains a NUL byte; use a plain path under {}",
+                self.path
+            )));
+        }
+        if input.contains('\\') {
+            return Err(MemoryError::permission(format!(
+                "{arg} {input:?} contains a backslash; memory paths are POSIX paths separated by / under {}",
+                self.path
+            )));
+        }
+        let joined;
+        let full = if input.starts_with('/') {
+            input
+        } else {
+            joined = format!("{}/{}", self.path, input);
+            &joined
+        };
+        let outside = || {
+            MemoryError::permission(format!(
+                "{arg} {input:?} is outside the memory directory {root}; use a path under {root}/ \
+                 (relative paths are joined under it)",
+                root = self.path
+            ))
+        };
+        let parts = split_normalised(full).ok_or_else(outside)?;
+        if parts.len() < self.parts.len() || parts[..self.parts.len()] != self.parts[..] {
+            return Err(outside());
+        }
+        Ok(format!("/{}", parts.join("/")))
+    }
+}
+
+/// Splits an absolute path into normalised segments; None when `..` climbs above `/`.
+fn split_normalised(path: &str) -> Option<Vec<String>> {
+    let mut parts: Vec<String> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s.to_string()),
+        }
+    }
+    Some(parts)
+}
+
+/// The parent directory of a normalised absolute path (`/a/b` → `/a`); None for `/a`.
+pub fn parent(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) | None => None,
+        Some(i) => Some(&path[..i]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::error::ErrorKind;
+
+    fn root() -> Root {
+        Root::new("/memories").unwrap()
+    }
+
+    #[test]
+    fn root_is_normalised_and_validated() {
+        assert_eq!(Root::new("/memories/").unwrap().as_str(), "/memories");
+        assert_eq!(Root::new("//a/./b/../c").unwrap().as_str(), "/a/c");
+        for bad in ["memories", "/", "/..", "/a\\b", "/a\0", ""] {
+            let e = Root::new(bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{bad:?}");
+            assert_eq!(e.code, "invalid_root");
+        }
+    }
+
+    #[test]
+    fn resolves_inside_root() {
+        let r = root();
+        assert_eq!(r.resolve("path", "/memories").unwrap(), "/memories");
+        assert_eq!(r.resolve("path", "/memories/").unwrap(), "/memories");
+        assert_eq!(
+            r.resolve("path", "/memories/a.txt").unwrap(),
+            "/memories/a.txt"
+        );
+        assert_eq!(
+            r.resolve("path", "/memories/a/../b").unwrap(),
+            "/memories/b"
+        );
+        assert_eq!(
+            r.resolve("path", "/memories/./x//y/").unwrap(),
+            "/memories/x/y"
+        );
+        assert_eq!(
+            r.resolve("path", "notes/a.md").unwrap(),
+            "/memories/notes/a.md"
+        );
+        assert_eq!(r.resolve("path", "./a").unwrap(), "/memories/a");
+        assert_eq!(r.resolve("path", "a/..").unwrap(), "/memories");
+        assert_eq!(
+            r.resolve("path", "/memories/../memories/z").unwrap(),
+            "/memories/z"
+        );
+    }
+
+    #[test]
+    fn refuses_escapes_with_permission_denied() {
+        let r = root();
+        for bad in [
+            "/memories/../etc/passwd",
+            "../x",
+            "..",
+            "/etc/passwd",
+            "/memoriesX/a",
+            "/memorie",
+            "/",
+            "/..",
+            "/memories/../../../..",
+            "a/../../b",
+            "/memories\\..\\x",
+            "a\\b",
+            "a\0b",
+            "//etc",
+        ] {
+            let e = r.resolve("path", bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::PermissionDenied, "{bad:?}");
+            assert_eq!(e.code, "permission_denied");
+        }
+        let e = r.resolve("path", "/etc/passwd").unwrap_err();
+        assert_eq!(
+            e.message,
+            "path \"/etc/passwd\" is outside the memory directory /memories; use a path under \
+             /memories/ (relative paths are joined under it)"
+        );
+        let e = r.resolve("old_path", "a\\b").unwrap_err();
+        assert_eq!(
+            e.message,
+            "old_path \"a\\\\b\" contains a backslash; memory paths are POSIX paths separated by / under /memories"
+        );
+    }
+
+    #[test]
+    fn empty_path_is_a_missing_argument() {
+        let e = root().resolve("path", "").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert_eq!(e.code, "missing_argument");
+        assert_eq!(
+            e.message,
+            "path is empty; pass a path under /memories, e.g. /memories/notes.md"
+        );
+    }
+
+    #[test]
+    fn contains_and_parent() {
+        let r = root();
+        assert!(r.contains("/memories"));
+        assert!(r.contains("/memories/a"));
+        assert!(!r.contains("/memoriesa"));
+        assert!(!r.contains("/memo"));
+        assert_eq!(parent("/memories/a/b"), Some("/memories/a"));
+        assert_eq!(parent("/memories"), None);
+    }
+}

@@ -1,0 +1,165 @@
+"""Shared helpers of the memory tests: store factories for every backend, wrapper stores that
+lose races on purpose, and the subprocess worker of the cross-process contention tests.
+
+Redis and PostgreSQL come from ``AGENTKIT_TEST_REDIS_URL`` / ``AGENTKIT_TEST_POSTGRES_DSN``
+(``eval "$(scripts/services start)"``); without them those cases skip.
+
+Run as a script it is the worker: ``python memory_fixtures.py KIND URL NAMESPACE INDEX EDITS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import AsyncIterator, Optional
+
+import pytest
+
+from agentkit_tools.stores import FileStore, InMemoryStore, PostgresStore, RedisStore
+
+REDIS_URL = os.environ.get("AGENTKIT_TEST_REDIS_URL")
+POSTGRES_DSN = os.environ.get("AGENTKIT_TEST_POSTGRES_DSN")
+NO_REDIS = "no Redis server: run the suite through scripts/test"
+NO_POSTGRES = "no PostgreSQL server: run the suite through scripts/test"
+PG_TABLE = "agentkit_store_test"
+
+STORE_KINDS = [
+    "memory",
+    "file",
+    pytest.param("redis", marks=pytest.mark.skipif(not REDIS_URL, reason=NO_REDIS)),
+    pytest.param("postgres", marks=pytest.mark.skipif(not POSTGRES_DSN, reason=NO_POSTGRES)),
+]
+SERVER_KINDS = STORE_KINDS[2:]
+
+
+@contextlib.asynccontextmanager
+async def open_store(kind: str, tmp_path: Path) -> AsyncIterator[object]:
+    """A fresh store of ``kind``; server stores get a unique namespace/keys and are closed after."""
+    if kind == "memory":
+        yield InMemoryStore()
+    elif kind == "file":
+        yield FileStore(tmp_path / "store")
+    elif kind == "redis":
+        store = RedisStore(REDIS_URL, namespace=f"test-{uuid.uuid4().hex}")
+        try:
+            yield store
+        finally:
+            keys = await store.client.keys(f"{store.namespace}:*")
+            if keys:
+                await store.client.delete(*keys)
+            await store.aclose()
+    elif kind == "postgres":
+        store = PostgresStore(POSTGRES_DSN, table=PG_TABLE)
+        try:
+            yield store
+        finally:
+            await store.aclose()
+    else:  # pragma: no cover
+        raise ValueError(kind)
+
+
+def unique_namespace() -> str:
+    """Namespaces are unique per test so server stores shared across tests never collide."""
+    return f"ns-{uuid.uuid4().hex}"
+
+
+class LosingStore:
+    """Wraps a store; its first ``lose`` compare-and-sets return False without writing, after
+    running ``rival`` (an async callable on the inner store) as a concurrent writer would."""
+
+    def __init__(self, inner, lose: int = 1, rival=None) -> None:
+        self.inner = inner
+        self.lose = lose
+        self.rival = rival
+        self.cas_calls = 0
+        self.get_calls = 0
+
+    async def get(self, key):
+        self.get_calls += 1
+        return await self.inner.get(key)
+
+    async def set(self, key, value):
+        await self.inner.set(key, value)
+
+    async def delete(self, key):
+        await self.inner.delete(key)
+
+    async def compare_and_set(self, key, expected, value):
+        self.cas_calls += 1
+        if self.lose > 0:
+            self.lose -= 1
+            if self.rival is not None:
+                await self.rival(self.inner, key)
+            return False
+        return await self.inner.compare_and_set(key, expected, value)
+
+
+class GatedStore:
+    """Wraps a store so that the first ``n`` reads all complete before any of them returns:
+    ``n`` concurrent commands are guaranteed to read the same document and race."""
+
+    def __init__(self, inner, n: int) -> None:
+        self.inner = inner
+        self.n = n
+        self.waiting = 0
+        self.gate: Optional[asyncio.Event] = None
+        self.gets = 0
+
+    async def get(self, key):
+        self.gets += 1
+        value = await self.inner.get(key)
+        if self.n > 0:
+            if self.gate is None:
+                self.gate = asyncio.Event()
+            self.n -= 1
+            if self.n == 0:
+                self.gate.set()
+            else:
+                await asyncio.wait_for(self.gate.wait(), 10)
+        return value
+
+    async def set(self, key, value):
+        await self.inner.set(key, value)
+
+    async def delete(self, key):
+        await self.inner.delete(key)
+
+    async def compare_and_set(self, key, expected, value):
+        return await self.inner.compare_and_set(key, expected, value)
+
+
+def lines_file(n: int, prefix: str = "line") -> str:
+    """``line 00: todo\\n`` ... one line per index."""
+    return "".join(f"{prefix} {i:02d}: todo\n" for i in range(n))
+
+
+# ------------------------------------------------------------------ cross-process worker
+
+
+async def _worker(kind: str, url: str, namespace: str, index: int, edits: int) -> dict:
+    from agentkit_tools.memory import StoreFiles
+
+    store = RedisStore(url, namespace="proc-test") if kind == "redis" else PostgresStore(url, table=PG_TABLE)
+    try:
+        files = StoreFiles(store, namespace=namespace)
+        await store.get("warm-up")  # connect before the start signal
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        for j in range(edits):
+            await files.str_replace(
+                "/memories/shared.md", f"p{index}-{j:03d}: todo", f"p{index}-{j:03d}: done by {index}"
+            )
+        return {"commands": files.stats.commands, "attempts": files.stats.attempts}
+    finally:
+        await store.aclose()
+
+
+if __name__ == "__main__":
+    kind, url, namespace, index, edits = sys.argv[1:6]
+    result = asyncio.run(_worker(kind, url, namespace, int(index), int(edits)))
+    print(json.dumps(result), flush=True)

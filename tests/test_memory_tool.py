@@ -1,0 +1,194 @@
+"""The ``memory`` tool itself: its definition (name, schema, attributes), ``run`` with every
+command and every argument mistake, the error classes, and a call through the dispatcher
+(SPEC §10, §11 "Memory")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agentkit_tools.errors import ToolError
+from agentkit_tools.frozen import FrozenDict, FrozenList
+from agentkit_tools.memory import (
+    FileTool,
+    InMemoryFiles,
+    MemoryBackend,
+    MemoryCommandError,
+    MemoryExistsError,
+    MemoryLimitError,
+    MemoryNotFoundError,
+    MemoryPermissionError,
+    StoreConflictError,
+    StoreFiles,
+)
+from agentkit_tools.schema import Tool, ToolSchema
+from agentkit_tools.stores import InMemoryStore
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_definition():
+    t = FileTool()
+    assert t.name == "memory"
+    assert (t.side_effecting, t.idempotent, t.requires_approval) == (True, False, False)
+    assert (t.caps, t.url_arg, t.timeout_s, t.max_result_chars, t.output_schema) == ((), None, None, None, None)
+    assert isinstance(t, Tool)
+    assert isinstance(t.backend, InMemoryFiles) and isinstance(t.backend, MemoryBackend)
+    assert len(t.description.strip()) >= 30
+    assert t.description.startswith("Your persistent memory: a directory of text files under /memories")
+    assert isinstance(t.schema, ToolSchema)
+    assert (t.schema.name, t.schema.description) == ("memory", t.description)
+    p = t.schema.parameters
+    assert list(p["properties"]) == [
+        "command", "path", "file_text", "overwrite", "old_str", "new_str", "insert_line", "insert_text",
+        "view_range", "old_path", "new_path",
+    ]
+    assert p["required"] == ["command"]
+    assert p["additionalProperties"] is False
+    assert list(p["properties"]["command"]["enum"]) == ["view", "create", "str_replace", "insert", "delete", "rename"]
+    vr = p["properties"]["view_range"]
+    assert (vr["type"], dict(vr["items"]), vr["minItems"], vr["maxItems"]) == ("array", {"type": "integer"}, 2, 2)
+    assert (p["properties"]["insert_line"]["type"], p["properties"]["overwrite"]["type"]) == ("integer", "boolean")
+    assert all(len(prop["description"]) > 10 for prop in p["properties"].values())
+
+
+def test_schema_is_valid_json_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(json.dumps(FileTool().schema.parameters, default=list))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    v = jsonschema.Draft202012Validator(schema)
+    assert v.is_valid({"command": "view", "path": "/memories", "view_range": [1, 2]})
+    assert not v.is_valid({"command": "move"})
+    assert not v.is_valid({"path": "/memories"})
+    assert not v.is_valid({"command": "view", "colour": 1})
+
+
+def test_root_is_used_in_schema_and_must_match_the_backend():
+    t = FileTool(root="/notes/")
+    assert t.root == "/notes" and t.backend.root == "/notes"
+    assert "under /notes" in t.description
+    assert run(t.run({"command": "create", "path": "a", "file_text": "x"})) == "File created successfully at /notes/a (1 bytes)."
+    with pytest.raises(ValueError) as info:
+        FileTool(InMemoryFiles(root="/memories"), root="/notes")
+    assert str(info.value) == "FileTool root '/notes' differs from the backend's root '/memories'; pass the same root= to both"
+
+
+def test_run_every_command():
+    t = FileTool()
+    r = lambda **a: run(t.run(a, None))  # noqa: E731
+    assert r(command="create", path="/memories/todo.md", file_text="- a\n- b\n") == (
+        "File created successfully at /memories/todo.md (8 bytes)."
+    )
+    assert r(command="view", path="/memories") == "/memories/todo.md"
+    assert r(command="view", path="/memories/todo.md", view_range=[2, 2]) == "- b"
+    assert r(command="str_replace", path="/memories/todo.md", old_str="- a", new_str="- a (done)") == (
+        "The file /memories/todo.md has been edited."
+    )
+    assert r(command="insert", path="/memories/todo.md", insert_line=2, insert_text="- c") == (
+        "Text inserted after line 2 of /memories/todo.md."
+    )
+    assert r(command="view", path="/memories/todo.md") == "- a (done)\n- b\n- c\n"
+    assert r(command="rename", old_path="/memories/todo.md", new_path="/memories/done.md") == (
+        "Renamed /memories/todo.md to /memories/done.md."
+    )
+    assert r(command="rename", path="/memories/done.md", new_path="/memories/archive/done.md") == (
+        "Renamed /memories/done.md to /memories/archive/done.md."
+    )
+    assert r(command="delete", path="/memories/archive") == "Deleted directory /memories/archive (1 file(s))."
+    assert r(command="view", path="/memories") == ""
+
+
+def test_run_accepts_json_text_frozen_values_and_nulls():
+    t = FileTool()
+    assert run(t.run('{"command": "create", "path": "a", "file_text": "1\\n2\\n"}', None)).startswith("File created")
+    args = FrozenDict({"command": "view", "path": "a", "view_range": FrozenList([2, 2]), "file_text": None})
+    assert run(t.run(args, None)) == "2"
+    with pytest.raises(MemoryCommandError) as info:
+        run(t.run("{not json", None))
+    assert info.value.code == "invalid_argument"
+    assert str(info.value).startswith("memory tool arguments are not valid JSON (")
+    with pytest.raises(MemoryCommandError) as info:
+        run(t.run(["view"], None))
+    assert str(info.value) == (
+        'memory tool arguments must be a JSON object, got list; send e.g. {"command": "view", "path": "/memories"}'
+    )
+
+
+@pytest.mark.parametrize(
+    "args, cls, code, message",
+    [
+        ({"command": "str_replace", "path": "f"}, MemoryCommandError, "missing_argument",
+         'command "str_replace" is missing required argument(s) old_str; it takes path, old_str, new_str (required: path, old_str)'),
+        ({"command": "str_replace", "path": "f", "old_str": "x", "new_str": "y"}, MemoryCommandError, "ambiguous_match",
+         "old_str occurs 2 times in /memories/f (at lines 1, 2); it must occur exactly once: add surrounding context to old_str so it matches only the place you mean"),
+        ({"command": "view", "path": "nope"}, MemoryNotFoundError, "not_found",
+         "no file or directory at /memories/nope; view /memories to list the existing files"),
+        ({"command": "create", "path": "f", "file_text": "z"}, MemoryExistsError, "already_exists",
+         "/memories/f already exists; pass overwrite=true to replace it, use str_replace or insert to edit it, or pick another path"),
+        ({"command": "delete", "path": "../../etc"}, MemoryPermissionError, "permission_denied",
+         'path "../../etc" is outside the memory directory /memories; use a path under /memories/ (relative paths are joined under it)'),
+        ({"command": "rename", "old_path": "f", "new_path": "f"}, MemoryExistsError, "already_exists",
+         "cannot rename /memories/f to /memories/f: /memories/f already exists; delete it first or choose another new_path"),
+        ({"command": "insert", "path": "f", "insert_text": "t"}, MemoryCommandError, "missing_argument",
+         'command "insert" is missing required argument(s) insert_line; it takes path, insert_line, insert_text (required: path, insert_line, insert_text)'),
+    ],
+)
+def test_run_errors_are_tool_errors_with_codes(args, cls, code, message):
+    t = FileTool()
+    run(t.run({"command": "create", "path": "f", "file_text": "x\nx\n"}, None))
+    with pytest.raises(cls) as info:
+        run(t.run(args, None))
+    e = info.value
+    assert isinstance(e, ToolError)
+    assert (e.code, str(e), e.message) == (code, message, message)
+    assert t.backend.files() == {"/memories/f": "x\nx\n"}
+
+
+def test_error_classes_keep_the_standard_bases():
+    assert issubclass(MemoryPermissionError, PermissionError)
+    assert issubclass(MemoryNotFoundError, FileNotFoundError)
+    assert issubclass(MemoryExistsError, ValueError)
+    assert issubclass(MemoryCommandError, ValueError)
+    assert issubclass(MemoryLimitError, ValueError)
+    assert issubclass(StoreConflictError, RuntimeError)
+    for cls in (MemoryPermissionError, MemoryNotFoundError, MemoryExistsError, MemoryCommandError,
+                MemoryLimitError, StoreConflictError):
+        assert issubclass(cls, ToolError)
+    e = MemoryLimitError("m", limit="max_files", maximum=1, used=1, requested=2)
+    assert (e.code, e.retriable, e.details) == (
+        "memory_limit", False, {"limit": "max_files", "maximum": 1, "used": 1, "requested": 2}
+    )
+    assert StoreConflictError("m").retriable is True
+
+
+def test_store_backed_tool():
+    store = InMemoryStore()
+    t = FileTool(StoreFiles(store, namespace="user-7"))
+    assert run(t.run({"command": "create", "path": "a", "file_text": "x"}, None)) == (
+        "File created successfully at /memories/a (1 bytes)."
+    )
+    assert json.loads(run(store.get("memory:user-7")))["files"] == {"/memories/a": "x"}
+
+
+def test_through_the_dispatcher():
+    from agentkit_tools import ToolRegistry, dispatch
+
+    reg = ToolRegistry()
+    reg.register(FileTool())
+    ok = dispatch({"id": "1", "name": "memory", "input": {"command": "create", "path": "n.md", "file_text": "hi"}}, reg)
+    assert (ok["ok"], ok["value"]) == (True, "File created successfully at /memories/n.md (2 bytes).")
+    bad = dispatch({"id": "2", "name": "memory", "input": {"command": "create", "path": "n.md", "file_text": "x"}}, reg)
+    assert bad["ok"] is False
+    assert bad["error"]["code"] == "already_exists"
+    assert bad["error"]["message"] == (
+        "/memories/n.md already exists; pass overwrite=true to replace it, use str_replace or insert to edit it, "
+        "or pick another path"
+    )
+    esc = dispatch({"id": "3", "name": "memory", "input": {"command": "view", "path": "/etc"}}, reg)
+    assert (esc["ok"], esc["error"]["code"]) == (False, "permission_denied")
+    unknown = dispatch({"id": "4", "name": "memory", "input": {"command": "view", "colour": "red"}}, reg)
+    assert (unknown["ok"], unknown["error"]["code"]) == (False, "invalid_arguments")
