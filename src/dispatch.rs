@@ -41,7 +41,7 @@ pub fn unknown_tool_message(name: &str, available: &[&str], did_you_mean: Option
 /// `invalid_arguments`: every problem (at most [`MAX_SPELLED_OUT`] values spelled out), the
 /// accepted names, and what to do.
 pub fn invalid_arguments_message(tool: &str, rejection: &Rejection, accepted: &[String]) -> String {
-    let accepted = serde_json::to_string(accepted).unwrap_or_default();
+    let accepted = crate::validate::py_list(accepted);
     format!(
         "tool '{tool}' call rejected: {}. Accepted arguments: {accepted}. Re-read the input schema \
          (attached as 'schema') and call '{tool}' again with corrected arguments.",
@@ -59,15 +59,17 @@ pub fn timeout_message(tool: &str, timeout_s: f64) -> String {
 
 /// `internal_error`: any exception that is not a `ToolError`.
 pub fn internal_error_message(tool: &str, exc_type: &str, exc_text: &str) -> String {
-    let sep = if exc_text.is_empty() { "" } else { ": " };
+    let text = exc_text.trim_end().trim_end_matches('.');
+    let sep = if text.is_empty() { "" } else { ": " };
     format!(
-        "{tool} failed: {exc_type}{sep}{exc_text}. This is a bug in the tool, not in your \
+        "{tool} failed: {exc_type}{sep}{text}. This is a bug in the tool, not in your \
          arguments; do not retry."
     )
 }
 
 /// `output_mismatch`: the tool returned a value its output schema forbids.
 pub fn output_mismatch_message(tool: &str, expected: &str, problems: &str) -> String {
+    let problems = problems.trim_end().trim_end_matches('.');
     let detail = if problems.is_empty() { String::new() } else { format!(" ({problems})") };
     format!(
         "{tool} returned a value that does not match its declared output schema '{expected}'{detail}. \
@@ -110,13 +112,17 @@ mod tests {
         let r = Rejection::Problems(ArgumentProblems { missing: vec!["sku".into()], ..Default::default() });
         assert_eq!(
             invalid_arguments_message("check_stock", &r, &["sku".into(), "warehouse".into()]),
-            "tool 'check_stock' call rejected: missing required argument(s) [\"sku\"]. Accepted arguments: \
-             [\"sku\",\"warehouse\"]. Re-read the input schema (attached as 'schema') and call 'check_stock' \
+            "tool 'check_stock' call rejected: missing required argument(s) ['sku']. Accepted arguments: \
+             ['sku', 'warehouse']. Re-read the input schema (attached as 'schema') and call 'check_stock' \
              again with corrected arguments."
         );
         assert_eq!(
             internal_error_message("t", "KeyError", "'x'"),
             "t failed: KeyError: 'x'. This is a bug in the tool, not in your arguments; do not retry."
+        );
+        assert_eq!(
+            internal_error_message("t", "ValueError", "boom."),
+            "t failed: ValueError: boom. This is a bug in the tool, not in your arguments; do not retry."
         );
     }
 }

@@ -100,20 +100,21 @@ impl ArgumentProblems {
         self.unexpected.is_empty() && self.missing.is_empty() && self.invalid.is_empty()
     }
 
-    /// `unexpected argument(s) ["x"]; missing required argument(s) ["a"]; invalid argument(s)
-    /// b: reason; c: reason` with at most `limit` invalid entries spelled out.
+    /// `unexpected argument(s) ['x']; missing required argument(s) ['a']; invalid argument(s):
+    /// b: reason; c: reason` with at most `limit` invalid entries spelled out (SPEC §4; names are
+    /// written as Python lists, as `str(ToolArgumentError)` writes them).
     pub fn summary(&self, limit: usize) -> String {
         let mut parts: Vec<String> = Vec::with_capacity(3);
         if !self.unexpected.is_empty() {
-            parts.push(format!("unexpected argument(s) {}", json_list(&self.unexpected)));
+            parts.push(format!("unexpected argument(s) {}", py_list(&self.unexpected)));
         }
         if !self.missing.is_empty() {
-            parts.push(format!("missing required argument(s) {}", json_list(&self.missing)));
+            parts.push(format!("missing required argument(s) {}", py_list(&self.missing)));
         }
         if !self.invalid.is_empty() {
             let shown: Vec<String> =
                 self.invalid.iter().take(limit).map(|(p, r)| format!("{p}: {r}")).collect();
-            let mut s = format!("invalid argument(s) {}", shown.join("; "));
+            let mut s = format!("invalid argument(s): {}", shown.join("; "));
             if self.invalid.len() > limit {
                 let _ = write!(s, "; and {} more", self.invalid.len() - limit);
             }
@@ -337,6 +338,36 @@ fn json_list(names: &[String]) -> String {
     Value::Array(names.iter().cloned().map(Value::String).collect()).to_string()
 }
 
+/// A list of names written as Python's `repr` writes a list of strings: `['a', "it's"]`.
+pub fn py_list(names: &[String]) -> String {
+    let items: Vec<String> = names.iter().map(|n| py_str(n)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+fn py_str(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 /// A short rendering of a value for a reason: its JSON text, cut at 60 characters.
 fn show(v: &Value) -> String {
     let text = v.to_string();
@@ -529,8 +560,8 @@ mod tests {
         );
         assert_eq!(
             p.summary(5),
-            "unexpected argument(s) [\"zeta\",\"alpha\"]; missing required argument(s) [\"sku\"]; \
-             invalid argument(s) warehouse: must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"; \
+            "unexpected argument(s) ['zeta', 'alpha']; missing required argument(s) ['sku']; \
+             invalid argument(s): warehouse: must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"; \
              qty: must be >= 1, got integer 0"
         );
     }
@@ -620,7 +651,7 @@ mod tests {
         };
         assert_eq!(
             p.summary(5),
-            "invalid argument(s) a0: bad; a1: bad; a2: bad; a3: bad; a4: bad; and 2 more"
+            "invalid argument(s): a0: bad; a1: bad; a2: bad; a3: bad; a4: bad; and 2 more"
         );
     }
 
@@ -629,6 +660,12 @@ mod tests {
         assert_eq!(describe(&json!({"type": "array", "items": {"type": "integer"}})), "array of integer");
         assert_eq!(describe(&json!({"anyOf": [{"enum": [1, 2]}, {"type": "null"}]})), "one of [1,2] or null");
         assert_eq!(describe(&json!({})), "any value");
+    }
+
+    #[test]
+    fn python_list_repr() {
+        let names = vec!["a".to_owned(), "it's".to_owned(), "q\"'".to_owned(), "t\tb\\".to_owned()];
+        assert_eq!(py_list(&names), r#"['a', "it's", 'q"\'', 't\tb\\']"#);
     }
 
     #[test]

@@ -124,9 +124,9 @@ def test_invalid_arguments_reports_everything_with_the_schema():
     err = error({"name": "convert", "input": {"value": "21", "unit": "kelvin", "extra": 1}})
     assert err == {
         "code": "invalid_arguments",
-        "message": 'tool \'convert\' call rejected: unexpected argument(s) ["extra"]; invalid argument(s) '
+        "message": 'tool \'convert\' call rejected: unexpected argument(s) [\'extra\']; invalid argument(s): '
         'value: expected number, got string "21"; unit: must be one of ["celsius","fahrenheit"], got string '
-        '"kelvin". Accepted arguments: ["value","unit","tags","pair"]. Re-read the input schema (attached as '
+        '"kelvin". Accepted arguments: [\'value\', \'unit\', \'tags\', \'pair\']. Re-read the input schema (attached as '
         "'schema') and call 'convert' again with corrected arguments.",
         "errors": [
             {"path": "extra", "reason": "unexpected argument: this tool does not take it"},
@@ -238,7 +238,7 @@ def test_run_validates_and_raises_argument_error():
     )
     assert str(e) == (
         "tool 'convert' call rejected: unexpected argument(s) ['zzz']; missing required argument(s) ['unit']; "
-        "invalid argument(s) value: expected number, got string \"x\". Accepted arguments: ['value', 'unit', 'tags', 'pair']"
+        "invalid argument(s): value: expected number, got string \"x\". Accepted arguments: ['value', 'unit', 'tags', 'pair']"
     )
     assert isinstance(e, ValueError)
     assert json.loads(json.dumps(asyncio.run(convert.run('{"value": 1.5, "unit": "fahrenheit"}')))) == "1.5 fahrenheit"

@@ -55,7 +55,7 @@ class ToolArgumentError(ValueError):
         if self.missing:
             parts.append(f"missing required argument(s) {list(self.missing)!r}")
         if self.invalid:
-            parts.append("invalid argument(s) " + "; ".join(f"{p}: {r}" for p, r in self.invalid))
+            parts.append("invalid argument(s): " + "; ".join(f"{p}: {r}" for p, r in self.invalid))
         detail = "; ".join(parts) if parts else "arguments do not match the input schema"
         super().__init__(
             f"tool {tool_name!r} call rejected: {detail}. "
