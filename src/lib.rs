@@ -6,6 +6,8 @@
 pub mod dispatch;
 pub mod docstring;
 pub mod memory;
+pub mod middleware;
+pub mod providers;
 pub mod render;
 pub mod schema;
 pub mod validate;

@@ -10,19 +10,37 @@ from ._core import __version__
 from .dispatch import DEFAULT_TIMEOUT_S, dispatch, render_result
 from .errors import ToolArgumentError, ToolDefinitionError, ToolError, ToolShapeError, ToolTimeoutError
 from .frozen import FrozenDict, FrozenList, deep_freeze
+from . import middleware
+from .context import ToolContext
+from .invoker import Invoker
+from .lint import lint
+from .memory import FileTool, InMemoryFiles, MemoryLimitError, StoreConflictError, StoreFiles
 from .registry import ToolRegistry
 from .schema import Tool, ToolSchema
+from .stores import FileStore, InMemoryStore, PostgresStore, RedisStore, StorePort
 from .tools import OUTPUT_AUTO, FunctionTool, tool
 
 __all__ = [
     "__version__",
     "DEFAULT_TIMEOUT_S",
+    "FileStore",
+    "FileTool",
     "FrozenDict",
     "FrozenList",
     "FunctionTool",
+    "InMemoryFiles",
+    "InMemoryStore",
+    "Invoker",
+    "MemoryLimitError",
     "OUTPUT_AUTO",
+    "PostgresStore",
+    "RedisStore",
+    "StoreConflictError",
+    "StoreFiles",
+    "StorePort",
     "Tool",
     "ToolArgumentError",
+    "ToolContext",
     "ToolDefinitionError",
     "ToolError",
     "ToolRegistry",
@@ -31,6 +49,8 @@ __all__ = [
     "ToolTimeoutError",
     "deep_freeze",
     "dispatch",
+    "lint",
+    "middleware",
     "render_result",
     "tool",
 ]

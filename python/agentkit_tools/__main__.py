@@ -1,6 +1,7 @@
 """The command line: ``python -m agentkit_tools <command>``.
 
-Commands: ``demo`` (the inventory scenario), ``call MODULE:OBJ JSON`` (dispatch one call).
+Commands: ``demo`` (the inventory scenario), ``schema MODULE:OBJ [--format ...]`` (print a
+provider rendering), ``call MODULE:OBJ JSON`` (dispatch one call).
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="run the inventory demo: schema, a scripted happy path, the failure ladder")
     p.set_defaults(func=_cmd_demo)
+    from . import cli_schema
+
+    cli_schema.add_parser(sub)
     p = sub.add_parser("call", help="dispatch one tool call and print its envelope")
     p.add_argument("target", help="MODULE:OBJ naming a tool, a function, a registry or a list of them")
     p.add_argument("arguments", help="the call's arguments as JSON text, e.g. '{\"sku\": \"SKU-1\"}'")

@@ -142,3 +142,8 @@ def main(out: Any = print) -> int:
     out("\n== a long result is cut for the model, with a notice saying what to do ==")
     out("  ..." + render_result({"rows": list(range(1000))}, max_chars=300)[-140:])
     return 0 if codes == expected else 1
+
+
+#: The demo's registry, for the command line: ``python -m agentkit_tools schema
+#: agentkit_tools.demo:registry``.
+registry = build_registry()

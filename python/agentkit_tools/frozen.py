@@ -8,6 +8,7 @@ stay frozen); ``copy``, ``deepcopy`` and ``pickle`` keep the frozen types.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, NoReturn
 
 __all__ = ["FrozenDict", "FrozenList", "deep_freeze"]
@@ -37,7 +38,8 @@ class FrozenDict(dict):  # type: ignore[type-arg]
         return self
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
-        return self  # immutable all the way down when built by deep_freeze
+        # A shallow FrozenDict may hold mutable values: copy them (frozen ones return themselves).
+        return FrozenDict({copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()})
 
     def __repr__(self) -> str:
         return f"FrozenDict({dict.__repr__(self)})"
@@ -60,7 +62,7 @@ class FrozenList(list):  # type: ignore[type-arg]
         return self
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
-        return self
+        return FrozenList(copy.deepcopy(v, memo) for v in self)
 
     def __repr__(self) -> str:
         return f"FrozenList({list.__repr__(self)})"

@@ -18,6 +18,7 @@ import enum
 import functools
 import inspect
 import pathlib
+import re
 import sys
 import types
 import typing
@@ -64,6 +65,9 @@ class Introspection:
     is_async: bool = False
     #: ``$defs`` for genuinely recursive structured types (empty when there are none).
     defs: dict[str, Any] = field(default_factory=dict)
+    #: ``"self"``/``"cls"`` when that first parameter was skipped on a function that is not bound
+    #: (a method decorated inside its class body, a raw classmethod): nothing will pass it.
+    unbound_first: str | None = None
 
 
 def _unwrap_callable(func: Any) -> tuple[Any, Any]:
@@ -114,8 +118,9 @@ def _hints(func: Any) -> tuple[dict[str, Any], dict[str, str]]:
     unresolved: dict[str, str] = {}
     for name, ann in raw.items():
         try:
-            if isinstance(ann, str):
-                ann = eval(ann, globalns, {})  # noqa: S307 - a hint the user wrote, like typing does
+            for _ in range(2):  # a quoted hint under PEP 563 is a string of a string
+                if isinstance(ann, str):
+                    ann = eval(ann, globalns, {})  # noqa: S307 - a hint the user wrote, like typing does
             hints[name] = ann
         except Exception as exc:
             unresolved[name] = f"{ann!r} could not be resolved ({type(exc).__name__}: {exc})"
@@ -128,7 +133,8 @@ def _is_context(name: str, annotation: Any) -> bool:
     if annotation is inspect.Parameter.empty:
         return True
     if isinstance(annotation, str):
-        return annotation.split("[")[0].split(".")[-1] in CONTEXT_TYPE_NAMES
+        # A quoted hint under PEP 563 arrives as a string of a string: "'RunContext'".
+        return annotation.strip("'\" ").split("[")[0].split(".")[-1] in CONTEXT_TYPE_NAMES
     target = typing.get_origin(annotation) or annotation
     return getattr(target, "__name__", None) in CONTEXT_TYPE_NAMES
 
@@ -142,7 +148,7 @@ def _json_default(value: Any) -> tuple[bool, Any]:
     if isinstance(value, enum.Enum):
         return _json_default(value.value)
     if isinstance(value, list | tuple | frozenset | set):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        items = _sorted_set(value) if isinstance(value, set | frozenset) else value
         out = []
         for v in items:
             ok, j = _json_default(v)
@@ -158,10 +164,20 @@ def _json_default(value: Any) -> tuple[bool, Any]:
                 return False, None
             obj[k] = j
         return True, obj
-    fmt = _FORMATS.get(type(value))
-    if fmt is not None:
-        return True, fmt[2](value)
+    fmt = _format_of(type(value))
+    if fmt is not None and not isinstance(value, bool | int | float):
+        try:
+            return True, fmt[2](value)
+        except ValueError:
+            return False, None
     return False, None
+
+
+def _sorted_set(values: set[Any] | frozenset[Any]) -> list[Any]:
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
 
 
 def introspect(func: Any, name: str | None = None) -> Introspection:
@@ -181,8 +197,10 @@ def introspect(func: Any, name: str | None = None) -> Introspection:
     context_param = None
     var_keyword = False
     defs = _Defs()
+    unbound_first = None
     for i, (pname, p) in enumerate(sig.parameters.items()):
         if i == 0 and pname in ("self", "cls") and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            unbound_first = pname
             continue
         if p.kind is p.VAR_POSITIONAL:
             raise ToolDefinitionError(
@@ -202,11 +220,17 @@ def introspect(func: Any, name: str | None = None) -> Introspection:
         if pname in unresolved:
             fragment, conv, desc = {}, None, None
         else:
+            seen = len(defs.problems)
             try:
                 fragment, conv, desc = _schema(annotation, defs)
             except _Unsupported as exc:
                 unresolved[pname] = str(exc)
                 fragment, conv, desc = {}, None, None
+            except Exception as exc:  # a broken class behind a hint must not break the tool
+                unresolved[pname] = f"{_type_name(annotation)}: {type(exc).__name__}: {exc}"
+                fragment, conv, desc = {}, None, None
+            if len(defs.problems) > seen and pname not in unresolved:
+                unresolved[pname] = "; ".join(f"field {p} (accepts any value)" for p in defs.problems[seen:])
         required = p.default is inspect.Parameter.empty
         default = None
         if not required:
@@ -230,6 +254,7 @@ def introspect(func: Any, name: str | None = None) -> Introspection:
         return_hint=hints.get("return", sig.return_annotation),
         is_async=_is_async(target),
         defs=defs.render() if defs.used else {},
+        unbound_first=unbound_first,
     )
 
 
@@ -242,15 +267,49 @@ class _Unsupported(Exception):
 
 
 class _Defs:
-    """`$defs` for genuinely recursive structured types."""
+    """State of one introspection: `$defs` for genuinely recursive structured types, their
+    converters, and struct fields whose hint could not be expressed."""
 
     def __init__(self) -> None:
         self.active: list[Any] = []
         self.defs: dict[str, dict[str, Any]] = {}
+        self.names: dict[Any, str] = {}
+        self.converters: dict[Any, Converter] = {}
         self.used = False
+        #: ``"Class.field: why"`` for struct fields that degraded to ``{}``.
+        self.problems: list[str] = []
+
+    def name_of(self, cls: Any) -> str:
+        """The ``$defs`` key of a class: its name, qualified when two classes share it."""
+        name = self.names.get(cls)
+        if name is None:
+            base = re.sub(r"[^A-Za-z0-9_.-]", "_", _type_name(cls))
+            name = base
+            if name in self.names.values():
+                module = getattr(cls, "__module__", "") or ""
+                name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{module}.{base}")
+            n = 2
+            while name in self.names.values():
+                name = f"{base}_{n}"
+                n += 1
+            self.names[cls] = name
+        return name
+
+    def ref(self, cls: Any) -> dict[str, str]:
+        return {"$ref": f"#/$defs/{self.name_of(cls)}"}
 
     def render(self) -> dict[str, Any]:
         return self.defs
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    origin = typing.get_origin(tp)
+    if origin is not None:
+        inner = ", ".join(_type_name(a) for a in typing.get_args(tp))
+        return f"{_type_name(origin)}[{inner}]"
+    return getattr(tp, "__name__", None) or repr(tp)
 
 
 def _parse_datetime(s: str) -> dt.datetime:
@@ -265,22 +324,28 @@ def _parse_time(s: str) -> dt.time:
     return dt.time.fromisoformat(s)
 
 
-def _parse_duration(s: str) -> dt.timedelta:
-    import re
+_DURATION = re.compile(
+    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
 
-    m = re.fullmatch(
-        r"P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
-        s,
-    )
-    if not m or s in ("P", "PT"):
-        raise ValueError(f"not an ISO 8601 duration: {s!r}")
+
+def _parse_duration(s: str) -> dt.timedelta:
+    """An ISO 8601 duration of weeks, days, hours, minutes and seconds (``P1DT2H``, ``PT0.5S``).
+    Years and months have no fixed length and are refused (``ValueError``)."""
+    m = _DURATION.fullmatch(s)
+    if not m or s.endswith(("P", "T")):
+        raise ValueError(f"not an ISO 8601 duration of weeks/days/hours/minutes/seconds: {s!r}")
     g = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
-    return dt.timedelta(days=g["d"], hours=g["h"], minutes=g["m"], seconds=g["s"])
+    return dt.timedelta(weeks=g["w"], days=g["d"], hours=g["h"], minutes=g["m"], seconds=g["s"])
 
 
 def _format_duration(td: dt.timedelta) -> str:
-    total = td.total_seconds()
-    return f"PT{total:g}S"
+    """``PT<seconds>S`` (``PT3600S``). RFC 3339's duration has no fractions or sign, so a
+    negative or sub-second ``timedelta`` raises ``ValueError`` (such a default is left out)."""
+    if td.microseconds or td < dt.timedelta(0):
+        raise ValueError(f"{td!r} has no RFC 3339 duration form")
+    return f"PT{td.days * 86400 + td.seconds}S"
 
 
 # type -> (JSON Schema format, parse from JSON string, render a default)
@@ -301,6 +366,19 @@ _FORMAT_PATTERNS = {
     "decimal": r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$",
     "byte": r"^[A-Za-z0-9+/]*={0,2}$",
 }
+
+
+def _format_of(tp: Any) -> tuple[str, Converter, Converter] | None:
+    """The format entry of a class or of its nearest listed base (``PosixPath`` -> ``Path``)."""
+    if not isinstance(tp, type):
+        return None
+    for klass in tp.__mro__:
+        entry = _FORMATS.get(klass)
+        if entry is not None:
+            if klass is not tp and klass in (pathlib.Path, pathlib.PurePath):
+                return (entry[0], tp, entry[2])  # PosixPath, PureWindowsPath, ...: build that class
+            return entry
+    return None
 
 _PRIMITIVES: dict[Any, dict[str, Any]] = {
     str: {"type": "string"},
@@ -371,6 +449,19 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
     if origin is typing.Annotated:
         base, conv, desc = _schema(args[0], defs)
         out = dict(base)
+        if isinstance(out.get("anyOf"), list):
+            # Optional[...] under Annotated: constraints apply to the non-null branches.
+            branches = [dict(b) for b in out["anyOf"]]
+            for meta in args[1:]:
+                for b in branches:
+                    if b != {"type": "null"}:
+                        d = _apply_metadata(b, meta)
+                if isinstance(meta, str) or type(meta).__name__ == "FieldInfo":
+                    d = _apply_metadata({}, meta)
+                    if d:
+                        desc = d
+            out["anyOf"] = branches
+            return out, conv, desc
         for meta in args[1:]:
             d = _apply_metadata(out, meta)
             if d:
@@ -385,21 +476,23 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
         if t:
             out = {"type": t, "enum": values}
         members = {a.value: a for a in args if isinstance(a, enum.Enum)}
-        return out, (members.__getitem__ if members else None), None
+        return out, ((lambda v: members.get(v, v)) if members else None), None
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         values = [m.value for m in tp]
         t = _json_type_of(values)
         return ({"type": t, "enum": values} if t else {"enum": values}), tp, None
     if origin in (typing.Union, types.UnionType):
         return _union(args, defs)
-    if tp in _FORMATS:
-        fmt, parse, _ = _FORMATS[tp]
+    entry = _format_of(tp)
+    if entry is not None:
+        fmt, parse, _ = entry
         out = {"type": "string", "format": fmt}
         if fmt in _FORMAT_PATTERNS:
             out["pattern"] = _FORMAT_PATTERNS[fmt]
         return out, parse, None
     if isinstance(tp, type) and issubclass(tp, bytearray):
-        return {"type": "string", "format": "byte"}, lambda s: bytearray(base64.b64decode(s)), None
+        out = {"type": "string", "format": "byte", "pattern": _FORMAT_PATTERNS["byte"]}
+        return out, lambda s: bytearray(base64.b64decode(s, validate=True)), None
 
     container = _ARRAY_ORIGINS.get(origin if origin is not None else tp)
     if container is not None:
@@ -412,11 +505,14 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
             return out, None, None
         return out, _container_converter(container, conv), None
     if origin is tuple or tp is tuple:
+        if origin is tuple and not args and tp is not typing.Tuple and not getattr(tp, "_special", False):
+            # tuple[()]: the empty tuple.
+            return {"type": "array", "items": False, "maxItems": 0}, (lambda v: ()), None
         if not args or (len(args) == 2 and args[1] is Ellipsis):
             items, conv, _ = _schema(args[0] if args else typing.Any, defs)
             return {"type": "array", "items": items}, _container_converter(tuple, conv), None
         if args == ((),):
-            return {"type": "array", "items": False, "maxItems": 0}, tuple, None
+            return {"type": "array", "items": False, "maxItems": 0}, (lambda v: ()), None
         parts = [_schema(a, defs) for a in args]
         convs = [c for _, c, _ in parts]
         out = {
@@ -433,23 +529,32 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
         if not args:
             return {"type": "object"}, None, None
         key_tp, val_tp = args
-        if key_tp is not str and not (isinstance(key_tp, type) and issubclass(key_tp, str)):
-            key_schema, _, _ = _schema(key_tp, defs)
+        key_schema: dict[str, Any] = {}
+        key_conv: Converter | None = None
+        if key_tp is int:
+            # JSON object keys are strings: integer keys travel as their decimal text.
+            key_schema, key_conv = {"pattern": r"^-?[0-9]+$"}, int
+        elif key_tp is not str and key_tp is not typing.Any:
+            key_schema, key_conv, _ = _schema(key_tp, defs)
             if key_schema.get("type") != "string":
                 raise _Unsupported(
-                    f"dict keys of type {key_tp!r} cannot be expressed: JSON object keys are strings"
+                    f"dict keys of type {_type_name(key_tp)} cannot be expressed: JSON object keys are strings"
                 )
+            key_schema = {k: v for k, v in key_schema.items() if k != "type"}
         val_schema, conv, _ = _schema(val_tp, defs)
-        if not val_schema:
-            return {"type": "object"}, None, None
-        out = {"type": "object", "additionalProperties": val_schema}
-        if conv is None:
+        out = {"type": "object"}
+        if key_schema:
+            out["propertyNames"] = key_schema
+        if val_schema:
+            out["additionalProperties"] = val_schema
+        if conv is None and key_conv is None:
             return out, None, None
-        return out, lambda v: {k: conv(x) for k, x in v.items()}, None
-    if isinstance(tp, type):
-        structured = _structured(tp, defs)
-        if structured is not None:
-            return structured
+        kc = key_conv or (lambda k: k)
+        vc = conv or (lambda x: x)
+        return out, lambda v: {kc(k): (None if x is None else vc(x)) for k, x in v.items()}, None
+    structured = _structured(tp, defs)
+    if structured is not None:
+        return structured
     raise _Unsupported(f"no JSON Schema for the type {tp!r}; annotate with a JSON type or a structured class")
 
 
@@ -460,40 +565,46 @@ def _container_converter(container: type, item: Converter | None) -> Converter:
 
 
 def _union(args: tuple[Any, ...], defs: _Defs) -> tuple[dict[str, Any], Converter | None, None]:
-    has_null = any(a is type(None) or a is None for a in args)
-    branches = []
-    convs: list[Converter | None] = []
+    """``anyOf`` of the members in declaration order, nested unions flattened, duplicates
+    dropped, ``null`` last (SPEC §11); a member that accepts anything makes the union ``{}``."""
+    has_null = False
+    branches: list[dict[str, Any]] = []
+    members: list[tuple[dict[str, Any], Converter | None]] = []
     for a in args:
         if a is type(None) or a is None:
+            has_null = True
             continue
         s, c, d = _schema(a, defs)
         if d:
             s = {**s, "description": d}
-        # Flatten nested unions (Optional[A | B]).
-        if set(s) == {"anyOf"}:
-            branches.extend(s["anyOf"])
-        else:
-            branches.append(s)
-        convs.append(c)
+        members.append((s, c))
+        for b in s["anyOf"] if set(s) == {"anyOf"} else [s]:
+            if b == {"type": "null"}:
+                has_null = True
+            elif b not in branches:
+                branches.append(b)
     if any(b == {} for b in branches):
         return {}, None, None
     if has_null:
         branches.append({"type": "null"})
     out = branches[0] if len(branches) == 1 else {"anyOf": branches}
-    real = [c for c in convs if c is not None]
-    if not real:
+    if all(c is None for _, c in members):
         return out, None, None
-    if len(convs) == 1:
-        conv = convs[0]
+    if len(members) == 1:
+        conv = members[0][1]
         return out, (lambda v: None if v is None else conv(v)), None  # type: ignore[misc]
-    # Several branches: convert with the first branch whose validator accepts the value.
-    from ._core import SchemaValidator
-
-    checks = [(SchemaValidator(b), c) for b, c in zip(branches, convs)]
+    # Several members: convert with the first one whose schema accepts the value. The validators
+    # are compiled on first use, when every `$defs` entry a member refers to exists.
+    checks: list[tuple[Any, Converter | None]] = []
 
     def convert(v: Any) -> Any:
         if v is None:
             return None
+        if not checks:
+            from ._core import SchemaValidator
+
+            for m, c in members:
+                checks.append((SchemaValidator({**m, "$defs": defs.defs} if defs.defs else m), c))
         for check, c in checks:
             if check.is_valid(v):
                 return c(v) if c else v
@@ -563,16 +674,24 @@ def _field_docs(cls: type) -> dict[str, str]:
     return dict(params)
 
 
-def _structured(cls: type, defs: _Defs) -> tuple[dict[str, Any], Converter | None, None] | None:
+def _structured(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, None] | None:
+    """A closed object schema for a structured class (or a parametrised generic one such as
+    ``Box[int]``), inlined; a class that contains itself goes to ``$defs`` behind a ``$ref``."""
+    cls = typing.get_origin(tp) or tp
+    if not isinstance(cls, type):
+        return None
     kind = _struct_kind(cls)
     if kind is None:
         return None
-    if cls in defs.active:
-        # Genuinely recursive: refer to a definition.
+    if tp in defs.active or defs.names.get(tp) in defs.defs:
+        # Genuinely recursive (or already defined as such): refer to the definition.
         defs.used = True
-        return {"$ref": f"#/$defs/{cls.__name__}"}, _lazy_converter(cls, defs), None
-    defs.active.append(cls)
+        return defs.ref(tp), (lambda v: defs.converters[tp](v)), None
+    defs.active.append(tp)
     try:
+        subst = {}
+        if cls is not tp:
+            subst = dict(zip(getattr(cls, "__parameters__", ()), typing.get_args(tp)))
         fields = _struct_fields(cls, kind)
         docs = _field_docs(cls)
         props: dict[str, Any] = {}
@@ -580,8 +699,9 @@ def _structured(cls: type, defs: _Defs) -> tuple[dict[str, Any], Converter | Non
         convs: dict[str, Converter] = {}
         for fname, ftp, has_default, default, fdesc in fields:
             try:
-                s, c, d = _schema(ftp, defs)
-            except _Unsupported:
+                s, c, d = _schema(_substitute(ftp, subst), defs)
+            except _Unsupported as exc:
+                defs.problems.append(f"{_type_name(tp)}.{fname}: {exc}")
                 s, c, d = {}, None, None
             s = dict(s)
             text = d or fdesc or docs.get(fname)
@@ -600,19 +720,26 @@ def _structured(cls: type, defs: _Defs) -> tuple[dict[str, Any], Converter | Non
     finally:
         defs.active.pop()
     builder = _builder(cls, kind, convs)
-    if defs.used and any(r == {"$ref": f"#/$defs/{cls.__name__}"} for r in _refs(schema)):
-        defs.defs[cls.__name__] = schema
-        _CONVERTERS[(id(defs), cls)] = builder
-        return {"$ref": f"#/$defs/{cls.__name__}"}, builder, None
+    if tp in defs.names and any(r == defs.ref(tp) for r in _refs(schema)):
+        defs.defs[defs.name_of(tp)] = schema
+        defs.converters[tp] = builder
+        return defs.ref(tp), builder, None
     return schema, builder, None
 
 
-_CONVERTERS: dict[tuple[int, type], Converter] = {}
-
-
-def _lazy_converter(cls: type, defs: _Defs) -> Converter:
-    key = (id(defs), cls)
-    return lambda v: _CONVERTERS[key](v)
+def _substitute(hint: Any, subst: dict[Any, Any]) -> Any:
+    """``hint`` with the type variables of a parametrised generic class replaced."""
+    if not subst:
+        return hint
+    if isinstance(hint, typing.TypeVar):
+        return subst.get(hint, hint)
+    params = getattr(hint, "__parameters__", ())
+    if params:
+        try:
+            return hint[tuple(subst.get(p, p) for p in params)]
+        except TypeError:
+            return hint
+    return hint
 
 
 def _refs(node: Any) -> typing.Iterator[Any]:
@@ -640,6 +767,10 @@ def _struct_kind(cls: type) -> str | None:
     return None
 
 
+_READ_ONLY = getattr(typing, "ReadOnly", None)
+_TYPEDDICT_QUALIFIERS = tuple(q for q in (typing.Required, typing.NotRequired, _READ_ONLY) if q is not None)
+
+
 def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str | None]]:
     """(name, hint, has default, default, description) per field, in declaration order."""
     try:
@@ -659,10 +790,15 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
     elif kind == "typeddict":
         required_keys = getattr(cls, "__required_keys__", frozenset(hints))
         for name, hint in hints.items():
-            base = hint
-            if typing.get_origin(base) in (typing.Required, typing.NotRequired):
+            # Required[...]/NotRequired[...] decide over __required_keys__, which Python 3.10 and
+            # 3.11 compute wrongly for string annotations (PEP 563).
+            base, is_required = hint, name in required_keys
+            while typing.get_origin(base) in _TYPEDDICT_QUALIFIERS:
+                q = typing.get_origin(base)
+                if q is not _READ_ONLY:
+                    is_required = q is typing.Required
                 base = typing.get_args(base)[0]
-            out.append((name, base, name not in required_keys, _NO_DEFAULT, None))
+            out.append((name, base, not is_required, _NO_DEFAULT, None))
     elif kind == "namedtuple":
         defaults = getattr(cls, "_field_defaults", {})
         for name in cls._fields:  # type: ignore[attr-defined]

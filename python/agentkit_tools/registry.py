@@ -68,6 +68,32 @@ class ToolRegistry:
             self._cache["schemas"] = cached
         return list(cached)
 
+    def render(self, provider: str) -> list[dict[str, Any]]:
+        """Every schema'd tool rendered for ``provider`` (a name of
+        ``agentkit_tools.providers.PROVIDERS``), sorted by name and byte-stable; cached until the
+        registry changes. Raises ``ValueError`` for an unknown provider."""
+        from .providers import render_registry
+
+        return render_registry(self, provider)
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        """``render("anthropic")``."""
+        return self.render("anthropic")
+
+    def to_openai(self, strict: bool = False, api: str = "chat") -> list[dict[str, Any]]:
+        """``render("openai"...)`` for ``api="chat"`` or ``"responses"``, strict or not."""
+        from .providers import _provider
+
+        return self.render(_provider("openai", strict, api))
+
+    def to_gemini(self) -> list[dict[str, Any]]:
+        """``render("gemini")``: the ``functionDeclarations`` list."""
+        return self.render("gemini")
+
+    def to_mcp(self) -> list[dict[str, Any]]:
+        """``render("mcp")``: the ``tools`` list of an MCP ``tools/list`` result."""
+        return self.render("mcp")
+
     def requires_approval(self, name: str) -> bool:
         """Whether the tool called ``name`` runs only after approval. Raises ``KeyError``."""
         return bool(getattr(self.get(name), "requires_approval", False))

@@ -28,6 +28,33 @@ class ToolSchema:
     def __hash__(self) -> int:
         return hash((self.name, self.description))
 
+    # Provider renderings (SPEC §9; rules in agentkit_tools.providers), cached on the schema.
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``{"name", "description", "input_schema"}`` for the Anthropic Messages API."""
+        from .providers import render_schema
+
+        return render_schema(self, "anthropic")
+
+    def to_openai(self, strict: bool = False, api: str = "chat") -> dict[str, Any]:
+        """An OpenAI ``function`` tool for ``api="chat"`` (Chat Completions) or ``"responses"``;
+        ``strict=True`` gives the Structured Outputs form. Raises ``ValueError`` for another api."""
+        from .providers import _provider, render_schema
+
+        return render_schema(self, _provider("openai", strict, api))
+
+    def to_gemini(self) -> dict[str, Any]:
+        """A Gemini ``FunctionDeclaration`` (its OpenAPI schema subset)."""
+        from .providers import render_schema
+
+        return render_schema(self, "gemini")
+
+    def to_mcp(self) -> dict[str, Any]:
+        """An MCP ``tools/list`` entry (no annotations: a bare schema has no flags)."""
+        from .providers import render_schema
+
+        return render_schema(self, "mcp")
+
 
 @runtime_checkable
 class Tool(Protocol):

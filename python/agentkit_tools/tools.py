@@ -192,6 +192,36 @@ class FunctionTool:
             _emit_shape_mismatch(ctx, err)
             raise
 
+    # ---------------------------------------------------------------- provider renderings
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``{"name", "description", "input_schema"}`` for the Anthropic Messages API (SPEC §9).
+        Raises ``ValueError`` when the tool has no schema."""
+        from .providers import render
+
+        return render(self, "anthropic")
+
+    def to_openai(self, strict: bool = False, api: str = "chat") -> dict[str, Any]:
+        """An OpenAI ``function`` tool for ``api="chat"`` or ``"responses"``; ``strict=True`` gives
+        the Structured Outputs form (``"strict": false`` with the plain schema when the tool
+        cannot be made strict; ``agentkit_tools.lint`` says why)."""
+        from .providers import _provider, render
+
+        return render(self, _provider("openai", strict, api))
+
+    def to_gemini(self) -> dict[str, Any]:
+        """A Gemini ``FunctionDeclaration`` (its OpenAPI schema subset)."""
+        from .providers import render
+
+        return render(self, "gemini")
+
+    def to_mcp(self) -> dict[str, Any]:
+        """An MCP ``tools/list`` entry with ``outputSchema`` (when the tool has an object output
+        schema) and ``readOnlyHint``/``destructiveHint``/``idempotentHint`` from the flags."""
+        from .providers import render
+
+        return render(self, "mcp")
+
     # ---------------------------------------------------------------- defining
 
     @classmethod

@@ -3,12 +3,16 @@ use pyo3::prelude::*;
 
 mod docstring;
 mod memory;
+mod middleware;
+mod providers;
 mod tools;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     docstring::register(m)?;
     memory::register(m)?;
+    middleware::register(m)?;
+    providers::register(m)?;
     tools::register(m)?;
     Ok(())
 }

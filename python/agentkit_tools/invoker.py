@@ -1,0 +1,291 @@
+"""``Invoker``: the async dispatcher of an agent loop (SPEC §7, §11 "Dispatch and Invoker").
+
+``await Invoker(registry).invoke(call, ctx)`` runs one tool call through the middleware chain
+and always returns an envelope; ``await invoke_many(calls, ctx)`` runs a model turn's calls
+concurrently and returns their envelopes in call order.
+
+Where a tool body runs:
+
+- an ``async`` body is awaited on the event loop (cancelled on its deadline);
+- a sync body runs on a worker thread of the Rust core's pool, which completes an asyncio future
+  through ``loop.call_soon_threadsafe``: cheaper than ``asyncio.to_thread`` (see
+  ``benches/thread_hop.py``); the caller's ``contextvars`` (OpenTelemetry's current span among
+  them) are copied into the thread as ``asyncio.to_thread`` does;
+- a sync body of a tool declared non-blocking (``Invoker(..., inline={"name", ...})`` or a tool
+  attribute ``non_blocking = True``) is called directly on the event loop: no thread hop at all,
+  but it blocks the loop while it runs and its deadline cannot interrupt it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextvars
+import inspect
+import logging
+import time
+import uuid
+import weakref
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import _core
+from .errors import ToolTimeoutError
+from .frozen import deep_freeze
+from .middleware import Handler, Middleware, ToolCall, default_chain
+
+__all__ = ["Invoker"]
+
+_log = logging.getLogger("agentkit_tools.invoker")
+
+
+def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Complete ``fut`` on the loop's thread with a worker's result (unless it was cancelled)."""
+    if fut.done():
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
+
+
+# Interpreter exit waits for sync bodies still running on the pool (as it does for the threads of
+# asyncio.to_thread): a Rust thread touching Python during finalization would abort the process.
+atexit.register(_core.drain_pool)
+
+
+def run_in_worker(fn: Any, *args: Any) -> asyncio.Future[Any]:
+    """``fn(*args)`` (exactly two arguments) on a worker thread of the core's pool; returns an
+    asyncio future of the running loop. Context variables are copied into the thread."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    _core.submit_sync(contextvars.copy_context().run, fn, args[0], args[1], loop, _resolve, fut)
+    return fut
+
+
+class _Expiry:
+    """What a deadline does when it passes: cancel the task that awaits the tool."""
+
+    __slots__ = ("task", "expired")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        self.task.cancel()
+
+
+class _Deadlines:
+    """All pending call deadlines of one event loop behind a single timer. The queue lives in
+    the Rust core; arming one asyncio timer per call would cost more than the rest of the
+    middleware chain together."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue = _core.DeadlineQueue()
+        self.armed_at: float | None = None
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, when: float, expiry: _Expiry) -> int:
+        token: int = self.queue.push(when, expiry)
+        if self.armed_at is None or when < self.armed_at:
+            self._arm(when)
+        return token
+
+    def _arm(self, when: float) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        self.armed_at = when
+        self.handle = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = self.armed_at = None
+        # asyncio runs a timer up to one clock resolution early
+        for expiry in self.queue.pop_expired(self.loop.time() + _CLOCK_RESOLUTION):
+            expiry.expire()
+        nxt = self.queue.next_deadline()
+        if nxt is not None:
+            self._arm(nxt)
+
+
+_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
+_DEADLINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
+
+
+async def _bounded(awaitable: Any, limit: float | None, name: str) -> Any:
+    """Await ``awaitable`` for at most ``limit`` seconds (None: no limit). On expiry the awaiting
+    task is cancelled at its current ``await`` (an async body sees ``CancelledError``; the
+    future of a sync body is abandoned) and ``ToolTimeoutError`` is raised. A ``TimeoutError``
+    raised by the awaitable itself passes through unchanged (it is the tool's, and retriable)."""
+    if limit is None:
+        return await awaitable
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None:  # not inside a task: nothing to cancel, so no deadline
+        return await awaitable
+    deadlines = _DEADLINES.get(loop)
+    if deadlines is None:
+        deadlines = _DEADLINES[loop] = _Deadlines(loop)
+    expiry = _Expiry(task)
+    token = deadlines.add(loop.time() + limit, expiry)
+    try:
+        result = await awaitable
+    except asyncio.CancelledError:
+        if expiry.expired:
+            if hasattr(task, "uncancel"):  # Python 3.11+: this cancellation is consumed here
+                task.uncancel()
+            raise ToolTimeoutError(name, limit) from None
+        raise
+    finally:
+        deadlines.queue.remove(token)
+    if expiry.expired and hasattr(task, "uncancel"):  # the body swallowed the cancellation
+        task.uncancel()
+    return result
+
+
+def _call_name(call: Any) -> str | None:
+    if not isinstance(call, Mapping):
+        return None
+    holder = call.get("function")
+    name = (holder if isinstance(holder, Mapping) else call).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _call_args(call: Any) -> Any:
+    if not isinstance(call, Mapping):
+        return None
+    holder = call.get("function")
+    holder = holder if isinstance(holder, Mapping) else call
+    args = holder.get("input")
+    return holder.get("arguments") if args is None else args
+
+
+def _call_id(call: Any) -> Any:
+    if not isinstance(call, Mapping):
+        return None
+    cid = call.get("id")
+    return call.get("call_id") if cid is None else cid
+
+
+class Invoker:
+    """Runs tool calls through a middleware chain; never raises into the agent loop.
+
+    ``registry``: a ``ToolRegistry`` (or an iterable of tools, turned into one). ``middleware``:
+    the chain, outermost first; ``None`` is the default chain ``[audit(), approval(),
+    repeat_guard(), idempotency(), retry(), timeout()]``; ``[]`` runs bare calls. ``inline``:
+    names of sync tools that do not block (pure computation) and run on the event loop instead
+    of a worker thread; a tool attribute ``non_blocking = True`` does the same.
+
+    The state of repeat detection, idempotency and the circuit breakers lives in the Invoker
+    (``state``), scoped by ``ctx.run_id``; calls without a context or run id share one default
+    scope per Invoker. ``forget(run_id)`` drops a finished conversation's state.
+    """
+
+    def __init__(
+        self,
+        registry: Any,
+        *,
+        middleware: Sequence[Middleware] | None = None,
+        inline: Iterable[str] = (),
+    ) -> None:
+        if not hasattr(registry, "_core"):
+            from .registry import ToolRegistry
+
+            registry = ToolRegistry(registry)
+        self.registry = registry
+        self.middleware: tuple[Middleware, ...] = tuple(default_chain() if middleware is None else middleware)
+        self.inline = frozenset(inline)
+        self.state = _core.MiddlewareState()
+        self.default_scope = f"invoker-{uuid.uuid4().hex}"
+        handler: Handler = self._execute
+        for mw in reversed(self.middleware):
+            handler = mw.wrap(self, handler)
+        self._entry = handler
+
+    def __repr__(self) -> str:
+        return f"Invoker({len(self.registry)} tools, middleware={list(self.middleware)!r})"
+
+    def forget(self, run_id: str) -> None:
+        """Forget the repeat counts and cached results of conversation ``run_id``."""
+        self.state.forget(str(run_id))
+
+    # ---------------------------------------------------------------- entry points
+
+    async def invoke(self, call: Mapping[str, Any], ctx: Any = None) -> dict[str, Any]:
+        """Run one tool call; returns its envelope (SPEC §7), never raises (cancellation of the
+        awaiting task propagates as usual).
+
+        ``call``: ``{"id", "name", "input"}`` (Anthropic; ``input`` a mapping or JSON text),
+        ``{"id", "function": {"name", "arguments"}}`` (OpenAI Chat; ``arguments`` JSON text) or
+        ``{"call_id", "name", "arguments"}`` (OpenAI Responses); a host may add ``"approved":
+        True``. The envelope is ``{"ok": True, "value", "elapsed_ms"}`` (+ ``"deduplicated":
+        True``) or ``{"ok": False, "error": {"code", "message", ...}}``.
+        """
+        try:
+            return await self._entry(self._start(call, ctx))
+        except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
+            _log.exception("Invoker failed on a call of %r", _call_name(call))
+            return {
+                "ok": False,
+                "error": {
+                    "code": "internal_error",
+                    "message": f"The call could not be completed: {type(exc).__qualname__}: {exc}. This is "
+                    "a fault in the agent's tooling, not in your arguments; do not retry.",
+                },
+            }
+
+    async def invoke_many(self, calls: Iterable[Mapping[str, Any]], ctx: Any = None) -> list[dict[str, Any]]:
+        """Run a model turn's calls concurrently; the envelopes come back in call order."""
+        calls = list(calls)
+        if len(calls) == 1:
+            return [await self.invoke(calls[0], ctx)]
+        return list(await asyncio.gather(*(self.invoke(c, ctx) for c in calls)))
+
+    # ---------------------------------------------------------------- the pipeline ends
+
+    def _start(self, call: Any, ctx: Any) -> ToolCall:
+        run_id = getattr(ctx, "run_id", None) if ctx is not None else None
+        scope = self.default_scope if run_id is None else str(run_id)
+        try:
+            ok, tool, kwargs, core = self.registry._core.prepare(call)
+        except Exception as exc:  # not a dict: still an envelope
+            env = {
+                "ok": False,
+                "error": {"code": "invalid_call", "message": f"{exc}. Send a tool call with a name and its arguments."},
+            }
+            return ToolCall({}, None, None, None, None, None, None, ctx, scope, env)
+        if not ok:
+            return ToolCall(call, _call_id(call), _call_name(call), None, None, _call_args(call), None, ctx, scope, tool)
+        return ToolCall(call, _call_id(call), tool.name, tool, deep_freeze(kwargs), None, core, ctx, scope, None)
+
+    async def _execute(self, call: ToolCall) -> dict[str, Any]:
+        """The innermost handler: run the body once; the exception of a failure is kept on
+        ``call.exc`` for the retry middleware."""
+        tool = call.tool
+        if tool is None:
+            return call.rejection  # type: ignore[return-value]
+        call.attempts += 1
+        started = time.perf_counter()
+        try:
+            value = await self._run_body(tool, call)
+        except Exception as exc:
+            call.exc = exc
+            return _core.error_envelope(tool.name, exc, call.core)  # type: ignore[no-any-return]
+        return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+
+    async def _run_body(self, tool: Any, call: ToolCall) -> Any:
+        fn = getattr(tool, "fn", None)
+        check = getattr(tool, "check_output", None)
+        limit, name, args, ctx = call.timeout_s, tool.name, call.args, call.ctx
+        if fn is None or check is None:  # any other Tool: its own run(args, ctx)
+            return await _bounded(tool.run(args, ctx), limit, name)
+        if getattr(tool, "_is_async", False):
+            result = await _bounded(fn(args, ctx), limit, name)
+        elif name in self.inline or getattr(tool, "non_blocking", False) is True:
+            result = fn(args, ctx)
+        else:
+            result = await _bounded(run_in_worker(fn, args, ctx), limit, name)
+        if inspect.isawaitable(result):
+            result = await _bounded(result, limit, name)
+        return check(result, ctx)

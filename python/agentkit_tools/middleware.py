@@ -1,0 +1,625 @@
+"""The Invoker's middleware chain (SPEC §7, §11 "Dispatch and Invoker").
+
+Each constructor returns a ``Middleware``; an ``Invoker`` composes them outermost first around
+the call of the tool body. The default chain is ``[audit(), approval(), repeat_guard(),
+idempotency(), retry(), timeout()]``; ``egress(allow=...)`` is added only when configured.
+
+Every middleware is an ``async`` handler ``(call: ToolCall) -> envelope`` that calls the next
+one or answers itself (a refusal, a cached result). The decisions and the shared state (argument
+hashes, repeat counts, the idempotency cache, backoff, circuit breakers, the host allow-list,
+the refusal messages) live in the Rust core (``agentkit_tools._core``); this module only awaits.
+
+Envelopes of the refusals (``{"ok": False, "error": {...}}``):
+
+- ``approval_required`` (``tool``): the tool needs the user's approval and was not run;
+- ``repeated_call`` (``tool``, ``count``): the same call for the ``limit``-th time in a
+  conversation; the model is told to stop and explain the problem to the user;
+- ``egress_denied`` (``tool``, ``host`` when the URL has one, ``allowed``);
+- ``circuit_open`` (``tool``, ``retriable: False``): the tool's circuit breaker is open.
+
+A successful result served from the idempotency cache is ``{"ok": True, "value": <first
+result>, "elapsed_ms": ..., "deduplicated": True}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from typing import Any, Awaitable, Callable, Iterable
+
+from . import _core
+from .context import _is_approved
+
+__all__ = [
+    "Middleware",
+    "ToolCall",
+    "Handler",
+    "approval",
+    "audit",
+    "default_chain",
+    "egress",
+    "idempotency",
+    "repeat_guard",
+    "retry",
+    "timeout",
+]
+
+_log = logging.getLogger("agentkit_tools.audit")
+_mw_log = logging.getLogger("agentkit_tools.middleware")
+
+#: The decisions of an audit record for refusals (SPEC §11).
+_REFUSALS = frozenset({"approval_required", "repeated_call", "egress_denied"})
+
+
+class ToolCall:
+    """One call travelling down the chain (built by the Invoker; read by middleware).
+
+    ``call`` is the provider's call dict, ``call_id`` its id, ``name`` the tool name,
+    ``tool`` the registered tool (None when the call was rejected before reaching a tool: then
+    ``rejection`` holds the ``unknown_tool``/``invalid_arguments``/``invalid_call`` envelope),
+    ``args`` the validated arguments (deep-frozen), ``core`` the tool's compiled core, ``ctx``
+    the run context, ``scope`` the repeat/idempotency scope (``ctx.run_id`` or the Invoker's
+    default), ``attempts`` how many times the body was started, ``exc`` the exception of the last
+    failed attempt, ``timeout_s`` the deadline of one attempt (set by ``timeout``; None: none).
+    ``canonical`` and ``args_hash`` (SPEC §11) are computed on first use.
+    """
+
+    __slots__ = (
+        "call", "call_id", "name", "tool", "args", "raw_args", "core", "ctx", "scope", "rejection",
+        "attempts", "exc", "timeout_s", "_canonical", "_hash",
+    )
+
+    def __init__(
+        self,
+        call: Any,
+        call_id: Any,
+        name: str | None,
+        tool: Any,
+        args: Any,
+        raw_args: Any,
+        core: Any,
+        ctx: Any,
+        scope: str,
+        rejection: dict[str, Any] | None,
+    ) -> None:
+        self.call = call
+        self.call_id = call_id
+        self.name = name
+        self.tool = tool
+        self.args = args
+        self.raw_args = raw_args
+        self.core = core
+        self.ctx = ctx
+        self.scope = scope
+        self.rejection = rejection
+        self.attempts = 0
+        self.exc: BaseException | None = None
+        self.timeout_s: float | None = None
+        self._canonical: str | None = None
+        self._hash: str | None = None
+
+    def _digest(self) -> None:
+        source = self.args if self.tool is not None else self.raw_args
+        try:
+            self._canonical, self._hash = _core.canonical_args(source)
+        except Exception:
+            self._canonical, self._hash = _core.canonical_args(repr(source))
+
+    @property
+    def canonical(self) -> str:
+        """The arguments as canonical JSON text (sorted keys, no whitespace)."""
+        if self._canonical is None:
+            self._digest()
+        return self._canonical  # type: ignore[return-value]
+
+    @property
+    def args_hash(self) -> str:
+        """The first 16 hex characters of the SHA-256 of ``canonical``."""
+        if self._hash is None:
+            self._digest()
+        return self._hash  # type: ignore[return-value]
+
+
+Handler = Callable[[ToolCall], Awaitable[dict[str, Any]]]
+
+
+class Middleware:
+    """Base of the middleware: ``wrap(invoker, next)`` returns the handler for one Invoker.
+
+    The middleware object holds configuration only; per-Invoker state lives in
+    ``invoker.state`` (a ``_core.MiddlewareState``), so one middleware object may serve many
+    Invokers.
+    """
+
+    name = "middleware"
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+# ------------------------------------------------------------------ audit
+
+_OTEL: Any = None
+
+
+def _otel() -> Any:
+    """``(tracer, Status, StatusCode)`` when opentelemetry-api is installed, else False."""
+    global _OTEL
+    if _OTEL is None:
+        try:
+            from opentelemetry import trace
+            from opentelemetry.trace import Status, StatusCode
+
+            _OTEL = (trace.get_tracer("agentkit_tools"), Status, StatusCode)
+        except ImportError:
+            _OTEL = False
+    return _OTEL
+
+
+def _emit(trace: Any, name: str, attributes: dict[str, Any]) -> None:
+    emit = getattr(trace, "event", None) or getattr(trace, "add_event", None) or trace
+    emit(name, attributes)
+
+
+class _Audit(Middleware):
+    name = "audit"
+
+    def __init__(self, sink: Callable[[dict[str, Any]], Any] | None) -> None:
+        self.sink = sink
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        sink = self.sink
+
+        async def record(call: ToolCall, outcome: str, decision: str, started: float) -> dict[str, Any]:
+            rec = {
+                "tool": call.name,
+                "call_id": call.call_id,
+                "args_hash": call.args_hash,
+                "outcome": outcome,
+                "attempts": call.attempts,
+                "elapsed_ms": round((time.perf_counter() - started) * 1000.0, 3),
+                "decision": decision,
+            }
+            if _log.isEnabledFor(logging.DEBUG):
+                _log.debug(
+                    "tool call %s %s: %s after %d attempt(s) in %.3f ms",
+                    rec["tool"], rec["decision"], rec["outcome"], rec["attempts"], rec["elapsed_ms"],
+                    extra={"audit": rec},
+                )
+            if sink is not None:
+                try:
+                    await _maybe_await(sink(rec))
+                except Exception:
+                    _mw_log.exception("audit sink %r failed (the call's result is unaffected)", sink)
+            trace = getattr(call.ctx, "trace", None)
+            if trace is not None:
+                try:
+                    _emit(trace, "tool.call", rec)
+                except Exception:
+                    _mw_log.exception("ctx.trace failed (the call's result is unaffected)")
+            return rec
+
+        async def run(call: ToolCall, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+            try:
+                env = await nxt(call)
+            except asyncio.CancelledError:
+                await asyncio.shield(record(call, "cancelled", "failed", started))
+                raise
+            if env.get("ok"):
+                outcome = "ok"
+                decision = "deduplicated" if env.get("deduplicated") else "executed"
+            else:
+                outcome = str(env.get("error", {}).get("code", "internal_error"))
+                decision = "refused" if outcome in _REFUSALS else "failed"
+            return env, await record(call, outcome, decision, started)
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            started = time.perf_counter()
+            otel = _otel()
+            if not otel:
+                return (await run(call, started))[0]
+            tracer, status, status_code = otel
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name or ""}
+            if call.call_id is not None:
+                attributes["gen_ai.tool.call.id"] = str(call.call_id)
+            with tracer.start_as_current_span(
+                "execute_tool", attributes=attributes, record_exception=False, set_status_on_exception=False
+            ) as span:
+                env, rec = await run(call, started)
+                span.set_attributes(
+                    {
+                        "agentkit.tool.args_hash": rec["args_hash"],
+                        "agentkit.tool.outcome": rec["outcome"],
+                        "agentkit.tool.decision": rec["decision"],
+                        "agentkit.tool.attempts": rec["attempts"],
+                    }
+                )
+                if not env.get("ok"):
+                    span.set_attribute("error.type", rec["outcome"])
+                    span.set_status(status(status_code.ERROR, rec["outcome"]))
+            return env
+
+        return handle
+
+
+def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:
+    """One audit record per call (SPEC §11), outermost in the default chain so refused and
+    deduplicated calls are recorded too.
+
+    The record is ``{"tool", "call_id", "args_hash", "outcome", "attempts", "elapsed_ms",
+    "decision"}``: ``args_hash`` the first 16 hex characters of the SHA-256 of the canonical JSON
+    arguments; ``outcome`` ``"ok"`` or the error code (``"cancelled"`` when the caller cancelled);
+    ``attempts`` how many times the body started; ``elapsed_ms`` the whole call in milliseconds;
+    ``decision`` ``executed`` / ``deduplicated`` / ``refused`` (approval, repeat, egress) /
+    ``failed``. It goes to ``sink(record)`` (sync or async; a failing sink is logged, never
+    breaks the call), to logger ``agentkit_tools.audit`` at DEBUG (``extra={"audit": record}``),
+    to ``ctx.trace`` as a ``"tool.call"`` event, and, when opentelemetry-api is installed, an
+    ``execute_tool`` span (attributes ``gen_ai.operation.name``, ``gen_ai.tool.name``,
+    ``gen_ai.tool.call.id``, ``agentkit.tool.*``; status ERROR and ``error.type`` on failure)
+    around the call.
+    """
+    return _Audit(sink)
+
+
+# ------------------------------------------------------------------ approval
+
+class _Approval(Middleware):
+    name = "approval"
+
+    def __init__(self, approver: Callable[..., Any] | None) -> None:
+        self.approver = approver
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        approver = self.approver
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            tool = call.tool
+            if tool is None or not getattr(tool, "requires_approval", False):
+                return await nxt(call)
+            if call.call.get("approved") is True or _is_approved(call.ctx, call.name, call.call_id):  # type: ignore[arg-type]
+                return await nxt(call)
+            if approver is not None:
+                try:
+                    allowed = bool(await _maybe_await(approver(tool, call.args, call.ctx)))
+                except Exception:
+                    _mw_log.exception("approver %r failed: the call of %s is refused", approver, call.name)
+                    allowed = False
+                if allowed:
+                    return await nxt(call)
+            return _core.approval_envelope(call.name, call.canonical)  # type: ignore[no-any-return]
+
+        return handle
+
+
+def approval(approver: Callable[..., Any] | None = None) -> Middleware:
+    """The approval gate: a tool with ``requires_approval=True`` runs only when the host marked
+    the call ``"approved": True`` (a key of the call dict, never of the model's arguments), when
+    ``ctx.approvals`` contains the tool name or the call id, or when ``approver(tool, args, ctx)``
+    (sync or async) returns true. Otherwise the tool is not run and the envelope is
+    ``approval_required`` naming the tool and its arguments (what to ask the user). An approver
+    that raises refuses (logged)."""
+    return _Approval(approver)
+
+
+# ------------------------------------------------------------------ repeat guard
+
+class _RepeatGuard(Middleware):
+    name = "repeat_guard"
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"repeat_guard: limit must be at least 1, got {limit}")
+        self.limit = limit
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        state, limit = invoker.state, self.limit
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            if call.tool is not None:
+                refused = state.repeat_check(call.scope, call.name, call.canonical, limit)
+                if refused is not None:
+                    return refused  # type: ignore[no-any-return]
+            return await nxt(call)
+
+        return handle
+
+    def __repr__(self) -> str:
+        return f"repeat_guard(limit={self.limit})"
+
+
+def repeat_guard(limit: int = 3) -> Middleware:
+    """Repeat detection per conversation (scope ``ctx.run_id``): the ``limit``-th identical call
+    (same tool, same canonical arguments; the third by default) and every later one is not run
+    and returns ``repeated_call``, telling the model to stop and explain the problem to the user.
+    Calls rejected before reaching a tool (unknown tool, invalid arguments) are not counted.
+    ``Invoker.forget(run_id)`` drops a finished conversation's counts."""
+    return _RepeatGuard(limit)
+
+
+# ------------------------------------------------------------------ idempotency
+
+_MISS = object()
+
+
+class _Idempotency(Middleware):
+    name = "idempotency"
+
+    def __init__(self, store: Any) -> None:
+        if store is not None and not (callable(getattr(store, "get", None)) and callable(getattr(store, "set", None))):
+            raise TypeError(f"idempotency: store must have async get(key) and set(key, value), got {store!r}")
+        self.store = store
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        state, store = invoker.state, self.store
+
+        def hit(value: Any, started: float) -> dict[str, Any]:
+            env = _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)
+            env["deduplicated"] = True
+            return env  # type: ignore[no-any-return]
+
+        async def store_get(key: str) -> Any:
+            try:
+                raw = await store.get(key)
+            except Exception:
+                _mw_log.warning("idempotency store get(%r) failed; running the tool", key, exc_info=True)
+                return _MISS
+            if raw is None:
+                return _MISS
+            try:
+                return json.loads(raw)
+            except (TypeError, ValueError):
+                return _MISS
+
+        async def store_set(key: str, value: Any) -> None:
+            try:
+                text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            except (TypeError, ValueError):
+                _mw_log.warning("result of %s is not JSON; not stored for deduplication", key)
+                return
+            try:
+                await store.set(key, text)
+            except Exception:
+                _mw_log.warning("idempotency store set(%r) failed", key, exc_info=True)
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            tool = call.tool
+            if tool is None or not getattr(tool, "side_effecting", False):
+                return await nxt(call)
+            started = time.perf_counter()
+            scope, name, canonical = call.scope, call.name, call.canonical
+            loop = asyncio.get_running_loop()
+            while True:
+                waiter = loop.create_future()
+                claim, found = state.idem_claim(scope, name, canonical, waiter)
+                if claim == 1:
+                    return hit(found, started)
+                if claim == 0:
+                    break
+                await asyncio.shield(found)  # an identical call is running: wait, then look again
+            key = _core.idempotency_store_key(scope, name, canonical) if store is not None else None
+            env: dict[str, Any] | None = None
+            try:
+                if key is not None:
+                    cached = await store_get(key)
+                    if cached is not _MISS:
+                        return hit(cached, started)
+                env = await nxt(call)
+                if env.get("ok") and key is not None:
+                    await store_set(key, env.get("value"))
+            finally:
+                if env is not None and env.get("ok") and key is None:
+                    woken = state.idem_complete(scope, name, canonical, env.get("value"))
+                else:
+                    woken = state.idem_release(scope, name, canonical)
+                if woken is not None and not woken.done():
+                    woken.set_result(None)
+            return env
+
+        return handle
+
+
+def idempotency(store: Any = None) -> Middleware:
+    """Deduplication of side-effecting tools on (scope, tool name, canonical arguments): a repeat
+    of a call that succeeded returns the first result with ``"deduplicated": True`` and the tool
+    is not run; an identical call that arrives while the first is running waits for it. Failures
+    are never cached (the next identical call runs the tool).
+
+    ``store=None``: an in-process cache held by the Invoker (results kept as the objects the tool
+    returned). Any StorePort (async ``get(key)`` / ``set(key, value)`` of ``str``; Redis for many
+    workers) shares results between processes: the value is stored as JSON under
+    ``agentkit-tools:idem:<sha256>`` and returned as decoded JSON; a result that is not JSON is
+    not stored; a failing store is logged and the tool runs. Read-only tools pass through."""
+    return _Idempotency(store)
+
+
+# ------------------------------------------------------------------ retry
+
+class _Retry(Middleware):
+    name = "retry"
+
+    def __init__(
+        self,
+        max_attempts: int,
+        base_s: float,
+        cap_s: float,
+        transient: Iterable[type[BaseException]],
+        sleep: Callable[[float], Awaitable[Any]] | None,
+        breaker_threshold: int | None,
+        breaker_cooldown_s: float,
+    ) -> None:
+        transient = tuple(transient)
+        for t in transient:
+            if not (isinstance(t, type) and issubclass(t, BaseException)):
+                raise TypeError(f"retry: transient must be exception classes, got {t!r}")
+        self.policy = _core.RetryPolicy(max_attempts, base_s, cap_s, transient)
+        self.transient = transient
+        self.sleep = sleep
+        if breaker_threshold is not None and breaker_threshold < 1:
+            raise ValueError(f"retry: breaker_threshold must be at least 1, got {breaker_threshold}")
+        self.breaker_threshold = breaker_threshold
+        self.breaker_cooldown_s = breaker_cooldown_s
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        state, policy = invoker.state, self.policy
+        sleep = self.sleep if self.sleep is not None else asyncio.sleep
+        threshold, cooldown = self.breaker_threshold, self.breaker_cooldown_s
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            tool = call.tool
+            if tool is None:
+                return await nxt(call)
+            retry_safe = not getattr(tool, "side_effecting", False) or bool(getattr(tool, "idempotent", False))
+            attempt = 0
+            while True:
+                if threshold is not None:
+                    refused = state.breaker_admit(call.name, threshold, cooldown)
+                    if refused is not None:
+                        return refused  # type: ignore[no-any-return]
+                attempt += 1
+                call.exc = None
+                env = await nxt(call)
+                if env.get("ok"):
+                    if threshold is not None:
+                        state.breaker_record(call.name, "ok")
+                    return env
+                if call.exc is None:  # refused by an inner middleware: nothing to retry
+                    if threshold is not None:
+                        state.breaker_record(call.name, "neutral")
+                    return env
+                kind, delay = policy.decide(call.exc, retry_safe, attempt)
+                if threshold is not None and state.breaker_record(call.name, kind):
+                    return env
+                if delay is None:
+                    return env
+                await sleep(delay)
+
+        return handle
+
+    def __repr__(self) -> str:
+        return f"retry(max_attempts={self.policy.max_attempts})"
+
+
+def retry(
+    max_attempts: int = 3,
+    base_s: float = 0.5,
+    cap_s: float = 30.0,
+    transient: Iterable[type[BaseException]] = (),
+    sleep: Callable[[float], Awaitable[Any]] | None = None,
+    *,
+    breaker_threshold: int | None = None,
+    breaker_cooldown_s: float = 30.0,
+) -> Middleware:
+    """Retry of transient failures (SPEC §7, §11).
+
+    Retried: ``ToolError(retriable=True)``, ``ConnectionError``, a ``TimeoutError`` raised by the
+    body, and the ``transient`` classes, decided by exception type, never by message text. Never
+    retried: our own deadline expiry (``ToolTimeoutError``: the model is told the backend is
+    slow), argument and output-shape errors, any other exception. Only tools that are read-only
+    or ``idempotent`` are retried. At most ``max_attempts`` attempts (the first included); before
+    attempt n+1 it waits a full-jitter delay, uniform in ``[0, min(cap_s, base_s * 2**(n-1)))``
+    seconds, through ``sleep`` (default ``asyncio.sleep``; inject one in tests). The audit
+    record's ``attempts`` counts the attempts; the envelope is the last attempt's.
+
+    ``breaker_threshold``: a per-tool circuit breaker (per Invoker). After that many consecutive
+    failures that say the backend is unhealthy (transient errors and deadline expiries), calls
+    of the tool are refused with ``circuit_open`` for ``breaker_cooldown_s`` seconds; then one
+    trial call runs: success closes the circuit, failure reopens it. Raises ``ValueError`` for
+    ``max_attempts < 1``, negative delays or ``breaker_threshold < 1``; ``TypeError`` when
+    ``transient`` holds something other than exception classes.
+    """
+    return _Retry(max_attempts, base_s, cap_s, transient, sleep, breaker_threshold, breaker_cooldown_s)
+
+
+# ------------------------------------------------------------------ timeout
+
+class _Timeout(Middleware):
+    name = "timeout"
+
+    def __init__(self, default_s: float) -> None:
+        if not default_s > 0:
+            raise ValueError(f"timeout: default_s must be > 0 seconds, got {default_s}")
+        self.default_s = default_s
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        default_s = self.default_s
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            if call.tool is not None:
+                limit = getattr(call.tool, "timeout_s", None) or default_s
+                deadline = getattr(call.ctx, "deadline", None)
+                if deadline is not None:
+                    limit = max(0.0, min(limit, deadline - time.monotonic()))
+                call.timeout_s = limit
+            return await nxt(call)
+
+        return handle
+
+    def __repr__(self) -> str:
+        return f"timeout(default_s={self.default_s})"
+
+
+def timeout(default_s: float = 10.0) -> Middleware:
+    """A deadline for each attempt: the tool's ``timeout_s``, else ``default_s`` seconds, cut to
+    the time left before ``ctx.deadline`` when the context has one. On expiry the envelope is
+    ``timeout`` (never retried). An async body is cancelled (it sees ``CancelledError`` at its
+    current ``await``). A sync body runs in a worker thread that Python cannot kill: the wait
+    for it is bounded, the call returns ``timeout`` on time, and the thread runs on until the
+    function returns by itself (its result is discarded). Tools run inline (``Invoker(...,
+    inline=...)``) block the event loop and cannot be interrupted at all."""
+    return _Timeout(default_s)
+
+
+# ------------------------------------------------------------------ egress
+
+class _Egress(Middleware):
+    name = "egress"
+
+    def __init__(self, allow: Iterable[str]) -> None:
+        if isinstance(allow, str):
+            allow = (allow,)
+        self.policy = _core.EgressPolicy(list(allow))
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        policy = self.policy
+
+        async def handle(call: ToolCall) -> dict[str, Any]:
+            tool = call.tool
+            url_arg = getattr(tool, "url_arg", None) if tool is not None else None
+            if url_arg:
+                value = call.args.get(url_arg)
+                if value is not None:
+                    refused = policy.check(call.name, url_arg, value)
+                    if refused is not None:
+                        return refused  # type: ignore[no-any-return]
+            return await nxt(call)
+
+        return handle
+
+    def __repr__(self) -> str:
+        return f"egress(allow={tuple(self.policy.allowed)!r})"
+
+
+def egress(allow: Iterable[str] = ()) -> Middleware:
+    """A host allow-list for tools with ``url_arg``: before the call, the host of
+    ``args[url_arg]`` must be on ``allow`` (``"api.example.com"`` exactly, or ``"*.example.com"``
+    for any subdomain; case-insensitive; ports ignored), else the tool is not run and the
+    envelope is ``egress_denied``. A value that is not an absolute URL with a host (or whose
+    host a URL parser would rewrite: percent-escapes, non-ASCII) is denied too. The host is read
+    the way WHATWG URL parsers read it (userinfo dropped; ``\\`` ends the authority). An empty
+    ``allow`` denies every URL. Tools without ``url_arg`` pass through."""
+    return _Egress(allow)
+
+
+def default_chain() -> list[Middleware]:
+    """``[audit(), approval(), repeat_guard(), idempotency(), retry(), timeout()]`` (SPEC §11)."""
+    return [audit(), approval(), repeat_guard(), idempotency(), retry(), timeout()]

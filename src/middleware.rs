@@ -1,0 +1,722 @@
+//! The Invoker's middleware, pure logic (SPEC §7, §11 "Dispatch and Invoker"): canonical
+//! arguments and their hash, repeat detection, the idempotency cache, retry backoff with full
+//! jitter, the per-tool circuit breaker, the egress host allow-list, and the model-facing
+//! messages of the refusals. No Python types: the binding (`crate::py::middleware`) converts.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+// ------------------------------------------------------------------ canonical arguments
+
+/// The canonical JSON text of a value: object keys sorted (by code point), no whitespace,
+/// non-ASCII kept as UTF-8, numbers as serde_json prints them. Two argument objects that differ
+/// only in key order give the same text.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_canonical(&map[k.as_str()], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_string(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    // serde_json's string escaping (the same as Python's json.dumps with ensure_ascii=False).
+    out.push_str(&Value::String(s.to_owned()).to_string());
+}
+
+/// Lowercase hex of the SHA-256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// The audit record's `args_hash`: the first 16 hex characters of the SHA-256 of the canonical
+/// JSON arguments (SPEC §11).
+pub fn args_hash(canonical: &str) -> String {
+    let mut hex = sha256_hex(canonical);
+    hex.truncate(16);
+    hex
+}
+
+/// What identifies "the same call": the scope (run id), the tool name and the canonical arguments.
+pub type CallKey = (String, String, String);
+
+// ------------------------------------------------------------------ repeat detection
+
+/// Counts identical calls per (scope, tool name, canonical arguments).
+#[derive(Debug, Default)]
+pub struct RepeatCounter {
+    counts: HashMap<CallKey, u32>,
+}
+
+impl RepeatCounter {
+    /// Count one more call and return how many identical calls there have been, this one
+    /// included (1 for the first).
+    pub fn observe(&mut self, key: CallKey) -> u32 {
+        let n = self.counts.entry(key).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// Forget every count of `scope` (a finished conversation).
+    pub fn forget_scope(&mut self, scope: &str) {
+        self.counts.retain(|(s, _, _), _| s != scope);
+    }
+
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
+/// Whether a call seen `count` times (this one included) is refused by a guard of `limit`:
+/// the `limit`-th identical call and every later one (SPEC §7: the third, by default).
+pub fn is_repeat(count: u32, limit: u32) -> bool {
+    limit > 0 && count >= limit
+}
+
+// ------------------------------------------------------------------ idempotency
+
+/// The state of one key of the idempotency cache: a call in flight (with something its
+/// duplicates can wait on) or a successful result.
+#[derive(Debug)]
+pub enum Slot<V> {
+    Running(V),
+    Done(V),
+}
+
+/// What `IdempotencyCache::claim` found.
+#[derive(Debug, PartialEq)]
+pub enum Claim<'a, V> {
+    /// A successful result is cached: return it, do not run the tool.
+    Hit(&'a V),
+    /// An identical call is running: wait on this, then claim again.
+    Pending(&'a V),
+    /// Nothing cached: the caller runs the tool, then calls `complete` or `release`.
+    Claimed,
+}
+
+/// The in-process cache of successful results of side-effecting tools, keyed by
+/// (scope, name, canonical arguments). Failures are never cached: `release` forgets the claim.
+#[derive(Debug)]
+pub struct IdempotencyCache<V> {
+    slots: HashMap<CallKey, Slot<V>>,
+}
+
+impl<V> Default for IdempotencyCache<V> {
+    fn default() -> Self {
+        Self { slots: HashMap::new() }
+    }
+}
+
+impl<V> IdempotencyCache<V> {
+    /// Look `key` up; when absent, mark it running with `waiter` (what duplicates wait on).
+    pub fn claim(&mut self, key: CallKey, waiter: V) -> Claim<'_, V> {
+        use std::collections::hash_map::Entry;
+        match self.slots.entry(key) {
+            Entry::Occupied(e) => match e.into_mut() {
+                Slot::Done(v) => Claim::Hit(v),
+                Slot::Running(w) => Claim::Pending(w),
+            },
+            Entry::Vacant(e) => {
+                e.insert(Slot::Running(waiter));
+                Claim::Claimed
+            }
+        }
+    }
+
+    /// Store the successful result of a claimed call; returns the waiter to wake.
+    pub fn complete(&mut self, key: CallKey, value: V) -> Option<V> {
+        match self.slots.insert(key, Slot::Done(value)) {
+            Some(Slot::Running(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Forget a claimed call that failed (or whose result lives elsewhere); returns the waiter.
+    pub fn release(&mut self, key: &CallKey) -> Option<V> {
+        match self.slots.remove(key) {
+            Some(Slot::Running(w)) => Some(w),
+            Some(done @ Slot::Done(_)) => {
+                // Never drop a cached success by accident.
+                self.slots.insert(key.clone(), done);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn forget_scope(&mut self, scope: &str) {
+        self.slots.retain(|(s, _, _), slot| s != scope || matches!(slot, Slot::Running(_)));
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+/// The key of a cached result in a shared store: `agentkit-tools:idem:` + SHA-256 hex of the
+/// scope, name and canonical arguments (NUL-separated, so no two triples collide).
+pub fn store_key(scope: &str, name: &str, canonical: &str) -> String {
+    format!("agentkit-tools:idem:{}", sha256_hex(&format!("{scope}\0{name}\0{canonical}")))
+}
+
+// ------------------------------------------------------------------ retry
+
+/// How a failed attempt is classified (by exception type, never by message text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// `ToolError(retriable=True)`, `ConnectionError`, a `TimeoutError` raised by the body, a
+    /// declared transient type: worth another attempt on a read-only or idempotent tool.
+    Transient,
+    /// Our own deadline expired (`ToolTimeoutError`): not retried (the backend is slow), but it
+    /// counts toward the circuit breaker.
+    Deadline,
+    /// Anything else, including argument and output-shape errors: back to the model.
+    Permanent,
+}
+
+/// Retry settings (SPEC §11 defaults: 3 attempts, 0.5 s base, 30 s cap).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub base_s: f64,
+    pub cap_s: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 3, base_s: 0.5, cap_s: 30.0 }
+    }
+}
+
+impl RetryPolicy {
+    /// Whether attempt number `attempt` (1-based) that failed with `kind` is tried again.
+    /// `retry_safe`: the tool is read-only or idempotent.
+    pub fn should_retry(&self, kind: FailureKind, retry_safe: bool, attempt: u32) -> bool {
+        kind == FailureKind::Transient && retry_safe && attempt < self.max_attempts
+    }
+
+    /// The upper bound of the wait after failed attempt `attempt` (1-based):
+    /// `min(cap, base * 2^(attempt-1))` seconds.
+    pub fn ceiling_s(&self, attempt: u32) -> f64 {
+        let exp = attempt.saturating_sub(1).min(1023) as i32;
+        let ceiling = self.base_s * 2f64.powi(exp);
+        if ceiling.is_finite() { ceiling.min(self.cap_s).max(0.0) } else { self.cap_s.max(0.0) }
+    }
+
+    /// "Full jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015): a uniform
+    /// draw in `[0, ceiling_s(attempt))` seconds.
+    pub fn delay_s(&self, attempt: u32, rng: &mut fastrand::Rng) -> f64 {
+        rng.f64() * self.ceiling_s(attempt)
+    }
+}
+
+// ------------------------------------------------------------------ circuit breaker
+
+/// A per-tool circuit breaker: after `threshold` consecutive failures (transient or deadline)
+/// the circuit opens and calls are refused for `cooldown_s`; then one trial call is let through
+/// (half-open): a success closes the circuit, a failure opens it again. Times are monotonic
+/// seconds supplied by the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CircuitBreaker {
+    pub threshold: u32,
+    pub cooldown_s: f64,
+    failures: u32,
+    opened_at: Option<f64>,
+    trial_running: bool,
+}
+
+impl CircuitBreaker {
+    pub fn new(threshold: u32, cooldown_s: f64) -> Self {
+        Self { threshold: threshold.max(1), cooldown_s, failures: 0, opened_at: None, trial_running: false }
+    }
+
+    /// `Ok(())` when a call may run now, `Err(seconds until the next trial)` when refused.
+    pub fn admit(&mut self, now: f64) -> Result<(), f64> {
+        let Some(opened) = self.opened_at else { return Ok(()) };
+        let waited = now - opened;
+        if waited < self.cooldown_s {
+            return Err(self.cooldown_s - waited);
+        }
+        if self.trial_running {
+            return Err(0.0);
+        }
+        self.trial_running = true;
+        Ok(())
+    }
+
+    pub fn record_success(&mut self) {
+        self.failures = 0;
+        self.opened_at = None;
+        self.trial_running = false;
+    }
+
+    /// Record a failure that says the backend is unhealthy; returns true when the circuit is open.
+    pub fn record_failure(&mut self, now: f64) -> bool {
+        self.failures = self.failures.saturating_add(1);
+        if self.trial_running || self.failures >= self.threshold {
+            self.opened_at = Some(now);
+        }
+        self.trial_running = false;
+        self.opened_at.is_some()
+    }
+
+    /// A call that ended for a reason saying nothing about the backend's health (a permanent
+    /// error): a half-open trial slot is freed, counts are unchanged.
+    pub fn record_neutral(&mut self) {
+        self.trial_running = false;
+    }
+
+    pub fn consecutive_failures(&self) -> u32 {
+        self.failures
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.opened_at.is_some()
+    }
+}
+
+// ------------------------------------------------------------------ egress
+
+/// The host of an absolute URL, lowercased, without userinfo, port, IPv6 brackets or a final
+/// dot; `None` when there is none to check (no `scheme://`, an empty host, or a host the WHATWG
+/// URL parser would rewrite: percent-escapes, non-ASCII, whitespace inside).
+///
+/// The authority ends at the first `/`, `?`, `#` or `\` (browsers and WHATWG parsers treat `\`
+/// like `/` in http(s) URLs, so `http://evil.example\@good.example` names `evil.example`), and
+/// the userinfo ends at the last `@` before that.
+pub fn url_host(url: &str) -> Option<String> {
+    // WHATWG: leading/trailing C0 controls and spaces are stripped; tabs and newlines removed.
+    let cleaned: String = url
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let (scheme, rest) = cleaned.split_once(':')?;
+    let mut chars = scheme.chars();
+    if !chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return None;
+    }
+    let rest = rest.strip_prefix("//").or_else(|| rest.strip_prefix("\\\\"))?;
+    let end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = hostport.strip_prefix('[') {
+        let (inner, after) = v6.split_once(']')?;
+        if !(after.is_empty() || after.starts_with(':')) {
+            return None;
+        }
+        inner
+    } else {
+        hostport.split(':').next().unwrap_or("")
+    };
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() || !host.chars().all(|c| c.is_ascii_graphic()) || host.contains(['%', '@', '[', ']']) {
+        return None;
+    }
+    Some(host.to_ascii_lowercase())
+}
+
+/// A host allow-list. Entries are host names (`api.example.com`, an exact match), `*.example.com`
+/// (any subdomain of example.com, not example.com itself), or IP literals; case-insensitive.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostAllowList {
+    exact: Vec<String>,
+    suffixes: Vec<String>,
+}
+
+impl HostAllowList {
+    pub fn new<S: AsRef<str>>(entries: impl IntoIterator<Item = S>) -> Self {
+        let mut list = Self::default();
+        for entry in entries {
+            let e = entry.as_ref().trim().to_ascii_lowercase();
+            let e = e.strip_suffix('.').unwrap_or(&e);
+            let e = e.trim_start_matches('[').trim_end_matches(']');
+            if let Some(suffix) = e.strip_prefix("*.") {
+                if !suffix.is_empty() {
+                    list.suffixes.push(format!(".{suffix}"));
+                }
+            } else if !e.is_empty() {
+                list.exact.push(e.to_owned());
+            }
+        }
+        list
+    }
+
+    /// Whether `host` (as returned by [`url_host`]) is allowed.
+    pub fn allows(&self, host: &str) -> bool {
+        self.exact.iter().any(|e| e == host) || self.suffixes.iter().any(|s| host.len() > s.len() && host.ends_with(s.as_str()))
+    }
+
+    /// The entries as given back to the model (`*.x` for suffixes), exact ones first.
+    pub fn entries(&self) -> Vec<String> {
+        self.exact.iter().cloned().chain(self.suffixes.iter().map(|s| format!("*{s}"))).collect()
+    }
+}
+
+/// Why an egress check failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EgressDenial {
+    /// The value is not an absolute URL with a host we can check.
+    NoHost,
+    /// The host is not on the list.
+    HostNotAllowed(String),
+}
+
+/// Check the URL a tool is about to fetch against the allow-list.
+pub fn check_egress(url: &str, allow: &HostAllowList) -> Result<String, EgressDenial> {
+    let host = url_host(url).ok_or(EgressDenial::NoHost)?;
+    if allow.allows(&host) {
+        Ok(host)
+    } else {
+        Err(EgressDenial::HostNotAllowed(host))
+    }
+}
+
+// ------------------------------------------------------------------ deadlines
+
+/// Pending deadlines of many calls, earliest first, so one timer per event loop serves them
+/// all (arming an asyncio timer per call costs more than the rest of the chain). Times are
+/// monotonic seconds; removal is O(1) (entries are dropped lazily from the heap).
+#[derive(Debug)]
+pub struct DeadlineQueue<V> {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Seconds, u64)>>,
+    live: HashMap<u64, V>,
+    next_id: u64,
+}
+
+/// An `f64` with a total order (`f64::total_cmp`), for the heap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seconds(pub f64);
+
+impl Eq for Seconds {}
+
+impl PartialOrd for Seconds {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Seconds {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl<V> Default for DeadlineQueue<V> {
+    fn default() -> Self {
+        Self { heap: std::collections::BinaryHeap::new(), live: HashMap::new(), next_id: 0 }
+    }
+}
+
+impl<V> DeadlineQueue<V> {
+    /// Add `item` due at `when`; returns its id (for `remove`).
+    pub fn push(&mut self, when: f64, item: V) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.heap.push(std::cmp::Reverse((Seconds(when), id)));
+        self.live.insert(id, item);
+        id
+    }
+
+    /// Forget an item (its call finished in time); returns it when it was still pending.
+    pub fn remove(&mut self, id: u64) -> Option<V> {
+        let item = self.live.remove(&id);
+        if self.live.is_empty() {
+            self.heap.clear();
+        }
+        item
+    }
+
+    /// Take every pending item due at or before `now`, earliest first.
+    pub fn pop_expired(&mut self, now: f64) -> Vec<V> {
+        let mut out = Vec::new();
+        while let Some(std::cmp::Reverse((Seconds(when), id))) = self.heap.peek().copied() {
+            if Seconds(when) > Seconds(now) {
+                break;
+            }
+            self.heap.pop();
+            if let Some(item) = self.live.remove(&id) {
+                out.push(item);
+            }
+        }
+        out
+    }
+
+    /// The earliest pending deadline (dropping removed entries from the top of the heap).
+    pub fn next_deadline(&mut self) -> Option<f64> {
+        while let Some(std::cmp::Reverse((Seconds(when), id))) = self.heap.peek().copied() {
+            if self.live.contains_key(&id) {
+                return Some(when);
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+}
+
+// ------------------------------------------------------------------ messages
+
+/// `approval_required`: the tool was not run; what to ask the user.
+pub fn approval_required_message(tool: &str, canonical_args: &str) -> String {
+    format!(
+        "{tool} needs the user's approval before it runs, and it was not run. Ask the user whether \
+         to allow {tool} with arguments {canonical_args}; call it again only after they approve."
+    )
+}
+
+/// `repeated_call`: the same call again, `count` times in this conversation.
+pub fn repeated_call_message(tool: &str, count: u32) -> String {
+    format!(
+        "{tool} has now been called {count} times with these same arguments in this conversation, \
+         and it was not run again. Stop calling it; explain the problem to the user instead."
+    )
+}
+
+/// `egress_denied`: the URL's host is not allowed, or the URL has no host to check.
+pub fn egress_denied_message(tool: &str, url_arg: &str, denial: &EgressDenial, allowed: &[String]) -> String {
+    let list = if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") };
+    match denial {
+        EgressDenial::HostNotAllowed(host) => format!(
+            "{tool} may not reach host '{host}': it is not on the allow-list ({list}). Do not retry \
+             with this URL; use an allowed host or tell the user this host is not permitted."
+        ),
+        EgressDenial::NoHost => format!(
+            "{tool} needs an absolute URL with a host in '{url_arg}' (allowed hosts: {list}). Call it \
+             again with a full URL such as https://host/path."
+        ),
+    }
+}
+
+/// `circuit_open`: the breaker refuses calls for `retry_after_s` more seconds.
+pub fn circuit_open_message(tool: &str, failures: u32, retry_after_s: f64) -> String {
+    let secs = crate::dispatch::format_seconds((retry_after_s * 10.0).ceil() / 10.0);
+    format!(
+        "{tool} is failing repeatedly ({failures} failures in a row) and is paused for {secs}s. Do not \
+         call it now; tell the user the service is unavailable and try later."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(s: &str, n: &str, a: &str) -> CallKey {
+        (s.into(), n.into(), a.into())
+    }
+
+    #[test]
+    fn canonical_text_and_hash() {
+        let v = json!({"b": [1, {"z": null, "a": "é\"x"}], "a": true, "c": 1.5});
+        assert_eq!(canonical_json(&v), r#"{"a":true,"b":[1,{"a":"é\"x","z":null}],"c":1.5}"#);
+        assert_eq!(canonical_json(&json!({})), "{}");
+        // sha256("{}") = 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
+        assert_eq!(args_hash("{}"), "44136fa355b3678a");
+        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            store_key("r", "t", "{}"),
+            format!("agentkit-tools:idem:{}", sha256_hex("r\0t\0{}"))
+        );
+    }
+
+    #[test]
+    fn repeat_counts_per_scope() {
+        let mut r = RepeatCounter::default();
+        assert_eq!(r.observe(key("a", "t", "{}")), 1);
+        assert_eq!(r.observe(key("a", "t", "{}")), 2);
+        assert_eq!(r.observe(key("b", "t", "{}")), 1);
+        assert_eq!(r.observe(key("a", "t", "{\"x\":1}")), 1);
+        assert_eq!(r.observe(key("a", "t", "{}")), 3);
+        assert_eq!((is_repeat(2, 3), is_repeat(3, 3), is_repeat(4, 3), is_repeat(9, 0)), (false, true, true, false));
+        r.forget_scope("a");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.observe(key("a", "t", "{}")), 1);
+    }
+
+    #[test]
+    fn idempotency_slots() {
+        let mut c: IdempotencyCache<u32> = IdempotencyCache::default();
+        let k = key("s", "send", "{}");
+        assert_eq!(c.claim(k.clone(), 7), Claim::Claimed);
+        assert_eq!(c.claim(k.clone(), 8), Claim::Pending(&7));
+        assert_eq!(c.release(&k), Some(7));
+        assert_eq!(c.claim(k.clone(), 9), Claim::Claimed);
+        assert_eq!(c.complete(k.clone(), 42), Some(9));
+        assert_eq!(c.claim(k.clone(), 10), Claim::Hit(&42));
+        assert_eq!(c.release(&k), None);
+        assert_eq!(c.claim(k.clone(), 11), Claim::Hit(&42));
+        c.forget_scope("s");
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn retry_policy() {
+        let p = RetryPolicy::default();
+        assert!(p.should_retry(FailureKind::Transient, true, 1));
+        assert!(p.should_retry(FailureKind::Transient, true, 2));
+        assert!(!p.should_retry(FailureKind::Transient, true, 3));
+        assert!(!p.should_retry(FailureKind::Transient, false, 1));
+        assert!(!p.should_retry(FailureKind::Deadline, true, 1));
+        assert!(!p.should_retry(FailureKind::Permanent, true, 1));
+        assert_eq!([1, 2, 3, 7, 8, 5000].map(|a| p.ceiling_s(a)), [0.5, 1.0, 2.0, 30.0, 30.0, 30.0]);
+        let mut rng = fastrand::Rng::with_seed(1);
+        for attempt in 1..10 {
+            let d = p.delay_s(attempt, &mut rng);
+            assert!((0.0..p.ceiling_s(attempt)).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn breaker_opens_half_opens_and_closes() {
+        let mut b = CircuitBreaker::new(2, 10.0);
+        assert_eq!(b.admit(0.0), Ok(()));
+        assert!(!b.record_failure(0.0));
+        assert!(b.record_failure(1.0));
+        assert_eq!(b.admit(4.0), Err(7.0));
+        assert_eq!(b.admit(11.0), Ok(())); // the trial
+        assert_eq!(b.admit(11.5), Err(0.0)); // one trial at a time
+        assert!(b.record_failure(12.0)); // trial failed: open again
+        assert_eq!(b.admit(13.0), Err(9.0));
+        assert_eq!(b.admit(22.0), Ok(()));
+        b.record_success();
+        assert_eq!((b.is_open(), b.consecutive_failures()), (false, 0));
+        assert_eq!(b.admit(22.0), Ok(()));
+    }
+
+    #[test]
+    fn hosts_of_urls() {
+        let cases = [
+            ("https://API.Example.com/v1?q=1", Some("api.example.com")),
+            ("http://user:pw@example.com:8080/x", Some("example.com")),
+            ("http://evil.example\\@good.example/", Some("evil.example")),
+            ("http://good.example#@evil.example", Some("good.example")),
+            ("http://good.example?@evil.example", Some("good.example")),
+            ("http://a@b@evil.example/", Some("evil.example")),
+            ("  https://example.com.  ", Some("example.com")),
+            ("https://example.com./x", Some("example.com")),
+            ("https://[::1]:443/", Some("::1")),
+            ("https://[::1]x/", None),
+            ("ht\ttps://exa\nmple.com", Some("example.com")),
+            ("https://%65xample.com", None),
+            ("https://exämple.com", None),
+            ("example.com/path", None),
+            ("mailto:a@example.com", None),
+            ("https:///path", None),
+            ("1http://example.com", None),
+            ("", None),
+        ];
+        for (url, want) in cases {
+            assert_eq!(url_host(url).as_deref(), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn allow_list() {
+        let allow = HostAllowList::new(["API.example.com", "*.docs.example.org", "[::1]", " "]);
+        assert_eq!(allow.entries(), ["api.example.com", "::1", "*.docs.example.org"]);
+        assert!(allow.allows("api.example.com"));
+        assert!(allow.allows("v2.docs.example.org"));
+        assert!(allow.allows("::1"));
+        assert!(!allow.allows("docs.example.org"));
+        assert!(!allow.allows("evildocs.example.org"));
+        assert!(!allow.allows("example.com"));
+        assert_eq!(check_egress("https://api.example.com/x", &allow), Ok("api.example.com".into()));
+        assert_eq!(check_egress("https://evil.com", &allow), Err(EgressDenial::HostNotAllowed("evil.com".into())));
+        assert_eq!(check_egress("nope", &allow), Err(EgressDenial::NoHost));
+    }
+
+    #[test]
+    fn deadline_queue() {
+        let mut q: DeadlineQueue<&str> = DeadlineQueue::default();
+        let a = q.push(5.0, "a");
+        let b = q.push(1.0, "b");
+        let c = q.push(3.0, "c");
+        assert_eq!(q.next_deadline(), Some(1.0));
+        assert_eq!(q.remove(b), Some("b"));
+        assert_eq!(q.remove(b), None);
+        assert_eq!(q.next_deadline(), Some(3.0));
+        assert_eq!(q.pop_expired(2.9), Vec::<&str>::new());
+        assert_eq!(q.pop_expired(5.0), vec!["c", "a"]);
+        assert_eq!((q.next_deadline(), q.len()), (None, 0));
+        assert_eq!(q.remove(a), None);
+        let d = q.push(f64::NAN, "nan");
+        assert_eq!(q.pop_expired(1e300), Vec::<&str>::new()); // NaN sorts after every number
+        assert_eq!(q.remove(d), Some("nan"));
+        assert!(q.is_empty() && q.heap.is_empty());
+        let _ = c;
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(
+            repeated_call_message("search", 3),
+            "search has now been called 3 times with these same arguments in this conversation, and it \
+             was not run again. Stop calling it; explain the problem to the user instead."
+        );
+        assert_eq!(
+            circuit_open_message("fetch", 5, 29.96),
+            "fetch is failing repeatedly (5 failures in a row) and is paused for 30s. Do not call it now; \
+             tell the user the service is unavailable and try later."
+        );
+        assert_eq!(
+            egress_denied_message("fetch", "url", &EgressDenial::HostNotAllowed("evil.com".into()), &["a.com".into()]),
+            "fetch may not reach host 'evil.com': it is not on the allow-list (a.com). Do not retry with \
+             this URL; use an allowed host or tell the user this host is not permitted."
+        );
+    }
+}

@@ -1,0 +1,442 @@
+"""``Invoker``: call shapes, envelopes, concurrency, frozen arguments, where bodies run, and
+``ToolContext`` (SPEC §7, §11)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from agentkit_tools import (
+    FrozenDict,
+    FrozenList,
+    FunctionTool,
+    Invoker,
+    ToolContext,
+    ToolRegistry,
+    ToolSchema,
+    _core,
+    middleware as mw,
+    tool,
+)
+from agentkit_tools.middleware import Middleware, ToolCall
+
+
+def without_elapsed(env: dict[str, Any]) -> dict[str, Any]:
+    out = dict(env)
+    elapsed = out.pop("elapsed_ms")
+    assert isinstance(elapsed, float) and elapsed >= 0.0
+    return out
+
+
+@tool(read_only=True)
+def add(a: int, b: int) -> int:
+    """Add two integers and return their sum to the caller."""
+    return a + b
+
+
+@tool(read_only=True)
+def broken(x: int) -> int:
+    """A tool whose body always fails with a KeyError."""
+    raise KeyError("missing")
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    return ToolRegistry([add, broken])
+
+
+# ------------------------------------------------------------------ call shapes and envelopes
+
+
+async def test_anthropic_shape(registry):
+    env = await Invoker(registry).invoke({"id": "c1", "name": "add", "input": {"a": 2, "b": 3}})
+    assert without_elapsed(env) == {"ok": True, "value": 5}
+
+
+async def test_anthropic_shape_with_json_text(registry):
+    env = await Invoker(registry).invoke({"id": "c1", "name": "add", "input": '{"a": 2, "b": 40}'})
+    assert without_elapsed(env) == {"ok": True, "value": 42}
+
+
+async def test_openai_chat_shape(registry):
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 1}'}}
+    assert without_elapsed(await Invoker(registry).invoke(call)) == {"ok": True, "value": 2}
+
+
+async def test_openai_responses_shape(registry):
+    call = {"type": "function_call", "call_id": "fc_1", "name": "add", "arguments": '{"a": 7, "b": 1}'}
+    records: list[dict] = []
+    env = await Invoker(registry, middleware=[mw.audit(records.append)]).invoke(call)
+    assert without_elapsed(env) == {"ok": True, "value": 8}
+    assert records[0]["call_id"] == "fc_1"
+
+
+async def test_unknown_tool_envelope(registry):
+    env = await Invoker(registry).invoke({"id": "c", "name": "ad", "input": {}})
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "unknown_tool",
+            "message": "No tool named 'ad'. Did you mean 'add'? Available tools: add, broken. Call one of those instead.",
+            "available": ["add", "broken"],
+            "did_you_mean": "add",
+        },
+    }
+
+
+async def test_invalid_arguments_envelope(registry):
+    env = await Invoker(registry).invoke({"id": "c", "name": "add", "input": {"a": "1"}})
+    assert env["ok"] is False
+    assert env["error"]["code"] == "invalid_arguments"
+    assert env["error"]["errors"] == [
+        {"path": "b", "reason": "missing required argument"},
+        {"path": "a", "reason": env["error"]["errors"][1]["reason"]},
+    ]
+    assert env["error"]["schema"] == add.schema.parameters
+
+
+async def test_not_a_dict_is_an_invalid_call(registry):
+    env = await Invoker(registry).invoke(["add"])  # type: ignore[arg-type]
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "invalid_call",
+            "message": "a tool call must be a dict like {'id': ..., 'name': ..., 'input': {...}}, got list. "
+            "Send a tool call with a name and its arguments.",
+        },
+    }
+
+
+async def test_a_failing_body_is_an_internal_error_envelope(registry):
+    env = await Invoker(registry).invoke({"id": "c", "name": "broken", "input": {"x": 1}})
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": "broken failed: KeyError: 'missing'. This is a bug in the tool, not in your arguments; do not retry.",
+        },
+    }
+
+
+async def test_a_failing_middleware_never_raises(registry):
+    class Boom(Middleware):
+        name = "boom"
+
+        def wrap(self, invoker, nxt):
+            async def handle(call):
+                raise RuntimeError("middleware bug")
+
+            return handle
+
+    env = await Invoker(registry, middleware=[Boom()]).invoke({"id": "c", "name": "add", "input": {"a": 1, "b": 1}})
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": "The call could not be completed: RuntimeError: middleware bug. This is a fault in the "
+            "agent's tooling, not in your arguments; do not retry.",
+        },
+    }
+
+
+async def test_output_mismatch_envelope():
+    @tool(read_only=True, output_schema={"type": "object", "title": "Point", "required": ["x"]})
+    def point() -> Any:
+        """Return a point that is missing its x coordinate."""
+        return {"y": 1}
+
+    env = await Invoker(ToolRegistry([point])).invoke({"id": "c", "name": "point", "input": {}})
+    assert env["ok"] is False
+    assert env["error"]["code"] == "output_mismatch"
+
+
+async def test_default_chain_and_repr(registry):
+    inv = Invoker(registry)
+    assert [m.name for m in inv.middleware] == ["audit", "approval", "repeat_guard", "idempotency", "retry", "timeout"]
+    assert repr(inv) == (
+        "Invoker(2 tools, middleware=[audit(), approval(), repeat_guard(limit=3), idempotency(), "
+        "retry(max_attempts=3), timeout(default_s=10.0)])"
+    )
+    assert mw.__all__ == [
+        "Middleware", "ToolCall", "Handler", "approval", "audit", "default_chain", "egress", "idempotency",
+        "repeat_guard", "retry", "timeout",
+    ]
+
+
+async def test_a_list_of_tools_is_a_registry():
+    env = await Invoker([add]).invoke({"id": "c", "name": "add", "input": {"a": 1, "b": 2}})
+    assert without_elapsed(env) == {"ok": True, "value": 3}
+
+
+# ------------------------------------------------------------------ invoke_many
+
+
+async def test_invoke_many_runs_async_calls_concurrently_in_order():
+    started = 0
+    all_started = asyncio.Event()
+
+    @tool(read_only=True, timeout_s=5)
+    async def wait_for_all(i: int) -> int:
+        """Wait until all ten calls of the turn have started, then return i."""
+        nonlocal started
+        started += 1
+        if started == 10:
+            all_started.set()
+        await all_started.wait()  # only returns if the ten calls overlap
+        return i
+
+    calls = [{"id": f"c{i}", "name": "wait_for_all", "input": {"i": i}} for i in range(10)]
+    envs = await Invoker(ToolRegistry([wait_for_all])).invoke_many(reversed(calls))
+    assert [e["value"] for e in envs] == list(range(9, -1, -1))
+
+
+async def test_invoke_many_runs_sync_calls_in_parallel_threads():
+    barrier = threading.Barrier(10, timeout=5)
+    threads: set[int] = set()
+    loop_thread = threading.get_ident()
+
+    @tool(read_only=True)
+    def meet(i: int) -> int:
+        """Block until ten calls meet at a barrier, then return i."""
+        threads.add(threading.get_ident())
+        barrier.wait()  # raises BrokenBarrierError unless ten threads run at once
+        return i
+
+    calls = [{"id": f"c{i}", "name": "meet", "input": {"i": i}} for i in range(10)]
+    envs = await Invoker(ToolRegistry([meet]), middleware=[]).invoke_many(calls)
+    assert [e.get("value") for e in envs] == list(range(10))
+    assert len(threads) == 10 and loop_thread not in threads
+
+
+async def test_invoke_many_mixes_failures_and_successes(registry):
+    envs = await Invoker(registry).invoke_many(
+        [
+            {"id": "1", "name": "add", "input": {"a": 1, "b": 1}},
+            {"id": "2", "name": "nope", "input": {}},
+            {"id": "3", "name": "broken", "input": {"x": 0}},
+        ]
+    )
+    assert [e["ok"] for e in envs] == [True, False, False]
+    assert [e.get("error", {}).get("code") for e in envs] == [None, "unknown_tool", "internal_error"]
+    assert await Invoker(registry).invoke_many([]) == []
+
+
+# ------------------------------------------------------------------ arguments and context
+
+
+async def test_arguments_reach_tools_deep_frozen():
+    seen: dict[str, Any] = {}
+
+    @tool(read_only=True)
+    def inspect_args(items: list[dict[str, int]], meta: dict[str, list[int]]) -> str:
+        """Record the argument types and try to mutate them."""
+        seen["types"] = (type(items), type(items[0]), type(meta), type(meta["k"]))
+        try:
+            items.append({})
+        except TypeError as exc:
+            seen["error"] = str(exc)
+        return "done"
+
+    env = await Invoker(ToolRegistry([inspect_args])).invoke(
+        {"id": "c", "name": "inspect_args", "input": {"items": [{"a": 1}], "meta": {"k": [1]}}}
+    )
+    assert without_elapsed(env) == {"ok": True, "value": "done"}
+    assert seen["types"] == (FrozenList, FrozenDict, FrozenDict, FrozenList)
+    assert "frozen value" in seen["error"]
+
+
+async def test_hand_built_tool_gets_a_frozen_dict_and_the_context():
+    seen: list[Any] = []
+
+    async def fn(args, ctx):
+        seen.append((type(args), dict(args), ctx))
+        try:
+            args["x"] = 2
+        except TypeError:
+            seen.append("refused")
+        return args["x"]
+
+    t = FunctionTool(
+        "raw", fn, "A hand-built tool that echoes x.", False,
+        schema=ToolSchema("raw", "echo", {"type": "object", "properties": {"x": {"type": "integer"}}}),
+    )
+    ctx = ToolContext(run_id="r1")
+    env = await Invoker(ToolRegistry([t])).invoke({"id": "c", "name": "raw", "input": {"x": 1}}, ctx)
+    assert without_elapsed(env) == {"ok": True, "value": 1}
+    assert seen == [(FrozenDict, {"x": 1}, ctx), "refused"]
+
+
+async def test_context_is_injected():
+    @tool(read_only=True)
+    def whoami(ctx) -> str:
+        """Return the run id of the context this call runs in."""
+        return ctx.run_id
+
+    env = await Invoker(ToolRegistry([whoami])).invoke({"id": "c", "name": "whoami", "input": {}}, ToolContext(run_id="run-7"))
+    assert without_elapsed(env) == {"ok": True, "value": "run-7"}
+
+
+async def test_any_tool_object_with_async_run_works():
+    class Echo:
+        name = "echo"
+        description = "Echo the text argument back to the caller."
+        side_effecting = False
+        requires_approval = False
+        output_schema = None
+        schema = ToolSchema("echo", description, {"type": "object", "properties": {"text": {"type": "string"}}})
+
+        async def run(self, args, ctx):
+            return f"{type(args).__name__}:{args['text']}"
+
+    env = await Invoker(ToolRegistry([Echo()])).invoke({"id": "c", "name": "echo", "input": {"text": "hi"}})
+    assert without_elapsed(env) == {"ok": True, "value": "FrozenDict:hi"}
+
+
+# ------------------------------------------------------------------ where bodies run
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
+
+
+async def test_sync_body_runs_off_the_loop_with_the_callers_contextvars():
+    loop_thread = threading.get_ident()
+
+    @tool(read_only=True)
+    def where() -> list:
+        """Report the thread and the request id this body sees."""
+        return [threading.get_ident() != loop_thread, REQUEST_ID.get()]
+
+    REQUEST_ID.set("req-42")
+    env = await Invoker(ToolRegistry([where])).invoke({"id": "c", "name": "where", "input": {}})
+    assert without_elapsed(env) == {"ok": True, "value": [True, "req-42"]}
+
+
+async def test_inline_tools_run_on_the_event_loop_thread():
+    loop_thread = threading.get_ident()
+
+    @tool(read_only=True)
+    def pure() -> bool:
+        """A non-blocking computation that reports whether it ran on the loop thread."""
+        return threading.get_ident() == loop_thread
+
+    inv_inline = Invoker(ToolRegistry([pure]), inline={"pure"})
+    inv_pool = Invoker(ToolRegistry([pure]))
+    call = {"id": "c", "name": "pure", "input": {}}
+    assert (await inv_inline.invoke(call))["value"] is True
+    assert (await inv_pool.invoke(call))["value"] is False
+    pure.non_blocking = True  # the per-tool opt-in
+    try:
+        assert (await inv_pool.invoke(call))["value"] is True
+    finally:
+        del pure.non_blocking
+
+
+async def test_sync_body_returning_an_awaitable_is_awaited():
+    async def later() -> str:
+        return "awaited"
+
+    @tool(read_only=True)
+    def deferred() -> Any:
+        """Return a coroutine that the dispatcher must await."""
+        return later()
+
+    env = await Invoker(ToolRegistry([deferred])).invoke({"id": "c", "name": "deferred", "input": {}})
+    assert without_elapsed(env) == {"ok": True, "value": "awaited"}
+
+
+async def test_sync_exceptions_cross_the_thread_hop_as_envelopes(registry):
+    env = await Invoker(registry, middleware=[]).invoke({"id": "c", "name": "broken", "input": {"x": 1}})
+    assert env["error"]["code"] == "internal_error"
+    started, idle = _core.pool_size()
+    assert started >= 1 and idle <= started
+
+
+# ------------------------------------------------------------------ ToolContext
+
+
+def test_tool_context_child_and_approvals():
+    parent = ToolContext(run_id="run", trace=print, approvals={"send"}, deadline=123.0)
+    child = parent.child()
+    assert child.run_id.startswith("run/") and len(child.run_id) == len("run/") + 12
+    assert (child.trace, child.approvals, child.deadline, child.parent) == (print, {"send"}, 123.0, parent)
+    child.approve("delete")
+    assert (parent.approvals, child.approvals) == ({"send"}, {"send", "delete"})
+    assert parent.child(run_id="sub").run_id == "sub"
+    assert len(ToolContext().run_id) == 32
+    assert ToolContext().remaining_s() is None
+
+
+def test_tool_context_with_timeout():
+    ctx = ToolContext.with_timeout(30.0, run_id="r")
+    remaining = ctx.remaining_s()
+    assert ctx.run_id == "r" and remaining is not None and 29.0 < remaining <= 30.0
+
+
+async def test_run_id_scopes_state_and_other_context_objects_work():
+    class RunContext:  # agentkit's own context shape: only the attributes the Invoker reads
+        def __init__(self, run_id):
+            self.run_id = run_id
+
+    calls = 0
+
+    @tool(side_effecting=True)
+    def send(to: str) -> str:
+        """Send a message to a recipient and return a receipt."""
+        nonlocal calls
+        calls += 1
+        return f"sent-{calls}"
+
+    inv = Invoker(ToolRegistry([send]))
+    call = {"id": "c", "name": "send", "input": {"to": "bob"}}
+    a1 = await inv.invoke(call, RunContext("a"))
+    a2 = await inv.invoke(call, RunContext("a"))
+    b1 = await inv.invoke(call, RunContext("b"))
+    n1 = await inv.invoke(call)
+    n2 = await inv.invoke(call, object())  # no run_id: the Invoker's default scope
+    assert [e["value"] for e in (a1, a2, b1, n1, n2)] == ["sent-1", "sent-1", "sent-2", "sent-3", "sent-3"]
+    assert [e.get("deduplicated", False) for e in (a1, a2, b1, n1, n2)] == [False, True, False, False, True]
+    assert inv.state.sizes() == (3, 3, 0)
+    inv.forget("a")
+    assert inv.state.sizes() == (2, 2, 0)
+
+
+def test_tool_call_hash_is_computed_lazily():
+    tc = ToolCall({}, "id", "t", None, None, '{"b": 1, "a": [2]}', None, None, "s", None)
+    assert (tc.canonical, tc.args_hash) == ('{"a":[2],"b":1}', _core.canonical_args('{"a":[2],"b":1}')[1])
+
+
+EXIT_SCRIPT = """
+import asyncio, sys, time
+from agentkit_tools import Invoker, ToolRegistry, tool, middleware as mw
+
+@tool(read_only=True)
+def slow(x: int) -> int:
+    '''Sleep a little in a worker thread, then say so.'''
+    time.sleep(float(sys.argv[1]))
+    print("body done", flush=True)
+    return x
+
+async def main():
+    env = await Invoker(ToolRegistry([slow]), middleware=[mw.timeout(default_s=0.05)]).invoke(
+        {"id": "c", "name": "slow", "input": {"x": 1}})
+    print(env.get("value", env.get("error", {}).get("code")), flush=True)
+
+asyncio.run(main())
+print("main done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sleep_s,expected", [("0", "body done\n1\nmain done\n"), ("0.3", "timeout\nmain done\nbody done\n")])
+def test_interpreter_exit_waits_for_worker_threads(tmp_path, sleep_s, expected):
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit_race.py"
+    script.write_text(EXIT_SCRIPT)
+    for _ in range(3):  # the race with finalization used to abort the process most of the time
+        proc = subprocess.run([sys.executable, str(script), sleep_s], capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, "")

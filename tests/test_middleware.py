@@ -1,0 +1,769 @@
+"""The Invoker's middleware (SPEC §7, §11): audit, approval, repeat guard, idempotency, retry
+(with the circuit breaker), timeout and egress, each with exact observable results."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from agentkit_tools import Invoker, ToolContext, ToolError, ToolRegistry, _core, middleware as mw, tool
+from agentkit_tools.stores import InMemoryStore
+
+
+def canonical_hash(args: dict) -> str:
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def strip(record: dict) -> dict:
+    out = dict(record)
+    assert isinstance(out.pop("elapsed_ms"), float)
+    return out
+
+
+def call(name: str, cid: str = "c1", **args: Any) -> dict:
+    return {"id": cid, "name": name, "input": args}
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+
+# ------------------------------------------------------------------ audit
+
+
+async def test_audit_records_every_decision():
+    runs = Counter()
+
+    @tool(side_effecting=True, requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount of money to the supplier on file."""
+        runs.n += 1
+        return f"paid {amount}"
+
+    @tool(read_only=True)
+    def fail(x: int) -> int:
+        """A read-only tool that always fails with a business error."""
+        raise ToolError("no such item; search first", code="not_found")
+
+    records: list[dict] = []
+    inv = Invoker(ToolRegistry([pay, fail]), middleware=[mw.audit(records.append), *mw.default_chain()[1:]])
+    await inv.invoke(call("pay", "1", amount=5))  # refused: needs approval
+    await inv.invoke({**call("pay", "2", amount=5), "approved": True})
+    await inv.invoke({**call("pay", "3", amount=5), "approved": True})  # deduplicated
+    await inv.invoke(call("fail", "4", x=1))
+    await inv.invoke(call("nope", "5", q="z"))
+    h5, h1 = canonical_hash({"amount": 5}), canonical_hash({"x": 1})
+    assert [strip(r) for r in records] == [
+        {"tool": "pay", "call_id": "1", "args_hash": h5, "outcome": "approval_required", "attempts": 0, "decision": "refused"},
+        {"tool": "pay", "call_id": "2", "args_hash": h5, "outcome": "ok", "attempts": 1, "decision": "executed"},
+        {"tool": "pay", "call_id": "3", "args_hash": h5, "outcome": "ok", "attempts": 0, "decision": "deduplicated"},
+        {"tool": "fail", "call_id": "4", "args_hash": h1, "outcome": "not_found", "attempts": 1, "decision": "failed"},
+        {"tool": "nope", "call_id": "5", "args_hash": canonical_hash({"q": "z"}), "outcome": "unknown_tool", "attempts": 0, "decision": "failed"},
+    ]
+    assert runs.n == 1
+
+
+async def test_audit_logs_at_debug_and_feeds_ctx_trace(caplog):
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    events: list[tuple[str, dict]] = []
+    ctx = ToolContext(run_id="r", trace=lambda name, attrs: events.append((name, attrs)))
+    with caplog.at_level(logging.DEBUG, logger="agentkit_tools.audit"):
+        await Invoker(ToolRegistry([ping]), middleware=[mw.audit()]).invoke(call("ping", "p1"), ctx)
+    [log] = [r for r in caplog.records if r.name == "agentkit_tools.audit"]
+    assert log.levelno == logging.DEBUG
+    expected = {"tool": "ping", "call_id": "p1", "args_hash": canonical_hash({}), "outcome": "ok", "attempts": 1, "decision": "executed"}
+    assert strip(log.audit) == expected
+    assert log.getMessage() == f"tool call ping executed: ok after 1 attempt(s) in {log.audit['elapsed_ms']:.3f} ms"
+    assert [(n, strip(a)) for n, a in events] == [("tool.call", expected)]
+
+
+async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call():
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    got: list[dict] = []
+
+    async def async_sink(rec):
+        got.append(rec)
+
+    def bad_sink(rec):
+        raise RuntimeError("sink down")
+
+    inv = Invoker(ToolRegistry([ping]), middleware=[mw.audit(bad_sink), mw.audit(async_sink)])
+    env = await inv.invoke(call("ping"))
+    assert env["value"] == "pong"
+    assert [r["outcome"] for r in got] == ["ok"]
+
+
+@pytest.fixture(scope="module")
+def span_exporter():
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+        provider = trace.get_tracer_provider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+async def test_audit_emits_an_execute_tool_span(span_exporter):
+    from opentelemetry.trace import StatusCode
+
+    @tool(read_only=True, output_schema={"type": "object", "title": "Point", "required": ["x"]})
+    def point_otel(ok: bool) -> Any:
+        """Return a point; a broken one when ok is false."""
+        return {"x": 1} if ok else {"y": 1}
+
+    span_exporter.clear()
+    inv = Invoker(ToolRegistry([point_otel]), middleware=[mw.audit()])
+    await inv.invoke(call("point_otel", "s1", ok=True))
+    await inv.invoke(call("point_otel", "s2", ok=False))
+    spans = [s for s in span_exporter.get_finished_spans() if s.name == "execute_tool"]
+    assert [dict(s.attributes) for s in spans] == [
+        {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "point_otel", "gen_ai.tool.call.id": "s1",
+            "agentkit.tool.args_hash": canonical_hash({"ok": True}), "agentkit.tool.outcome": "ok",
+            "agentkit.tool.decision": "executed", "agentkit.tool.attempts": 1,
+        },
+        {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "point_otel", "gen_ai.tool.call.id": "s2",
+            "agentkit.tool.args_hash": canonical_hash({"ok": False}), "agentkit.tool.outcome": "output_mismatch",
+            "agentkit.tool.decision": "failed", "agentkit.tool.attempts": 1, "error.type": "output_mismatch",
+        },
+    ]
+    assert [s.status.status_code for s in spans] == [StatusCode.UNSET, StatusCode.ERROR]
+    assert [e.name for e in spans[0].events] == []
+    assert [(e.name, dict(e.attributes)) for e in spans[1].events] == [
+        ("tool.shape_mismatch", {"tool": "point_otel", "expected": "Point"})
+    ]
+
+
+# ------------------------------------------------------------------ approval
+
+
+def make_pay(runs: Counter):
+    @tool(side_effecting=True, requires_approval=True)
+    def pay(amount: int, approved: bool = False) -> str:
+        """Pay an amount of money to the supplier on file."""
+        runs.n += 1
+        return f"paid {amount}"
+
+    return pay
+
+
+async def test_approval_required_without_an_approver():
+    runs = Counter()
+    inv = Invoker(ToolRegistry([make_pay(runs)]), middleware=[mw.approval()])
+    env = await inv.invoke(call("pay", amount=10))
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "approval_required",
+            "message": 'pay needs the user\'s approval before it runs, and it was not run. Ask the user whether to '
+            'allow pay with arguments {"amount":10}; call it again only after they approve.',
+            "tool": "pay",
+        },
+    }
+    # "approved" inside the model's arguments is not an approval
+    env = await inv.invoke(call("pay", amount=10, approved=True))
+    assert env["error"]["code"] == "approval_required"
+    assert runs.n == 0
+
+
+async def test_approval_by_the_host_marking_the_call():
+    runs = Counter()
+    inv = Invoker(ToolRegistry([make_pay(runs)]), middleware=[mw.approval()])
+    env = await inv.invoke({**call("pay", amount=10), "approved": True})
+    assert (env["ok"], env["value"], runs.n) == (True, "paid 10", 1)
+    env = await inv.invoke({**call("pay", amount=10), "approved": "yes"})  # only True counts
+    assert env["error"]["code"] == "approval_required"
+    chat = {"id": "c", "approved": True, "function": {"name": "pay", "arguments": '{"amount": 3}'}}
+    assert (await inv.invoke(chat))["value"] == "paid 3"
+
+
+async def test_approval_by_sync_and_async_approvers():
+    runs = Counter()
+    seen: list[tuple] = []
+    pay = make_pay(runs)
+    ctx = ToolContext(run_id="r")
+
+    def sync_approver(t, args, c):
+        seen.append((t.name, dict(args), c))
+        return args["amount"] < 100
+
+    async def async_approver(t, args, c):
+        await asyncio.sleep(0)
+        return args["amount"] < 5
+
+    inv = Invoker(ToolRegistry([pay]), middleware=[mw.approval(sync_approver)])
+    assert (await inv.invoke(call("pay", amount=50), ctx))["ok"] is True
+    assert (await inv.invoke(call("pay", amount=500), ctx))["error"]["code"] == "approval_required"
+    assert seen == [("pay", {"amount": 50}, ctx), ("pay", {"amount": 500}, ctx)]
+    inv = Invoker(ToolRegistry([pay]), middleware=[mw.approval(async_approver)])
+    assert (await inv.invoke(call("pay", amount=1)))["ok"] is True
+    assert (await inv.invoke(call("pay", amount=7)))["error"]["code"] == "approval_required"
+    assert runs.n == 2
+
+
+async def test_approval_from_context_and_failing_approver_refuses():
+    runs = Counter()
+    pay = make_pay(runs)
+
+    def crashing(t, args, c):
+        raise RuntimeError("approver down")
+
+    inv = Invoker(ToolRegistry([pay, ping_tool()]), middleware=[mw.approval(crashing)])
+    assert (await inv.invoke(call("pay", amount=1)))["error"]["code"] == "approval_required"
+    ctx = ToolContext(approvals={"pay"})
+    assert (await inv.invoke(call("pay", amount=1), ctx))["ok"] is True
+    ctx = ToolContext(approvals={"call-9"})
+    assert (await inv.invoke(call("pay", "call-9", amount=2), ctx))["ok"] is True
+    assert (await inv.invoke(call("ping")))["ok"] is True  # tools without requires_approval pass
+    assert runs.n == 2
+
+
+def ping_tool():
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    return ping
+
+
+# ------------------------------------------------------------------ repeat guard
+
+
+async def test_third_identical_call_is_refused():
+    runs = Counter()
+
+    @tool(read_only=True)
+    def search(q: str, limit: int = 5) -> int:
+        """Search the catalogue for a query and count the runs."""
+        runs.n += 1
+        return runs.n
+
+    inv = Invoker(ToolRegistry([search]), middleware=[mw.repeat_guard()])
+    ctx = ToolContext(run_id="conv")
+    envs = [
+        await inv.invoke(call("search", q="x", limit=1), ctx),
+        await inv.invoke({"id": "c", "name": "search", "input": '{"limit": 1, "q": "x"}'}, ctx),  # same, other key order
+        await inv.invoke(call("search", q="y", limit=1), ctx),
+        await inv.invoke(call("search", q="x", limit=1), ctx),
+        await inv.invoke(call("search", q="x", limit=1), ctx),
+        await inv.invoke(call("search", q="x", limit=1), ToolContext(run_id="other")),
+    ]
+    assert [e["ok"] for e in envs] == [True, True, True, False, False, True]
+    assert envs[3] == {
+        "ok": False,
+        "error": {
+            "code": "repeated_call",
+            "message": "search has now been called 3 times with these same arguments in this conversation, and it "
+            "was not run again. Stop calling it; explain the problem to the user instead.",
+            "tool": "search",
+            "count": 3,
+        },
+    }
+    assert envs[4]["error"]["count"] == 4
+    assert runs.n == 4
+
+
+async def test_repeat_limit_invalid_calls_and_forget():
+    runs = Counter()
+
+    @tool(read_only=True)
+    def look(q: str) -> str:
+        """Look a word up in the dictionary and return it."""
+        runs.n += 1
+        return q
+
+    inv = Invoker(ToolRegistry([look]), middleware=[mw.repeat_guard(limit=2)])
+    for _ in range(3):  # invalid calls are not counted
+        assert (await inv.invoke(call("look", q=1)))["error"]["code"] == "invalid_arguments"
+    assert (await inv.invoke(call("look", q="a")))["ok"] is True
+    assert (await inv.invoke(call("look", q="a")))["error"]["code"] == "repeated_call"
+    inv.forget(inv.default_scope)
+    assert (await inv.invoke(call("look", q="a")))["ok"] is True
+    assert runs.n == 2
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        mw.repeat_guard(0)
+
+
+# ------------------------------------------------------------------ idempotency
+
+
+def make_send(runs: Counter, fail_first: int = 0, idempotent: bool = False):
+    @tool(side_effecting=True, idempotent=idempotent)
+    def send(to: str) -> dict:
+        """Send an email to a recipient and return the receipt."""
+        runs.n += 1
+        if runs.n <= fail_first:
+            raise ToolError("mail server said no", code="send_failed")
+        return {"receipt": runs.n, "to": to}
+
+    return send
+
+
+async def test_side_effecting_repeat_is_deduplicated():
+    runs = Counter()
+    inv = Invoker(ToolRegistry([make_send(runs)]), middleware=[mw.idempotency()])
+    first = await inv.invoke(call("send", to="bob"))
+    second = await inv.invoke(call("send", "c2", to="bob"))
+    other = await inv.invoke(call("send", to="eve"))
+    assert {k: v for k, v in first.items() if k != "elapsed_ms"} == {"ok": True, "value": {"receipt": 1, "to": "bob"}}
+    assert {k: v for k, v in second.items() if k != "elapsed_ms"} == {
+        "ok": True, "value": {"receipt": 1, "to": "bob"}, "deduplicated": True,
+    }
+    assert other["value"] == {"receipt": 2, "to": "eve"} and "deduplicated" not in other
+    assert runs.n == 2
+
+
+async def test_failures_are_never_cached():
+    runs = Counter()
+    inv = Invoker(ToolRegistry([make_send(runs, fail_first=1)]), middleware=[mw.idempotency()])
+    envs = [await inv.invoke(call("send", to="bob")) for _ in range(3)]
+    assert [e["ok"] for e in envs] == [False, True, True]
+    assert [e.get("deduplicated", False) for e in envs] == [False, False, True]
+    assert runs.n == 2
+
+
+async def test_read_only_tools_are_not_deduplicated():
+    runs = Counter()
+
+    @tool(read_only=True)
+    def now() -> int:
+        """Return how many times this clock was read so far."""
+        runs.n += 1
+        return runs.n
+
+    inv = Invoker(ToolRegistry([now]), middleware=[mw.idempotency()])
+    assert [(await inv.invoke(call("now")))["value"] for _ in range(2)] == [1, 2]
+
+
+async def test_concurrent_identical_calls_run_once():
+    runs = Counter()
+    release = asyncio.Event()
+
+    @tool(side_effecting=True)
+    async def book(room: str) -> str:
+        """Book a meeting room and return the booking id."""
+        runs.n += 1
+        await release.wait()
+        return f"booking-{runs.n}"
+
+    inv = Invoker(ToolRegistry([book]), middleware=[mw.idempotency()])
+    task = asyncio.ensure_future(inv.invoke_many([call("book", "a", room="r1"), call("book", "b", room="r1")]))
+    await asyncio.sleep(0.01)
+    release.set()
+    first, second = await task
+    assert (first["value"], second["value"], second.get("deduplicated"), runs.n) == ("booking-1", "booking-1", True, 1)
+
+
+async def test_shared_store_deduplicates_across_invokers():
+    store = InMemoryStore()
+    runs = Counter()
+    send = make_send(runs)
+    ctx = ToolContext(run_id="conv-1")
+    worker_a = Invoker(ToolRegistry([send]), middleware=[mw.idempotency(store)])
+    worker_b = Invoker(ToolRegistry([send]), middleware=[mw.idempotency(store)])
+    a = await worker_a.invoke(call("send", to="bob"), ctx)
+    b = await worker_b.invoke(call("send", to="bob"), ctx)
+    assert (a["value"], b["value"], b.get("deduplicated"), runs.n) == (
+        {"receipt": 1, "to": "bob"}, {"receipt": 1, "to": "bob"}, True, 1,
+    )
+    key = "agentkit-tools:idem:" + hashlib.sha256('conv-1\0send\0{"to":"bob"}'.encode()).hexdigest()
+    assert _core.idempotency_store_key("conv-1", "send", '{"to":"bob"}') == key
+    assert await store.get(key) == '{"receipt":1,"to":"bob"}'
+
+
+async def test_store_failures_are_not_cached_and_non_json_results_are_not_stored():
+    store = InMemoryStore()
+    runs = Counter()
+    inv = Invoker(ToolRegistry([make_send(runs, fail_first=1)]), middleware=[mw.idempotency(store)])
+    assert (await inv.invoke(call("send", to="x")))["ok"] is False
+    assert store._data == {}
+    assert (await inv.invoke(call("send", to="x")))["ok"] is True
+    assert len(store._data) == 1
+
+    @tool(side_effecting=True)
+    def make_set() -> Any:
+        """Return a Python set, which JSON cannot represent."""
+        runs.n += 1
+        return {1}
+
+    inv = Invoker(ToolRegistry([make_set]), middleware=[mw.idempotency(InMemoryStore())])
+    assert [(await inv.invoke(call("make_set")))["value"] for _ in range(2)] == [{1}, {1}]
+    with pytest.raises(TypeError, match="store must have async get"):
+        mw.idempotency(store=object())
+
+
+# ------------------------------------------------------------------ retry
+
+
+class Sleeps(list):
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def flaky_tool(runs: Counter, exc_factory, fails: int, *, side_effecting=False, idempotent=False, name="flaky"):
+    @tool(side_effecting=side_effecting, idempotent=idempotent, name=name)
+    def flaky(x: int) -> str:
+        """A tool that fails a given number of times before it works."""
+        runs.n += 1
+        if runs.n <= fails:
+            raise exc_factory()
+        return f"ok after {runs.n}"
+
+    return flaky
+
+
+async def run_retry(t, **kwargs):
+    sleeps = Sleeps()
+    records: list[dict] = []
+    inv = Invoker(ToolRegistry([t]), middleware=[mw.audit(records.append), mw.retry(sleep=sleeps, **kwargs), mw.timeout()])
+    env = await inv.invoke(call(t.name, x=1))
+    return env, records[0], sleeps
+
+
+@pytest.mark.parametrize(
+    "exc_factory",
+    [
+        lambda: ToolError("rate limited; wait", code="rate_limited", retriable=True),
+        lambda: ConnectionError("reset"),
+        lambda: TimeoutError("upstream read timed out"),
+    ],
+    ids=["retriable-tool-error", "connection-error", "body-timeout-error"],
+)
+async def test_transient_errors_are_retried_with_full_jitter(exc_factory):
+    runs = Counter()
+    env, record, sleeps = await run_retry(flaky_tool(runs, exc_factory, fails=2))
+    assert (env["value"], record["attempts"], record["decision"], runs.n) == ("ok after 3", 3, "executed", 3)
+    assert len(sleeps) == 2 and 0.0 <= sleeps[0] < 0.5 and 0.0 <= sleeps[1] < 1.0
+
+
+async def test_retry_gives_up_after_max_attempts_with_the_last_envelope():
+    runs = Counter()
+    env, record, sleeps = await run_retry(flaky_tool(runs, lambda: ConnectionError("down"), fails=10), max_attempts=4)
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": "flaky failed: ConnectionError: down. This is a bug in the tool, not in your arguments; do not retry.",
+        },
+    }
+    assert (record["attempts"], record["outcome"], len(sleeps), runs.n) == (4, "internal_error", 3, 4)
+
+
+@pytest.mark.parametrize(
+    "exc_factory,fails_expected",
+    [
+        (lambda: ToolError("not found", code="not_found"), 1),
+        (lambda: ValueError("connection reset, please retry"), 1),  # words in a message never count
+        (lambda: KeyError("k"), 1),
+    ],
+    ids=["non-retriable-tool-error", "message-words", "other-exception"],
+)
+async def test_permanent_errors_are_not_retried(exc_factory, fails_expected):
+    runs = Counter()
+    env, record, sleeps = await run_retry(flaky_tool(runs, exc_factory, fails=5))
+    assert (env["ok"], record["attempts"], sleeps, runs.n) == (False, fails_expected, [], fails_expected)
+
+
+async def test_declared_transient_types_are_retried():
+    runs = Counter()
+    env, record, _ = await run_retry(flaky_tool(runs, lambda: KeyError("cache miss"), fails=1), transient=(KeyError,))
+    assert (env["ok"], record["attempts"]) == (True, 2)
+
+
+async def test_side_effecting_tools_are_retried_only_when_idempotent():
+    runs = Counter()
+    env, record, _ = await run_retry(flaky_tool(runs, lambda: ConnectionError("x"), fails=1, side_effecting=True))
+    assert (env["ok"], record["attempts"], runs.n) == (False, 1, 1)
+    runs = Counter()
+    env, record, _ = await run_retry(
+        flaky_tool(runs, lambda: ConnectionError("x"), fails=1, side_effecting=True, idempotent=True)
+    )
+    assert (env["ok"], record["attempts"], runs.n) == (True, 2, 2)
+
+
+async def test_our_own_deadline_and_argument_errors_are_never_retried():
+    runs = Counter()
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def stuck(x: int) -> str:
+        """A tool that never answers within its deadline."""
+        runs.n += 1
+        await asyncio.sleep(10)
+        return "late"
+
+    env, record, sleeps = await run_retry(stuck)
+    assert (env["error"]["code"], record["attempts"], sleeps, runs.n) == ("timeout", 1, [], 1)
+    sleeps = Sleeps()
+    records: list[dict] = []
+    inv = Invoker(ToolRegistry([stuck]), middleware=[mw.audit(records.append), mw.retry(sleep=sleeps)])
+    env = await inv.invoke(call("stuck", x="not an int"))
+    assert (env["error"]["code"], records[0]["attempts"], sleeps, runs.n) == ("invalid_arguments", 0, [], 1)
+
+
+async def test_circuit_breaker_opens_after_consecutive_failures():
+    runs = Counter()
+    flaky = flaky_tool(runs, lambda: ConnectionError("down"), fails=100)
+    records: list[dict] = []
+    inv = Invoker(
+        ToolRegistry([flaky]),
+        middleware=[mw.audit(records.append), mw.retry(max_attempts=1, breaker_threshold=2, breaker_cooldown_s=60)],
+    )
+    envs = [await inv.invoke(call("flaky", x=1)) for _ in range(3)]
+    assert [e["error"]["code"] for e in envs] == ["internal_error", "internal_error", "circuit_open"]
+    assert envs[2] == {
+        "ok": False,
+        "error": {
+            "code": "circuit_open",
+            "message": "flaky is failing repeatedly (2 failures in a row) and is paused for 60s. Do not call it now; "
+            "tell the user the service is unavailable and try later.",
+            "tool": "flaky",
+            "retriable": False,
+        },
+    }
+    assert ([r["attempts"] for r in records], runs.n) == ([1, 1, 0], 2)
+
+
+async def test_breaker_stops_retries_and_success_resets_it():
+    runs = Counter()
+    inv = Invoker(
+        ToolRegistry([flaky_tool(runs, lambda: ConnectionError("down"), fails=1)]),
+        middleware=[mw.retry(max_attempts=3, breaker_threshold=2, sleep=Sleeps())],
+    )
+    assert (await inv.invoke(call("flaky", x=1)))["ok"] is True  # one failure, then success
+    assert runs.n == 2
+    runs2 = Counter()
+    inv = Invoker(
+        ToolRegistry([flaky_tool(runs2, lambda: ConnectionError("down"), fails=100)]),
+        middleware=[mw.retry(max_attempts=5, breaker_threshold=2, sleep=Sleeps())],
+    )
+    env = await inv.invoke(call("flaky", x=1))
+    assert (env["error"]["code"], runs2.n) == ("internal_error", 2)  # the open circuit ended the retries
+
+
+def test_retry_policy_bounds_and_validation():
+    policy = _core.RetryPolicy(3, 0.5, 30.0)
+    assert [policy.ceiling_s(a) for a in (1, 2, 3, 7, 8)] == [0.5, 1.0, 2.0, 30.0, 30.0]
+    assert all(0.0 <= policy.delay_s(2) < 1.0 for _ in range(200))
+    assert policy.decide(ConnectionError(), True, 3) == ("transient", None)
+    assert policy.decide(ConnectionError(), False, 1) == ("transient", None)
+    from agentkit_tools import ToolArgumentError, ToolTimeoutError
+
+    assert policy.decide(ToolTimeoutError("t", 1.0), True, 1) == ("deadline", None)
+    assert _core.RetryPolicy(3, 0.5, 30.0, (ValueError,)).decide(ToolArgumentError("t"), True, 1) == ("permanent", None)
+    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
+        mw.retry(max_attempts=0)
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        mw.retry(base_s=-1)
+    with pytest.raises(TypeError, match="exception classes"):
+        mw.retry(transient=("KeyError",))
+
+
+# ------------------------------------------------------------------ timeout
+
+
+async def test_async_body_is_cancelled_at_its_deadline():
+    observed: list[str] = []
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def slow_report(x: int) -> str:
+        """Build a report that takes far longer than allowed."""
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            observed.append("cancelled")
+            raise
+        return "done"
+
+    env = await Invoker(ToolRegistry([slow_report]), middleware=[mw.timeout()]).invoke(call("slow_report", x=1))
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "timeout",
+            "message": "slow_report did not finish within 0.05s. Do not retry immediately; tell the user the backend is slow.",
+        },
+    }
+    assert observed == ["cancelled"]
+
+
+async def test_sync_body_wait_is_bounded_and_its_thread_left_to_finish():
+    release, finished = threading.Event(), threading.Event()
+
+    @tool(read_only=True)
+    def blocking(x: int) -> str:
+        """Block in a thread until the test releases it."""
+        release.wait(5)
+        finished.set()
+        return "late"
+
+    inv = Invoker(ToolRegistry([blocking]), middleware=[mw.timeout(default_s=0.05)])
+    env = await inv.invoke(call("blocking", x=1))
+    assert env["error"]["code"] == "timeout"
+    assert env["error"]["message"].startswith("blocking did not finish within 0.05s.")
+    assert not finished.is_set()  # the thread is still running: it cannot be killed
+    release.set()
+    assert await asyncio.to_thread(finished.wait, 5) is True
+
+
+async def test_context_deadline_cuts_the_timeout_and_body_timeout_error_is_not_ours():
+    @tool(read_only=True, timeout_s=30)
+    async def wait_long() -> str:
+        """Wait far longer than the run has left."""
+        await asyncio.sleep(5)
+        return "late"
+
+    @tool(read_only=True)
+    async def own_timeout() -> str:
+        """Raise TimeoutError from the body itself."""
+        raise TimeoutError("backend read timeout")
+
+    inv = Invoker(ToolRegistry([wait_long, own_timeout]), middleware=[mw.timeout()])
+    env = await inv.invoke(call("wait_long"), ToolContext.with_timeout(0.05))
+    assert env["error"]["code"] == "timeout"
+    env = await inv.invoke(call("own_timeout"))
+    assert env["error"]["code"] == "internal_error"
+    assert env["error"]["message"].startswith("own_timeout failed: TimeoutError: backend read timeout.")
+    with pytest.raises(ValueError, match="default_s must be > 0"):
+        mw.timeout(0)
+
+
+async def test_concurrent_deadlines_expire_independently():
+    cancelled: list[str] = []
+
+    def make(name: str, limit: float, sleep_s: float):
+        async def body(args, ctx):
+            try:
+                await asyncio.sleep(sleep_s)
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+            return name
+
+        from agentkit_tools import FunctionTool, ToolSchema
+
+        return FunctionTool(name, body, "test tool", False, schema=ToolSchema(name, "t", {"type": "object"}), timeout_s=limit)
+
+    tools = [make("late_short", 0.05, 5), make("early_long", 5, 0.01), make("late_mid", 0.1, 5), make("ok_mid", 5, 0.15)]
+    inv = Invoker(ToolRegistry(tools), middleware=[mw.timeout()])
+    envs = await inv.invoke_many([call(t.name, t.name) for t in tools])
+    assert [e.get("value", e.get("error", {}).get("code")) for e in envs] == ["timeout", "early_long", "timeout", "ok_mid"]
+    assert cancelled == ["late_short", "late_mid"]
+    assert [e["error"]["message"].split(".")[0] for e in envs if not e["ok"]] == [
+        "late_short did not finish within 0", "late_mid did not finish within 0",
+    ]
+
+
+async def test_a_body_that_swallows_its_cancellation_keeps_the_task_usable():
+    @tool(read_only=True, timeout_s=0.02)
+    async def stubborn() -> str:
+        """Ignore cancellation and return a value anyway."""
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            return "ignored the deadline"
+        return "slept"
+
+    inv = Invoker(ToolRegistry([stubborn]), middleware=[mw.timeout()])
+    env = await inv.invoke(call("stubborn"))
+    assert env["value"] == "ignored the deadline"
+    task = asyncio.current_task()
+    assert task is not None and getattr(task, "cancelling", lambda: 0)() == 0  # 3.11+
+    await asyncio.sleep(0.01)  # the task was not left with a pending cancellation
+
+
+# ------------------------------------------------------------------ egress
+
+
+def make_fetch(runs: Counter):
+    @tool(read_only=True, url_arg="url")
+    def fetch(url: str) -> str:
+        """Fetch a web page and return its text content."""
+        runs.n += 1
+        return f"fetched {url}"
+
+    return fetch
+
+
+async def test_egress_allows_listed_hosts_and_denies_others():
+    runs = Counter()
+    inv = Invoker(
+        ToolRegistry([make_fetch(runs), ping_tool()]),
+        middleware=[mw.egress(allow=("api.example.com", "*.docs.example.org"))],
+    )
+    assert (await inv.invoke(call("fetch", url="https://API.example.com:443/v1")))["ok"] is True
+    assert (await inv.invoke(call("fetch", url="https://v2.docs.example.org/x")))["ok"] is True
+    denied = await inv.invoke(call("fetch", url="https://api.example.com.evil.net/"))
+    assert denied == {
+        "ok": False,
+        "error": {
+            "code": "egress_denied",
+            "message": "fetch may not reach host 'api.example.com.evil.net': it is not on the allow-list "
+            "(api.example.com, *.docs.example.org). Do not retry with this URL; use an allowed host or tell the "
+            "user this host is not permitted.",
+            "tool": "fetch",
+            "host": "api.example.com.evil.net",
+            "allowed": ["api.example.com", "*.docs.example.org"],
+        },
+    }
+    tricky = await inv.invoke(call("fetch", url="https://evil.net\\@api.example.com/"))
+    assert tricky["error"]["host"] == "evil.net"
+    no_host = await inv.invoke(call("fetch", url="api.example.com/v1"))
+    assert no_host["error"] == {
+        "code": "egress_denied",
+        "message": "fetch needs an absolute URL with a host in 'url' (allowed hosts: api.example.com, "
+        "*.docs.example.org). Call it again with a full URL such as https://host/path.",
+        "tool": "fetch",
+        "allowed": ["api.example.com", "*.docs.example.org"],
+    }
+    assert (await inv.invoke(call("ping")))["ok"] is True
+    assert runs.n == 2
+    assert _core.url_host("http://user@Example.COM.:8080/p") == "example.com"
+
+
+async def test_empty_egress_allow_list_denies_every_url_and_audit_says_refused():
+    runs = Counter()
+    records: list[dict] = []
+    inv = Invoker(ToolRegistry([make_fetch(runs)]), middleware=[mw.audit(records.append), mw.egress()])
+    env = await inv.invoke(call("fetch", url="https://example.com"))
+    assert env["error"]["message"].endswith("(none). Do not retry with this URL; use an allowed host or tell the user this host is not permitted.")
+    assert (records[0]["decision"], records[0]["outcome"], runs.n) == ("refused", "egress_denied", 0)
+
+
+# ------------------------------------------------------------------ the default chain end to end
+
+
+async def test_default_chain_order_dedup_is_recorded_and_repeat_wins_on_the_third_call():
+    runs = Counter()
+    records: list[dict] = []
+    send = make_send(runs)
+    inv = Invoker(ToolRegistry([send]), middleware=[mw.audit(records.append), *mw.default_chain()[1:]])
+    envs = [await inv.invoke(call("send", to="bob")) for _ in range(3)]
+    assert [(r["decision"], r["outcome"]) for r in records] == [
+        ("executed", "ok"), ("deduplicated", "ok"), ("refused", "repeated_call"),
+    ]
+    assert [e.get("deduplicated", False) for e in envs[:2]] == [False, True]
+    assert runs.n == 1
