@@ -12,7 +12,42 @@ call sequences. Nobody here wrote any of it. This script
 3. replays every ground-truth call of ``BFCL_v4_multi_turn_base.json`` through
    ``agentkit_tools.dispatch`` and compares each result with calling the method directly on a
    second, identically initialised instance; a call our validator rejects is classified as a
-   violation of the function's own type hints or as a bug of ours.
+   violation of the function's own type hints or as a bug of ours. The replay runs again with the
+   arguments a model following the ``openai-strict`` rendering sends (``null`` for every argument
+   left out, mapped back by ``from_strict_arguments``); its target is 100% identical results for
+   the calls that respect the hints (``replay_summary``);
+4. renders every tool for every provider of ``agentkit_tools.providers.PROVIDERS`` and counts, per
+   provider, the tools rendered without loss, listing each loss with the tool, the schema path,
+   what was lost and lint's ``weakened_rendering`` message for it, if any. BFCL's
+   ``"[Optional] "`` description marker is counted per rendering and left as written (our
+   docstring parser has no special case for one project's convention).
+
+**Without loss.** A provider rendering of a tool is without loss when all of these hold:
+
+- its tool name and description equal ``ToolSchema.name`` and ``ToolSchema.description``,
+  character for character;
+- the parameters schema it shows the model (``input_schema``, ``parameters``, ``inputSchema``;
+  a Gemini declaration without ``parameters`` counts as ``{"type": "object", "properties": {}}``)
+  equals our input schema after the provider's documented mechanical rewrites and nothing else
+  (``lossless_parameters``), compared as JSON (``1`` is not ``1.0``, key order ignored,
+  ``required`` as a set). The rewrites keep every constraint and every word:
+
+  - ``openai-strict``, ``openai-responses-strict`` (OpenAI Structured Outputs): in each object
+    with listed properties, ``required`` lists every property, and each property that was not
+    required is made nullable (``"type": [T, "null"]``, or a ``{"type": "null"}`` branch) since
+    ``null`` then means "not given" (``from_strict_arguments`` undoes it); a ``null`` default is
+    dropped (as openai-python's ``to_strict_json_schema`` does);
+  - ``gemini`` (the Gemini API's ``Schema``, an OpenAPI 3.0 subset): an ``anyOf`` with a
+    ``{"type": "null"}`` branch becomes ``nullable: true`` (a lone other branch merged in), an
+    empty ``required`` is left out;
+  - ``anthropic``, ``openai``, ``openai-responses``, ``mcp``: none (our schema as it is);
+- a strict rendering says ``"strict": true``.
+
+Anything else is a loss, whether or not lint reports it: a dropped keyword (a closed object's
+``additionalProperties: false`` included: the validator still refuses unknown arguments at call
+time, but the model is not told), a type or constraint moved into the description's words, a
+strict rendering that falls back to ``"strict": false``. MCP ``annotations`` and
+``outputSchema`` are not part of the measure.
 
 Run: ``python examples/bfcl_replay.py``. The functions are importable (``tests/test_bfcl.py``).
 """
@@ -31,7 +66,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from agentkit_tools import FunctionTool, ToolRegistry, dispatch
+from agentkit_tools import FunctionTool, ToolRegistry, dispatch, lint
+from agentkit_tools.providers import PROVIDERS, from_strict_arguments, render
 
 #: The multi-turn API classes, in BFCL's order, with their modules and JSON doc files
 #: (``bfcl_eval.constants.executable_backend_config``).
@@ -401,13 +437,28 @@ def _hint_text(hint: Any) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
+def strict_arguments(tool: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a model following ``tool``'s ``openai-strict`` rendering sends for the call
+    ``kwargs``: strict mode makes every parameter required, with ``null`` for "not given", so each
+    parameter the call leaves out is sent as ``None`` (top level only: no BFCL parameter is an
+    object with listed properties). A tool rendered with ``"strict": false`` is shown its plain
+    schema, so its ``kwargs`` are sent as they are."""
+    if not render(tool, "openai-strict")["function"]["strict"]:
+        return dict(kwargs)
+    return {**dict.fromkeys(tool.schema.parameters.get("properties", {})), **kwargs}
+
+
 def replay_entry(entry: dict[str, Any], turns: list[list[str]], input_form: str = "json") -> Iterator[Outcome]:
     """Replay one entry: fresh instances of its ``involved_classes`` loaded with its
     ``initial_config`` on both sides (one behind registries and ``dispatch``, one called
     directly), then every ground-truth call in order, state carried across turns as in BFCL.
 
     ``input_form``: ``"json"`` sends the arguments as the JSON text a provider returns (the
-    validator's fast path); ``"mapping"`` sends the parsed Python values as they are.
+    validator's fast path); ``"mapping"`` sends the parsed Python values as they are;
+    ``"openai-strict"`` sends what a model following the tool's ``openai-strict`` rendering sends
+    (``strict_arguments``: ``null`` for every argument the call leaves out) after
+    ``agentkit_tools.providers.from_strict_arguments``, as JSON text, so the replay checks that
+    strict mode's rewrite of optional parameters loses nothing.
 
     When our side rejects a call, the call is still applied to our instance directly so both
     sides keep the same state for the calls that follow (the rejection itself is the outcome).
@@ -434,7 +485,11 @@ def replay_entry(entry: dict[str, Any], turns: list[list[str]], input_form: str 
             if name not in methods:
                 yield Outcome(entry["id"], turn_index, source, "unparsed", f"no method {name!r} in {entry['involved_classes']}")
                 continue
-            arguments = json.dumps(kwargs) if input_form == "json" else copy.deepcopy(kwargs)
+            if input_form == "openai-strict":
+                tool = registries[name].get(name)
+                arguments: Any = json.dumps(from_strict_arguments(tool, strict_arguments(tool, kwargs)))
+            else:
+                arguments = json.dumps(kwargs) if input_form == "json" else copy.deepcopy(kwargs)
             call = {"id": f"{entry['id']}-{turn_index}", "name": name, "input": arguments}
             envelope = dispatch(call, registries[name])
             expected_ok, expected = _direct(methods[name], kwargs)
@@ -481,12 +536,349 @@ def _compare(entry_id: str, turn: int, source: str, envelope: dict[str, Any], ex
     return Outcome(entry_id, turn, source, "mismatch", f"dispatch {got!r} vs direct {'returned' if expected_ok else 'raised'} {expected!r}")
 
 
+def replay_summary(outcomes: list[Outcome]) -> dict[str, int]:
+    """``calls`` (ground-truth calls replayed), ``respecting_hints`` (those neither rejected for
+    breaking the method's own type hints, a violation ``hint_allows`` confirms, nor unparsed) and
+    ``identical`` (same result both ways): the replay's target is ``identical ==
+    respecting_hints``."""
+    calls = [o for o in outcomes if not o.source.startswith("<final state")]
+    kinds = Counter(o.kind for o in calls)
+    return {
+        "calls": len(calls),
+        "respecting_hints": len(calls) - kinds["rejected_hint"] - kinds["unparsed"],
+        "identical": kinds["identical"],
+    }
+
+
 def replay_all(input_form: str = "json") -> list[Outcome]:
     """Replay every entry of the category (see ``replay_entry``)."""
     outcomes: list[Outcome] = []
     for entry, turns in load_entries():
         outcomes.extend(replay_entry(entry, turns, input_form))
     return outcomes
+
+
+# ----------------------------------------------------------------------------- rendering fidelity
+
+#: The provider renderings the report covers (``agentkit_tools.providers.PROVIDERS``, in order).
+RENDERINGS: tuple[str, ...] = PROVIDERS
+
+#: The renderings that promise OpenAI Structured Outputs (``"strict": true``).
+STRICT_RENDERINGS: tuple[str, ...] = ("openai-strict", "openai-responses-strict")
+
+#: What BFCL's docstrings put before an optional parameter's text. Our docstring parser keeps it as
+#: part of the description (no special case for one project's convention); the report counts it.
+OPTIONAL_PREFIX = "[Optional] "
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+#: A key one side of a comparison does not have.
+ABSENT: Any = _Absent()
+
+
+def _to_json(value: Any) -> Any:
+    # FrozenDict/FrozenList (our schemas) → plain dicts and lists.
+    return json.loads(json.dumps(value, default=_plain))
+
+
+def _canon(value: Any) -> str:
+    # JSON equality: 1 != 1.0 != true (Python's == says they are equal), key order ignored.
+    return json.dumps(value, sort_keys=True)
+
+
+def rendered_parts(provider: str, rendering: dict[str, Any]) -> tuple[str, str, Any, bool | None]:
+    """``(name, description, parameters, strict)`` of one rendering: ``parameters`` is the schema
+    the model is shown (``None`` when the rendering has none: a Gemini declaration of a function
+    without parameters), ``strict`` the OpenAI ``strict`` flag (``None`` where the rendering has no
+    such flag). Raises ``ValueError`` for a provider not in ``RENDERINGS``."""
+    if provider == "anthropic":
+        return rendering["name"], rendering["description"], rendering["input_schema"], None
+    if provider == "mcp":
+        return rendering["name"], rendering["description"], rendering["inputSchema"], None
+    if provider == "gemini":
+        return rendering["name"], rendering["description"], rendering.get("parameters"), None
+    if provider in ("openai", "openai-strict"):
+        f = rendering["function"]
+        return f["name"], f["description"], f["parameters"], f.get("strict")
+    if provider in ("openai-responses", "openai-responses-strict"):
+        return rendering["name"], rendering["description"], rendering["parameters"], rendering.get("strict")
+    raise ValueError(f"unknown provider {provider!r}")
+
+
+def _admits_null(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return schema is True
+    t = schema.get("type")
+    return (
+        t == "null"
+        or (isinstance(t, list) and "null" in t)
+        or any(_admits_null(b) for b in schema.get("anyOf", ()))
+        or None in schema.get("enum", ())
+    )
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    # OpenAI's documented form of an optional field: `"type": [T, "null"]`, or a null branch.
+    if _admits_null(schema):
+        return schema
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    if isinstance(schema.get("type"), str):
+        out = {**schema, "type": [schema["type"], "null"]}
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+        return out
+    inner = {k: v for k, v in schema.items() if k != "description"}
+    out = {"anyOf": [inner, {"type": "null"}]}
+    if "description" in schema:
+        out["description"] = schema["description"]
+    return out
+
+
+def strict_form(schema: Any) -> Any:
+    """``schema`` after OpenAI strict mode's mechanical rewrites only: in every object with listed
+    properties, ``required`` lists every property and each property that was not required is made
+    nullable (``null`` then means "not given", undone by ``from_strict_arguments``); a ``default``
+    of ``null`` is dropped (openai-python's ``to_strict_json_schema`` does the same: "no
+    meaningful distinction" once the field is nullable). ``additionalProperties`` is left as it is:
+    closing an open object changes which calls are valid, so it is a loss, not a rewrite."""
+    if not isinstance(schema, dict):
+        return schema
+    s = {k: v for k, v in schema.items() if not (k == "default" and v is None)}
+    if isinstance(s.get("items"), dict):
+        s["items"] = strict_form(s["items"])
+    if "anyOf" in s:
+        s["anyOf"] = [strict_form(b) for b in s["anyOf"]]
+    if isinstance(s.get("properties"), dict):
+        required = set(s.get("required", ()))
+        s["properties"] = {
+            n: strict_form(p) if n in required else _nullable(strict_form(p)) for n, p in s["properties"].items()
+        }
+        s["required"] = list(s["properties"])
+    return s
+
+
+def gemini_form(schema: Any) -> Any:
+    """``schema`` after Gemini's mechanical rewrites only: an ``anyOf`` with a ``{"type":
+    "null"}`` branch becomes ``nullable: true`` (and the lone other branch is merged in, the outer
+    description leading), an empty ``required`` is left out. ``additionalProperties`` is kept:
+    Gemini's ``Schema`` (OpenAPI 3.0 subset) has no such field, so a closed object shown without
+    it is a loss, not a rewrite."""
+    if not isinstance(schema, dict):
+        return schema
+    s = dict(schema)
+    if "anyOf" in s:
+        branches = [b for b in s.pop("anyOf") if b != {"type": "null"}]
+        nullable = len(branches) < len(schema["anyOf"])
+        branches = [gemini_form(b) for b in branches]
+        if len(branches) == 1 and isinstance(branches[0], dict):
+            s = {**branches[0], **s}
+        elif branches:
+            s["anyOf"] = branches
+        if nullable:
+            s["nullable"] = True
+    if s.get("required") == []:
+        del s["required"]
+    for key in ("items", "additionalProperties"):
+        if isinstance(s.get(key), dict):
+            s[key] = gemini_form(s[key])
+    if isinstance(s.get("properties"), dict):
+        s["properties"] = {n: gemini_form(p) for n, p in s["properties"].items()}
+    return s
+
+
+def lossless_parameters(provider: str, schema: Any) -> Any:
+    """The parameters schema a rendering for ``provider`` carries when nothing is lost: our input
+    schema (plain JSON) after that provider's documented mechanical rewrites (``strict_form`` for
+    the strict renderings, ``gemini_form`` for Gemini, none for the others)."""
+    plain = _to_json(schema)
+    if provider in STRICT_RENDERINGS:
+        return strict_form(plain)
+    if provider == "gemini":
+        return gemini_form(plain)
+    return plain
+
+
+def _child(path: str, segment: str) -> str:
+    return segment if path == "<root>" else f"{path}.{segment}"
+
+
+def schema_differences(expected: Any, got: Any, path: str = "<root>") -> list[tuple[str, str, Any, Any]]:
+    """Where schema ``got`` differs from ``expected``, as ``(node path, key, expected value,
+    got value)`` (``ABSENT`` for a key one side lacks; key ``"<property>"`` for a property one
+    side lacks). Paths are dotted, as lint's (``"properties.updates"``). Recurses into
+    ``properties``, ``items``, ``additionalProperties`` and same-length ``anyOf``; ``required`` is
+    compared as a set; other values whole, with JSON equality (``1`` is not ``1.0``)."""
+    out: list[tuple[str, str, Any, Any]] = []
+    keys = list(expected) + [k for k in got if k not in expected]
+    for key in keys:
+        e, g = expected.get(key, ABSENT), got.get(key, ABSENT)
+        if key == "required" and isinstance(e, list) and isinstance(g, list):
+            e_cmp, g_cmp = sorted(e), sorted(g)
+        else:
+            e_cmp, g_cmp = e, g
+        if e is not ABSENT and g is not ABSENT and _canon(e_cmp) == _canon(g_cmp):
+            continue
+        if key == "properties" and isinstance(e, dict) and isinstance(g, dict):
+            for name in list(e) + [n for n in g if n not in e]:
+                pe, pg = e.get(name, ABSENT), g.get(name, ABSENT)
+                where = _child(path, f"properties.{name}")
+                if isinstance(pe, dict) and isinstance(pg, dict):
+                    out.extend(schema_differences(pe, pg, where))
+                elif pe is ABSENT or pg is ABSENT or _canon(pe) != _canon(pg):
+                    out.append((where, "<property>", pe, pg))
+        elif key in ("items", "additionalProperties") and isinstance(e, dict) and isinstance(g, dict):
+            out.extend(schema_differences(e, g, _child(path, key)))
+        elif key == "anyOf" and isinstance(e, list) and isinstance(g, list) and len(e) == len(g):
+            for i, (be, bg) in enumerate(zip(e, g)):
+                if isinstance(be, dict) and isinstance(bg, dict):
+                    out.extend(schema_differences(be, bg, _child(path, f"anyOf[{i}]")))
+                elif _canon(be) != _canon(bg):
+                    out.append((path, f"anyOf[{i}]", be, bg))
+        else:
+            out.append((path, key, e, g))
+    return out
+
+
+def _what_changed(key: str, e: Any, g: Any) -> str:
+    if g is ABSENT:
+        if key == "additionalProperties":
+            return "closed object shown open" if e is False else "value schema of an open object dropped"
+        return "parameter dropped" if key == "<property>" else f"'{key}' dropped"
+    if e is ABSENT:
+        if key == "additionalProperties" and g is False:
+            return "open object closed"
+        return "parameter added" if key == "<property>" else f"'{key}' added"
+    if key == "description" and isinstance(e, str) and isinstance(g, str) and g.startswith(e):
+        return "description extended"
+    return f"'{key}' changed"
+
+
+def _show_change(key: str, e: Any, g: Any) -> str:
+    if key == "description" and isinstance(e, str) and isinstance(g, str) and g.startswith(e):
+        return f"description: {g[len(e):].strip()!r} appended"
+    show = lambda v: repr(v) if v is ABSENT else json.dumps(v)  # noqa: E731
+    return f"{key}: expected {show(e)}, rendered {show(g)}"
+
+
+@dataclass(frozen=True)
+class RenderingLoss:
+    """Something one provider rendering of one tool does not carry.
+
+    ``path``: where in the input schema (dotted, as lint's: ``"<root>"``,
+    ``"properties.updates"``; ``"<tool>"`` for the name and description). ``kind``: what was
+    lost, in short words (``"closed object shown open"``, ``"rendered with strict: false"``,
+    ``"'type' dropped, description extended"``). ``detail``: per key, the value a lossless
+    rendering has (``lossless_parameters``) and the rendered one, or the text appended.
+    ``lint``: the message of ``agentkit_tools.lint``'s ``weakened_rendering`` finding at this path,
+    ``None`` when lint does not report it."""
+
+    provider: str
+    tool: str
+    path: str
+    kind: str
+    detail: str
+    lint: str | None
+
+
+@dataclass
+class RenderingFidelity:
+    """One provider's renderings of a set of tools: how many carry everything, and each loss."""
+
+    provider: str
+    tools: int = 0
+    lossless: int = 0
+    #: Parameter descriptions in the rendering that start with BFCL's ``"[Optional] "`` marker.
+    optional_prefix: int = 0
+    losses: list[RenderingLoss] = field(default_factory=list)
+
+    def kinds(self) -> dict[str, int]:
+        """Loss kind → number of tools with a loss of that kind, most frequent first."""
+        tools = Counter({(loss.kind, loss.tool) for loss in self.losses})
+        return dict(Counter(kind for kind, _ in tools).most_common())
+
+
+def _lint_paths(registry: ToolRegistry) -> dict[tuple[str, str, str], str]:
+    # (tool, provider, path) → message of every weakened_rendering finding.
+    out = {}
+    for f in lint(registry):
+        if f.code == "weakened_rendering":
+            provider, _, path = f.subject.partition(":")
+            out[(f.tool, provider, path)] = f.message
+    return out
+
+
+def tool_losses(provider: str, tool: Any, rendering: dict[str, Any], lint_messages: dict[tuple[str, str, str], str]) -> list[RenderingLoss]:
+    """What ``rendering`` (``tool``'s rendering for ``provider``) loses, by the module
+    docstring's definition of "without loss" (empty: nothing lost). ``lint_messages`` maps
+    ``(tool, provider, path)`` to lint's ``weakened_rendering`` message; a lint finding at a path
+    where the comparison finds no difference is still listed (kind ``"reported by lint only"``)."""
+    name, description, parameters, strict = rendered_parts(provider, rendering)
+    reported = {path: msg for (t, p, path), msg in lint_messages.items() if t == tool.name and p == provider}
+    losses: list[RenderingLoss] = []
+
+    def lost(path: str, kind: str, detail: str) -> None:
+        losses.append(RenderingLoss(provider, tool.name, path, kind, detail, reported.get(path)))
+
+    if name != tool.name:
+        lost("<tool>", "name changed", f"name: expected {tool.name!r}, rendered {name!r}")
+    if description != tool.schema.description:
+        lost("<tool>", "tool description changed", _show_change("description", tool.schema.description, description))
+    expected = lossless_parameters(provider, tool.schema.parameters)
+    if provider in STRICT_RENDERINGS and strict is not True:
+        # Not strict: the rendering must then carry the plain schema, unchanged.
+        for path in sorted(reported) or ["<root>"]:
+            lost(path, "rendered with strict: false", f"strict: {json.dumps(strict)}")
+        expected = _to_json(tool.schema.parameters)
+    if parameters is None and provider == "gemini":
+        # A declaration without `parameters` takes no arguments: an object without properties.
+        parameters = {"type": "object", "properties": {}}
+    by_path: dict[str, list[tuple[str, Any, Any]]] = {}
+    for path, key, e, g in schema_differences(expected, parameters):
+        by_path.setdefault(path, []).append((key, e, g))
+    for path, changes in by_path.items():
+        kind = ", ".join(sorted({_what_changed(*c) for c in changes}))
+        lost(path, kind, "; ".join(_show_change(*c) for c in changes))
+    for path, message in sorted(reported.items()):
+        if not any(loss.path == path for loss in losses):
+            lost(path, "reported by lint only", message)
+    return losses
+
+
+def rendering_fidelity(registries: list[ToolRegistry], providers: tuple[str, ...] = RENDERINGS) -> dict[str, RenderingFidelity]:
+    """Per provider of ``providers``, how many tools of ``registries`` render without loss (as
+    defined in this module's docstring: ``tool_losses`` finds nothing) and every loss, sorted by
+    tool, path and kind. Renderings come from ``ToolRegistry.render(provider)``, lint messages
+    from ``agentkit_tools.lint(registry)``."""
+    report = {p: RenderingFidelity(p) for p in providers}
+    for registry in registries:
+        lint_messages = _lint_paths(registry)
+        tools = {t.name: t for t in registry.tools() if getattr(t, "schema", None) is not None}
+        for provider in providers:
+            fid = report[provider]
+            renderings = registry.render(provider)  # sorted by name
+            for tool, rendering in zip(sorted(tools.values(), key=lambda t: t.name), renderings, strict=True):
+                losses = tool_losses(provider, tool, rendering, lint_messages)
+                fid.tools += 1
+                fid.lossless += not losses
+                fid.losses.extend(losses)
+                parameters = rendered_parts(provider, rendering)[2] or {}
+                fid.optional_prefix += sum(
+                    str(p.get("description", "")).startswith(OPTIONAL_PREFIX)
+                    for p in parameters.get("properties", {}).values()
+                )
+    for fid in report.values():
+        fid.losses.sort(key=lambda loss: (loss.tool, loss.path, loss.kind))
+    return report
+
+
+def rendering_report() -> dict[str, RenderingFidelity]:
+    """``rendering_fidelity`` of the tools of every class in ``CLASS_NAMES``."""
+    return rendering_fidelity([build_registry(api_class(c)())[0] for c in CLASS_NAMES])
 
 
 # ----------------------------------------------------------------------------- report
@@ -501,6 +893,39 @@ def definition_report() -> tuple[dict[str, int], list[DefinitionFailure], dict[s
         failures.extend(failed)
         fidelities[class_name] = fidelity(class_name, registry)
     return registered, failures, fidelities
+
+
+def print_rendering_report(report: dict[str, RenderingFidelity]) -> None:
+    """Print ``rendering_fidelity``'s table, the loss kinds per provider and every loss (losses
+    of one provider, kind, path and lint message are printed once with the tools they hit)."""
+    total = max((f.tools for f in report.values()), default=0)
+    print(f"\nProvider renderings of the {total} tools (without loss: the schema equals ours up to the")
+    print("provider's documented mechanical rewrites; defined in this script's docstring):")
+    header = ["provider", "without loss", "tools with a loss", "not reported by lint", f"{OPTIONAL_PREFIX.strip()!s} descriptions"]
+    rows = []
+    for f in report.values():
+        silent = len({loss.tool for loss in f.losses if loss.lint is None})
+        rows.append([f.provider, f"{f.lossless}/{f.tools}", str(f.tools - f.lossless), str(silent), str(f.optional_prefix)])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)))
+    print(f"  ({OPTIONAL_PREFIX.strip()} descriptions: BFCL's docstring marker, kept in every rendering as written.)")
+    for f in report.values():
+        if not f.losses:
+            continue
+        print(f"\n  {f.provider} losses (kind: tools):")
+        for kind, n in f.kinds().items():
+            print(f"    {kind}: {n}")
+        groups: dict[tuple[str, str, str | None], list[str]] = {}
+        for loss in f.losses:
+            groups.setdefault((loss.kind, loss.path, loss.lint), []).append(loss.tool)
+        for (kind, path, message), tools in groups.items():
+            details = sorted({loss.detail for loss in f.losses if (loss.kind, loss.path, loss.lint) == (kind, path, message)})
+            who = f"all {len(tools)} tools" if len(tools) == f.tools else ", ".join(tools)
+            print(f"    [{kind}] at {path} in {who}")
+            for d in details:
+                print(f"      lost: {d}")
+            print(f"      lint: {message if message is not None else 'not reported'}")
 
 
 def main() -> None:
@@ -528,6 +953,8 @@ def main() -> None:
             for where, aspect, ours, theirs in fid.mismatches:
                 print(f"    {where} [{aspect}]\n      ours: {ours}\n      bfcl: {theirs}")
 
+    print_rendering_report(rendering_report())
+
     outcomes = replay_all()
     calls = [o for o in outcomes if not o.source.startswith("<final state")]
     kinds = Counter(o.kind for o in calls)
@@ -540,6 +967,12 @@ def main() -> None:
     for o in outcomes:
         if o.kind != "identical":
             print(f"  [{o.kind}] {o.entry_id} turn {o.turn}: {o.source}\n      {o.detail}")
+    for form, found in (("JSON text", outcomes), ("openai-strict arguments", replay_all("openai-strict"))):
+        summary = replay_summary(found)
+        print(
+            f"  calls respecting their hints, sent as {form}: {summary['respecting_hints']}, identical: "
+            f"{summary['identical']} ({100 * summary['identical'] / summary['respecting_hints']:.1f}%)"
+        )
 
 
 if __name__ == "__main__":

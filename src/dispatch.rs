@@ -44,7 +44,7 @@ pub fn invalid_arguments_message(tool: &str, rejection: &Rejection, accepted: &[
     let accepted = crate::validate::py_list(accepted);
     format!(
         "tool '{tool}' call rejected: {}. Accepted arguments: {accepted}. Re-read the input schema \
-         (attached as 'schema') and call '{tool}' again with corrected arguments.",
+         and call '{tool}' again with corrected arguments.",
         rejection.summary(MAX_SPELLED_OUT)
     )
 }
@@ -113,7 +113,7 @@ mod tests {
         assert_eq!(
             invalid_arguments_message("check_stock", &r, &["sku".into(), "warehouse".into()]),
             "tool 'check_stock' call rejected: missing required argument(s) ['sku']. Accepted arguments: \
-             ['sku', 'warehouse']. Re-read the input schema (attached as 'schema') and call 'check_stock' \
+             ['sku', 'warehouse']. Re-read the input schema and call 'check_stock' \
              again with corrected arguments."
         );
         assert_eq!(

@@ -59,6 +59,13 @@ impl std::error::Error for DocstringError {}
 
 /// Parse a raw `__doc__` string. See the module documentation for the rules.
 pub fn parse(doc: &str) -> Result<ParsedDocstring, DocstringError> {
+    parse_with(doc, true)
+}
+
+/// [`parse`], with the marker check of the summary switched off when `summary_visible` is false:
+/// a tool given an explicit `description=` shows the model its parameter texts, not the
+/// docstring's summary (SPEC §11).
+pub fn parse_with(doc: &str, summary_visible: bool) -> Result<ParsedDocstring, DocstringError> {
     let text = normalize(doc);
     let mut lines: Vec<&str> = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
     lines.extend(text.split('\n'));
@@ -82,8 +89,9 @@ pub fn parse(doc: &str) -> Result<ParsedDocstring, DocstringError> {
     }
 
     // Refuse markers, reporting the first offending line in document order.
+    let scan_from = if summary_visible { 0 } else { summary_end };
     let scan_to = p.head_hit.as_ref().map_or(n, |h| h.0 + 1);
-    for line in &lines[..scan_to] {
+    for line in lines.get(scan_from..scan_to).unwrap_or_default() {
         if let Some(marker) = marker_word(line) {
             return Err(DocstringError::Marker { marker: marker.to_owned(), line: line.trim().to_owned() });
         }

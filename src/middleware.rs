@@ -4,7 +4,6 @@
 //! messages of the refusals. No Python types: the binding (`crate::py::middleware`) converts.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -58,20 +57,23 @@ fn write_string(s: &str, out: &mut String) {
 
 /// Lowercase hex of the SHA-256 of `text`.
 pub fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        let _ = write!(hex, "{byte:02x}");
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 0xf) as usize] as char);
     }
-    hex
+    out
 }
 
 /// The audit record's `args_hash`: the first 16 hex characters of the SHA-256 of the canonical
 /// JSON arguments (SPEC §11).
 pub fn args_hash(canonical: &str) -> String {
-    let mut hex = sha256_hex(canonical);
-    hex.truncate(16);
-    hex
+    hex(&Sha256::digest(canonical.as_bytes())[..8])
 }
 
 /// What identifies "the same call": the scope (run id), the tool name and the canonical arguments.

@@ -74,14 +74,15 @@ pub fn define(
     params: Vec<ParamSpec>,
     allow_extra: bool,
 ) -> Result<Definition, DefinitionError> {
+    let explicit = explicit.filter(|text| !text.trim().is_empty());
     let parsed = match doc {
-        Some(d) if !d.trim().is_empty() => docstring::parse(d)
+        Some(d) if !d.trim().is_empty() => docstring::parse_with(d, explicit.is_none())
             .map_err(|error| DefinitionError::Docstring { tool: tool.to_owned(), error })?,
         _ => docstring::ParsedDocstring { description: String::new(), params: Vec::new(), returns: None },
     };
     let description = match explicit {
-        Some(text) if !text.trim().is_empty() => text.trim().to_owned(),
-        _ => parsed.description.clone(),
+        Some(text) => text.trim().to_owned(),
+        None => parsed.description.clone(),
     };
     let chars = description.chars().count();
     if chars < MIN_DESCRIPTION_CHARS {
@@ -198,6 +199,10 @@ mod tests {
         let def = define("f", Some("  TODO: this text is long enough to pass the floor  "), Some("x"), vec![], false)
             .unwrap();
         assert_eq!(def.description, "TODO: this text is long enough to pass the floor");
+        // ... and the docstring's summary, which it replaces, is not checked for markers.
+        let def = define("f", Some("Explicit text that is long enough to pass."), Some("Short.\n\nTODO: later"), vec![], false)
+            .unwrap();
+        assert_eq!(def.description, "Explicit text that is long enough to pass.");
         let err = define("f", None, Some("Does a thing that is long enough to pass.\n\nTODO: later"), vec![], false)
             .unwrap_err();
         assert!(matches!(err, DefinitionError::Docstring { .. }));

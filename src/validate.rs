@@ -9,9 +9,13 @@
 use std::fmt::Write as _;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
-use jsonschema::paths::LocationSegment;
 use jsonschema::{ValidationError, Validator};
 use serde_json::{Map, Value};
+
+/// The deepest nesting of arrays and objects a call's arguments may have, the outer object
+/// included: what `serde_json` accepts in JSON text, applied to Python values too so that
+/// neither form can overflow the stack.
+pub const MAX_NESTING: usize = 127;
 
 /// A schema compiled once, validated many times.
 pub struct SchemaValidator {
@@ -50,7 +54,7 @@ impl SchemaValidator {
             .iter()
             .flat_map(|e| specific(e))
             .map(|e| {
-                let segs = segments(e);
+                let segs = segments(e, instance);
                 let path = if segs.is_empty() { "<root>".to_owned() } else { display_path(&segs) };
                 (path, reason(&self.schema, e))
             })
@@ -205,7 +209,7 @@ impl ArgumentValidator {
         let mut invalid: Vec<(usize, String, String)> = Vec::new();
         let errors: Vec<ValidationError<'_>> = self.inner.validator.iter_errors(args).collect();
         for err in errors.iter().flat_map(|e| specific(e)) {
-            let segs = segments(err);
+            let segs = segments(err, args);
             match err.kind() {
                 ValidationErrorKind::AdditionalProperties { unexpected } if segs.is_empty() => {
                     p.unexpected.extend(unexpected.iter().cloned());
@@ -274,14 +278,28 @@ enum Seg {
     Index(usize),
 }
 
-fn segments(err: &ValidationError<'_>) -> Vec<Seg> {
-    err.instance_path()
-        .iter()
-        .map(|s| match s {
-            LocationSegment::Property(p) => Seg::Key(p.into_owned()),
-            LocationSegment::Index(i) => Seg::Index(i),
-        })
-        .collect()
+/// The steps of an error's instance path, read from its JSON Pointer against the instance
+/// itself: a token is an index only where the instance holds an array there, so an object key
+/// `"0"` stays a key and an empty key `""` is kept (the pointer iterator of `jsonschema` turns
+/// the first into an index and drops the second).
+fn segments(err: &ValidationError<'_>, root: &Value) -> Vec<Seg> {
+    let pointer = err.instance_path().as_str();
+    let mut here = Some(root);
+    let mut out = Vec::new();
+    for token in pointer.split('/').skip(1) {
+        let key = token.replace("~1", "/").replace("~0", "~");
+        match (here, key.parse::<usize>()) {
+            (Some(Value::Array(items)), Ok(i)) => {
+                here = items.get(i);
+                out.push(Seg::Index(i));
+            }
+            (node, _) => {
+                here = node.and_then(|n| n.get(&key));
+                out.push(Seg::Key(key));
+            }
+        }
+    }
+    out
 }
 
 /// `arg.sub[0]`: keys joined with dots, indexes in brackets; a key that is not a plain
@@ -311,6 +329,83 @@ fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Turn integral floats (`1.0`) into integers wherever the schema asks for an `integer`, so a
+/// body annotated `int` never receives a float. JSON Schema counts `1.0` as an integer (draft
+/// 2020-12, §6.1.1), and JSON text cannot say which one the model meant. Returns whether anything
+/// changed. Floats outside the 64-bit range are left as they are.
+pub fn integral_floats_to_ints(schema: &Value, value: &mut Value) -> bool {
+    if !contains_float(value) {
+        return false;
+    }
+    normalize_integers(schema, value)
+}
+
+fn contains_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(contains_float),
+        Value::Object(map) => map.values().any(contains_float),
+        _ => false,
+    }
+}
+
+fn admits_integer(schema: &Map<String, Value>) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(ts)) => {
+            ts.iter().any(|t| t == "integer") && !ts.iter().any(|t| t == "number")
+        }
+        _ => false,
+    }
+}
+
+fn normalize_integers(schema: &Value, value: &mut Value) -> bool {
+    let Value::Object(s) = schema else { return false };
+    match value {
+        Value::Number(n) if n.is_f64() && admits_integer(s) => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // Exactly representable integers only: |f| < 2^63.
+            if f.fract() == 0.0 && f.abs() < 9.223_372_036_854_775_807e18 {
+                *value = Value::from(f as i64);
+                return true;
+            }
+            false
+        }
+        Value::Array(items) => {
+            let prefix = s.get("prefixItems").and_then(Value::as_array);
+            let rest = s.get("items");
+            let mut changed = false;
+            for (i, item) in items.iter_mut().enumerate() {
+                if let Some(sub) = prefix.and_then(|p| p.get(i)).or(rest) {
+                    changed |= normalize_integers(sub, item);
+                }
+            }
+            changed || branches(s, value)
+        }
+        Value::Object(map) => {
+            let props = s.get("properties").and_then(Value::as_object);
+            let extra = s.get("additionalProperties");
+            let mut changed = false;
+            for (k, v) in map.iter_mut() {
+                if let Some(sub) = props.and_then(|p| p.get(k)).or(extra) {
+                    changed |= normalize_integers(sub, v);
+                }
+            }
+            changed || branches(s, value)
+        }
+        _ => branches(s, value),
+    }
+}
+
+/// The first `anyOf`/`oneOf` branch that changes the value decides.
+fn branches(s: &Map<String, Value>, value: &mut Value) -> bool {
+    ["anyOf", "oneOf"]
+        .iter()
+        .filter_map(|k| s.get(*k).and_then(Value::as_array))
+        .flatten()
+        .any(|branch| normalize_integers(branch, value))
 }
 
 /// The JSON type name of a value, as the model would say it.
@@ -666,6 +761,44 @@ mod tests {
     fn python_list_repr() {
         let names = vec!["a".to_owned(), "it's".to_owned(), "q\"'".to_owned(), "t\tb\\".to_owned()];
         assert_eq!(py_list(&names), r#"['a', "it's", 'q"\'', 't\tb\\']"#);
+    }
+
+    #[test]
+    fn paths_keep_empty_and_numeric_keys() {
+        let v = ArgumentValidator::new(
+            json!({"type": "object", "properties": {
+                "d": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "l": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "integer"}}}
+            }}),
+            vec![],
+        )
+        .unwrap();
+        let p = problems(&v, json!({"d": {"": "x", "0": "y", "a/b~c": "z"}, "l": [{"1": "w"}]}));
+        assert_eq!(
+            p.invalid,
+            vec![
+                ("d[\"\"]".to_owned(), "expected integer, got string \"x\"".to_owned()),
+                ("d[\"0\"]".to_owned(), "expected integer, got string \"y\"".to_owned()),
+                ("d[\"a/b~c\"]".to_owned(), "expected integer, got string \"z\"".to_owned()),
+                ("l[0][\"1\"]".to_owned(), "expected integer, got string \"w\"".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn integral_floats_become_integers_where_the_schema_says_integer() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": "number"},
+            "opt": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "pairs": {"type": "array", "items": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "number"}]}},
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}}
+        }});
+        let mut v = json!({"n": 1.0, "x": 2.0, "opt": 3.0, "pairs": [[4.0, 5.0]], "counts": {"a": 6.0}, "big": 1e30});
+        assert!(integral_floats_to_ints(&schema, &mut v));
+        assert_eq!(v.to_string(), r#"{"n":1,"x":2.0,"opt":3,"pairs":[[4,5.0]],"counts":{"a":6},"big":1e+30}"#);
+        let mut ints = json!({"n": 1});
+        assert!(!integral_floats_to_ints(&schema, &mut ints));
     }
 
     #[test]

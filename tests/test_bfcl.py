@@ -24,10 +24,22 @@ def definitions() -> Any:
     return bfcl_replay.definition_report()
 
 
-@pytest.fixture(scope="module", params=["json", "mapping"])
+@pytest.fixture(scope="module", params=["json", "mapping", "openai-strict"])
 def outcomes(request: pytest.FixtureRequest) -> list[bfcl_replay.Outcome]:
-    # Arguments as the JSON text a provider returns, and as an already-parsed mapping.
+    # Arguments as the JSON text a provider returns, as an already-parsed mapping, and as a model
+    # following the openai-strict rendering sends them (null for every argument left out).
     return bfcl_replay.replay_all(request.param)
+
+
+@pytest.fixture(scope="module")
+def renderings() -> dict[str, bfcl_replay.RenderingFidelity]:
+    return bfcl_replay.rendering_report()
+
+
+@pytest.fixture(scope="module")
+def ticket_tools() -> Any:
+    registry, _ = bfcl_replay.build_registry(bfcl_replay.api_class("TicketAPI")())
+    return registry
 
 
 def test_every_public_method_of_the_eight_classes_becomes_a_tool(definitions: Any) -> None:
@@ -126,6 +138,8 @@ def test_replay_covers_every_multi_turn_base_entry(outcomes: list[bfcl_replay.Ou
     assert len({o.entry_id for o in outcomes}) == 200
     assert len(outcomes) == 1142  # every ground-truth call; no final-state mismatch entries
     assert Counter(o.kind for o in outcomes) == {"identical": 1141, "rejected_hint": 1}
+    # The target: every call that respects its method's own hints gives the direct result.
+    assert bfcl_replay.replay_summary(outcomes) == {"calls": 1142, "respecting_hints": 1141, "identical": 1141}
     assert [o for o in outcomes if o.kind != "identical"] == [
         bfcl_replay.Outcome(
             "multi_turn_base_173",
@@ -251,3 +265,180 @@ def test_type_words_of_both_schema_dialects() -> None:
     assert bfcl_replay.schema_type({"type": "array", "items": {}}) == "array"
     assert bfcl_replay.schema_type({"anyOf": [{"type": "string"}, {"type": "null"}]}) == "string"
     assert bfcl_replay.schema_type({"anyOf": [{"type": "string"}, {"type": "integer"}]}) == "string|integer"
+
+
+# ----------------------------------------------------------------------------- rendering fidelity
+
+STRICT_DICT = (
+    "cannot be made strict (an object with arbitrary keys (dict[str, V]) cannot be closed: strict mode "
+    "requires every key to be listed); the tool is rendered with strict: false and its plain schema"
+)
+
+
+def test_rendering_fidelity_per_provider(renderings: dict[str, bfcl_replay.RenderingFidelity]) -> None:
+    # (tools without loss, tools, parameter descriptions starting with BFCL's "[Optional] ").
+    assert {p: (f.lossless, f.tools, f.optional_prefix) for p, f in renderings.items()} == {
+        "anthropic": (128, 128, 16),
+        "openai": (128, 128, 16),
+        "openai-strict": (127, 128, 16),
+        "openai-responses": (128, 128, 16),
+        "openai-responses-strict": (127, 128, 16),
+        "gemini": (0, 128, 16),
+        "mcp": (128, 128, 16),
+    }
+    assert {p: f.kinds() for p, f in renderings.items()} == {
+        "anthropic": {},
+        "openai": {},
+        "openai-strict": {"rendered with strict: false": 1},
+        "openai-responses": {},
+        "openai-responses-strict": {"rendered with strict: false": 1},
+        "gemini": {
+            "closed object shown open": 128,
+            "'type' dropped, description extended, value schema of an open object dropped": 1,
+        },
+        "mcp": {},
+    }
+
+
+def test_rendering_losses_are_listed_with_lint_messages(renderings: dict[str, bfcl_replay.RenderingFidelity]) -> None:
+    loss = bfcl_replay.RenderingLoss
+    root = [x for x in renderings["gemini"].losses if x.path == "<root>"]
+    # Gemini's Schema has no additionalProperties: every tool's closed argument object is shown
+    # open, and lint does not report it.
+    assert len(root) == 128
+    assert {(x.kind, x.detail, x.lint) for x in root} == {
+        ("closed object shown open", "additionalProperties: expected false, rendered (absent)", None)
+    }
+    assert sorted(x.tool for x in root) == sorted(
+        name for c in bfcl_replay.CLASS_NAMES for name, _ in bfcl_replay.public_methods(bfcl_replay.api_class(c)())
+    )
+    rest = [x for f in renderings.values() for x in f.losses if x not in root]
+    assert rest == [
+        loss("openai-strict", "edit_ticket", "properties.updates", "rendered with strict: false", "strict: false", STRICT_DICT),
+        loss(
+            "openai-responses-strict",
+            "edit_ticket",
+            "properties.updates",
+            "rendered with strict: false",
+            "strict: false",
+            STRICT_DICT,
+        ),
+        loss(
+            "gemini",
+            "edit_ticket",
+            "properties.updates",
+            "'type' dropped, description extended, value schema of an open object dropped",
+            'type: expected "object", rendered (absent); additionalProperties: expected {"anyOf": [{"type": '
+            '"string"}, {"type": "integer"}], "nullable": true}, rendered (absent); description: \'A JSON '
+            'object whose values match {"anyOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]}.\' appended',
+            "an object without listed properties (dict[str, V], dict) is shown without a type and described in "
+            "words (Gemini requires OBJECT schemas to list properties); keys and values are checked at call time",
+        ),
+    ]
+
+
+def test_lossless_parameters_apply_only_the_documented_rewrites() -> None:
+    ours = {
+        "type": "object",
+        "properties": {
+            "start": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "From.", "default": None},
+            "hidden": {"type": "boolean", "description": "Show all.", "default": False},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags."},
+        },
+        "required": ["tags"],
+        "additionalProperties": False,
+    }
+    assert bfcl_replay.lossless_parameters("anthropic", ours) == ours
+    assert bfcl_replay.lossless_parameters("openai-strict", ours) == {
+        "type": "object",
+        "properties": {
+            "start": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "From."},
+            "hidden": {"type": ["boolean", "null"], "description": "Show all.", "default": False},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags."},
+        },
+        "required": ["start", "hidden", "tags"],
+        "additionalProperties": False,
+    }
+    assert bfcl_replay.lossless_parameters("gemini", {**ours, "required": []}) == {
+        "type": "object",
+        "properties": {
+            "start": {"type": "string", "nullable": True, "description": "From.", "default": None},
+            "hidden": {"type": "boolean", "description": "Show all.", "default": False},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags."},
+        },
+        "additionalProperties": False,
+    }
+
+
+def test_schema_differences() -> None:
+    a = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string"}}, "required": ["x", "y"]}
+    assert bfcl_replay.schema_differences(a, {**a, "required": ["y", "x"]}) == []  # required is a set
+    b = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x", "y"], "additionalProperties": False}
+    assert bfcl_replay.schema_differences(a, b) == [
+        ("properties.x", "type", "integer", "number"),
+        ("properties.y", "<property>", {"type": "string"}, bfcl_replay.ABSENT),
+        ("<root>", "additionalProperties", bfcl_replay.ABSENT, False),
+    ]
+    # JSON equality: a default of 1 is not a default of 1.0 or true.
+    assert bfcl_replay.schema_differences({"default": 1}, {"default": True}) == [("<root>", "default", 1, True)]
+
+
+def test_a_changed_rendering_is_reported_as_a_loss(ticket_tools: Any) -> None:
+    # Control: the comparison is not vacuous. A rendering that drops a parameter's description,
+    # renames the tool or loses its strict flag is a loss that lint does not know about.
+    tool = ticket_tools.get("close_ticket")
+    rendering = bfcl_replay.render(tool, "anthropic")
+    assert bfcl_replay.tool_losses("anthropic", tool, rendering, {}) == []
+    del rendering["input_schema"]["properties"]["ticket_id"]["description"]
+    rendering["name"] = "close"
+    assert bfcl_replay.tool_losses("anthropic", tool, rendering, {}) == [
+        bfcl_replay.RenderingLoss("anthropic", "close_ticket", "<tool>", "name changed", "name: expected 'close_ticket', rendered 'close'", None),
+        bfcl_replay.RenderingLoss(
+            "anthropic",
+            "close_ticket",
+            "properties.ticket_id",
+            "'description' dropped",
+            'description: expected "ID of the ticket to be closed.", rendered (absent)',
+            None,
+        ),
+    ]
+    strict = bfcl_replay.render(tool, "openai-responses-strict")
+    assert bfcl_replay.tool_losses("openai-responses-strict", tool, strict, {}) == []
+    strict["strict"] = False
+    assert bfcl_replay.tool_losses("openai-responses-strict", tool, strict, {}) == [
+        bfcl_replay.RenderingLoss(
+            "openai-responses-strict", "close_ticket", "<root>", "rendered with strict: false", "strict: false", None
+        ),
+    ]
+
+
+def test_strict_arguments_send_null_for_what_a_call_leaves_out(ticket_tools: Any) -> None:
+    tickets = ticket_tools.get("get_user_tickets")
+    sent = bfcl_replay.strict_arguments(tickets, {})
+    assert sent == {"status": None}
+    assert bfcl_replay.from_strict_arguments(tickets, sent) == {"status": None}  # Optional: null is its value
+    # edit_ticket is rendered with strict: false (an open dict), so a model sends only what it means.
+    edit = ticket_tools.get("edit_ticket")
+    assert bfcl_replay.strict_arguments(edit, {"ticket_id": 1, "updates": {}}) == {"ticket_id": 1, "updates": {}}
+    fs, _ = bfcl_replay.build_registry(bfcl_replay.api_class("GorillaFileSystem")())
+    ls = fs.get("ls")
+    assert bfcl_replay.strict_arguments(ls, {}) == {"a": None}
+    assert bfcl_replay.from_strict_arguments(ls, {"a": None}) == {}  # not nullable: the default applies
+
+
+def test_strict_replay_sends_nulls_in_53_calls() -> None:
+    # The openai-strict replay differs from the JSON one: 53 of the 1142 ground-truth calls leave
+    # out an optional argument, which a strict-mode model sends as null.
+    registries = {}
+    for class_name in bfcl_replay.CLASS_NAMES:
+        instance = bfcl_replay.api_class(class_name)()
+        registries[class_name] = (bfcl_replay.build_registry(instance)[0], dict(bfcl_replay.public_methods(instance)))
+    with_nulls = total = 0
+    for entry, turns in bfcl_replay.load_entries():
+        methods = {n: m for c in entry["involved_classes"] for n, m in registries[c][1].items()}
+        tools = {n: registries[c][0] for c in entry["involved_classes"] for n in registries[c][1]}
+        for source in (s for turn in turns for s in turn):
+            name, kwargs = bfcl_replay.parse_call(source, methods)
+            total += 1
+            with_nulls += bfcl_replay.strict_arguments(tools[name].get(name), kwargs) != kwargs
+    assert (total, with_nulls) == (1142, 53)

@@ -126,8 +126,8 @@ def test_invalid_arguments_reports_everything_with_the_schema():
         "code": "invalid_arguments",
         "message": 'tool \'convert\' call rejected: unexpected argument(s) [\'extra\']; invalid argument(s): '
         'value: expected number, got string "21"; unit: must be one of ["celsius","fahrenheit"], got string '
-        '"kelvin". Accepted arguments: [\'value\', \'unit\', \'tags\', \'pair\']. Re-read the input schema (attached as '
-        "'schema') and call 'convert' again with corrected arguments.",
+        '"kelvin". Accepted arguments: [\'value\', \'unit\', \'tags\', \'pair\']. Re-read the input schema and call '
+        "'convert' again with corrected arguments.",
         "errors": [
             {"path": "extra", "reason": "unexpected argument: this tool does not take it"},
             {"path": "value", "reason": 'expected number, got string "21"'},

@@ -421,7 +421,7 @@ def slow(x: int) -> int:
     return x
 
 async def main():
-    env = await Invoker(ToolRegistry([slow]), middleware=[mw.timeout(default_s=0.05)]).invoke(
+    env = await Invoker(ToolRegistry([slow]), middleware=[mw.timeout(default_s=float(sys.argv[2]))]).invoke(
         {"id": "c", "name": "slow", "input": {"x": 1}})
     print(env.get("value", env.get("error", {}).get("code")), flush=True)
 
@@ -430,13 +430,16 @@ print("main done", flush=True)
 """
 
 
-@pytest.mark.parametrize("sleep_s,expected", [("0", "body done\n1\nmain done\n"), ("0.3", "timeout\nmain done\nbody done\n")])
-def test_interpreter_exit_waits_for_worker_threads(tmp_path, sleep_s, expected):
+@pytest.mark.parametrize(
+    "sleep_s,timeout_s,expected",
+    [("0", "30", "body done\n1\nmain done\n"), ("0.3", "0.05", "timeout\nmain done\nbody done\n")],
+)
+def test_interpreter_exit_waits_for_worker_threads(tmp_path, sleep_s, timeout_s, expected):
     import subprocess
     import sys
 
     script = tmp_path / "exit_race.py"
     script.write_text(EXIT_SCRIPT)
     for _ in range(3):  # the race with finalization used to abort the process most of the time
-        proc = subprocess.run([sys.executable, str(script), sleep_s], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sys.executable, str(script), sleep_s, timeout_s], capture_output=True, text=True, timeout=60)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, "")

@@ -575,6 +575,13 @@ def test_retry_policy_bounds_and_validation():
 
     assert policy.decide(ToolTimeoutError("t", 1.0), True, 1) == ("deadline", None)
     assert _core.RetryPolicy(3, 0.5, 30.0, (ValueError,)).decide(ToolArgumentError("t"), True, 1) == ("permanent", None)
+    from agentkit_tools import ToolShapeError
+
+    catch_all = _core.RetryPolicy(3, 0.5, 30.0, (Exception,))
+    assert catch_all.decide(ToolShapeError("t", "Point", {}), True, 1) == ("permanent", None)
+    assert catch_all.decide(ToolError("x", retriable=False), True, 1) == ("permanent", None)
+    assert catch_all.decide(ToolError("x", retriable=True), True, 1)[0] == "transient"
+    assert catch_all.decide(RuntimeError("x"), True, 1)[0] == "transient"
     with pytest.raises(ValueError, match="max_attempts must be at least 1"):
         mw.retry(max_attempts=0)
     with pytest.raises(ValueError, match="finite and >= 0"):

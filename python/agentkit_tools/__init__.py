@@ -7,6 +7,7 @@ A drop-in for ``agentkit.tools``: the same public names, signatures and exceptio
 from __future__ import annotations
 
 from ._core import __version__
+from .compose import as_tool
 from .dispatch import DEFAULT_TIMEOUT_S, dispatch, render_result
 from .errors import ToolArgumentError, ToolDefinitionError, ToolError, ToolShapeError, ToolTimeoutError
 from .frozen import FrozenDict, FrozenList, deep_freeze
@@ -47,6 +48,7 @@ __all__ = [
     "ToolSchema",
     "ToolShapeError",
     "ToolTimeoutError",
+    "as_tool",
     "deep_freeze",
     "dispatch",
     "lint",

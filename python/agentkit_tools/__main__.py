@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_schema
 
     cli_schema.add_parser(sub)
+    from . import cli_mcp
+
+    cli_mcp.add_parser(sub)
     p = sub.add_parser("call", help="dispatch one tool call and print its envelope")
     p.add_argument("target", help="MODULE:OBJ naming a tool, a function, a registry or a list of them")
     p.add_argument("arguments", help="the call's arguments as JSON text, e.g. '{\"sku\": \"SKU-1\"}'")

@@ -38,10 +38,15 @@ def _run_body(tool: Any, kwargs: Mapping[str, Any], ctx: Any, timeout_s: float) 
 
     async def run_async() -> Any:
         coro = run_validated(kwargs, ctx) if run_validated is not None else tool.run(kwargs, ctx)
-        try:
-            return await asyncio.wait_for(coro, timeout_s)
-        except asyncio.TimeoutError:
-            raise ToolTimeoutError(tool.name, timeout_s) from None
+        # Not ``wait_for``: a ``TimeoutError`` the body raises itself must stay the body's, not
+        # read as our deadline expiring.
+        task = asyncio.ensure_future(coro)
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task})
+            raise ToolTimeoutError(tool.name, timeout_s)
+        return task.result()
 
     return asyncio.run(run_async())
 
@@ -58,8 +63,12 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
     "arguments"}``. The result is ``{"ok": True, "value": ..., "elapsed_ms": float}`` or
     ``{"ok": False, "error": {"code", "message", ...}}`` with the codes of SPEC §7. The body runs
     in a worker thread under the tool's ``timeout_s`` (default 10 s): a sync body that overruns is
-    abandoned, not killed (its thread finishes on its own); an async body is cancelled.
-    Stateless: approval, repeat detection, idempotency and retry live in ``Invoker``.
+    abandoned, not killed (its thread finishes on its own); an async body is cancelled. A
+    ``TimeoutError`` raised by the body itself is the body's failure (``internal_error``), not
+    our deadline. Every exception of the body becomes an envelope, ``BaseException``s included,
+    except ``KeyboardInterrupt`` and ``SystemExit``: those are requests to stop the program and
+    propagate (as ``asyncio`` treats them). Stateless: approval, repeat detection, idempotency
+    and retry live in ``Invoker``.
     """
     try:
         ok, tool, kwargs, core = registry._core.prepare(call)
@@ -74,11 +83,23 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
         # An async body enforces its own deadline (and is cancelled); the extra second only
         # guards against a loop that never yields.
         value = future.result(timeout=timeout_s if not getattr(tool, "_is_async", False) else timeout_s + 1.0)
-    except concurrent.futures.TimeoutError:
-        return _core.error_envelope(tool.name, ToolTimeoutError(tool.name, timeout_s), core)  # type: ignore[no-any-return]
-    except Exception as exc:
-        return _core.error_envelope(tool.name, exc, core)  # type: ignore[no-any-return]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        if isinstance(exc, concurrent.futures.TimeoutError) and not future.done():
+            exc = ToolTimeoutError(tool.name, timeout_s)  # our deadline, not the body's error
+        return _error_envelope(tool.name, exc, core)
     return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+
+
+def _error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, Any]:
+    """The envelope of a failed call; an exception too broken to describe (its attributes
+    raise) still yields an ``internal_error`` envelope."""
+    try:
+        return _core.error_envelope(tool_name, exc, core)  # type: ignore[no-any-return]
+    except Exception:
+        broken = RuntimeError(f"{type(exc).__qualname__} (its details cannot be read)")
+        return _core.error_envelope(tool_name, broken, None)  # type: ignore[no-any-return]
 
 
 def render_result(result: Any, *, max_chars: int = 2000) -> str:
@@ -95,5 +116,20 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
             result = result.output
         elif hasattr(result, "outputs"):
             result = result.outputs
-    text = result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
+    if isinstance(result, str):
+        text = result
+    else:
+        try:
+            text = json.dumps(result, default=_text, ensure_ascii=False)
+        except (ValueError, RecursionError):  # a circular or too deeply nested value
+            text = _text(result)
     return _core.truncate(text, max_chars)  # type: ignore[no-any-return]
+
+
+def _text(value: Any) -> str:
+    """``str(value)``, or a placeholder naming its type when even that fails (a broken
+    ``__str__``, a value nested too deeply to print)."""
+    try:
+        return str(value)
+    except Exception:  # RecursionError included
+        return f"<{type(value).__qualname__} object that cannot be rendered as text>"

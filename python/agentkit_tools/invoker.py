@@ -14,6 +14,9 @@ Where a tool body runs:
 - a sync body of a tool declared non-blocking (``Invoker(..., inline={"name", ...})`` or a tool
   attribute ``non_blocking = True``) is called directly on the event loop: no thread hop at all,
   but it blocks the loop while it runs and its deadline cannot interrupt it.
+
+A sync body that outlives its deadline keeps its worker thread until it returns (Python cannot
+kill a thread); interpreter exit waits for such bodies, as it does for ``asyncio.to_thread``'s.
 """
 
 from __future__ import annotations
@@ -53,12 +56,13 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
 atexit.register(_core.drain_pool)
 
 
-def run_in_worker(fn: Any, *args: Any) -> asyncio.Future[Any]:
-    """``fn(*args)`` (exactly two arguments) on a worker thread of the core's pool; returns an
-    asyncio future of the running loop. Context variables are copied into the thread."""
+def run_in_worker(fn: Any, a: Any, b: Any) -> asyncio.Future[Any]:
+    """``fn(a, b)`` on a worker thread of the core's pool (a tool body: ``fn(args, ctx)``);
+    returns a future of the running loop with its result or exception. The caller's context
+    variables are copied into the thread."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    _core.submit_sync(contextvars.copy_context().run, fn, args[0], args[1], loop, _resolve, fut)
+    _core.submit_sync(contextvars.copy_context().run, fn, a, b, loop, _resolve, fut)
     return fut
 
 

@@ -153,17 +153,24 @@ _OTEL: Any = None
 
 
 def _otel() -> Any:
-    """``(tracer, Status, StatusCode)`` when opentelemetry-api is installed, else False."""
+    """``(tracer, Status, StatusCode)`` when opentelemetry-api is installed and a tracer provider
+    is configured, else False. Without a provider every span would be a no-op that still costs
+    more than the rest of the chain, so none is started."""
     global _OTEL
     if _OTEL is None:
         try:
             from opentelemetry import trace
-            from opentelemetry.trace import Status, StatusCode
+            from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Status, StatusCode
 
-            _OTEL = (trace.get_tracer("agentkit_tools"), Status, StatusCode)
+            _OTEL = (trace, (NoOpTracerProvider, ProxyTracerProvider), trace.get_tracer("agentkit_tools"), Status, StatusCode)
         except ImportError:
             _OTEL = False
-    return _OTEL
+    if not _OTEL:
+        return False
+    trace, no_ops, tracer, status, status_code = _OTEL
+    if isinstance(trace.get_tracer_provider(), no_ops):
+        return False
+    return tracer, status, status_code
 
 
 def _emit(trace: Any, name: str, attributes: dict[str, Any]) -> None:
@@ -438,7 +445,10 @@ def idempotency(store: Any = None) -> Middleware:
     returned). Any StorePort (async ``get(key)`` / ``set(key, value)`` of ``str``; Redis for many
     workers) shares results between processes: the value is stored as JSON under
     ``agentkit-tools:idem:<sha256>`` and returned as decoded JSON; a result that is not JSON is
-    not stored; a failing store is logged and the tool runs. Read-only tools pass through."""
+    not stored; a failing store is logged and the tool runs. The store is read before the call
+    and written after it, without a lock across processes: two workers that run the same call
+    at the same moment may both run it (within one Invoker, an identical call in flight is
+    waited for). Read-only tools pass through."""
     return _Idempotency(store)
 
 

@@ -8,12 +8,22 @@ dispatcher, feed the results back, stop at a text turn or after ``max_steps``.
 from __future__ import annotations
 
 import concurrent.futures
+import difflib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .dispatch import dispatch, render_result
 
-__all__ = ["ScriptedModel", "LoopResult", "StepRecord", "run_loop", "text", "tool_calls"]
+__all__ = [
+    "ScriptedModel",
+    "LoopResult",
+    "StepRecord",
+    "assert_tool_schema",
+    "run_loop",
+    "text",
+    "tool_calls",
+]
 
 
 def text(content: str) -> dict[str, Any]:
@@ -105,3 +115,36 @@ def run_loop(
             )
         messages.append({"role": "user", "content": results})
     return LoopResult("(step limit reached)", messages, steps, reached_limit=True)
+
+
+def _schema_json(schema: Any) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False, default=repr)
+
+
+def assert_tool_schema(tool: Any, expected: Mapping[str, Any], *, ordered: bool = False) -> None:
+    """Assert that ``tool``'s input schema (``tool.schema.parameters``; a ``ToolSchema`` works
+    too) equals ``expected``, a JSON Schema dict.
+
+    Compared as dicts (key order ignored) unless ``ordered=True``, which also compares key order
+    (``properties`` in signature order, SPEC §3). On a mismatch raises ``AssertionError`` whose
+    message is a unified diff of the two schemas as JSON text (indent 2, keys in their own order):
+    ``-`` lines are what was expected, ``+`` lines what the tool has. A tool without a schema
+    (one the model is not shown) fails too.
+    """
+    __tracebackhide__ = True
+    schema = getattr(tool, "schema", tool)
+    if schema is None or not hasattr(schema, "parameters"):
+        name = getattr(tool, "name", tool)
+        raise AssertionError(f"tool {name!r} has no input schema (schema=None: the model is not shown it)")
+    actual = schema.parameters
+    actual_text, expected_text = _schema_json(actual), _schema_json(expected)
+    same = actual_text == expected_text if ordered else actual == expected
+    if same:
+        return
+    diff = difflib.unified_diff(
+        expected_text.splitlines(), actual_text.splitlines(), fromfile="expected", tofile="actual", lineterm=""
+    )
+    raise AssertionError(
+        f"tool {getattr(schema, 'name', '?')!r}: input schema differs from expected "
+        f"(- expected, + actual):\n" + "\n".join(diff)
+    )

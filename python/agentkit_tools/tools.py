@@ -9,7 +9,7 @@ import inspect
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, overload
 
 from . import _core
 from .errors import ToolArgumentError, ToolDefinitionError, ToolShapeError
@@ -249,15 +249,21 @@ class FunctionTool:
         ``RunContext``/``Ctx``/``ToolContext``) receives the run context and is not advertised;
         ``**kwargs`` receives undeclared keys.
 
-        Raises ``ToolDefinitionError``: a name outside ``^[a-zA-Z0-9_-]{1,64}$``, ``*args``, a
+        Raises ``ToolDefinitionError``: a name outside ``^[a-zA-Z0-9_-]{1,64}$``, a generator
+        function (sync or async: a call returns one result), ``*args``, a
         description under 30 characters, a TODO/FIXME/XXX/HACK line in the docstring the model
         would read, a ``url_arg`` that is not a parameter.
         """
         info = introspect(func, name or None)
-        if not _NAME_RE.match(info.name):
+        if not _NAME_RE.fullmatch(info.name):
             raise ToolDefinitionError(
                 f"tool name {info.name!r} is not accepted by model providers: use 1-64 characters "
                 "from a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
+            )
+        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            raise ToolDefinitionError(
+                f"tool {info.name!r} is a generator function: a tool call returns one result, so "
+                "collect the items into a list and return it"
             )
         dropped = [info.context_param] if info.context_param else []
         core = _core.define_tool(
@@ -343,6 +349,44 @@ def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[An
         return func(*pos, **kwargs)
 
     return invoke
+
+
+@overload
+def tool(
+    func: Callable[..., Any],
+    *,
+    side_effecting: Any = ...,
+    idempotent: bool = ...,
+    name: str | None = ...,
+    description: str | None = ...,
+    requires_approval: bool = ...,
+    caps: tuple[str, ...] = ...,
+    url_arg: str | None = ...,
+    output_schema: Any = ...,
+    timeout_s: float | None = ...,
+    read_only: bool | None = ...,
+    max_result_chars: int | None = ...,
+    registry: Any = ...,
+) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    func: None = None,
+    *,
+    side_effecting: Any = ...,
+    idempotent: bool = ...,
+    name: str | None = ...,
+    description: str | None = ...,
+    requires_approval: bool = ...,
+    caps: tuple[str, ...] = ...,
+    url_arg: str | None = ...,
+    output_schema: Any = ...,
+    timeout_s: float | None = ...,
+    read_only: bool | None = ...,
+    max_result_chars: int | None = ...,
+    registry: Any = ...,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def tool(

@@ -104,7 +104,7 @@ fn write_canonical_py(obj: &Bound<'_, PyAny>, out: &mut String, depth: usize) ->
     } else if let Ok(b) = obj.cast::<PyBool>() {
         out.push_str(if b.is_true() { "true" } else { "false" });
     } else if let Ok(i) = obj.cast::<PyInt>() {
-        out.push_str(&i.str()?.to_str()?.to_owned());
+        out.push_str(i.str()?.to_str()?);
     } else if let Ok(f) = obj.cast::<PyFloat>() {
         let v = serde_json::Number::from_f64(f.value()).ok_or_else(|| PyValueError::new_err("not a finite number"))?;
         out.push_str(&v.to_string());

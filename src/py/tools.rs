@@ -40,7 +40,131 @@ fn errors(py: Python<'_>) -> PyResult<&Errors> {
 }
 
 pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    pythonize::depythonize(obj).map_err(|e| PyValueError::new_err(format!("not a JSON value: {e}")))
+    json_value(obj).map_err(|e| PyValueError::new_err(format!("not a JSON value: {e}")))
+}
+
+/// Convert a Python value into JSON the way `json.loads` would have produced it, refusing what
+/// JSON cannot carry instead of guessing: NaN and the infinities, integers beyond 64 bits, byte
+/// strings, non-string object keys, and nesting deeper than [`validate::MAX_NESTING`] (the
+/// limit `serde_json` applies to JSON text; deeper Python values would overflow the stack).
+/// Containers are what `pythonize` accepts: lists, tuples, sets, dicts, other sequences and
+/// mappings, dataclasses.
+fn json_value(obj: &Bound<'_, PyAny>) -> Result<Value, pythonize::PythonizeError> {
+    use serde::de::DeserializeSeed;
+    JsonSeed { depth: 0 }.deserialize(&mut pythonize::Depythonizer::from_object(obj))
+}
+
+/// A `serde_json::Value` built with the limits of [`json_value`]; `depth` counts the arrays and
+/// objects around the value being read.
+#[derive(Clone, Copy)]
+struct JsonSeed {
+    depth: usize,
+}
+
+impl JsonSeed {
+    fn enter<E: serde::de::Error>(self) -> Result<Self, E> {
+        let depth = self.depth + 1;
+        if depth > validate::MAX_NESTING {
+            return Err(E::custom(format!(
+                "arrays and objects are nested more than {} levels deep",
+                validate::MAX_NESTING
+            )));
+        }
+        Ok(Self { depth })
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for JsonSeed {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonSeed {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Value, E> {
+        i64::try_from(v).map(Value::from).map_err(|_| E::custom(format!("integer {v} does not fit in 64 bits")))
+    }
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Value, E> {
+        u64::try_from(v).map(Value::from).map_err(|_| E::custom(format!("integer {v} does not fit in 64 bits")))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom(format!("{v} is not a JSON number; send a finite number")))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_bytes<E: serde::de::Error>(self, _: &[u8]) -> Result<Value, E> {
+        Err(E::custom("bytes are not a JSON value (send text, e.g. base64)"))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.enter()?;
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(item) = seq.next_element_seed(inner)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let inner = self.enter()?;
+        let mut obj = serde_json::Map::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let value = map.next_value_seed(inner)?;
+            obj.insert(key, value);
+        }
+        Ok(Value::Object(obj))
+    }
+}
+
+/// An object key: a string, nothing else (as in JSON).
+struct KeySeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed {
+    type Value = String;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeySeed {
+    type Value = String;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string object key (JSON object keys are strings)")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_owned())
+    }
+    fn visit_string<E>(self, v: String) -> Result<String, E> {
+        Ok(v)
+    }
 }
 
 pub(crate) fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
@@ -68,9 +192,9 @@ impl SchemaValidator {
 
     /// Every problem as `(path, reason)` pairs; `[]` when valid.
     fn problems(&self, instance: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
-        match to_value(instance) {
+        match json_value(instance) {
             Ok(v) => Ok(self.inner.problems(&v)),
-            Err(e) => Ok(vec![("<root>".to_owned(), e.to_string())]),
+            Err(e) => Ok(vec![("<root>".to_owned(), format!("not a JSON value: {e}"))]),
         }
     }
 }
@@ -106,7 +230,9 @@ impl CoreTool {
         Ok(Self { name, description, documented, validator, parameters: py_params })
     }
 
-    /// Parse (JSON text) or convert (a mapping) the arguments and check them.
+    /// Parse (JSON text) or convert (a mapping) the arguments and check them. The flag says the
+    /// value differs from the caller's mapping (an injected key dropped, a float made an integer),
+    /// so the body's dict must be built from the value.
     fn check(&self, args: &Bound<'_, PyAny>) -> Result<(Value, bool), Rejection> {
         let mut value = if let Ok(text) = args.cast::<PyString>() {
             let text = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
@@ -118,11 +244,12 @@ impl CoreTool {
         } else if args.is_none() {
             Value::Object(serde_json::Map::new())
         } else {
-            pythonize::depythonize(args).map_err(|e| Rejection::NotJson(e.to_string()))?
+            json_value(args).map_err(|e| Rejection::NotJson(e.to_string()))?
         };
         let dropped = self.validator.drop_injected(&mut value);
         self.validator.check(&value)?;
-        Ok((value, dropped))
+        let retyped = validate::integral_floats_to_ints(self.validator.schema(), &mut value);
+        Ok((value, dropped || retyped))
     }
 
     /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
@@ -290,7 +417,8 @@ fn define_tool(
             name: pname,
             schema: to_value(&fragment)?,
             required,
-            default: if has_default { Some(to_value(&default)?) } else { None },
+            // A default JSON cannot carry (NaN, an integer beyond 64 bits) is not advertised.
+            default: if has_default { to_value(&default).ok() } else { None },
             description: pdesc,
         });
     }
@@ -466,7 +594,16 @@ fn call_parts<'py>(call: &Bound<'py, PyAny>) -> PyResult<(Option<String>, Option
         Some(f) if f.is_instance_of::<PyDict>() => f.cast::<PyDict>()?.clone(),
         _ => d.clone(),
     };
-    let name = holder.get_item("name")?.and_then(|n| n.extract::<String>().ok());
+    let name = match holder.get_item("name")? {
+        Some(n) if n.is_none() => None,
+        Some(n) => Some(n.extract::<String>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "the tool call's name must be a string, got {}",
+                n.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
+            ))
+        })?),
+        None => None,
+    };
     let mut args = holder.get_item("input")?;
     if args.is_none() {
         args = holder.get_item("arguments")?;
@@ -498,8 +635,14 @@ fn error_envelope<'py>(
         return failure(py, error_dict(py, "timeout", &dispatch::timeout_message(tool_name, limit))?);
     }
     if exc.is_instance(errs.tool_error.bind(py))? {
-        let code: String = exc.getattr("code")?.extract()?;
-        let message: String = exc.str()?.extract()?;
+        // A tool's own exception: read it defensively (a code that is not a str, a broken
+        // `__str__`) so that describing the failure can never fail.
+        let code: String = exc
+            .getattr("code")
+            .and_then(|c| c.str())
+            .and_then(|c| c.extract())
+            .unwrap_or_else(|_| "tool_error".to_owned());
+        let message: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
         let error = PyDict::new(py);
         // Details first, so they can never overwrite code/message/retriable.
         if let Ok(details) = exc.getattr("details") {
@@ -509,15 +652,16 @@ fn error_envelope<'py>(
         }
         error.set_item("code", code)?;
         error.set_item("message", message)?;
-        error.set_item("retriable", exc.getattr("retriable")?.is_truthy()?)?;
+        error.set_item("retriable", exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false))?;
         return failure(py, error);
     }
     if exc.is_instance(errs.shape.bind(py))? {
-        let expected: String = exc.getattr("expected")?.str()?.extract()?;
+        let expected: String =
+            exc.getattr("expected").and_then(|e| e.str()).and_then(|e| e.extract()).unwrap_or_default();
         let problems = match exc.getattr("errors") {
             Ok(e) if !e.is_none() => match e.extract::<Vec<(String, String)>>() {
                 Ok(list) => list.iter().map(|(p, r)| format!("{p}: {r}")).collect::<Vec<_>>().join("; "),
-                Err(_) => e.str()?.extract()?,
+                Err(_) => e.str().and_then(|s| s.extract()).unwrap_or_default(),
             },
             _ => String::new(),
         };

@@ -1,0 +1,480 @@
+"""Type stubs of ``agentkit_tools._core``, the Rust core (``src/``, bound in ``src/py/``).
+
+The core holds every per-call rule and every piece of shared state (SPEC preamble; DESIGN.md):
+the docstring parser, JSON Schema assembly and compiled validation, registry order and lookup,
+the envelopes of the failure ladder, result truncation, provider renderings, the middleware
+state (repeat counts, idempotency cache, circuit breakers, retry decisions, egress), the worker
+pool of sync tool bodies, and the memory tree with its compare-and-set loop.
+
+This module is internal: its names may change between releases. The public API is
+``agentkit_tools``; these stubs exist so that the public modules type-check and so that readers
+know the shapes crossing the boundary. "JSON value" below means what ``json.loads`` can return
+(dict with str keys, list, str, int, float, bool, None; tuples and other sequences/mappings are
+accepted on input). Envelopes are plain dicts: ``{"ok": True, "value", "elapsed_ms"}`` or
+``{"ok": False, "error": {"code", "message", ...}}`` (SPEC §7, §11).
+"""
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, final
+
+from typing_extensions import Self
+
+__all__ = [
+    "CoreRegistry",
+    "CoreTool",
+    "DeadlineQueue",
+    "EgressPolicy",
+    "MAX_SPELLED_OUT",
+    "MIN_DESCRIPTION_CHARS",
+    "MemoryStoreEngine",
+    "MemoryTree",
+    "MiddlewareState",
+    "PROVIDERS",
+    "RetryPolicy",
+    "SchemaValidator",
+    "__version__",
+    "approval_envelope",
+    "canonical_args",
+    "define_tool",
+    "drain_pool",
+    "error_envelope",
+    "idempotency_store_key",
+    "memory_parse_call",
+    "ok_envelope",
+    "parse_docstring",
+    "pool_size",
+    "render_tool",
+    "strip_strict_nulls",
+    "submit_sync",
+    "truncate",
+    "url_host",
+]
+
+__version__: str
+"""The version of the crate (``Cargo.toml``), e.g. ``"0.1.0"``."""
+
+MIN_DESCRIPTION_CHARS: int
+"""The floor of a tool description in characters after stripping: 30 (SPEC §2)."""
+
+MAX_SPELLED_OUT: int
+"""How many argument problems an ``invalid_arguments`` message spells out: 5 (SPEC §7, §11)."""
+
+PROVIDERS: list[str]
+"""The provider names ``render_tool`` accepts: ``anthropic``, ``openai``, ``openai-strict``,
+``openai-responses``, ``openai-responses-strict``, ``gemini``, ``mcp`` (SPEC §9)."""
+
+# ---------------------------------------------------------------------- docstrings (SPEC §2)
+
+def parse_docstring(doc: str) -> tuple[str, list[tuple[str, str]], str | None]:
+    """Parse a raw ``__doc__`` (Google, NumPy or Sphinx style, detected per docstring) into
+    ``(description, [(parameter name, text), ...], returns text or None)`` (SPEC §2).
+
+    The description is the text before the first section, dedented, CR/CRLF normalised; a line
+    that is exactly ``---`` ends what the model sees. Raises ``ValueError`` when a line the model
+    would read starts with TODO, FIXME, XXX or HACK.
+    """
+
+# ---------------------------------------------------------------------- tools (SPEC §1-5)
+
+@final
+class SchemaValidator:
+    """A compiled JSON Schema (draft 2020-12, formats asserted): compile once, validate many.
+    Used for ``output_schema`` checks (SPEC §5)."""
+
+    def __new__(cls, schema: Any) -> Self:
+        """Compile ``schema`` (a JSON value: a schema dict or a boolean schema). Raises
+        ``ValueError`` when it is not JSON or not a valid schema."""
+
+    def is_valid(self, instance: object) -> bool:
+        """True when ``instance`` (a JSON value) is valid; a non-JSON value is invalid."""
+
+    def problems(self, instance: object) -> list[tuple[str, str]]:
+        """Every problem as ``(path, reason)`` pairs (path like ``"items[0].id"``; ``"<root>"``
+        for a value that is not JSON at all); ``[]`` when valid. Never raises."""
+
+@final
+class CoreTool:
+    """The per-tool state of the core: the compiled input schema, the description after the
+    rules of SPEC §2, and the documented names (for ``lint``). Built by ``define_tool`` or
+    ``CoreTool.from_schema``; not constructible directly."""
+
+    @staticmethod
+    def from_schema(
+        name: str, parameters: Any, dropped: Sequence[str] = ..., description: str = ...
+    ) -> CoreTool:
+        """Compile the input schema of a tool that already has one (a hand-built tool,
+        SPEC §1). ``parameters`` is a JSON Schema object; ``dropped`` names keys removed from a
+        call before validation (the injected ``ctx``/``context``, SPEC §4). Raises
+        ``ToolDefinitionError`` when the schema does not compile, ``ValueError`` when it is not
+        JSON."""
+
+    @property
+    def name(self) -> str:
+        """The tool name."""
+
+    @property
+    def description(self) -> str:
+        """The description the model reads (explicit, or from the docstring; SPEC §2)."""
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The input schema (a JSON Schema object, SPEC §3), built once; do not mutate."""
+
+    @property
+    def documented(self) -> list[str]:
+        """Names the docstring documents (for ``lint``'s ``documented_not_parameter``)."""
+
+    @property
+    def accepted(self) -> list[str]:
+        """Every argument name the schema declares, in signature order (SPEC §4)."""
+
+    def validate(self, args: Mapping[str, Any] | str | None) -> dict[str, Any]:
+        """Check a call's arguments (a mapping, raw JSON text, or None/empty text for ``{}``)
+        strictly (no coercion; SPEC §4) and return them as a fresh dict. Raises
+        ``ToolArgumentError`` with every problem at once (``unexpected``, ``missing``,
+        ``invalid``)."""
+
+    def argument_error_envelope(self, exc: BaseException) -> dict[str, Any]:
+        """The ``invalid_arguments`` envelope (``errors``, ``schema``; SPEC §11) for a
+        ``ToolArgumentError`` raised outside validation (by a converter)."""
+
+def define_tool(
+    name: str,
+    description: str | None,
+    doc: str | None,
+    params: Sequence[tuple[str, Any, bool, Any, str | None, bool]],
+    allow_extra: bool,
+    dropped: Sequence[str],
+    defs: Mapping[str, Any] | None = None,
+) -> CoreTool:
+    """Define a tool from what Python introspection read (SPEC §1-3): parse ``doc``, apply the
+    description rules (an explicit ``description`` is used stripped; else the docstring's text),
+    assemble and compile the input schema.
+
+    ``params``: per advertised parameter, in signature order, ``(name, schema fragment,
+    required, JSON default, Annotated description or None, has a JSON default)``.
+    ``allow_extra``: the function takes ``**kwargs`` (``additionalProperties`` not false).
+    ``dropped``: injected parameter names removed from calls. ``defs``: ``$defs`` of recursive
+    types, placed at the schema root. Raises ``ToolDefinitionError``: a description under
+    ``MIN_DESCRIPTION_CHARS`` characters (message ``tool '<name>' needs a docstring/description
+    of at least 30 characters ...; got N chars: '<text>'``), a TODO/FIXME/XXX/HACK line in the
+    model-visible docstring, a schema that does not compile.
+    """
+
+@final
+class CoreRegistry:
+    """The registry's shared state (SPEC §6): tools by name in byte order, insertion order, and
+    lookup plus validation of a call in one step."""
+
+    def __new__(cls) -> Self: ...
+    def add(self, name: str, tool: Any, core: CoreTool, replace: bool = False) -> None:
+        """Add ``tool`` with its compiled ``core``. Raises ``ValueError("ToolRegistry: tool
+        '<name>' already registered. Pass replace=True to swap deliberately.")`` on a name
+        collision unless ``replace``."""
+
+    def remove(self, name: str) -> None:
+        """Remove a tool. Raises ``KeyError("no tool '<name>'")`` when absent."""
+
+    def get(self, name: str) -> Any:
+        """The tool called ``name``. Raises ``KeyError("no tool '<name>'")``."""
+
+    def core(self, name: str) -> CoreTool:
+        """The compiled core of tool ``name``. Raises ``KeyError("no tool '<name>'")``."""
+
+    def names(self) -> list[str]:
+        """Tool names, sorted by byte order (stable across runs; SPEC §6)."""
+
+    def sorted_tools(self) -> list[Any]:
+        """Tools sorted by name."""
+
+    def tools(self) -> list[Any]:
+        """Tools in insertion order."""
+
+    def prepare(self, call: Mapping[str, Any]) -> tuple[bool, Any, dict[str, Any] | None, CoreTool | None]:
+        """Look a call up and validate its arguments in one step (SPEC §7).
+
+        ``call``: ``{"id", "name", "input"}`` (Anthropic), ``{"id", "function": {"name",
+        "arguments"}}`` (OpenAI Chat) or ``{"call_id", "name", "arguments"}`` (OpenAI
+        Responses); arguments a mapping or JSON text. Returns ``(True, tool, kwargs, core)``
+        for a valid call, else ``(False, envelope, None, None)`` with the ``invalid_call``,
+        ``unknown_tool`` or ``invalid_arguments`` envelope. Raises ``TypeError`` when ``call``
+        is not a dict."""
+
+    def unknown_tool(self, name: str) -> dict[str, Any]:
+        """The ``unknown_tool`` envelope for ``name``: the message lists the available names;
+        ``available`` and, for a likely typo, ``did_you_mean`` (SPEC §11)."""
+
+    def __len__(self) -> int: ...
+    def __contains__(self, key: str, /) -> bool: ...
+
+def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = None) -> dict[str, Any]:
+    """The failure envelope for an exception raised by a tool or by a deadline (SPEC §7, §11):
+    ``ToolArgumentError`` → ``invalid_arguments`` (needs ``core``), ``ToolTimeoutError`` →
+    ``timeout``, ``ToolError`` → its own ``code`` with ``retriable`` and its details merged,
+    ``ToolShapeError`` → ``output_mismatch``, anything else → ``internal_error`` ("a bug in the
+    tool, not in your arguments; do not retry")."""
+
+def ok_envelope(value: object, elapsed_ms: float) -> dict[str, Any]:
+    """``{"ok": True, "value": value, "elapsed_ms": elapsed_ms}``; ``elapsed_ms`` in
+    milliseconds, rounded to 3 decimals (SPEC §7)."""
+
+def truncate(text: str, max_chars: int = ...) -> str:
+    """``text`` cut to at most ``max_chars`` characters (default 2000) (Unicode scalar values, never inside a
+    character), the notice included: ``...[truncated N chars]. Narrow your arguments (add
+    filters or a smaller limit) and call again.`` (SPEC §8, §11). Text within the limit is
+    returned unchanged. Raises ``OverflowError`` for a negative ``max_chars``."""
+
+# ---------------------------------------------------------------------- providers (SPEC §9)
+
+def render_tool(
+    provider: str,
+    name: str,
+    description: str,
+    parameters: Any,
+    output_schema: Any = None,
+    flags: tuple[bool, bool] | None = None,
+) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """Render one tool for ``provider`` (a name of ``PROVIDERS``; ``openai-chat`` and
+    ``openai-chat-strict`` are accepted aliases). ``parameters``/``output_schema`` are JSON
+    Schema objects; ``flags`` is ``(side_effecting, idempotent)`` when known (it sets the MCP
+    ``readOnlyHint``/``destructiveHint``/``idempotentHint`` annotations).
+
+    Returns ``(rendering, findings)``: the provider's tools-list entry, and ``(provider, schema
+    path, message)`` for each part the provider cannot express and was weakened (the validator
+    still enforces it; ``lint`` reports it). Byte-stable. Raises ``ValueError`` for an unknown
+    provider or a schema that is not JSON.
+    """
+
+def strip_strict_nulls(parameters: Any, args: Any) -> Any:
+    """``args`` (a JSON object of a strict-mode OpenAI call) without the ``null`` values strict
+    mode sends for absent optional properties, where ``parameters`` (the tool's input schema)
+    neither requires the property nor admits ``null`` (SPEC §9). Raises ``ValueError`` when
+    either is not JSON."""
+
+# ---------------------------------------------------------------------- middleware (SPEC §7, §11)
+
+def canonical_args(args: object) -> tuple[str, str]:
+    """``(canonical JSON text, args_hash)`` of a call's arguments (a mapping, JSON text or
+    None). Canonical: keys sorted by code point, no whitespace, non-ASCII kept. ``args_hash``:
+    the first 16 hex characters of the SHA-256 of that text (the audit record's, SPEC §11).
+    JSON text that does not parse is hashed as given; a non-JSON mapping by its ``repr``."""
+
+def idempotency_store_key(scope: str, name: str, canonical: str) -> str:
+    """The key of a cached side-effecting result in a shared store: ``agentkit-tools:idem:``
+    + the SHA-256 hex of scope, tool name and canonical arguments (SPEC §7 idempotency)."""
+
+def approval_envelope(tool: str, canonical: str) -> dict[str, Any]:
+    """The ``approval_required`` envelope (``tool``); its message names the tool and its
+    canonical arguments and tells the model to ask the user (SPEC §7, §11)."""
+
+def url_host(url: str) -> str | None:
+    """The host of an absolute URL as the egress check reads it (lowercase, no port, userinfo
+    dropped, ``\\`` ends the authority as in WHATWG parsers), or None when there is no host to
+    check (no ``scheme://``, empty host, or a host a URL parser would rewrite)."""
+
+@final
+class MiddlewareState:
+    """The state the Invoker's middleware share across calls (one per Invoker; SPEC §11):
+    repeat counts and the idempotency cache per ``(scope, tool name, canonical arguments)``,
+    and a circuit breaker per tool. Used from the event loop's thread only."""
+
+    def __new__(cls) -> Self: ...
+    def repeat_check(self, scope: str, name: str, canonical: str, limit: int) -> dict[str, Any] | None:
+        """Count the call; the ``repeated_call`` envelope (``tool``, ``count``) when it is the
+        ``limit``-th or a later identical call of ``scope``, else None (SPEC §7 repeat
+        detection). Raises ``OverflowError`` for a negative ``limit``."""
+
+    def idem_claim(self, scope: str, name: str, canonical: str, waiter: Any) -> tuple[int, Any]:
+        """Look a side-effecting call up: ``(0, None)`` claimed (run it, then
+        ``idem_complete`` or ``idem_release``), ``(1, value)`` a cached success, ``(2,
+        waiter)`` an identical call in flight (await that waiter, then claim again)."""
+
+    def idem_complete(self, scope: str, name: str, canonical: str, value: Any) -> Any:
+        """Cache the successful ``value`` of a claimed call; returns the claim's waiter (to
+        wake) or None."""
+
+    def idem_release(self, scope: str, name: str, canonical: str) -> Any:
+        """Drop a claim (the call failed: failures are never cached); returns the waiter or
+        None."""
+
+    def breaker_admit(self, name: str, threshold: int, cooldown_s: float) -> dict[str, Any] | None:
+        """The ``circuit_open`` envelope (``tool``, ``retriable: False``) when the tool's
+        breaker refuses a call now, else None. ``threshold``: consecutive failures that open
+        it; ``cooldown_s``: seconds before a trial call."""
+
+    def breaker_record(self, name: str, kind: str) -> bool:
+        """Record the end of an attempt (``kind``: ``"ok"``, ``"transient"``, ``"deadline"``,
+        ``"permanent"``, as ``RetryPolicy.decide`` classifies; other values count as
+        neutral). Returns whether the circuit is now open."""
+
+    def forget(self, scope: str) -> None:
+        """Drop the repeat counts and cached results of a finished conversation."""
+
+    def sizes(self) -> tuple[int, int, int]:
+        """``(repeat keys, idempotency keys, breakers)``: sizes for tests and monitoring."""
+
+@final
+class RetryPolicy:
+    """Retry settings and the classification of failures by exception type, never by message
+    text (SPEC §7 retry, §11)."""
+
+    def __new__(
+        cls,
+        max_attempts: int = 3,
+        base_s: float = 0.5,
+        cap_s: float = 30.0,
+        transient: tuple[type[BaseException], ...] | None = None,
+    ) -> Self:
+        """``max_attempts`` ≥ 1 (the first call included); ``base_s`` and ``cap_s``: finite
+        seconds ≥ 0; ``transient``: extra exception classes to retry. Raises ``ValueError`` on
+        out-of-range values."""
+
+    @property
+    def max_attempts(self) -> int: ...
+    def decide(
+        self, exc: BaseException, retry_safe: bool, attempt: int
+    ) -> tuple[Literal["transient", "deadline", "permanent"], float | None]:
+        """After failed attempt ``attempt`` (1-based) with ``exc``: ``(kind, delay_s)``.
+        ``kind``: ``"deadline"`` for ``ToolTimeoutError`` (never retried); ``"transient"`` for
+        ``ToolError(retriable=True)``, ``ConnectionError``, a ``TimeoutError`` of the body and
+        the ``transient`` classes; ``"permanent"`` otherwise (argument and shape errors
+        included). ``delay_s`` is the full-jitter wait in seconds before the next attempt, or
+        None when the call is not retried (not transient, ``retry_safe`` false, or attempts
+        exhausted)."""
+
+    def delay_s(self, attempt: int) -> float:
+        """A full-jitter delay in seconds, uniform in ``[0, min(cap_s, base_s *
+        2**(attempt-1)))``."""
+
+    def ceiling_s(self, attempt: int) -> float:
+        """The upper bound of ``delay_s(attempt)``, in seconds."""
+
+@final
+class EgressPolicy:
+    """A host allow-list for the URL argument of tools with ``url_arg`` (SPEC §7 egress)."""
+
+    def __new__(cls, allow: Sequence[str]) -> Self:
+        """``allow``: hosts (``"api.example.com"``) or subdomain wildcards
+        (``"*.example.com"``), case-insensitive, ports ignored; empty denies every URL."""
+
+    @property
+    def allowed(self) -> list[str]:
+        """The normalised allow-list entries."""
+
+    def check(self, tool: str, url_arg: str, url: object) -> dict[str, Any] | None:
+        """None when ``url`` (``str(url)`` for a non-string) may be fetched, else the
+        ``egress_denied`` envelope (``tool``, ``host`` when the URL has one, ``allowed``)."""
+
+@final
+class DeadlineQueue:
+    """Pending call deadlines of one event loop, earliest first, behind a single timer."""
+
+    def __new__(cls) -> Self: ...
+    def push(self, when: float, item: Any) -> int:
+        """Add ``item`` due at ``when`` (the loop's clock, seconds); returns its id."""
+
+    def remove(self, id: int) -> bool:
+        """Forget item ``id`` (its call ended); True when it was still pending."""
+
+    def pop_expired(self, now: float) -> list[Any]:
+        """The items due at or before ``now`` (seconds), earliest first, removed."""
+
+    def next_deadline(self) -> float | None:
+        """The earliest pending deadline in seconds, or None."""
+
+    def __len__(self) -> int: ...
+
+def submit_sync(
+    run: Callable[..., Any],
+    func: Callable[[Any, Any], Any],
+    a: Any,
+    b: Any,
+    event_loop: Any,
+    resolve: Callable[[Any, bool, Any], None],
+    fut: Any,
+) -> None:
+    """Run ``run(func, a, b)`` (``run`` is a ``contextvars.Context.run``) on a worker thread of
+    the core's pool, then ``event_loop.call_soon_threadsafe(resolve, fut, ok, value)`` (``ok``
+    False: ``value`` is the exception raised). The pool grows on demand up to 8 threads per
+    CPU (at least 32, at most 256); its threads live for the process. Raises ``RuntimeError``
+    when no worker thread can be started."""
+
+def pool_size() -> tuple[int, int]:
+    """``(threads started, threads idle)`` of the worker pool."""
+
+def drain_pool() -> None:
+    """Wait, with the GIL released, until every submitted sync body has finished (registered
+    with ``atexit``: a worker touching Python during interpreter finalization would abort)."""
+
+# ---------------------------------------------------------------------- memory (SPEC §10)
+
+def memory_parse_call(args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Check one call of the ``memory`` tool and return the backend method and its keyword
+    arguments, e.g. ``("rename", {"old_path": ..., "new_path": ...})`` (``path`` is accepted as
+    an alias of ``old_path``). Raises ``MemoryCommandError`` (a ``ValueError`` and a
+    ``ToolError``) naming every missing, misplaced or ill-typed argument, ``TypeError`` when
+    ``args`` is not a dict."""
+
+@final
+class MemoryTree:
+    """One in-process memory tree (the engine of ``InMemoryFiles``). Thread-safe: every command
+    runs under a lock and applies completely or changes nothing (SPEC §10)."""
+
+    def __new__(cls, root: str = "/memories", *, max_bytes: int = 8388608, max_files: int = 4096) -> Self:
+        """``root``: the POSIX directory every path is confined under. ``max_bytes``: the
+        total UTF-8 bytes of all file texts; ``max_files``: the file count. Raises
+        ``ValueError`` for a bad root or negative limits."""
+
+    def apply(self, command: str, **kwargs: Any) -> str:
+        """Apply ``view``/``create``/``str_replace``/``insert``/``delete``/``rename`` with its
+        arguments; returns the result text. Raises ``MemoryPermissionError`` (a path outside
+        root), ``MemoryNotFoundError``, ``MemoryExistsError``, ``MemoryCommandError``,
+        ``MemoryLimitError`` (SPEC §10, §11)."""
+
+    def to_json(self) -> str:
+        """The tree document (JSON text, format version 1)."""
+
+    def files(self) -> dict[str, str]:
+        """A copy of the files, ``{path: text}`` sorted by path."""
+
+    @property
+    def bytes(self) -> int:
+        """Total UTF-8 bytes of all file texts."""
+
+    @property
+    def file_count(self) -> int:
+        """Number of files."""
+
+    @property
+    def root(self) -> str:
+        """The normalised root."""
+
+@final
+class MemoryStoreEngine:
+    """The compare-and-set engine of ``StoreFiles``: the whole tree of a namespace is one JSON
+    document at ``key`` of a StorePort, changed only with ``compare_and_set`` and retried
+    against fresh content on a lost race (SPEC §10)."""
+
+    def __new__(
+        cls,
+        store: Any,
+        key: str,
+        *,
+        root: str = "/memories",
+        max_bytes: int = 8388608,
+        max_files: int = 4096,
+        max_attempts: int = 32,
+    ) -> Self:
+        """``store``: a StorePort (async ``get`` and ``compare_and_set``); ``max_attempts``:
+        1-100000 compare-and-set attempts per command. Raises ``ValueError`` for out-of-range
+        limits or a bad root."""
+
+    def apply(self, command: str, **kwargs: Any) -> Awaitable[tuple[str, int]]:
+        """Apply one command through the compare-and-set loop; an awaitable of ``(result
+        text, attempts)`` (``attempts - 1`` lost races were retried). Raises the errors of
+        ``MemoryTree.apply``, and ``StoreConflictError`` when every attempt lost its race
+        (nothing is written), ``TypeError`` when the store returns the wrong types."""
+
+    @property
+    def key(self) -> str:
+        """The store key of the tree document."""

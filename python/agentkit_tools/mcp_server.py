@@ -1,0 +1,259 @@
+"""Serve a ``ToolRegistry`` over the Model Context Protocol (SPEC §9), with the official ``mcp``
+Python SDK (an optional extra: ``pip install 'agentkit-tools[mcp]'``).
+
+- ``tools/list`` returns the registry's MCP rendering (``registry.to_mcp()``): name,
+  description, ``inputSchema``, ``outputSchema`` when the tool has an object output schema, and
+  the ``readOnlyHint`` / ``destructiveHint`` / ``idempotentHint`` annotations from the tool's
+  ``side_effecting`` / ``idempotent`` flags.
+- ``tools/call`` runs through an :class:`~agentkit_tools.Invoker` (the default middleware chain
+  unless one is given): a success is one text content block with ``render_result`` of the value
+  (the tool's ``max_result_chars``, else the registry's, else 2000 characters) plus
+  ``structuredContent`` (the value as JSON) when the tool has an output schema; every failure
+  (unknown tool, invalid arguments, a tool error, a refusal of the middleware) is a result with
+  ``isError: true`` whose text is the envelope's ``error.message``, so the model can correct
+  itself (MCP reports tool errors inside the result, not as protocol errors).
+
+Entry points: :func:`build_server` (the low-level ``mcp.server.lowlevel.Server``),
+:func:`serve_stdio` and :func:`serve_http` (streamable HTTP, on loopback by default); the CLI
+``python -m agentkit_tools serve-mcp MODULE:OBJ [--http PORT]`` (``cli_mcp``) wraps them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .dispatch import render_result
+from .roundtrip import result_limit, tool_result_text
+
+__all__ = ["build_server", "call_tool_result", "serve_stdio", "serve_http"]
+
+
+def _require_mcp() -> Any:
+    try:
+        import mcp_types  # noqa: F401
+        from mcp.server.lowlevel import Server
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "serving over MCP needs the official MCP SDK: pip install 'agentkit-tools[mcp]'"
+        ) from exc
+    return Server
+
+
+def _as_registry(registry: Any) -> Any:
+    if hasattr(registry, "_core") and hasattr(registry, "to_mcp"):
+        return registry
+    from .registry import ToolRegistry
+
+    return ToolRegistry(registry)
+
+
+def _jsonable(value: Any) -> Any:
+    """A tool's structured value as JSON data: pydantic models, dataclasses, attrs classes and
+    frozen containers become plain dicts and lists (pydantic's serializer; other values via
+    ``str``)."""
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value, fallback=str)
+
+
+def call_tool_result(envelope: Mapping[str, Any], *, max_chars: int, structured: bool) -> Any:
+    """An MCP ``CallToolResult`` (``mcp_types.CallToolResult``) from an Invoker envelope.
+
+    ``{"ok": True, "value": v}`` → one ``TextContent`` with ``render_result(v, max_chars=...)``
+    and, when ``structured`` (the tool declares an output schema), ``structuredContent`` = ``v``
+    as JSON data (the text is then the rendering of that JSON). ``{"ok": False, "error": {...}}``
+    → ``isError: true`` with one ``TextContent`` holding ``error["message"]``.
+    """
+    import mcp_types as types
+
+    if not envelope.get("ok"):
+        return types.CallToolResult(content=[types.TextContent(text=tool_result_text(envelope))], is_error=True)
+    if structured:
+        data = _jsonable(envelope.get("value"))
+        return types.CallToolResult(
+            content=[types.TextContent(text=render_result(data, max_chars=max_chars))], structured_content=data
+        )
+    return types.CallToolResult(content=[types.TextContent(text=tool_result_text(envelope, max_chars=max_chars))])
+
+
+class _SessionScopes:
+    """The default run contexts of :func:`build_server`, so repeat detection and idempotency
+    (scoped by ``ctx.run_id``) follow the MCP session:
+
+    - a handshake-era connection over streamable HTTP: one ``ToolContext`` per
+      ``Mcp-Session-Id`` (the last ``max_sessions`` sessions are kept; an evicted session's
+      Invoker state is forgotten);
+    - a handshake-era connection over stdio: one ``ToolContext`` for the server (a stdio server
+      serves one client);
+    - the stateless protocol (2026-07-28 and later: every request stands alone): a fresh
+      ``ToolContext`` per request, forgotten by the Invoker once the call is answered.
+    """
+
+    def __init__(self, invoker: Any, max_sessions: int = 1024) -> None:
+        from collections import OrderedDict
+
+        from .context import ToolContext
+
+        self.invoker = invoker
+        self.max_sessions = max_sessions
+        self.new = ToolContext
+        self.process = ToolContext()
+        self.sessions: OrderedDict[str, Any] = OrderedDict()
+
+    def enter(self, request_ctx: Any) -> tuple[Any, bool]:
+        """``(ctx, ephemeral)`` for one request; an ephemeral context is forgotten after it."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if getattr(request_ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            return self.new(), True
+        headers = getattr(getattr(request_ctx, "request", None), "headers", None)
+        session_id = headers.get("mcp-session-id") if headers is not None else None
+        if not session_id:
+            return self.process, False
+        ctx = self.sessions.get(session_id)
+        if ctx is None:
+            ctx = self.sessions[session_id] = self.new(run_id=f"mcp-session-{session_id}")
+            while len(self.sessions) > self.max_sessions:
+                _, old = self.sessions.popitem(last=False)
+                self.invoker.forget(old.run_id)
+        self.sessions.move_to_end(session_id)
+        return ctx, False
+
+
+class _GivenContext:
+    """The ``context=`` function of :func:`build_server`, with the interface of
+    ``_SessionScopes`` (its contexts are the host's, never forgotten by the server)."""
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        self.make = make
+
+    def enter(self, request_ctx: Any) -> tuple[Any, bool]:
+        return self.make(request_ctx), False
+
+
+def build_server(
+    registry: Any,
+    *,
+    invoker: Any = None,
+    name: str = "agentkit-tools",
+    version: str | None = None,
+    instructions: str | None = None,
+    context: Callable[[Any], Any] | None = None,
+) -> Any:
+    """A low-level MCP ``Server`` (``mcp.server.lowlevel.Server``) exposing ``registry``.
+
+    ``registry``: a ``ToolRegistry`` (or an iterable of tools, turned into one). ``invoker``: the
+    ``Invoker`` that runs ``tools/call`` (default ``Invoker(registry)``, the default middleware
+    chain: a tool with ``requires_approval=True`` is refused with ``approval_required`` unless
+    the invoker's ``approval`` middleware is given an approver). ``name``/``version``: the
+    server's ``serverInfo`` (``version`` defaults to this package's version). ``context``: maps
+    the SDK's request context (``mcp.server.context.ServerRequestContext``) to the ``ctx``
+    passed to the Invoker; the default scopes repeat detection and idempotency to the MCP
+    session: one ``ToolContext`` per ``Mcp-Session-Id`` over HTTP, one per server over stdio,
+    and a fresh one per request on the stateless 2026-07-28 protocol, which has no session.
+
+    ``tools/list`` is the registry's MCP rendering, read on every request (tools registered
+    later are listed). Raises ``ImportError`` without the ``mcp`` SDK.
+    """
+    Server = _require_mcp()
+    import mcp_types as types
+
+    from . import __version__
+    from .invoker import Invoker
+
+    reg = _as_registry(registry)
+    inv = invoker if invoker is not None else Invoker(reg)
+    scopes: Any = _SessionScopes(inv) if context is None else _GivenContext(context)
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=[types.Tool.model_validate(entry) for entry in reg.to_mcp()])
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        tool_name = params.name
+        call: dict[str, Any] = {"name": tool_name, "input": dict(params.arguments or {})}
+        request_id = getattr(ctx, "request_id", None)
+        if request_id is not None:
+            call["id"] = f"mcp-{request_id}"
+        run_ctx, ephemeral = scopes.enter(ctx)
+        try:
+            envelope = await inv.invoke(call, run_ctx)
+        finally:
+            if ephemeral:
+                inv.forget(run_ctx.run_id)
+        structured = "outputSchema" in _mcp_entry(reg, tool_name)
+        return call_tool_result(envelope, max_chars=result_limit(reg, tool_name), structured=structured)
+
+    def input_schema(tool_name: str) -> Mapping[str, Any] | None:
+        return _mcp_entry(reg, tool_name).get("inputSchema")
+
+    return Server(
+        name,
+        version=__version__ if version is None else version,
+        instructions=instructions,
+        get_tool_input_schema=input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _mcp_entry(registry: Any, name: str) -> dict[str, Any]:
+    """The MCP rendering of the tool called ``name`` ({} when absent or without a schema)."""
+    from .providers import render
+
+    tool = registry.get(name) if name in registry else None
+    if tool is None or getattr(tool, "schema", None) is None:
+        return {}
+    return render(tool, "mcp")
+
+
+async def serve_stdio(registry: Any, **options: Any) -> None:
+    """Serve ``registry`` over stdio (the process's stdin/stdout) until the client closes the
+    stream. ``options`` go to :func:`build_server`."""
+    _require_mcp()
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(registry, **options)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(
+    registry: Any,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    on_ready: Callable[[int], None] | None = None,
+    **options: Any,
+) -> None:
+    """Serve ``registry`` over MCP streamable HTTP at ``http://{host}:{port}{path}`` until
+    cancelled (uvicorn). ``host`` defaults to loopback; the SDK's DNS-rebinding protection is on
+    for loopback hosts. ``port=0`` picks a free port; ``on_ready(port)`` is called with the bound
+    port once the server accepts connections. ``options`` go to :func:`build_server`."""
+    _require_mcp()
+    import uvicorn
+
+    server = build_server(registry, **options)
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    http = uvicorn.Server(config)
+    if on_ready is None:
+        await http.serve()
+        return
+
+    import asyncio
+
+    task = asyncio.ensure_future(http.serve())
+    try:
+        while not http.started:
+            if task.done():
+                await task  # it failed to start: raise its error
+                return
+            await asyncio.sleep(0.01)
+        sockets = [s for srv in getattr(http, "servers", []) for s in srv.sockets]
+        on_ready(sockets[0].getsockname()[1] if sockets else port)
+        await task
+    finally:
+        if not task.done():
+            http.should_exit = True
+            await task

@@ -1,0 +1,228 @@
+"""Provider round-trips (SPEC §9): take a model response that asks for tool calls, run every
+call through an :class:`~agentkit_tools.Invoker` (concurrently, call order kept), and return the
+provider's tool-result message(s) to send on the next turn.
+
+- Anthropic Messages: the ``content`` blocks of ``type: "tool_use"`` (``id``, ``name``,
+  ``input``) → one ``{"role": "user", "content": [{"type": "tool_result", ...}, ...]}`` message
+  (None when there is no call): :func:`anthropic_tool_results`.
+- OpenAI Chat Completions: ``choices[0].message.tool_calls`` (``id``, ``function.name``,
+  ``function.arguments``) → ``[{"role": "tool", "tool_call_id", "content"}, ...]``:
+  :func:`openai_chat_tool_results`.
+- OpenAI Responses: the ``output`` items of ``type: "function_call"`` (``call_id``, ``name``,
+  ``arguments``) → ``[{"type": "function_call_output", "call_id", "output"}, ...]``:
+  :func:`openai_responses_tool_results`.
+
+Responses may be the official SDKs' objects (``anthropic.types.Message``,
+``openai.types.chat.ChatCompletion``, ``openai.types.responses.Response``: any object with the
+attributes) or plain dicts of the same JSON (``{"content": [...]}`` and so on).
+
+The text of a result (``tool_result.content``, ``role: tool`` ``content``,
+``function_call_output.output``) is :func:`tool_result_text` of the call's envelope:
+``render_result`` of the value on success (limit: the tool's ``max_result_chars``, else the
+registry's, else 2000 characters), the envelope's ``error.message`` on failure. Only the
+Anthropic format has an error flag: ``"is_error": true`` is set on the ``tool_result`` blocks
+of failed calls (and left out on successes).
+
+Every helper takes ``invoker`` — an ``Invoker`` (keep one per conversation, or pass a ``ctx``
+with a ``run_id``, so repeat detection and idempotency see every turn) or a ``ToolRegistry``
+(a fresh default-chain ``Invoker`` per call, which then remembers nothing between turns).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from .dispatch import render_result
+
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "anthropic_tool_calls",
+    "anthropic_tool_results",
+    "openai_chat_tool_calls",
+    "openai_chat_tool_results",
+    "openai_responses_tool_calls",
+    "openai_responses_tool_results",
+    "result_limit",
+    "tool_result_text",
+]
+
+#: The limit of a rendered result when neither the tool nor the registry sets one (SPEC §8).
+DEFAULT_MAX_RESULT_CHARS = 2000
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` for a mapping, ``obj.key`` for an SDK object; ``default`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _invoker(invoker: Any) -> Any:
+    if hasattr(invoker, "invoke_many"):
+        return invoker
+    from .invoker import Invoker
+
+    return Invoker(invoker)
+
+
+def result_limit(registry: Any, name: Any) -> int:
+    """The character limit of the rendered result of tool ``name`` (SPEC §11): the tool's
+    ``max_result_chars``, else the registry's, else 2000."""
+    tool = registry.get(name) if isinstance(name, str) and name in registry else None
+    limit = getattr(tool, "max_result_chars", None) or getattr(registry, "max_result_chars", None)
+    return int(limit or DEFAULT_MAX_RESULT_CHARS)
+
+
+def tool_result_text(envelope: Mapping[str, Any], *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+    """The text the model reads for one call: ``render_result(envelope["value"],
+    max_chars=max_chars)`` when ``envelope["ok"]``, else ``envelope["error"]["message"]`` (the
+    actionable message of SPEC §7; the error code when a message is missing)."""
+    if envelope.get("ok"):
+        return render_result(envelope.get("value"), max_chars=max_chars)
+    error = envelope.get("error") or {}
+    return str(error.get("message") or error.get("code") or "the tool call failed")
+
+
+async def _run(invoker: Any, calls: list[dict[str, Any]], ctx: Any) -> tuple[Any, list[dict[str, Any]]]:
+    inv = _invoker(invoker)
+    envelopes = await inv.invoke_many(calls, ctx) if calls else []
+    return inv.registry, envelopes
+
+
+# ---------------------------------------------------------------------------- Anthropic
+
+
+def anthropic_tool_calls(response: Any) -> list[dict[str, Any]]:
+    """The ``tool_use`` blocks of an Anthropic Messages response (a ``Message``, a dict with
+    ``content``, or a list of content blocks) as Invoker calls ``{"id", "name", "input"}``, in
+    order. Other blocks (text, thinking, server tools) are skipped."""
+    blocks = response if isinstance(response, Sequence) and not isinstance(response, str) else _get(response, "content")
+    calls = []
+    for block in blocks or ():
+        if _get(block, "type") == "tool_use":
+            calls.append({"id": _get(block, "id"), "name": _get(block, "name"), "input": _get(block, "input")})
+    return calls
+
+
+async def anthropic_tool_results(response: Any, invoker: Any, ctx: Any = None) -> dict[str, Any] | None:
+    """Run the ``tool_use`` blocks of an Anthropic Messages ``response`` and return the next
+    user message: ``{"role": "user", "content": [{"type": "tool_result", "tool_use_id",
+    "content": text, "is_error": True?}, ...]}`` with one block per call in call order
+    (``is_error`` only on failed calls). None when the response asks for no tool (the loop is
+    done). ``ctx`` is passed to the Invoker. Never raises for a failing tool: the failure is
+    the block's text."""
+    calls = anthropic_tool_calls(response)
+    if not calls:
+        return None
+    registry, envelopes = await _run(invoker, calls, ctx)
+    blocks = []
+    for call, env in zip(calls, envelopes):
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": call["id"],
+            "content": tool_result_text(env, max_chars=result_limit(registry, call["name"])),
+        }
+        if not env.get("ok"):
+            block["is_error"] = True
+        blocks.append(block)
+    return {"role": "user", "content": blocks}
+
+
+# ---------------------------------------------------------------------------- OpenAI Chat
+
+
+def openai_chat_tool_calls(completion: Any) -> list[dict[str, Any]]:
+    """The function ``tool_calls`` of an OpenAI Chat completion's first choice (a
+    ``ChatCompletion``, its dict, or a ``message`` / dict with ``tool_calls``) as Invoker calls
+    ``{"id", "function": {"name", "arguments"}}`` (``arguments`` as the model's JSON text), in
+    order. Custom (non-function) tool calls are skipped."""
+    choices = _get(completion, "choices")
+    message = _get(choices[0], "message") if choices else completion
+    calls = []
+    for tc in _get(message, "tool_calls") or ():
+        fn = _get(tc, "function")
+        if fn is None or _get(tc, "type", "function") != "function":
+            continue
+        calls.append({"id": _get(tc, "id"), "function": {"name": _get(fn, "name"), "arguments": _get(fn, "arguments")}})
+    return calls
+
+
+def _strict_arguments(registry: Any, name: Any, arguments: Any) -> Any:
+    """Arguments of a call made through an OpenAI strict rendering, with the ``null`` of
+    "not given" removed (``providers.from_strict_arguments``); unparsable text is left for the
+    Invoker to report."""
+    from .providers import from_strict_arguments
+
+    if not isinstance(name, str) or name not in registry:
+        return arguments
+    tool = registry.get(name)
+    if getattr(tool, "schema", None) is None:
+        return arguments
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return arguments
+    if not isinstance(args, Mapping):
+        return arguments
+    return from_strict_arguments(tool, args)
+
+
+async def openai_chat_tool_results(
+    completion: Any, invoker: Any, ctx: Any = None, *, strict: bool = False
+) -> list[dict[str, Any]]:
+    """Run the tool calls of an OpenAI Chat ``completion`` and return one ``{"role": "tool",
+    "tool_call_id", "content": text}`` message per call, in call order ([] when there is none).
+    ``strict=True``: the tools were sent with the strict rendering (``to_openai(strict=True)``),
+    so a ``null`` argument means "not given" and is dropped before validation."""
+    calls = openai_chat_tool_calls(completion)
+    inv = _invoker(invoker)
+    if strict:
+        for call in calls:
+            fn = call["function"]
+            fn["arguments"] = _strict_arguments(inv.registry, fn["name"], fn["arguments"])
+    registry, envelopes = await _run(inv, calls, ctx)
+    return [
+        {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "content": tool_result_text(env, max_chars=result_limit(registry, call["function"]["name"])),
+        }
+        for call, env in zip(calls, envelopes)
+    ]
+
+
+# ---------------------------------------------------------------------------- OpenAI Responses
+
+
+def openai_responses_tool_calls(response: Any) -> list[dict[str, Any]]:
+    """The ``function_call`` items of an OpenAI Responses ``response`` (a ``Response``, its dict,
+    or a list of output items) as Invoker calls ``{"call_id", "name", "arguments"}``, in order."""
+    items = response if isinstance(response, Sequence) and not isinstance(response, str) else _get(response, "output")
+    calls = []
+    for item in items or ():
+        if _get(item, "type") == "function_call":
+            calls.append({"call_id": _get(item, "call_id"), "name": _get(item, "name"), "arguments": _get(item, "arguments")})
+    return calls
+
+
+async def openai_responses_tool_results(
+    response: Any, invoker: Any, ctx: Any = None, *, strict: bool = False
+) -> list[dict[str, Any]]:
+    """Run the ``function_call`` items of an OpenAI Responses ``response`` and return one
+    ``{"type": "function_call_output", "call_id", "output": text}`` item per call, in call order
+    ([] when there is none). ``strict`` as for :func:`openai_chat_tool_results`."""
+    calls = openai_responses_tool_calls(response)
+    inv = _invoker(invoker)
+    if strict:
+        for call in calls:
+            call["arguments"] = _strict_arguments(inv.registry, call["name"], call["arguments"])
+    registry, envelopes = await _run(inv, calls, ctx)
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": call["call_id"],
+            "output": tool_result_text(env, max_chars=result_limit(registry, call["name"])),
+        }
+        for call, env in zip(calls, envelopes)
+    ]
