@@ -443,3 +443,30 @@ def test_interpreter_exit_waits_for_worker_threads(tmp_path, sleep_s, timeout_s,
     for _ in range(3):  # the race with finalization used to abort the process most of the time
         proc = subprocess.run([sys.executable, str(script), sleep_s, timeout_s], capture_output=True, text=True, timeout=60)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, "")
+
+
+def test_non_blocking_tools_run_on_the_event_loop() -> None:
+    import threading
+
+    from agentkit_tools import Invoker, ToolRegistry, tool
+
+    @tool(read_only=True, non_blocking=True)
+    def where() -> str:
+        """Report the name of the thread the tool body runs in."""
+        return threading.current_thread().name
+
+    @tool(read_only=True)
+    def where_blocking() -> str:
+        """Report the name of the thread the tool body runs in."""
+        return threading.current_thread().name
+
+    async def main() -> tuple[str, str, str]:
+        inv = Invoker(ToolRegistry.from_tools([where, where_blocking]))
+        a = await inv.invoke({"id": "1", "name": "where", "input": {}})
+        b = await inv.invoke({"id": "2", "name": "where_blocking", "input": {}})
+        return a["value"], b["value"], threading.current_thread().name
+
+    on_loop, off_loop, loop_thread = asyncio.run(main())
+    assert where.non_blocking is True and where_blocking.non_blocking is False
+    assert on_loop == loop_thread
+    assert off_loop != loop_thread

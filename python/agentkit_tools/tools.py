@@ -126,6 +126,9 @@ class FunctionTool:
     timeout_s: float | None = None
     #: Limit of the rendered result in characters (None: the registry's, default 2000).
     max_result_chars: int | None = None
+    #: A sync body that never blocks (pure computation): the Invoker calls it on the event loop
+    #: instead of hopping to a worker thread. Leave False for anything doing I/O.
+    non_blocking: bool = False
     #: The user's function, when built from one.
     func: Callable[..., Any] | None = field(default=None, repr=False)
     _core: Any = field(default=None, repr=False, compare=False)
@@ -239,6 +242,7 @@ class FunctionTool:
         output_schema: Any = OUTPUT_AUTO,
         timeout_s: float | None = None,
         max_result_chars: int | None = None,
+        non_blocking: bool = False,
     ) -> FunctionTool:
         """Turn a Python callable into a tool (SPEC §1–3).
 
@@ -299,6 +303,7 @@ class FunctionTool:
             output_schema=output_schema,
             timeout_s=timeout_s,
             max_result_chars=max_result_chars,
+            non_blocking=non_blocking,
             func=func,
             _core=core,
             _is_async=info.is_async,
@@ -366,6 +371,7 @@ def tool(
     timeout_s: float | None = ...,
     read_only: bool | None = ...,
     max_result_chars: int | None = ...,
+    non_blocking: bool = ...,
     registry: Any = ...,
 ) -> FunctionTool: ...
 
@@ -385,6 +391,7 @@ def tool(
     timeout_s: float | None = ...,
     read_only: bool | None = ...,
     max_result_chars: int | None = ...,
+    non_blocking: bool = ...,
     registry: Any = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
@@ -403,6 +410,7 @@ def tool(
     timeout_s: float | None = None,
     read_only: bool | None = None,
     max_result_chars: int | None = None,
+    non_blocking: bool = False,
     registry: Any = None,
 ) -> Any:
     """Declare a tool: ``@tool(side_effecting=...)`` returns a decorator, ``tool(fn,
@@ -410,8 +418,9 @@ def tool(
 
     Declaring whether the tool changes the world is mandatory: ``side_effecting=`` or its inverse
     ``read_only=``; ``side_effecting=None`` counts as declared (False). ``timeout_s`` is the
-    per-call deadline in seconds (None: the dispatcher's 10 s); ``registry`` also registers the
-    tool there. Raises ``ToolDefinitionError`` (missing or contradictory declaration, and every
+    per-call deadline in seconds (None: the dispatcher's 10 s); ``non_blocking=True`` lets the
+    Invoker run a sync body on the event loop (only for pure computation); ``registry`` also
+    registers the tool there. Raises ``ToolDefinitionError`` (missing or contradictory declaration, and every
     ``from_callable`` check).
     """
     if side_effecting is _REQUIRED and read_only is None:
@@ -441,6 +450,7 @@ def tool(
             output_schema=output_schema,
             timeout_s=timeout_s,
             max_result_chars=max_result_chars,
+            non_blocking=non_blocking,
         )
         if registry is not None:
             registry.register(t)
