@@ -11,7 +11,11 @@ from typing import Annotated, Any
 import pytest
 
 from agentkit_tools import FunctionTool, ToolRegistry, ToolSchema, lint, tool
-from agentkit_tools.cli_schema import main as schema_main
+from agentkit_tools.__main__ import main as cli_main
+
+
+def schema_main(argv: list[str]) -> int:
+    return cli_main(["schema", *argv])
 from agentkit_tools.lint import CODES, LintFinding
 
 

@@ -7,40 +7,8 @@ provider rendering), ``call MODULE:OBJ JSON`` (dispatch one call).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
-from typing import Any
-
-
-def load_object(spec: str) -> Any:
-    """Import ``module:attribute`` (attribute may be dotted). Raises ``SystemExit`` with an
-    actionable message when it cannot."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SystemExit(f"expected MODULE:OBJECT (e.g. mypkg.tools:registry), got {spec!r}")
-    sys.path.insert(0, "")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SystemExit(f"cannot import module {module_name!r}: {exc}") from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise SystemExit(f"module {module_name!r} has no attribute {attr!r}") from None
-    return obj
-
-
-def as_registry(obj: Any) -> Any:
-    """A registry from a registry, a tool, a callable, or a list of those."""
-    from . import ToolRegistry
-
-    if isinstance(obj, ToolRegistry):
-        return obj
-    if isinstance(obj, list | tuple):
-        return ToolRegistry.from_tools(obj)
-    return ToolRegistry.from_tools([obj])
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -51,11 +19,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_call(args: argparse.Namespace) -> int:
     from . import dispatch
+    from .cli_mcp import registry_of
+    from .cli_schema import load
 
-    registry = as_registry(load_object(args.target))
+    try:
+        obj = load(args.target)
+    except (ValueError, ImportError, AttributeError) as exc:
+        print(f"error: cannot load {args.target}: {exc}", file=sys.stderr)
+        return 2
+    registry = registry_of(obj)
     name = args.tool or (registry.names()[0] if len(registry) == 1 else None)
     if name is None:
-        raise SystemExit(f"the target has several tools; pick one with --tool ({', '.join(registry.names())})")
+        print(f"error: the target has several tools; pick one with --tool ({', '.join(registry.names())})", file=sys.stderr)
+        return 2
     envelope = dispatch({"id": "cli", "name": name, "input": args.arguments}, registry)
     print(json.dumps(envelope, indent=2, default=str, ensure_ascii=False))
     return 0 if envelope["ok"] else 1

@@ -84,14 +84,3 @@ def run(args: argparse.Namespace) -> int:
     anyio.run(lambda: mcp_server.serve_http(registry, args.http, host=args.host, on_ready=ready, name=args.name))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m agentkit_tools.cli_mcp MODULE:OBJ``)."""
-    parser = argparse.ArgumentParser(prog="agentkit_tools")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["serve-mcp", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -107,14 +107,3 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(out, indent=2, ensure_ascii=False))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m agentkit_tools.cli_schema MODULE:OBJ``)."""
-    parser = argparse.ArgumentParser(prog="agentkit_tools")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["schema", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
