@@ -87,7 +87,7 @@ SOURCE = '''
 
 ARGS = {"query": "rate limits", "scope": "docs", "tags": ["api", "http"], "exact": False, "limit": 5}
 ARGS_JSON = json.dumps(ARGS)
-BAD_ARGS = {"query": "rate limits", "scope": "everything", "tags": ["api"], "exact": "yes"}
+BAD_ARGS = {"query": "rate limits", "scope": "everything", "tags": ["api"], "exact": "maybe"}
 EXPECTED = ["rate limits", "docs", "api", "http"]
 
 _fresh = itertools.count()
@@ -99,7 +99,7 @@ def make_fn(name: str | None = None, *, is_async: bool = False, body: str = "pas
     name = name or f"search_docs_{n}"
     src = SOURCE.format(kw="async " if is_async else "", name=name, body=body)
     ns: dict[str, Any] = {"Literal": Literal, "asyncio": asyncio}
-    exec(compile(src, f"<bench tool {n}>", "exec"), ns)  # noqa: S102 - our own source text
+    exec(compile(src, f"<bench tool {n}>", "exec", dont_inherit=True), ns)  # noqa: S102 - our own source text
     return ns[name]  # type: ignore[no-any-return]
 
 

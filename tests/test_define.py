@@ -228,3 +228,33 @@ def test_schema_parameters_are_frozen():
     with pytest.raises(TypeError, match="frozen value"):
         t.schema.parameters["properties"]["city"]["type"] = "integer"
     assert hash(t.schema) == hash(("weather", t.description))
+
+
+def test_a_tool_decorated_in_its_class_body_binds_to_each_instance():
+    from agentkit_tools import dispatch
+
+    class Shop:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @tool(read_only=True, timeout_s=3.0)
+        def search(self, q: str) -> str:
+            """Search this shop's catalogue for products matching the words."""
+            return f"{self.name}:{q}"
+
+        @tool(read_only=True)
+        @classmethod
+        def kind(cls, n: int) -> str:
+            """Describe the kind of shop this class models, n times over."""
+            return f"{cls.__name__}*{n}"
+
+    a, b = Shop("a"), Shop("b")
+    assert a.search is a.search and a.search is not b.search
+    assert Shop.search is Shop.__dict__["search"]  # through the class: the unbound tool itself
+    assert (a.search.name, a.search.timeout_s, a.search.description) == (
+        "search", 3.0, "Search this shop's catalogue for products matching the words.",
+    )
+    reg = ToolRegistry.from_tools([b.search, Shop.kind])
+    assert dispatch({"name": "search", "input": {"q": "x"}}, reg)["value"] == "b:x"
+    assert dispatch({"name": "kind", "input": {"n": 2}}, reg)["value"] == "Shop*2"
+    assert a.search(q="direct") == "a:direct"

@@ -63,7 +63,9 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
     "arguments"}``. The result is ``{"ok": True, "value": ..., "elapsed_ms": float}`` or
     ``{"ok": False, "error": {"code", "message", ...}}`` with the codes of SPEC §7. The body runs
     in a worker thread under the tool's ``timeout_s`` (default 10 s): a sync body that overruns is
-    abandoned, not killed (its thread finishes on its own); an async body is cancelled. A
+    abandoned, not killed (its thread finishes on its own); an async body is cancelled. A sync
+    tool with the attribute ``non_blocking = True`` is called in the caller's thread instead (no
+    thread hop; its deadline cannot interrupt it). A
     ``TimeoutError`` raised by the body itself is the body's failure (``internal_error``), not
     our deadline. Every exception of the body becomes an envelope, ``BaseException``s included,
     except ``KeyboardInterrupt`` and ``SystemExit``: those are requests to stop the program and
@@ -78,6 +80,30 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
         return tool  # type: ignore[no-any-return]
     timeout_s = getattr(tool, "timeout_s", None) or DEFAULT_TIMEOUT_S
     started = time.perf_counter()
+    if (
+        getattr(tool, "non_blocking", False) is True
+        and getattr(tool, "run_validated", None) is not None
+        and getattr(tool, "_is_async", True) is False
+    ):
+        # A sync FunctionTool declared non-blocking (pure computation): called in the caller's
+        # thread, no thread hop; its deadline cannot interrupt it (as with ``Invoker(...,
+        # inline=...)``). An awaitable it returns is awaited on a worker thread's own loop.
+        try:
+            value = tool.fn(kwargs, ctx)
+            if hasattr(value, "__await__"):
+                pending = _POOL.submit(asyncio.run, _await(value))
+                try:
+                    value = pending.result(timeout=timeout_s)
+                except concurrent.futures.TimeoutError:
+                    if pending.done():
+                        raise
+                    raise ToolTimeoutError(tool.name, timeout_s) from None
+            value = tool.check_output(value, ctx)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            return _error_envelope(tool.name, exc, core)
+        return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
     future = _POOL.submit(_run_body, tool, kwargs, ctx, timeout_s)
     try:
         # An async body enforces its own deadline (and is cancelled); the extra second only

@@ -126,8 +126,8 @@ def _lint_tool(t: Any) -> list[LintFinding]:
                     name,
                     "unbound_method",
                     first,
-                    f"'{first}' is skipped but nothing passes it, so calls will fail: make the tool from the "
-                    f"bound method (e.g. tool(instance.method, ...)) instead of decorating inside the class body",
+                    f"'{first}' is skipped but nothing binds it, so calls will fail: register the tool "
+                    f"through an instance (instance.method) or build it with tool(instance.method, ...)",
                 )
             )
         for p in getattr(info, "non_json_defaults", ()) or ():

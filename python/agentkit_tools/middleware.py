@@ -27,6 +27,7 @@ import asyncio
 import inspect
 import json
 import logging
+import os
 import time
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -162,12 +163,23 @@ def _otel() -> Any:
             from opentelemetry import trace
             from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Status, StatusCode
 
-            _OTEL = (trace, (NoOpTracerProvider, ProxyTracerProvider), trace.get_tracer("agentkit_tools"), Status, StatusCode)
+            _OTEL = (
+                trace,
+                (NoOpTracerProvider, ProxyTracerProvider),
+                trace.get_tracer("agentkit_tools"),
+                Status,
+                StatusCode,
+                # the provider named by the environment is installed on first lookup
+                "OTEL_PYTHON_TRACER_PROVIDER" in os.environ,
+            )
         except ImportError:
             _OTEL = False
     if not _OTEL:
         return False
-    trace, no_ops, tracer, status, status_code = _OTEL
+    trace, no_ops, tracer, status, status_code, from_env = _OTEL
+    # Fast path: no provider set yet (the global is only ever set once) means no spans.
+    if getattr(trace, "_TRACER_PROVIDER", False) is None and not from_env:
+        return False
     if isinstance(trace.get_tracer_provider(), no_ops):
         return False
     return tracer, status, status_code

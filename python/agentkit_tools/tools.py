@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import inspect
 import re
+import weakref
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, overload
@@ -135,6 +136,7 @@ class FunctionTool:
     _output: _OutputCheck | None = field(default=None, repr=False, compare=False)
     _is_async: bool | None = field(default=None, repr=False, compare=False)
     _lint: Any = field(default=None, repr=False, compare=False)
+    _bound: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self._is_async is None:
@@ -151,6 +153,42 @@ class FunctionTool:
     @property
     def __wrapped__(self) -> Any:
         return self.func if self.func is not None else self.fn
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """``@tool`` on a method inside its class body: reached through an instance (or, for a
+        ``cls`` method, through the class) the tool binds to it, so ``Shop().search`` is a
+        working tool of that instance. Bound tools are cached per instance."""
+        info = self._lint
+        first = getattr(info, "unbound_first", None)
+        if first is None or self.func is None:
+            return self
+        target = owner if first == "cls" else instance
+        if target is None:
+            return self
+        bound = self._bound.get(target) if self._bound is not None else None
+        if bound is None:
+            func = self.func.__func__ if isinstance(self.func, classmethod) else self.func
+            bound = FunctionTool.from_callable(
+                func.__get__(target, owner),
+                name=self.name,
+                description=self.description,
+                side_effecting=self.side_effecting,
+                idempotent=self.idempotent,
+                requires_approval=self.requires_approval,
+                caps=self.caps,
+                url_arg=self.url_arg,
+                output_schema=self.output_schema,
+                timeout_s=self.timeout_s,
+                max_result_chars=self.max_result_chars,
+                non_blocking=self.non_blocking,
+            )
+            try:
+                if self._bound is None:
+                    self._bound = weakref.WeakKeyDictionary()
+                self._bound[target] = bound
+            except TypeError:  # not weak-referenceable: bind afresh each time
+                pass
+        return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the user's function directly (unvalidated), as if undecorated."""
