@@ -86,8 +86,10 @@ class BaselineTool:
     is_async: bool
 
 
-def define(fn: Callable[..., Any]) -> BaselineTool:
-    """A tool from a function; raises ``TypeError``/``jsonschema.SchemaError`` for a bad one."""
+def define(fn: Callable[..., Any], *, check_schema: bool = True) -> BaselineTool:
+    """A tool from a function; raises ``TypeError``/``jsonschema.SchemaError`` for a bad one.
+    ``check_schema=False`` skips the meta-schema check (a bad schema then fails on first use
+    instead of at definition time, unlike ours)."""
     sig = inspect.signature(fn)
     hints = typing.get_type_hints(fn)
     description, docs = parse_google(fn.__doc__)
@@ -107,7 +109,8 @@ def define(fn: Callable[..., Any]) -> BaselineTool:
             defaults[p.name] = p.default
         props[p.name] = schema
     parameters = {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-    jsonschema.Draft202012Validator.check_schema(parameters)  # reject a bad schema (e.g. a regex) now
+    if check_schema:
+        jsonschema.Draft202012Validator.check_schema(parameters)  # reject a bad schema (e.g. a regex) now
     validator = jsonschema.Draft202012Validator(parameters)
     return BaselineTool(fn.__name__, description, parameters, validator, defaults, fn, inspect.iscoroutinefunction(fn))
 

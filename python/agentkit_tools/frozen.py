@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any, NoReturn
 
+from . import _core
+
 __all__ = ["FrozenDict", "FrozenList", "deep_freeze"]
 
 
@@ -79,15 +81,22 @@ def _hashable(v: Any) -> Any:
 def deep_freeze(value: Any) -> Any:
     """Return ``value`` with every dict, list and tuple inside it frozen (recursively).
 
-    Dicts become ``FrozenDict``, lists ``FrozenList``, tuples stay tuples of frozen items; other
-    values are returned as they are.
+    Dicts become ``FrozenDict``, lists ``FrozenList``, tuples (except named tuples) stay tuples
+    of frozen items; other values are returned as they are. Raises ``RecursionError`` past 1000
+    levels of nesting. Runs in the Rust core (it is on every call's path);
+    ``_deep_freeze_py`` is the reference it follows.
     """
+    return _core.deep_freeze(value, FrozenDict, FrozenList)
+
+
+def _deep_freeze_py(value: Any) -> Any:
+    """The pure-Python reference of ``deep_freeze``."""
     if isinstance(value, FrozenDict | FrozenList):
         return value
     if isinstance(value, dict):
-        return FrozenDict({k: deep_freeze(v) for k, v in value.items()})
+        return FrozenDict({k: _deep_freeze_py(v) for k, v in value.items()})
     if isinstance(value, list):
-        return FrozenList(deep_freeze(v) for v in value)
+        return FrozenList(_deep_freeze_py(v) for v in value)
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(deep_freeze(v) for v in value)
+        return tuple(_deep_freeze_py(v) for v in value)
     return value

@@ -222,7 +222,7 @@ def introspect(func: Any, name: str | None = None) -> Introspection:
         else:
             seen = len(defs.problems)
             try:
-                fragment, conv, desc = _schema(annotation, defs)
+                fragment, conv, desc = _cached_schema(annotation, defs)
             except _Unsupported as exc:
                 unresolved[pname] = str(exc)
                 fragment, conv, desc = {}, None, None
@@ -430,6 +430,33 @@ def schema_for(tp: Any) -> dict[str, Any]:
     if defs.used:
         schema = {**schema, "$defs": defs.render()}
     return schema
+
+
+#: Fragments of plain hints (no converter, no ``$defs``), by hint: hints are immutable, and tools
+#: of one program share most of theirs. The key pairs the hint with its ``repr`` because equality
+#: of some hints ignores order (``Literal['a', 'b'] == Literal['b', 'a']``).
+_FRAGMENTS: dict[tuple[Any, str], tuple[dict[str, Any], str | None]] = {}
+_FRAGMENTS_MAX = 4096
+
+
+def _cached_schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str | None]:
+    """``_schema`` of a top-level parameter hint, memoised for hints whose fragment depends on
+    nothing else. The fragment is shared between tools: it must not be changed in place (it is
+    only read, by the core's ``define_tool``)."""
+    try:
+        key = (tp, repr(tp))
+        hit = _FRAGMENTS.get(key)
+    except Exception:  # an unhashable hint (e.g. Annotated metadata that is a dict)
+        return _schema(tp, defs)
+    if hit is not None:
+        return hit[0], None, hit[1]
+    state = (len(defs.problems), defs.used, len(defs.defs), len(defs.names), len(defs.converters))
+    fragment, conv, desc = _schema(tp, defs)
+    if conv is None and state == (len(defs.problems), defs.used, len(defs.defs), len(defs.names), len(defs.converters)):
+        if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
+            _FRAGMENTS.clear()
+        _FRAGMENTS[key] = (fragment, desc)
+    return fragment, conv, desc
 
 
 def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str | None]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections.abc
 import contextvars
 import inspect
 import logging
@@ -148,25 +149,30 @@ async def _bounded(awaitable: Any, limit: float | None, name: str) -> Any:
     return result
 
 
+#: ``isinstance`` against ``typing.Mapping`` goes through typing's slow ``__subclasscheck__``;
+#: a dict (the usual call) is checked first.
+_MAPPING = (dict, collections.abc.Mapping)
+
+
 def _call_name(call: Any) -> str | None:
-    if not isinstance(call, Mapping):
+    if not isinstance(call, _MAPPING):
         return None
     holder = call.get("function")
-    name = (holder if isinstance(holder, Mapping) else call).get("name")
+    name = (holder if isinstance(holder, _MAPPING) else call).get("name")
     return name if isinstance(name, str) else None
 
 
 def _call_args(call: Any) -> Any:
-    if not isinstance(call, Mapping):
+    if not isinstance(call, _MAPPING):
         return None
     holder = call.get("function")
-    holder = holder if isinstance(holder, Mapping) else call
+    holder = holder if isinstance(holder, _MAPPING) else call
     args = holder.get("input")
     return holder.get("arguments") if args is None else args
 
 
 def _call_id(call: Any) -> Any:
-    if not isinstance(call, Mapping):
+    if not isinstance(call, _MAPPING):
         return None
     cid = call.get("id")
     return call.get("call_id") if cid is None else cid

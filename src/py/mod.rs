@@ -2,6 +2,7 @@
 use pyo3::prelude::*;
 
 mod docstring;
+mod frozen;
 mod memory;
 mod middleware;
 mod providers;
@@ -10,6 +11,7 @@ mod tools;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     docstring::register(m)?;
+    frozen::register(m)?;
     memory::register(m)?;
     middleware::register(m)?;
     providers::register(m)?;
