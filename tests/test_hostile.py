@@ -536,11 +536,6 @@ class Mixed(enum.Enum):
     D = 1.5
 
 
-@pytest.mark.xfail(
-    reason="an Enum member whose value is None reaches the body as None, not the member: "
-    "tools._make_invoker skips converters for None values",
-    strict=True,
-)
 def test_enum_member_with_none_value_is_converted() -> None:
     def pick(m: WithNone) -> str:
         return repr(m)

@@ -35,6 +35,7 @@ __all__ = [
     "__version__",
     "approval_envelope",
     "canonical_args",
+    "deep_freeze",
     "define_tool",
     "drain_pool",
     "error_envelope",
@@ -217,6 +218,13 @@ def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = N
 def ok_envelope(value: object, elapsed_ms: float) -> dict[str, Any]:
     """``{"ok": True, "value": value, "elapsed_ms": elapsed_ms}``; ``elapsed_ms`` in
     milliseconds, rounded to 3 decimals (SPEC §7)."""
+
+def deep_freeze(value: object, frozen_dict: type, frozen_list: type) -> Any:
+    """``value`` with every dict, list and tuple inside it frozen: dicts become ``frozen_dict``
+    instances, lists ``frozen_list`` instances (filled below their refusing ``__setitem__`` /
+    ``append``), tuples other than named tuples tuples of frozen items; instances of the frozen
+    classes and other values are returned as they are. Raises ``RecursionError`` past 1000
+    levels of nesting. Used by ``agentkit_tools.frozen.deep_freeze``."""
 
 def truncate(text: str, max_chars: int = ...) -> str:
     """``text`` cut to at most ``max_chars`` characters (default 2000) (Unicode scalar values, never inside a

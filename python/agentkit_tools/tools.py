@@ -366,10 +366,11 @@ def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[An
     def prepare(args: Mapping[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
         kwargs = dict(args)
         for key, conv in converters.items():
-            value = kwargs.get(key)
-            if value is not None:
+            # Only keys that were sent; a null the schema admitted is the converter's to read
+            # (Optional converters keep None, an Enum with a None-valued member maps it).
+            if key in kwargs:
                 try:
-                    kwargs[key] = conv(value)
+                    kwargs[key] = conv(kwargs[key])
                 except Exception as exc:
                     raise ToolArgumentError(
                         name, accepted=tuple(p[0] for p in info.params), invalid=((key, f"cannot be read: {exc}"),)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
 use crate::dispatch;
@@ -51,7 +51,76 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 /// mappings, dataclasses.
 fn json_value(obj: &Bound<'_, PyAny>) -> Result<Value, pythonize::PythonizeError> {
     use serde::de::DeserializeSeed;
+    if let Some(value) = plain_json(obj, 0) {
+        return Ok(value);
+    }
     JsonSeed { depth: 0 }.deserialize(&mut pythonize::Depythonizer::from_object(obj))
+}
+
+/// The fast path of [`json_value`] for the values a decoded tool call is made of: exact `dict`
+/// (string keys), `list`, `tuple`, `str`, `bool`, `int` (64-bit), finite `float` and `None`.
+/// Returns None as soon as anything else (or anything [`json_value`] refuses, or nesting past
+/// the limit) is met; the general path then converts or refuses the whole value with its
+/// message. `depth` counts the arrays and objects around `obj`.
+fn plain_json(obj: &Bound<'_, PyAny>, depth: usize) -> Option<Value> {
+    if obj.is_none() {
+        return Some(Value::Null);
+    }
+    if obj.is_exact_instance_of::<PyString>() {
+        return obj.cast::<PyString>().ok()?.to_str().ok().map(|s| Value::String(s.to_owned()));
+    }
+    if obj.is_exact_instance_of::<PyBool>() {
+        return Some(Value::Bool(obj.is_truthy().ok()?));
+    }
+    if obj.is_exact_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Some(Value::from(i));
+        }
+        return obj.extract::<u64>().ok().map(Value::from);
+    }
+    if obj.is_exact_instance_of::<PyFloat>() {
+        let f = obj.cast::<PyFloat>().ok()?.value();
+        return serde_json::Number::from_f64(f).map(Value::Number);
+    }
+    let inner = depth + 1;
+    if obj.is_exact_instance_of::<PyDict>() {
+        if inner > validate::MAX_NESTING {
+            return None;
+        }
+        let d = obj.cast::<PyDict>().ok()?;
+        let mut map = serde_json::Map::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            if !k.is_exact_instance_of::<PyString>() {
+                return None;
+            }
+            let key = k.cast::<PyString>().ok()?.to_str().ok()?.to_owned();
+            map.insert(key, plain_json(&v, inner)?);
+        }
+        return Some(Value::Object(map));
+    }
+    if obj.is_exact_instance_of::<PyList>() {
+        if inner > validate::MAX_NESTING {
+            return None;
+        }
+        let l = obj.cast::<PyList>().ok()?;
+        let mut items = Vec::with_capacity(l.len());
+        for v in l.iter() {
+            items.push(plain_json(&v, inner)?);
+        }
+        return Some(Value::Array(items));
+    }
+    if obj.is_exact_instance_of::<PyTuple>() {
+        if inner > validate::MAX_NESTING {
+            return None;
+        }
+        let t = obj.cast::<PyTuple>().ok()?;
+        let mut items = Vec::with_capacity(t.len());
+        for v in t.iter() {
+            items.push(plain_json(&v, inner)?);
+        }
+        return Some(Value::Array(items));
+    }
+    None
 }
 
 /// A `serde_json::Value` built with the limits of [`json_value`]; `depth` counts the arrays and
