@@ -109,40 +109,45 @@ def _stats(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
-def time_sync(fn: Callable[[], Any], n: int, repeat: int) -> list[float]:
-    """µs per call of ``fn()``, one sample per repeat of ``n`` calls."""
-    out = []
+Spec = tuple[str, Any, int]
+
+
+def time_sync(fn: Callable[[], Any], n: int, repeat: int = 0) -> Spec:
+    """A case: ``n`` calls of ``fn()`` per sample (run by ``interleave``)."""
+    return ("sync", fn, n)
+
+
+async def time_async(fn: Callable[[], Awaitable[Any]], n: int, repeat: int = 0) -> Spec:
+    """A case: ``n`` awaited calls of ``fn()`` per sample."""
+    return ("async", fn, n)
+
+
+def time_each(make: Callable[[], Any], run: Callable[[Any], Any], n: int, repeat: int = 0) -> Spec:
+    """A case: ``run(x)`` over ``n`` fresh inputs ``make()`` built before the clock starts."""
+    return ("each", (make, run), n)
+
+
+async def interleave(rows: list[tuple[str, Spec, bool]], repeat: int) -> list[tuple[str, list[float], bool]]:
+    """µs per call of every case, one sample per round; the rounds of the cases are interleaved
+    so that load from other processes on a shared machine affects them alike."""
+    samples: list[list[float]] = [[] for _ in rows]
     for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        out.append((time.perf_counter() - t0) / n * 1e6)
-    return out
-
-
-async def time_async(fn: Callable[[], Awaitable[Any]], n: int, repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            await fn()
-        out.append((time.perf_counter() - t0) / n * 1e6)
-    return out
-
-
-def time_each(make: Callable[[], Any], run: Callable[[Any], Any], n: int, repeat: int) -> list[float]:
-    """µs per ``run(x)`` over ``n`` fresh inputs ``make()`` built before the clock starts."""
-    out = []
-    for _ in range(repeat):
-        inputs = [make() for _ in range(n)]
-        gc.collect()
-        t0 = time.perf_counter()
-        for x in inputs:
-            run(x)
-        out.append((time.perf_counter() - t0) / n * 1e6)
-    return out
+        for i, (_, (kind, fn, n), _) in enumerate(rows):
+            inputs = [fn[0]() for _ in range(n)] if kind == "each" else None
+            gc.collect()
+            t0 = time.perf_counter()
+            if kind == "each":
+                run = fn[1]
+                for x in inputs:  # type: ignore[union-attr]
+                    run(x)
+            elif kind == "sync":
+                for _ in range(n):
+                    fn()
+            else:
+                for _ in range(n):
+                    await fn()
+            samples[i].append((time.perf_counter() - t0) / n * 1e6)
+    return [(label, samples[i], ours) for i, (label, _, ours) in enumerate(rows)]
 
 
 class Results:
@@ -227,7 +232,7 @@ def lc_error_text(t: Any, args: Any) -> str:
 
 # ---------------------------------------------------------------------------- the measurements
 
-def m1(res: Results, scale: float) -> None:
+async def m1(res: Results, scale: float) -> None:
     n = max(20, int(200 * scale))
     rep = 7
     rows = [
@@ -238,7 +243,7 @@ def m1(res: Results, scale: float) -> None:
         ("pydantic-ai: Tool(fn)", time_each(make_fn, pydantic_ai_tool, max(10, n // 4), rep), False),
         ("langchain-core: from_function + schema", time_each(make_fn, langchain_define, max(10, n // 4), rep), False),
     ]
-    res.add("M1 definition", rows[0][0], rows)
+    res.add("M1 definition", rows[0][0], await interleave(rows, rep))
 
 
 def _setup_calls() -> dict[str, Any]:
@@ -325,7 +330,7 @@ async def m2(res: Results, s: dict[str, Any], scale: float) -> None:
             ("pydantic-ai: validate only (no call)", time_sync(lambda: pai_validate(payload), n, rep), False),
             ("langchain-core: tool.invoke", time_sync(lc_invoke, n // 10, rep), False),
         ]
-        res.add(f"{tag} ({kind}) sync tool inline", "ours: dispatch", rows)
+        res.add(f"{tag} ({kind}) sync tool inline", "ours: dispatch", await interleave(rows, rep))
 
         rows = [
             ("ours: Invoker.invoke (Rust worker pool)", await time_async(lambda: inv.invoke(c_off), n // 2, rep), True),
@@ -336,7 +341,7 @@ async def m2(res: Results, s: dict[str, Any], scale: float) -> None:
             ("pydantic-ai: validate + FunctionSchema.call", await time_async(pai_call_sync, n // 4, rep), False),
             ("langchain-core: await tool.ainvoke", await time_async(lc_ainvoke_sync, n // 10, rep), False),
         ]
-        res.add(f"{tag} ({kind}) sync tool off the loop", rows[0][0], rows)
+        res.add(f"{tag} ({kind}) sync tool off the loop", rows[0][0], await interleave(rows, rep))
 
         rows = [
             ("ours: Invoker.invoke", await time_async(lambda: inv.invoke(c_as), n, rep), True),
@@ -346,7 +351,7 @@ async def m2(res: Results, s: dict[str, Any], scale: float) -> None:
             ("pydantic-ai: validate + FunctionSchema.call", await time_async(pai_call_async, n // 2, rep), False),
             ("langchain-core: await tool.ainvoke", await time_async(lc_ainvoke_async, n // 10, rep), False),
         ]
-        res.add(f"{tag} ({kind}) async tool", rows[0][0], rows)
+        res.add(f"{tag} ({kind}) async tool", rows[0][0], await interleave(rows, rep))
 
 
 async def m3(res: Results, s: dict[str, Any], scale: float) -> dict[str, str]:
@@ -371,7 +376,7 @@ async def m3(res: Results, s: dict[str, Any], scale: float) -> dict[str, str]:
          time_sync(lambda: pai_error_text(pai_s, "search_docs", BAD_ARGS), n, rep), False),
         ("langchain-core: invoke → ValidationError text", time_sync(lambda: lc_error_text(lc_s, BAD_ARGS), n // 4, rep), False),
     ]
-    res.add("M3 invalid call (2 problems)", rows[0][0], rows)
+    res.add("M3 invalid call (2 problems)", rows[0][0], await interleave(rows, rep))
     return messages
 
 
@@ -489,22 +494,26 @@ def m6(res: Results, scale: float) -> None:
 
 # ---------------------------------------------------------------------------- memory (subprocesses)
 
-def _child(mode: str, count: int) -> None:
-    import resource
+def _status_kb(field: str) -> int:
+    """A ``/proc/self/status`` figure in KiB (``VmRSS``, ``VmHWM``: the peak RSS of this
+    process image; ``ru_maxrss`` would include the parent's before ``exec``)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
+
+def _child(mode: str, count: int) -> None:
     def rss_kb() -> int:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
+        return _status_kb("VmRSS")
 
     logging.getLogger("agentkit_tools").setLevel(logging.WARNING)
     if mode == "m6":
         before = rss_kb()
         elapsed, out = m6_ours(count)
         assert len(out) == count
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = _status_kb("VmHWM")
         print(json.dumps({"tools": count, "rss_before_kb": before, "peak_rss_kb": peak, "seconds": elapsed}))
         return
     # per-call leak check: RSS after a warm-up, then after `count` more calls
@@ -604,6 +613,7 @@ def targets(res: Results) -> list[tuple[str, float, str, bool]]:
 
 
 async def main_async(res: Results, scale: float) -> dict[str, str]:
+    await m1(res, scale)
     s = _setup_calls()
     await m2(res, s, scale)
     messages = await m3(res, s, scale)
@@ -637,7 +647,6 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     res = Results()
-    m1(res, scale)
     messages = asyncio.run(main_async(res, scale))
     m6(res, scale)
     mem = None if ns.no_memory else memory(ns.quick)

@@ -1,12 +1,13 @@
 //! Validating a tool call's arguments against the tool's input schema (SPEC §4).
 //!
-//! A [`SchemaValidator`] is compiled once per schema (JSON Schema 2020-12, the `jsonschema`
-//! crate, format assertions on) and then only run. [`ArgumentValidator`] adds what a tool call
+//! A [`SchemaValidator`] is checked when built and compiled once, on first use (JSON Schema
+//! 2020-12, the `jsonschema` crate, format assertions on), and then only run. [`ArgumentValidator`] adds what a tool call
 //! needs on top: every problem of a call collected at once and sorted into the three kinds the
 //! model can act on (unexpected names, missing names, invalid values), each invalid value with a
 //! reason that carries the legal values.
 
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{ValidationError, Validator};
@@ -17,23 +18,75 @@ use serde_json::{Map, Value};
 /// neither form can overflow the stack.
 pub const MAX_NESTING: usize = 127;
 
-/// A schema compiled once, validated many times.
+/// A schema checked at once and compiled on first use, then validated many times.
+///
+/// Compiling (the `jsonschema` crate's validator tree) costs about 30 µs and 18 KiB per tool
+/// schema, so it is deferred to the first validation: most tools of a large registry are never
+/// called in a given process. An invalid schema is still refused by [`SchemaValidator::new`]:
+/// a schema with references, identifiers, regular expressions or content keywords (whatever
+/// compilation can reject beyond the meta-schema) is compiled at once; any other is checked
+/// against the draft 2020-12 meta-schema, which covers what compilation would reject in it.
 pub struct SchemaValidator {
     schema: Value,
-    validator: Validator,
+    compiled: OnceLock<Result<Validator, String>>,
+}
+
+/// Keywords whose values compilation checks beyond the meta-schema (reference resolution,
+/// regular-expression syntax, identifiers, vocabularies, content decoders).
+const COMPILE_CHECKED: &[&str] = &[
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$vocabulary",
+    "pattern",
+    "patternProperties",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+];
+
+fn needs_compiler(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => {
+            map.keys().any(|k| COMPILE_CHECKED.contains(&k.as_str())) || map.values().any(needs_compiler)
+        }
+        Value::Array(items) => items.iter().any(needs_compiler),
+        _ => false,
+    }
+}
+
+fn compile(schema: &Value) -> Result<Validator, String> {
+    jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| format!("invalid JSON Schema: {e}"))
 }
 
 impl SchemaValidator {
-    /// Compile `schema` (draft 2020-12, formats asserted).
+    /// Check `schema` (draft 2020-12, formats asserted) and prepare it for validation.
     ///
     /// # Errors
     /// The schema is not a valid JSON Schema (the message says where).
     pub fn new(schema: Value) -> Result<Self, String> {
-        let validator = jsonschema::draft202012::options()
-            .should_validate_formats(true)
-            .build(&schema)
-            .map_err(|e| format!("invalid JSON Schema: {e}"))?;
-        Ok(Self { schema, validator })
+        let compiled = OnceLock::new();
+        if needs_compiler(&schema) {
+            let _ = compiled.set(Ok(compile(&schema)?));
+        } else {
+            jsonschema::meta::validate(&schema).map_err(|e| format!("invalid JSON Schema: {e}"))?;
+        }
+        Ok(Self { schema, compiled })
+    }
+
+    /// The compiled validator (compiled now if this is the first use). An error here means the
+    /// schema passed the meta-schema yet does not compile, which [`SchemaValidator::new`] is
+    /// built to prevent; callers report it as a problem instead of panicking.
+    fn validator(&self) -> Result<&Validator, &str> {
+        self.compiled.get_or_init(|| compile(&self.schema)).as_ref().map_err(String::as_str)
     }
 
     /// The schema this validator was compiled from.
@@ -43,13 +96,17 @@ impl SchemaValidator {
 
     /// True when `instance` is valid (no error objects are built).
     pub fn is_valid(&self, instance: &Value) -> bool {
-        self.validator.is_valid(instance)
+        self.validator().is_ok_and(|v| v.is_valid(instance))
     }
 
     /// Every problem with `instance` as `(path, reason)` pairs, in the validator's order.
     /// Paths use the model-facing notation of [`display_path`] (`<root>` for the value itself).
     pub fn problems(&self, instance: &Value) -> Vec<(String, String)> {
-        let errors: Vec<ValidationError<'_>> = self.validator.iter_errors(instance).collect();
+        let validator = match self.validator() {
+            Ok(v) => v,
+            Err(e) => return vec![("<root>".to_owned(), e.to_owned())],
+        };
+        let errors: Vec<ValidationError<'_>> = validator.iter_errors(instance).collect();
         errors
             .iter()
             .flat_map(|e| specific(e))
@@ -207,7 +264,13 @@ impl ArgumentValidator {
     fn collect(&self, map: &Map<String, Value>, args: &Value) -> ArgumentProblems {
         let mut p = ArgumentProblems::default();
         let mut invalid: Vec<(usize, String, String)> = Vec::new();
-        let errors: Vec<ValidationError<'_>> = self.inner.validator.iter_errors(args).collect();
+        let errors: Vec<ValidationError<'_>> = match self.inner.validator() {
+            Ok(v) => v.iter_errors(args).collect(),
+            Err(e) => {
+                p.invalid.push(("<arguments>".to_owned(), e.to_owned()));
+                return p;
+            }
+        };
         for err in errors.iter().flat_map(|e| specific(e)) {
             let segs = segments(err, args);
             match err.kind() {
@@ -603,6 +666,37 @@ pub fn describe(schema: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn invalid_schemas_are_refused_when_built_not_on_first_use() {
+        // checked against the meta-schema (compiled lazily)
+        let e = SchemaValidator::new(json!({"type": "object", "properties": {"n": {"type": "integr"}}}))
+            .err()
+            .expect("refused");
+        assert!(e.starts_with("invalid JSON Schema: "), "{e}");
+        let e = SchemaValidator::new(json!({"properties": {"n": {"minimum": "one"}}})).err().expect("refused");
+        assert!(e.starts_with("invalid JSON Schema: "), "{e}");
+        // compiled at once: a regular expression, a reference
+        let e = SchemaValidator::new(json!({"properties": {"s": {"type": "string", "pattern": "(["}}}))
+            .err()
+            .expect("refused");
+        assert!(e.starts_with("invalid JSON Schema: "), "{e}");
+        let e = SchemaValidator::new(json!({"properties": {"s": {"$ref": "#/$defs/Missing"}}})).err().expect("refused");
+        assert!(e.starts_with("invalid JSON Schema: "), "{e}");
+        assert!(needs_compiler(&json!({"anyOf": [{"patternProperties": {}}]})));
+        assert!(!needs_compiler(&json!({"type": "object", "properties": {"a": {"enum": ["x"]}}})));
+    }
+
+    #[test]
+    fn a_lazily_compiled_schema_validates_like_an_eager_one() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}},
+                            "required": ["n"], "additionalProperties": false});
+        let lazy = SchemaValidator::new(schema.clone()).expect("valid");
+        assert!(lazy.compiled.get().is_none());
+        assert!(lazy.is_valid(&json!({"n": 2})));
+        assert!(lazy.compiled.get().is_some());
+        assert_eq!(lazy.problems(&json!({"n": 0})), vec![("n".to_owned(), "must be >= 1, got integer 0".to_owned())]);
+    }
 
     fn check_stock() -> ArgumentValidator {
         ArgumentValidator::new(

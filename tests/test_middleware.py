@@ -305,7 +305,7 @@ async def test_repeat_limit_invalid_calls_and_forget():
     inv.forget(inv.default_scope)
     assert (await inv.invoke(call("look", q="a")))["ok"] is True
     assert runs.n == 2
-    with pytest.raises(ValueError, match="limit must be at least 1"):
+    with pytest.raises(ValueError, match="limit must be an integer from 1 to 4294967295, got 0"):
         mw.repeat_guard(0)
 
 
@@ -774,3 +774,14 @@ async def test_default_chain_order_dedup_is_recorded_and_repeat_wins_on_the_thir
     ]
     assert [e.get("deduplicated", False) for e in envs[:2]] == [False, True]
     assert runs.n == 1
+
+
+def test_repeat_guard_limit_is_range_checked_when_built() -> None:
+    import pytest
+
+    from agentkit_tools import middleware as mw
+
+    for bad in (0, -1, 2**32, 2**62, 1.5, True):
+        with pytest.raises(ValueError, match="repeat_guard: limit must be an integer from 1 to 4294967295"):
+            mw.repeat_guard(limit=bad)
+    assert mw.repeat_guard(limit=2**32 - 1).limit == 4294967295

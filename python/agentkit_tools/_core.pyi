@@ -35,6 +35,7 @@ __all__ = [
     "__version__",
     "approval_envelope",
     "canonical_args",
+    "copy_json",
     "deep_freeze",
     "define_tool",
     "drain_pool",
@@ -218,6 +219,11 @@ def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = N
 def ok_envelope(value: object, elapsed_ms: float) -> dict[str, Any]:
     """``{"ok": True, "value": value, "elapsed_ms": elapsed_ms}``; ``elapsed_ms`` in
     milliseconds, rounded to 3 decimals (SPEC §7)."""
+
+def copy_json(value: Any) -> Any:
+    """``copy.deepcopy(value)`` for JSON-shaped trees, done in the core: exact dicts and lists
+    are copied, strings, numbers, booleans and None shared; anything else goes to
+    ``copy.deepcopy``. Raises ``RecursionError`` past 1000 levels of nesting."""
 
 def deep_freeze(value: object, frozen_dict: type, frozen_list: type) -> Any:
     """``value`` with every dict, list and tuple inside it frozen: dicts become ``frozen_dict``

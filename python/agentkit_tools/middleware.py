@@ -336,8 +336,9 @@ class _RepeatGuard(Middleware):
     name = "repeat_guard"
 
     def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"repeat_guard: limit must be at least 1, got {limit}")
+        # The core counts calls in 32 bits.
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 2**32 - 1:
+            raise ValueError(f"repeat_guard: limit must be an integer from 1 to 4294967295, got {limit!r}")
         self.limit = limit
 
     def wrap(self, invoker: Any, nxt: Handler) -> Handler:

@@ -22,7 +22,6 @@ strict rendering says ``"strict": false`` and carries the plain schema.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -95,7 +94,7 @@ def render(tool: Any, provider: str) -> dict[str, Any]:
     """
     if getattr(tool, "schema", None) is None:
         raise ValueError(f"tool {getattr(tool, 'name', tool)!r} has no schema: the model is not shown it")
-    return copy.deepcopy(_render(tool, provider)[0])
+    return _core.copy_json(_render(tool, provider)[0])
 
 
 def render_schema(schema: Any, provider: str) -> dict[str, Any]:
@@ -108,7 +107,7 @@ def render_schema(schema: Any, provider: str) -> dict[str, Any]:
     if provider not in cache:
         value, found = _core.render_tool(provider, schema.name, schema.description, schema.parameters, None, None)
         cache[provider] = (value, [Finding(*f) for f in found])
-    return copy.deepcopy(cache[provider][0])
+    return _core.copy_json(cache[provider][0])
 
 
 def render_registry(registry: Any, provider: str) -> list[dict[str, Any]]:
@@ -120,7 +119,7 @@ def render_registry(registry: Any, provider: str) -> list[dict[str, Any]]:
         tools = [t for t in registry._core.sorted_tools() if getattr(t, "schema", None) is not None]
         cached = [_render(t, provider)[0] for t in tools]
         registry._cache[key] = cached
-    return copy.deepcopy(cached)
+    return _core.copy_json(cached)
 
 
 def findings(tool: Any, providers: tuple[str, ...] = PROVIDERS) -> list[Finding]:

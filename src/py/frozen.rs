@@ -1,11 +1,12 @@
-//! `deep_freeze` (see `agentkit_tools.frozen`): the recursive copy into `FrozenDict` /
-//! `FrozenList` that the Invoker applies to every call's arguments and the definition layer to
-//! every schema. Same semantics as the Python reference; done here because it sits on the hot
-//! path of each call.
+//! Recursive container copies on hot paths: `deep_freeze` (see `agentkit_tools.frozen`), the
+//! copy into `FrozenDict` / `FrozenList` that the Invoker applies to every call's arguments and
+//! the definition layer to every schema (same semantics as the Python reference), and
+//! `copy_json`, the `copy.deepcopy` of a cached provider rendering handed to a caller.
 
 use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple, PyType};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 
 /// Nesting deeper than this raises `RecursionError`, as Python's default recursion limit would
 /// (and a native stack is never exhausted).
@@ -66,7 +67,54 @@ fn deep_freeze<'py>(
     freeze(value, frozen_dict, frozen_list, 0)
 }
 
+static DEEPCOPY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn is_atom(value: &Bound<'_, PyAny>) -> bool {
+    value.is_none()
+        || value.is_exact_instance_of::<PyString>()
+        || value.is_exact_instance_of::<PyInt>()
+        || value.is_exact_instance_of::<PyFloat>()
+        || value.is_exact_instance_of::<PyBool>()
+}
+
+fn copy_tree<'py>(value: &Bound<'py, PyAny>, deepcopy: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+    if depth > MAX_DEPTH {
+        return Err(PyRecursionError::new_err("maximum recursion depth exceeded while copying a value"));
+    }
+    if is_atom(value) {
+        return Ok(value.clone());
+    }
+    let py = value.py();
+    if value.is_exact_instance_of::<PyDict>() {
+        let out = PyDict::new(py);
+        for (k, v) in value.cast::<PyDict>()?.iter() {
+            let key = if is_atom(&k) { k } else { deepcopy.call1((k,))? };
+            out.set_item(key, copy_tree(&v, deepcopy, depth + 1)?)?;
+        }
+        return Ok(out.into_any());
+    }
+    if value.is_exact_instance_of::<PyList>() {
+        let out = PyList::empty(py);
+        for v in value.cast::<PyList>()?.iter() {
+            out.append(copy_tree(&v, deepcopy, depth + 1)?)?;
+        }
+        return Ok(out.into_any());
+    }
+    deepcopy.call1((value,))
+}
+
+/// `copy.deepcopy(value)` for JSON-shaped trees: exact dicts and lists are copied here, strings,
+/// numbers, booleans and None shared (as `deepcopy` shares them); anything else is handed to
+/// `copy.deepcopy`. Raises `RecursionError` past 1000 levels of nesting.
+#[pyfunction]
+fn copy_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    let deepcopy = DEEPCOPY.get_or_try_init(py, || py.import("copy")?.getattr("deepcopy").map(Bound::unbind))?;
+    copy_tree(value, deepcopy.bind(py), 0)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(deep_freeze, m)?)?;
+    m.add_function(wrap_pyfunction!(copy_json, m)?)?;
     Ok(())
 }
