@@ -83,20 +83,7 @@ def deep_freeze(value: Any) -> Any:
 
     Dicts become ``FrozenDict``, lists ``FrozenList``, tuples (except named tuples) stay tuples
     of frozen items; other values are returned as they are. Raises ``RecursionError`` past 1000
-    levels of nesting. Runs in the Rust core (it is on every call's path);
-    ``_deep_freeze_py`` is the reference it follows.
+    levels of nesting. Runs in the Rust core (it is on every call's path).
     """
     return _core.deep_freeze(value, FrozenDict, FrozenList)
 
-
-def _deep_freeze_py(value: Any) -> Any:
-    """The pure-Python reference of ``deep_freeze``."""
-    if isinstance(value, FrozenDict | FrozenList):
-        return value
-    if isinstance(value, dict):
-        return FrozenDict({k: _deep_freeze_py(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return FrozenList(_deep_freeze_py(v) for v in value)
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_deep_freeze_py(v) for v in value)
-    return value
