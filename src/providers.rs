@@ -219,6 +219,22 @@ struct Strict {
     provider: &'static str,
 }
 
+/// What a rendering that cannot express `prefixItems` says it weakened.
+const TUPLE_WEAKENED: &str = "a fixed-position tuple (prefixItems) is shown as an array of its member \
+                              types; positions are checked at call time";
+
+/// The `items` schema standing in for a fixed-position tuple: its distinct member schemas,
+/// one as it is or several under `anyOf`.
+fn tuple_items(members: impl Iterator<Item = Value>) -> Value {
+    let mut parts: Vec<Value> = Vec::new();
+    for m in members {
+        if !parts.contains(&m) {
+            parts.push(m);
+        }
+    }
+    if parts.len() == 1 { parts.remove(0) } else { json!({"anyOf": parts}) }
+}
+
 fn child(path: &str, seg: &str) -> String {
     if path == "<root>" {
         seg.to_owned()
@@ -304,23 +320,12 @@ impl Strict {
                     }
                 },
                 "prefixItems" => {
-                    let mut parts: Vec<Value> = Vec::new();
-                    if let Some(items) = v.as_array() {
-                        for (i, p) in items.iter().enumerate() {
-                            let c = self.convert(p, &child(path, &format!("prefixItems[{i}]")), false);
-                            if !parts.contains(&c) {
-                                parts.push(c);
-                            }
-                        }
-                    }
-                    let items = if parts.len() == 1 { parts.remove(0) } else { json!({"anyOf": parts}) };
-                    out.insert("items".into(), items);
-                    self.weaken(
-                        path,
-                        "a fixed-position tuple (prefixItems) is shown as an array of its member types; \
-                         positions are checked at call time"
-                            .into(),
+                    let parts = v.as_array().into_iter().flatten().enumerate();
+                    let items = tuple_items(
+                        parts.map(|(i, p)| self.convert(p, &child(path, &format!("prefixItems[{i}]")), false)),
                     );
+                    out.insert("items".into(), items);
+                    self.weaken(path, TUPLE_WEAKENED.into());
                 }
                 "anyOf" => {
                     let branches: Vec<Value> = v
@@ -534,23 +539,12 @@ impl Gemini<'_> {
                     }
                 },
                 "prefixItems" => {
-                    let mut parts: Vec<Value> = Vec::new();
-                    if let Some(items) = v.as_array() {
-                        for (i, p) in items.iter().enumerate() {
-                            let c = self.convert(p, &child(path, &format!("prefixItems[{i}]")));
-                            if !parts.contains(&c) {
-                                parts.push(c);
-                            }
-                        }
-                    }
-                    let items = if parts.len() == 1 { parts.remove(0) } else { json!({"anyOf": parts}) };
-                    out.insert("items".into(), items);
-                    self.weaken(
-                        path,
-                        "a fixed-position tuple (prefixItems) is shown as an array of its member types; \
-                         positions are checked at call time"
-                            .into(),
+                    let parts = v.as_array().into_iter().flatten().enumerate();
+                    let items = tuple_items(
+                        parts.map(|(i, p)| self.convert(p, &child(path, &format!("prefixItems[{i}]")))),
                     );
+                    out.insert("items".into(), items);
+                    self.weaken(path, TUPLE_WEAKENED.into());
                 }
                 "properties" => {
                     let mut props = Map::new();
