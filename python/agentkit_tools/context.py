@@ -68,7 +68,8 @@ class ToolContext:
 
 def _is_approved(ctx: Any, name: str, call_id: Any) -> bool:
     approvals: Iterable[Any] | None = getattr(ctx, "approvals", None)
-    if not approvals:
+    # A bare string is not a collection of names: `in` would match substrings ("pay" in "pay_all").
+    if not approvals or isinstance(approvals, (str, bytes)):
         return False
     try:
         return name in approvals or (call_id is not None and call_id in approvals)  # type: ignore[operator]

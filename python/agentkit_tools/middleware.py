@@ -309,7 +309,9 @@ class _Approval(Middleware):
                 return await nxt(call)
             if approver is not None:
                 try:
-                    allowed = bool(await _maybe_await(approver(tool, call.args, call.ctx)))
+                    # Only the boolean True approves (like the call's "approved" key): a truthy
+                    # answer such as {"approved": False} or "no" must not fail open.
+                    allowed = await _maybe_await(approver(tool, call.args, call.ctx)) is True
                 except Exception:
                     _mw_log.exception("approver %r failed: the call of %s is refused", approver, call.name)
                     allowed = False
@@ -323,8 +325,9 @@ class _Approval(Middleware):
 def approval(approver: Callable[..., Any] | None = None) -> Middleware:
     """The approval gate: a tool with ``requires_approval=True`` runs only when the host marked
     the call ``"approved": True`` (a key of the call dict, never of the model's arguments), when
-    ``ctx.approvals`` contains the tool name or the call id, or when ``approver(tool, args, ctx)``
-    (sync or async) returns true. Otherwise the tool is not run and the envelope is
+    ``ctx.approvals`` (a collection, not a bare string) contains the tool name or the call id, or
+    when ``approver(tool, args, ctx)`` (sync or async) returns ``True`` (the boolean: any other
+    value, truthy or not, refuses). Otherwise the tool is not run and the envelope is
     ``approval_required`` naming the tool and its arguments (what to ask the user). An approver
     that raises refuses (logged)."""
     return _Approval(approver)
