@@ -50,9 +50,14 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
-fn write_string(s: &str, out: &mut String) {
-    // serde_json's string escaping (the same as Python's json.dumps with ensure_ascii=False).
-    out.push_str(&Value::String(s.to_owned()).to_string());
+/// `s` as a JSON string literal appended to `out`: serde_json's escaping (the same as Python's
+/// `json.dumps(..., ensure_ascii=False)`).
+pub fn write_string(s: &str, out: &mut String) {
+    let mut buf = Vec::with_capacity(s.len() + 2);
+    // Writing a &str into a Vec<u8> cannot fail, and the bytes are valid UTF-8.
+    if serde_json::to_writer(&mut buf, s).is_ok() {
+        out.push_str(&String::from_utf8_lossy(&buf));
+    }
 }
 
 /// Lowercase hex of the SHA-256 of `text`.

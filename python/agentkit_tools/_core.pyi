@@ -37,6 +37,7 @@ __all__ = [
     "canonical_args",
     "copy_json",
     "deep_freeze",
+    "define_function_tool",
     "define_tool",
     "drain_pool",
     "error_envelope",
@@ -139,6 +140,28 @@ class CoreTool:
     def argument_error_envelope(self, exc: BaseException) -> dict[str, Any]:
         """The ``invalid_arguments`` envelope (``errors``, ``schema``; SPEC §11) for a
         ``ToolArgumentError`` raised outside validation (by a converter)."""
+
+def define_function_tool(
+    name: str,
+    description: str | None,
+    doc: str | None,
+    params: Sequence[tuple[str, Any, bool, Any, str | None]],
+    non_json: Sequence[str],
+    allow_extra: bool,
+    dropped: Sequence[str],
+    defs: Mapping[str, Any] | None,
+    frozen_dict: type[dict[str, Any]],
+    frozen_list: type[list[Any]],
+) -> tuple[CoreTool, dict[str, Any]]:
+    """``define_tool`` for a tool built from a Python function, in one call: returns the
+    ``CoreTool`` and its input schema deep-frozen (objects as ``frozen_dict``, arrays as
+    ``frozen_list`` instances) for the tool's ``ToolSchema``.
+
+    ``params``: per advertised parameter, in signature order, ``(name, schema fragment,
+    required, JSON default or None, Annotated description or None)``; ``non_json``: names of
+    parameters whose default JSON cannot carry (not advertised). The other arguments and the
+    errors raised are those of ``define_tool``.
+    """
 
 def define_tool(
     name: str,
@@ -272,6 +295,9 @@ def canonical_args(args: object) -> tuple[str, str]:
     None). Canonical: keys sorted by code point, no whitespace, non-ASCII kept. ``args_hash``:
     the first 16 hex characters of the SHA-256 of that text (the audit record's, SPEC §11).
     JSON text that does not parse is hashed as given; a non-JSON mapping by its ``repr``."""
+
+def canonical_json(args: object) -> str:
+    """The canonical JSON text of ``canonical_args`` without the hash (the repeat check's key)."""
 
 def idempotency_store_key(scope: str, name: str, canonical: str) -> str:
     """The key of a cached side-effecting result in a shared store: ``agentkit-tools:idem:``

@@ -34,8 +34,21 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
 from .errors import ToolTimeoutError
-from .frozen import deep_freeze
-from .middleware import Handler, Middleware, ToolCall, default_chain
+from .frozen import FrozenDict, FrozenList
+from .middleware import (
+    Handler,
+    Middleware,
+    ToolCall,
+    _Approval,
+    _Audit,
+    _Egress,
+    _Idempotency,
+    _RepeatGuard,
+    _Retry,
+    _Timeout,
+    default_chain,
+    retry_safe,
+)
 
 __all__ = ["Invoker"]
 
@@ -178,6 +191,60 @@ def _call_id(call: Any) -> Any:
     return call.get("call_id") if cid is None else cid
 
 
+#: Results that are never awaitable: ``inspect.isawaitable`` (an ABC check) is skipped for them.
+_PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
+
+
+class _FastLane:
+    """The built-in chain fused into one coroutine for the calls it would only pass through.
+
+    Built when every middleware of the chain is a built-in one, each at most once, with
+    ``repeat_guard`` outside ``retry`` and ``retry`` outside ``timeout`` (their default order).
+    A call takes the lane when nothing would observe its audit record and none of approval,
+    idempotency or egress applies to its tool (no ``requires_approval``, not side-effecting, no
+    ``url_arg``) and ``retry`` keeps no circuit breaker: then the chain reduces to the repeat
+    check, the retry loop and the per-attempt deadline, run here without one coroutine per
+    middleware. Every other call goes down the composed chain; both give the same envelope.
+    """
+
+    __slots__ = ("audit", "approval", "idempotency", "egress", "repeat_limit", "retry", "sleep", "timeout")
+
+    def __init__(self, chain: Sequence[Middleware]) -> None:
+        kinds = {type(mw): mw for mw in chain}
+        self.audit: _Audit | None = kinds.get(_Audit)  # type: ignore[assignment]
+        self.approval = _Approval in kinds
+        self.idempotency = _Idempotency in kinds
+        self.egress = _Egress in kinds
+        guard: _RepeatGuard | None = kinds.get(_RepeatGuard)  # type: ignore[assignment]
+        self.repeat_limit = None if guard is None else guard.limit
+        self.retry: _Retry | None = kinds.get(_Retry)  # type: ignore[assignment]
+        self.sleep = asyncio.sleep if self.retry is None or self.retry.sleep is None else self.retry.sleep
+        self.timeout: _Timeout | None = kinds.get(_Timeout)  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, chain: Sequence[Middleware]) -> _FastLane | None:
+        """The lane for ``chain``, or None when the chain holds anything else."""
+        builtin = (_Audit, _Approval, _RepeatGuard, _Idempotency, _Retry, _Timeout, _Egress)
+        kinds = [type(mw) for mw in chain]
+        if any(k not in builtin for k in kinds) or len(set(kinds)) != len(kinds):
+            return None
+        order = [k for k in kinds if k in (_RepeatGuard, _Retry, _Timeout)]
+        if order != sorted(order, key=(_RepeatGuard, _Retry, _Timeout).index):
+            return None
+        retry = next((mw for mw in chain if isinstance(mw, _Retry)), None)
+        if retry is not None and retry.breaker_threshold is not None:
+            return None
+        return cls(chain)
+
+    def takes(self, tool: Any) -> bool:
+        """Whether a call of ``tool`` skips approval, idempotency and egress."""
+        return not (
+            (self.approval and getattr(tool, "requires_approval", False))
+            or (self.idempotency and getattr(tool, "side_effecting", False))
+            or (self.egress and getattr(tool, "url_arg", None))
+        )
+
+
 class Invoker:
     """Runs tool calls through a middleware chain; never raises into the agent loop.
 
@@ -212,6 +279,7 @@ class Invoker:
         for mw in reversed(self.middleware):
             handler = mw.wrap(self, handler)
         self._entry = handler
+        self._lane = _FastLane.of(self.middleware)
 
     def __repr__(self) -> str:
         return f"Invoker({len(self.registry)} tools, middleware={list(self.middleware)!r})"
@@ -233,7 +301,19 @@ class Invoker:
         True``) or ``{"ok": False, "error": {"code", "message", ...}}``.
         """
         try:
-            return await self._entry(self._start(call, ctx))
+            lane = self._lane
+            if lane is None or (lane.audit is not None and lane.audit.observed(ctx)):
+                return await self._entry(self._start(call, ctx))
+            try:
+                ok, tool, kwargs, core = self.registry._core.prepare(call)
+            except Exception:  # not a dict: the chain answers with its envelope
+                return await self._entry(self._start(call, ctx))
+            if not ok:  # unknown tool, invalid arguments: no middleware acts on it
+                return tool  # type: ignore[no-any-return]
+            args = _core.deep_freeze(kwargs, FrozenDict, FrozenList)
+            if not lane.takes(tool):
+                return await self._entry(self._prepared(call, ctx, tool, args, core))
+            return await self._fast(lane, tool, args, core, ctx)
         except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
             _log.exception("Invoker failed on a call of %r", _call_name(call))
             return {
@@ -254,9 +334,11 @@ class Invoker:
 
     # ---------------------------------------------------------------- the pipeline ends
 
-    def _start(self, call: Any, ctx: Any) -> ToolCall:
+    def _scope(self, ctx: Any) -> str:
         run_id = getattr(ctx, "run_id", None) if ctx is not None else None
-        scope = self.default_scope if run_id is None else str(run_id)
+        return self.default_scope if run_id is None else str(run_id)
+
+    def _start(self, call: Any, ctx: Any) -> ToolCall:
         try:
             ok, tool, kwargs, core = self.registry._core.prepare(call)
         except Exception as exc:  # not a dict: still an envelope
@@ -264,10 +346,55 @@ class Invoker:
                 "ok": False,
                 "error": {"code": "invalid_call", "message": f"{exc}. Send a tool call with a name and its arguments."},
             }
-            return ToolCall({}, None, None, None, None, None, None, ctx, scope, env)
+            return ToolCall({}, None, None, None, None, None, None, ctx, self._scope(ctx), env)
         if not ok:
+            scope = self._scope(ctx)
             return ToolCall(call, _call_id(call), _call_name(call), None, None, _call_args(call), None, ctx, scope, tool)
-        return ToolCall(call, _call_id(call), tool.name, tool, deep_freeze(kwargs), None, core, ctx, scope, None)
+        return self._prepared(call, ctx, tool, _core.deep_freeze(kwargs, FrozenDict, FrozenList), core)
+
+    def _prepared(self, call: Any, ctx: Any, tool: Any, args: Any, core: Any) -> ToolCall:
+        return ToolCall(call, _call_id(call), tool.name, tool, args, None, core, ctx, self._scope(ctx), None)
+
+    async def _fast(self, lane: _FastLane, tool: Any, args: Any, core: Any, ctx: Any) -> dict[str, Any]:
+        """The fused chain for a call that takes the fast lane (see ``_FastLane``)."""
+        name = tool.name
+        if lane.repeat_limit is not None:
+            canonical = _core.canonical_json(args)
+            refused = self.state.repeat_check(self._scope(ctx), name, canonical, lane.repeat_limit)
+            if refused is not None:
+                return refused  # type: ignore[no-any-return]
+        fn, check = getattr(tool, "fn", None), getattr(tool, "check_output", None)
+        inline = (
+            fn is not None
+            and check is not None
+            and not getattr(tool, "_is_async", False)
+            and (name in self.inline or getattr(tool, "non_blocking", False) is True)
+        )
+        attempt = 0
+        while True:
+            attempt += 1
+            started = time.perf_counter()
+            try:
+                if inline:  # no coroutine, no deadline: it cannot be interrupted anyway
+                    result = fn(args, ctx)  # type: ignore[misc]
+                    if type(result) in _PLAIN or not inspect.isawaitable(result):
+                        value = check(result, ctx)  # type: ignore[misc]
+                    else:
+                        limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
+                        value = check(await _bounded(result, limit, name), ctx)  # type: ignore[misc]
+                else:
+                    limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
+                    value = await self._run_body(tool, args, ctx, limit)
+            except Exception as exc:
+                env: dict[str, Any] = _core.error_envelope(name, exc, core)
+                if lane.retry is None:
+                    return env
+                _kind, delay = lane.retry.policy.decide(exc, retry_safe(tool), attempt)
+                if delay is None:
+                    return env
+                await lane.sleep(delay)
+                continue
+            return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
 
     async def _execute(self, call: ToolCall) -> dict[str, Any]:
         """The innermost handler: run the body once; the exception of a failure is kept on
@@ -278,16 +405,17 @@ class Invoker:
         call.attempts += 1
         started = time.perf_counter()
         try:
-            value = await self._run_body(tool, call)
+            value = await self._run_body(tool, call.args, call.ctx, call.timeout_s)
         except Exception as exc:
             call.exc = exc
             return _core.error_envelope(tool.name, exc, call.core)  # type: ignore[no-any-return]
         return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
 
-    async def _run_body(self, tool: Any, call: ToolCall) -> Any:
+    async def _run_body(self, tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
+        """Run the body once within ``limit`` seconds (None: no deadline) and check its result."""
         fn = getattr(tool, "fn", None)
         check = getattr(tool, "check_output", None)
-        limit, name, args, ctx = call.timeout_s, tool.name, call.args, call.ctx
+        name = tool.name
         if fn is None or check is None:  # any other Tool: its own run(args, ctx)
             return await _bounded(tool.run(args, ctx), limit, name)
         if getattr(tool, "_is_async", False):
@@ -296,6 +424,6 @@ class Invoker:
             result = fn(args, ctx)
         else:
             result = await _bounded(run_in_worker(fn, args, ctx), limit, name)
-        if inspect.isawaitable(result):
+        if type(result) not in _PLAIN and inspect.isawaitable(result):
             result = await _bounded(result, limit, name)
         return check(result, ctx)

@@ -196,6 +196,16 @@ class _Audit(Middleware):
     def __init__(self, sink: Callable[[dict[str, Any]], Any] | None) -> None:
         self.sink = sink
 
+    def observed(self, ctx: Any) -> bool:
+        """Whether a record of a call in ``ctx`` would go anywhere (a sink, the DEBUG log,
+        ``ctx.trace`` or an OpenTelemetry span). An unobserved call needs no record at all."""
+        return (
+            self.sink is not None
+            or _log.isEnabledFor(logging.DEBUG)
+            or (ctx is not None and getattr(ctx, "trace", None) is not None)
+            or bool(_otel())
+        )
+
     def wrap(self, invoker: Any, nxt: Handler) -> Handler:
         sink = self.sink
 
@@ -243,6 +253,8 @@ class _Audit(Middleware):
             return env, await record(call, outcome, decision, started)
 
         async def handle(call: ToolCall) -> dict[str, Any]:
+            if not self.observed(call.ctx):
+                return await nxt(call)
             started = time.perf_counter()
             otel = _otel()
             if not otel:
@@ -470,6 +482,11 @@ def idempotency(store: Any = None) -> Middleware:
 
 # ------------------------------------------------------------------ retry
 
+def retry_safe(tool: Any) -> bool:
+    """Whether running ``tool`` again is safe: it is read-only or declared idempotent."""
+    return not getattr(tool, "side_effecting", False) or bool(getattr(tool, "idempotent", False))
+
+
 class _Retry(Middleware):
     name = "retry"
 
@@ -504,7 +521,7 @@ class _Retry(Middleware):
             tool = call.tool
             if tool is None:
                 return await nxt(call)
-            retry_safe = not getattr(tool, "side_effecting", False) or bool(getattr(tool, "idempotent", False))
+            safe = retry_safe(tool)
             attempt = 0
             while True:
                 if threshold is not None:
@@ -522,7 +539,7 @@ class _Retry(Middleware):
                     if threshold is not None:
                         state.breaker_record(call.name, "neutral")
                     return env
-                kind, delay = policy.decide(call.exc, retry_safe, attempt)
+                kind, delay = policy.decide(call.exc, safe, attempt)
                 if threshold is not None and state.breaker_record(call.name, kind):
                     return env
                 if delay is None:
@@ -577,18 +594,21 @@ class _Timeout(Middleware):
         self.default_s = default_s
 
     def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        default_s = self.default_s
-
         async def handle(call: ToolCall) -> dict[str, Any]:
             if call.tool is not None:
-                limit = getattr(call.tool, "timeout_s", None) or default_s
-                deadline = getattr(call.ctx, "deadline", None)
-                if deadline is not None:
-                    limit = max(0.0, min(limit, deadline - time.monotonic()))
-                call.timeout_s = limit
+                call.timeout_s = self.limit(call.tool, call.ctx)
             return await nxt(call)
 
         return handle
+
+    def limit(self, tool: Any, ctx: Any) -> float:
+        """Seconds one attempt of ``tool`` may take: its ``timeout_s``, else ``default_s``, cut to
+        the time left before ``ctx.deadline`` (never below 0)."""
+        limit: float = getattr(tool, "timeout_s", None) or self.default_s
+        deadline = getattr(ctx, "deadline", None)
+        if deadline is not None:
+            limit = max(0.0, min(limit, deadline - time.monotonic()))
+        return limit
 
     def __repr__(self) -> str:
         return f"timeout(default_s={self.default_s})"

@@ -25,6 +25,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EgressPolicy>()?;
     m.add_class::<DeadlineQueue>()?;
     m.add_function(wrap_pyfunction!(canonical_args, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
     m.add_function(wrap_pyfunction!(idempotency_store_key, m)?)?;
     m.add_function(wrap_pyfunction!(approval_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(url_host, m)?)?;
@@ -70,7 +71,16 @@ fn approval_envelope<'py>(py: Python<'py>, tool: &str, canonical: &str) -> PyRes
 /// its `repr` (such a call is rejected by validation anyway).
 #[pyfunction]
 fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
-    let canonical = if let Ok(text) = args.cast::<PyString>() {
+    let canonical = canonical_json(args)?;
+    let hash = core::args_hash(&canonical);
+    Ok((canonical, hash))
+}
+
+/// The canonical JSON text of a call's arguments alone (what `canonical_args` gives first,
+/// without the hash): the key of the repeat check.
+#[pyfunction]
+fn canonical_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(if let Ok(text) = args.cast::<PyString>() {
         let text = text.to_str()?;
         match serde_json::from_str::<Value>(text) {
             Ok(v) => core::canonical_json(&v),
@@ -79,14 +89,12 @@ fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
     } else if args.is_none() {
         "{}".to_owned()
     } else {
-        let mut out = String::new();
+        let mut out = String::with_capacity(128);
         match write_canonical_py(args, &mut out, 0) {
             Ok(()) => out,
             Err(_) => args.repr()?.extract()?,
         }
-    };
-    let hash = core::args_hash(&canonical);
-    Ok((canonical, hash))
+    })
 }
 
 /// The canonical JSON of a Python value, written directly (no intermediate `Value`): the same
@@ -100,27 +108,34 @@ fn write_canonical_py(obj: &Bound<'_, PyAny>, out: &mut String, depth: usize) ->
     if obj.is_none() {
         out.push_str("null");
     } else if let Ok(s) = obj.cast::<PyString>() {
-        out.push_str(&Value::String(s.to_str()?.to_owned()).to_string());
+        core::write_string(s.to_str()?, out);
     } else if let Ok(b) = obj.cast::<PyBool>() {
         out.push_str(if b.is_true() { "true" } else { "false" });
     } else if let Ok(i) = obj.cast::<PyInt>() {
-        out.push_str(i.str()?.to_str()?);
+        match i.extract::<i64>() {
+            Ok(v) => out.push_str(&v.to_string()),
+            Err(_) => out.push_str(i.str()?.to_str()?),
+        }
     } else if let Ok(f) = obj.cast::<PyFloat>() {
         let v = serde_json::Number::from_f64(f.value()).ok_or_else(|| PyValueError::new_err("not a finite number"))?;
         out.push_str(&v.to_string());
     } else if let Ok(d) = obj.cast::<PyDict>() {
-        let mut items: Vec<(String, Bound<'_, PyAny>)> = Vec::with_capacity(d.len());
+        let mut entries: Vec<(Bound<'_, PyString>, Bound<'_, PyAny>)> = Vec::with_capacity(d.len());
         for (k, v) in d.iter() {
-            let k = k.cast::<PyString>().map_err(|_| PyValueError::new_err("object keys must be strings"))?;
-            items.push((k.to_str()?.to_owned(), v));
+            let k = k.cast_into::<PyString>().map_err(|_| PyValueError::new_err("object keys must be strings"))?;
+            entries.push((k, v));
         }
-        items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut items: Vec<(&str, &Bound<'_, PyAny>)> = Vec::with_capacity(entries.len());
+        for (k, v) in &entries {
+            items.push((k.to_str()?, v));
+        }
+        items.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out.push('{');
         for (i, (k, v)) in items.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&Value::String(k.clone()).to_string());
+            core::write_string(k, out);
             out.push(':');
             write_canonical_py(v, out, depth + 1)?;
         }

@@ -1,0 +1,212 @@
+"""The Invoker's fast lane (the built-in chain fused into one coroutine) gives the same envelopes,
+runs bodies the same number of times and sleeps the same retry delays as the composed chain.
+
+An audit sink makes every call observed, which sends it down the composed chain; the same call
+without a sink takes the fast lane. Both are run on fresh Invokers and compared."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from agentkit_tools import Invoker, ToolContext, ToolError, ToolRegistry, tool
+from agentkit_tools import middleware as mw
+from agentkit_tools.invoker import _FastLane
+
+
+class Sleeps:
+    """An injected retry sleep that records the delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+
+
+def make_tools(runs: list[str]) -> list[Any]:
+    flaky_left = {"n": 2}
+
+    @tool(read_only=True, non_blocking=True)
+    def inline_add(a: int, b: int) -> int:
+        """Add two integers on the event loop and return the sum."""
+        runs.append("inline_add")
+        return a + b
+
+    @tool(read_only=True)
+    def thread_add(a: int, b: int) -> int:
+        """Add two integers in a worker thread and return the sum."""
+        runs.append("thread_add")
+        return a + b
+
+    @tool(read_only=True)
+    async def async_add(a: int, b: int) -> int:
+        """Add two integers in a coroutine and return the sum."""
+        runs.append("async_add")
+        return a + b
+
+    @tool(read_only=True, non_blocking=True)
+    def flaky(x: int) -> int:
+        """Fail twice with a retriable error, then return x."""
+        runs.append("flaky")
+        if flaky_left["n"]:
+            flaky_left["n"] -= 1
+            raise ToolError("backend busy", retriable=True)
+        return x
+
+    @tool(read_only=True, non_blocking=True)
+    def broken(x: int) -> int:
+        """Always fail with a KeyError, like a buggy tool."""
+        runs.append("broken")
+        raise KeyError("missing")
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def stuck(x: int) -> int:
+        """Sleep for five seconds, far past its deadline."""
+        runs.append("stuck")
+        await asyncio.sleep(5)
+        return x
+
+    @tool(read_only=True, non_blocking=True)
+    def deferred(x: int) -> Any:
+        """A sync body that returns a coroutine to be awaited."""
+        runs.append("deferred")
+
+        async def later() -> int:
+            return x * 2
+
+        return later()
+
+    @tool(read_only=True, non_blocking=True, output_schema={"type": "object", "title": "P", "required": ["x"]})
+    def shapeless() -> Any:
+        """Return an object that lacks its required key x."""
+        runs.append("shapeless")
+        return {"y": 1}
+
+    @tool(read_only=True)
+    def with_context(x: int, ctx: ToolContext) -> str:
+        """Echo the run id of the context and the number x."""
+        runs.append("with_context")
+        return f"{ctx.run_id}:{x}"
+
+    return [inline_add, thread_add, async_add, flaky, broken, stuck, deferred, shapeless, with_context]
+
+
+CALLS = [
+    {"id": "1", "name": "inline_add", "input": {"a": 1, "b": 2}},
+    {"id": "2", "name": "thread_add", "input": '{"a": 3, "b": 4}'},
+    {"id": "3", "name": "async_add", "input": {"a": 5, "b": 6}},
+    {"id": "4", "name": "flaky", "input": {"x": 7}},
+    {"id": "5", "name": "broken", "input": {"x": 1}},
+    {"id": "6", "name": "stuck", "input": {"x": 1}},
+    {"id": "7", "name": "deferred", "input": {"x": 21}},
+    {"id": "8", "name": "shapeless", "input": {}},
+    {"id": "9", "name": "with_context", "input": {"x": 3}},
+    {"id": "10", "name": "inline_ad", "input": {"a": 1}},
+    {"id": "11", "name": "inline_add", "input": {"a": "one", "b": 2}},
+    {"id": "12", "name": "inline_add", "input": {"a": 1, "b": 2}},
+    {"id": "13", "name": "inline_add", "input": {"b": 2, "a": 1}},
+]
+
+
+def strip(env: dict[str, Any]) -> dict[str, Any]:
+    out = dict(env)
+    if "elapsed_ms" in out:
+        assert isinstance(out.pop("elapsed_ms"), float)
+    return out
+
+
+async def run_all(observed: bool) -> tuple[list[dict[str, Any]], list[str], list[float]]:
+    runs: list[str] = []
+    sleeps = Sleeps()
+    records: list[dict[str, Any]] = []
+    chain = [
+        mw.audit(records.append if observed else None),
+        mw.approval(),
+        mw.repeat_guard(limit=3),
+        mw.idempotency(),
+        mw.retry(sleep=sleeps),
+        mw.timeout(),
+    ]
+    inv = Invoker(ToolRegistry(make_tools(runs)), middleware=chain)
+    ctx = ToolContext(run_id="run-1")
+    envs = [strip(await inv.invoke(c, ctx)) for c in CALLS]
+    assert len(records) == (len(CALLS) if observed else 0)
+    return envs, runs, sleeps.delays
+
+
+async def test_fast_lane_and_composed_chain_agree() -> None:
+    fast_envs, fast_runs, fast_sleeps = await run_all(observed=False)
+    slow_envs, slow_runs, slow_sleeps = await run_all(observed=True)
+    assert fast_envs == slow_envs
+    assert fast_runs == slow_runs == [
+        "inline_add", "thread_add", "async_add", "flaky", "flaky", "flaky", "broken", "stuck", "deferred",
+        "shapeless", "with_context", "inline_add",
+    ]
+    assert len(fast_sleeps) == len(slow_sleeps) == 2
+    # full jitter: uniform in [0, 0.5 s) before the second attempt, [0, 1 s) before the third
+    assert 0.0 <= fast_sleeps[0] < 0.5 and 0.0 <= fast_sleeps[1] < 1.0
+    assert [e["ok"] for e in fast_envs] == [True, True, True, True, False, False, True, False, True, False, False,
+                                            True, False]
+    assert [e.get("value") for e in fast_envs[:4]] == [3, 7, 11, 7]
+    assert fast_envs[6]["value"] == 42 and fast_envs[8]["value"] == "run-1:3"
+    assert [e["error"]["code"] for e in fast_envs[4:6]] == ["internal_error", "timeout"]
+    assert fast_envs[7]["error"]["code"] == "output_mismatch"
+    assert fast_envs[11] == {"ok": True, "value": 3}  # the second identical call still runs
+    assert [e["error"]["code"] for e in (*fast_envs[9:11], fast_envs[12])] == [
+        "unknown_tool", "invalid_arguments", "repeated_call",  # the third, keys in another order
+    ]
+
+
+@pytest.mark.parametrize(
+    "chain,eligible",
+    [
+        ([], True),
+        (None, True),
+        ([mw.timeout(), mw.retry()], False),  # the deadline would bound all attempts together
+        ([mw.retry(), mw.repeat_guard()], False),  # each attempt would be counted as a repeat
+        ([mw.retry(breaker_threshold=2)], False),
+        ([mw.timeout(), mw.timeout(1.0)], False),
+        ([mw.egress(allow=["example.com"]), mw.audit(), mw.retry()], True),
+    ],
+)
+def test_which_chains_have_a_fast_lane(chain: list[mw.Middleware] | None, eligible: bool) -> None:
+    inv = Invoker(ToolRegistry([]), middleware=chain)
+    assert (inv._lane is not None) is eligible
+    assert (_FastLane.of(inv.middleware) is not None) is eligible
+
+
+def test_a_custom_middleware_disables_the_fast_lane() -> None:
+    class Passthrough(mw.Middleware):
+        def wrap(self, invoker: Any, nxt: Any) -> Any:
+            return nxt
+
+    assert Invoker(ToolRegistry([]), middleware=[mw.audit(), Passthrough()])._lane is None
+
+
+async def test_tools_that_need_a_middleware_leave_the_fast_lane() -> None:
+    calls: list[str] = []
+
+    @tool(side_effecting=True, non_blocking=True)
+    def send(to: str) -> str:
+        """Send a message to someone by their name."""
+        calls.append(to)
+        return f"sent to {to}"
+
+    @tool(read_only=True, requires_approval=True, non_blocking=True)
+    def peek(x: int) -> int:
+        """Read something sensitive that needs approval."""
+        return x
+
+    inv = Invoker(ToolRegistry([send, peek]))
+    assert inv._lane is not None
+    assert not inv._lane.takes(send) and not inv._lane.takes(peek)
+    first = await inv.invoke({"id": "1", "name": "send", "input": {"to": "ann"}})
+    second = await inv.invoke({"id": "2", "name": "send", "input": {"to": "ann"}})
+    assert (first["value"], second["value"], second.get("deduplicated"), calls) == (
+        "sent to ann", "sent to ann", True, ["ann"],
+    )
+    refused = await inv.invoke({"id": "3", "name": "peek", "input": {"x": 1}})
+    assert refused["error"]["code"] == "approval_required"
