@@ -80,20 +80,6 @@ def run_in_worker(fn: Any, a: Any, b: Any) -> asyncio.Future[Any]:
     return fut
 
 
-class _Expiry:
-    """What a deadline does when it passes: cancel the task that awaits the tool."""
-
-    __slots__ = ("task", "expired")
-
-    def __init__(self, task: asyncio.Task[Any]) -> None:
-        self.task = task
-        self.expired = False
-
-    def expire(self) -> None:
-        self.expired = True
-        self.task.cancel()
-
-
 class _Deadlines:
     """All pending call deadlines of one event loop behind a single timer. The queue lives in
     the Rust core; arming one asyncio timer per call would cost more than the rest of the
@@ -105,8 +91,8 @@ class _Deadlines:
         self.armed_at: float | None = None
         self.handle: asyncio.TimerHandle | None = None
 
-    def add(self, when: float, expiry: _Expiry) -> int:
-        token: int = self.queue.push(when, expiry)
+    def add(self, when: float, deadline: _Deadline) -> int:
+        token: int = self.queue.push(when, deadline)
         if self.armed_at is None or when < self.armed_at:
             self._arm(when)
         return token
@@ -120,8 +106,8 @@ class _Deadlines:
     def _fire(self) -> None:
         self.handle = self.armed_at = None
         # asyncio runs a timer up to one clock resolution early
-        for expiry in self.queue.pop_expired(self.loop.time() + _CLOCK_RESOLUTION):
-            expiry.expire()
+        for deadline in self.queue.pop_expired(self.loop.time() + _CLOCK_RESOLUTION):
+            deadline.expire()
         nxt = self.queue.next_deadline()
         if nxt is not None:
             self._arm(nxt)
@@ -131,35 +117,50 @@ _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
 _DEADLINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
 
 
-async def _bounded(awaitable: Any, limit: float | None, name: str) -> Any:
-    """Await ``awaitable`` for at most ``limit`` seconds (None: no limit). On expiry the awaiting
-    task is cancelled at its current ``await`` (an async body sees ``CancelledError``; the
-    future of a sync body is abandoned) and ``ToolTimeoutError`` is raised. A ``TimeoutError``
-    raised by the awaitable itself passes through unchanged (it is the tool's, and retriable)."""
-    if limit is None:
-        return await awaitable
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    if task is None:  # not inside a task: nothing to cancel, so no deadline
-        return await awaitable
-    deadlines = _DEADLINES.get(loop)
-    if deadlines is None:
-        deadlines = _DEADLINES[loop] = _Deadlines(loop)
-    expiry = _Expiry(task)
-    token = deadlines.add(loop.time() + limit, expiry)
-    try:
-        result = await awaitable
-    except asyncio.CancelledError:
-        if expiry.expired:
-            if hasattr(task, "uncancel"):  # Python 3.11+: this cancellation is consumed here
-                task.uncancel()
-            raise ToolTimeoutError(name, limit) from None
-        raise
-    finally:
-        deadlines.queue.remove(token)
-    if expiry.expired and hasattr(task, "uncancel"):  # the body swallowed the cancellation
-        task.uncancel()
-    return result
+class _Deadline:
+    """``with _Deadline(limit, name): result = await body``: at most ``limit`` seconds for the
+    awaits inside (None: no limit). On expiry the awaiting task is cancelled at its current
+    ``await`` (an async body sees ``CancelledError``; the future of a sync body is abandoned)
+    and the block raises ``ToolTimeoutError``. A ``TimeoutError`` raised by the body itself
+    passes through unchanged (it is the tool's, and retriable). A plain context manager, not a
+    coroutine, so it adds no frame to every resumption of the body."""
+
+    __slots__ = ("limit", "name", "task", "expired", "deadlines", "token")
+
+    def __init__(self, limit: float | None, name: str) -> None:
+        self.limit = limit
+        self.name = name
+        self.task: asyncio.Task[Any] | None = None
+        self.expired = False
+
+    def __enter__(self) -> _Deadline:
+        if self.limit is None:
+            return self
+        task = asyncio.current_task()
+        if task is None:  # not inside a task: nothing to cancel, so no deadline
+            return self
+        loop = task.get_loop()
+        deadlines = _DEADLINES.get(loop)
+        if deadlines is None:
+            deadlines = _DEADLINES[loop] = _Deadlines(loop)
+        self.task, self.deadlines = task, deadlines
+        self.token = deadlines.add(loop.time() + self.limit, self)
+        return self
+
+    def expire(self) -> None:
+        self.expired = True
+        self.task.cancel()  # type: ignore[union-attr]
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.task is None:
+            return
+        self.deadlines.queue.remove(self.token)
+        if self.expired:
+            if hasattr(self.task, "uncancel"):  # Python 3.11+: this cancellation is consumed here
+                self.task.uncancel()
+            if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+                raise ToolTimeoutError(self.name, self.limit) from None  # type: ignore[arg-type]
+        # else: the body swallowed the cancellation and returned; its result stands
 
 
 #: ``isinstance`` against ``typing.Mapping`` goes through typing's slow ``__subclasscheck__``;
@@ -313,7 +314,38 @@ class Invoker:
             args = _core.deep_freeze(kwargs, FrozenDict, FrozenList)
             if not lane.takes(tool):
                 return await self._entry(self._prepared(call, ctx, tool, args, core))
-            return await self._fast(lane, tool, args, core, ctx)
+            # The fast lane: the chain reduced to the repeat check, the retry loop and the deadline.
+            name = tool.name
+            if lane.repeat_limit is not None:
+                canonical = _core.canonical_json(args)
+                refused = self.state.repeat_check(self._scope(ctx), name, canonical, lane.repeat_limit)
+                if refused is not None:
+                    return refused  # type: ignore[no-any-return]
+            inline = self._inline(tool)
+            attempt = 0
+            while True:
+                attempt += 1
+                started = time.perf_counter()
+                try:
+                    if inline:  # no coroutine, no deadline: it could not interrupt the body anyway
+                        result = tool.fn(args, ctx)
+                        if type(result) not in _PLAIN and inspect.isawaitable(result):
+                            with _Deadline(None if lane.timeout is None else lane.timeout.limit(tool, ctx), name):
+                                result = await result
+                        value = tool.check_output(result, ctx)
+                    else:
+                        limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
+                        value = await self._run_body(tool, args, ctx, limit)
+                except Exception as exc:
+                    env: dict[str, Any] = _core.error_envelope(name, exc, core)
+                    if lane.retry is None:
+                        return env
+                    _kind, delay = lane.retry.policy.decide(exc, retry_safe(tool), attempt)
+                    if delay is None:
+                        return env
+                    await lane.sleep(delay)
+                    continue
+                return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
         except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
             _log.exception("Invoker failed on a call of %r", _call_name(call))
             return {
@@ -355,47 +387,6 @@ class Invoker:
     def _prepared(self, call: Any, ctx: Any, tool: Any, args: Any, core: Any) -> ToolCall:
         return ToolCall(call, _call_id(call), tool.name, tool, args, None, core, ctx, self._scope(ctx), None)
 
-    async def _fast(self, lane: _FastLane, tool: Any, args: Any, core: Any, ctx: Any) -> dict[str, Any]:
-        """The fused chain for a call that takes the fast lane (see ``_FastLane``)."""
-        name = tool.name
-        if lane.repeat_limit is not None:
-            canonical = _core.canonical_json(args)
-            refused = self.state.repeat_check(self._scope(ctx), name, canonical, lane.repeat_limit)
-            if refused is not None:
-                return refused  # type: ignore[no-any-return]
-        fn, check = getattr(tool, "fn", None), getattr(tool, "check_output", None)
-        inline = (
-            fn is not None
-            and check is not None
-            and not getattr(tool, "_is_async", False)
-            and (name in self.inline or getattr(tool, "non_blocking", False) is True)
-        )
-        attempt = 0
-        while True:
-            attempt += 1
-            started = time.perf_counter()
-            try:
-                if inline:  # no coroutine, no deadline: it cannot be interrupted anyway
-                    result = fn(args, ctx)  # type: ignore[misc]
-                    if type(result) in _PLAIN or not inspect.isawaitable(result):
-                        value = check(result, ctx)  # type: ignore[misc]
-                    else:
-                        limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
-                        value = check(await _bounded(result, limit, name), ctx)  # type: ignore[misc]
-                else:
-                    limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
-                    value = await self._run_body(tool, args, ctx, limit)
-            except Exception as exc:
-                env: dict[str, Any] = _core.error_envelope(name, exc, core)
-                if lane.retry is None:
-                    return env
-                _kind, delay = lane.retry.policy.decide(exc, retry_safe(tool), attempt)
-                if delay is None:
-                    return env
-                await lane.sleep(delay)
-                continue
-            return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
-
     async def _execute(self, call: ToolCall) -> dict[str, Any]:
         """The innermost handler: run the body once; the exception of a failure is kept on
         ``call.exc`` for the retry middleware."""
@@ -411,19 +402,33 @@ class Invoker:
             return _core.error_envelope(tool.name, exc, call.core)  # type: ignore[no-any-return]
         return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
 
+    def _inline(self, tool: Any) -> bool:
+        """Whether ``tool`` is a sync function tool that runs on the event loop (declared
+        non-blocking, or named in ``Invoker(..., inline=...)``)."""
+        return (
+            getattr(tool, "fn", None) is not None
+            and getattr(tool, "check_output", None) is not None
+            and not getattr(tool, "_is_async", False)
+            and (tool.name in self.inline or getattr(tool, "non_blocking", False) is True)
+        )
+
     async def _run_body(self, tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
         """Run the body once within ``limit`` seconds (None: no deadline) and check its result."""
         fn = getattr(tool, "fn", None)
         check = getattr(tool, "check_output", None)
         name = tool.name
         if fn is None or check is None:  # any other Tool: its own run(args, ctx)
-            return await _bounded(tool.run(args, ctx), limit, name)
+            with _Deadline(limit, name):
+                return await tool.run(args, ctx)
         if getattr(tool, "_is_async", False):
-            result = await _bounded(fn(args, ctx), limit, name)
-        elif name in self.inline or getattr(tool, "non_blocking", False) is True:
+            with _Deadline(limit, name):
+                result = await fn(args, ctx)
+        elif self._inline(tool):
             result = fn(args, ctx)
         else:
-            result = await _bounded(run_in_worker(fn, args, ctx), limit, name)
+            with _Deadline(limit, name):
+                result = await run_in_worker(fn, args, ctx)
         if type(result) not in _PLAIN and inspect.isawaitable(result):
-            result = await _bounded(result, limit, name)
+            with _Deadline(limit, name):
+                result = await result
         return check(result, ctx)
