@@ -41,12 +41,23 @@ pub fn unknown_tool_message(name: &str, available: &[&str], did_you_mean: Option
 /// `invalid_arguments`: every problem (at most [`MAX_SPELLED_OUT`] values spelled out), the
 /// accepted names, and what to do.
 pub fn invalid_arguments_message(tool: &str, rejection: &Rejection, accepted: &[String]) -> String {
-    let accepted = crate::validate::py_list(accepted);
-    format!(
-        "tool '{tool}' call rejected: {}. Accepted arguments: {accepted}. Re-read the input schema \
-         and call '{tool}' again with corrected arguments.",
-        rejection.summary(MAX_SPELLED_OUT)
-    )
+    rejection_message(tool, rejection, &crate::validate::py_list(accepted))
+}
+
+/// [`invalid_arguments_message`] with the accepted names already written as a Python list
+/// (`ArgumentValidator::accepted_repr`), built in one buffer.
+pub fn rejection_message(tool: &str, rejection: &Rejection, accepted_repr: &str) -> String {
+    let mut out = String::with_capacity(160 + 2 * tool.len() + accepted_repr.len());
+    out.push_str("tool '");
+    out.push_str(tool);
+    out.push_str("' call rejected: ");
+    rejection.write_summary(&mut out, MAX_SPELLED_OUT);
+    out.push_str(". Accepted arguments: ");
+    out.push_str(accepted_repr);
+    out.push_str(". Re-read the input schema and call '");
+    out.push_str(tool);
+    out.push_str("' again with corrected arguments.");
+    out
 }
 
 /// `timeout`: our own deadline expired.
@@ -115,6 +126,15 @@ mod tests {
             "tool 'check_stock' call rejected: missing required argument(s) ['sku']. Accepted arguments: \
              ['sku', 'warehouse']. Re-read the input schema and call 'check_stock' \
              again with corrected arguments."
+        );
+        assert_eq!(
+            rejection_message("check_stock", &r, "['sku', 'warehouse']"),
+            invalid_arguments_message("check_stock", &r, &["sku".into(), "warehouse".into()])
+        );
+        assert_eq!(
+            rejection_message("t", &Rejection::NotAnObject("array"), "[]"),
+            "tool 't' call rejected: the arguments must be a JSON object of named arguments, got an array. \
+             Accepted arguments: []. Re-read the input schema and call 't' again with corrected arguments."
         );
         assert_eq!(
             internal_error_message("t", "KeyError", "'x'"),

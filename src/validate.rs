@@ -107,9 +107,12 @@ impl SchemaValidator {
             Err(e) => return vec![("<root>".to_owned(), e.to_owned())],
         };
         let errors: Vec<ValidationError<'_>> = validator.iter_errors(instance).collect();
-        errors
-            .iter()
-            .flat_map(|e| specific(e))
+        let mut leaves = Vec::with_capacity(errors.len());
+        for e in &errors {
+            specific(e, &mut leaves);
+        }
+        leaves
+            .into_iter()
             .map(|e| {
                 let segs = segments(e, instance);
                 let path = if segs.is_empty() { "<root>".to_owned() } else { display_path(&segs) };
@@ -144,13 +147,26 @@ pub struct ArgumentProblems {
 impl Rejection {
     /// The model-facing one-line summary: every problem, `limit` invalid values spelled out.
     pub fn summary(&self, limit: usize) -> String {
+        let mut out = String::new();
+        self.write_summary(&mut out, limit);
+        out
+    }
+
+    /// [`Rejection::summary`] appended to `out`.
+    pub fn write_summary(&self, out: &mut String, limit: usize) {
         match self {
-            Rejection::NotAnObject(kind) => format!(
-                "the arguments must be a JSON object of named arguments, got {} {kind}",
-                article(kind)
-            ),
-            Rejection::NotJson(msg) => format!("the arguments are not valid JSON ({msg})"),
-            Rejection::Problems(p) => p.summary(limit),
+            Rejection::NotAnObject(kind) => {
+                out.push_str("the arguments must be a JSON object of named arguments, got ");
+                out.push_str(article(kind));
+                out.push(' ');
+                out.push_str(kind);
+            }
+            Rejection::NotJson(msg) => {
+                out.push_str("the arguments are not valid JSON (");
+                out.push_str(msg);
+                out.push(')');
+            }
+            Rejection::Problems(p) => p.write_summary(out, limit),
         }
     }
 }
@@ -165,23 +181,43 @@ impl ArgumentProblems {
     /// b: reason; c: reason` with at most `limit` invalid entries spelled out (SPEC §4; names are
     /// written as Python lists, as `str(ToolArgumentError)` writes them).
     pub fn summary(&self, limit: usize) -> String {
-        let mut parts: Vec<String> = Vec::with_capacity(3);
+        let mut out = String::new();
+        self.write_summary(&mut out, limit);
+        out
+    }
+
+    /// [`ArgumentProblems::summary`] appended to `out`.
+    pub fn write_summary(&self, out: &mut String, limit: usize) {
+        let start = out.len();
+        let sep = |out: &mut String| {
+            if out.len() > start {
+                out.push_str("; ");
+            }
+        };
         if !self.unexpected.is_empty() {
-            parts.push(format!("unexpected argument(s) {}", py_list(&self.unexpected)));
+            out.push_str("unexpected argument(s) ");
+            push_py_list(out, &self.unexpected);
         }
         if !self.missing.is_empty() {
-            parts.push(format!("missing required argument(s) {}", py_list(&self.missing)));
+            sep(out);
+            out.push_str("missing required argument(s) ");
+            push_py_list(out, &self.missing);
         }
         if !self.invalid.is_empty() {
-            let shown: Vec<String> =
-                self.invalid.iter().take(limit).map(|(p, r)| format!("{p}: {r}")).collect();
-            let mut s = format!("invalid argument(s): {}", shown.join("; "));
-            if self.invalid.len() > limit {
-                let _ = write!(s, "; and {} more", self.invalid.len() - limit);
+            sep(out);
+            out.push_str("invalid argument(s): ");
+            for (i, (path, why)) in self.invalid.iter().take(limit).enumerate() {
+                if i > 0 {
+                    out.push_str("; ");
+                }
+                out.push_str(path);
+                out.push_str(": ");
+                out.push_str(why);
             }
-            parts.push(s);
+            if self.invalid.len() > limit {
+                let _ = write!(out, "; and {} more", self.invalid.len() - limit);
+            }
         }
-        parts.join("; ")
     }
 }
 
@@ -194,6 +230,8 @@ pub struct ArgumentValidator {
     required: Vec<String>,
     /// Names the model may send but that are dropped before validation (an injected `ctx`).
     dropped: Vec<String>,
+    /// `accepted` written as a Python list (what every rejection message quotes), built once.
+    accepted_repr: String,
 }
 
 impl ArgumentValidator {
@@ -216,12 +254,18 @@ impl ArgumentValidator {
             .unwrap_or_default();
         let order = |n: &String| index_of(&accepted, n);
         required.sort_by_key(order);
-        Ok(Self { inner: SchemaValidator::new(schema)?, accepted, required, dropped })
+        let accepted_repr = py_list(&accepted);
+        Ok(Self { inner: SchemaValidator::new(schema)?, accepted, required, dropped, accepted_repr })
     }
 
     /// Declared argument names, in signature order.
     pub fn accepted(&self) -> &[String] {
         &self.accepted
+    }
+
+    /// The declared names written as a Python list (`['query', 'scope']`), as [`py_list`].
+    pub fn accepted_repr(&self) -> &str {
+        &self.accepted_repr
     }
 
     /// The input schema.
@@ -263,7 +307,8 @@ impl ArgumentValidator {
 
     fn collect(&self, map: &Map<String, Value>, args: &Value) -> ArgumentProblems {
         let mut p = ArgumentProblems::default();
-        let mut invalid: Vec<(usize, String, String)> = Vec::new();
+        // The signature position of each entry of `p.invalid`, for the final ordering.
+        let mut ranks: Vec<usize> = Vec::new();
         let errors: Vec<ValidationError<'_>> = match self.inner.validator() {
             Ok(v) => v.iter_errors(args).collect(),
             Err(e) => {
@@ -271,23 +316,36 @@ impl ArgumentValidator {
                 return p;
             }
         };
-        for err in errors.iter().flat_map(|e| specific(e)) {
-            let segs = segments(err, args);
+        let mut leaves = Vec::with_capacity(errors.len());
+        for e in &errors {
+            specific(e, &mut leaves);
+        }
+        for err in leaves {
+            let pointer = err.instance_path().as_str();
             match err.kind() {
-                ValidationErrorKind::AdditionalProperties { unexpected } if segs.is_empty() => {
+                ValidationErrorKind::AdditionalProperties { unexpected } if pointer.is_empty() => {
                     p.unexpected.extend(unexpected.iter().cloned());
                 }
-                ValidationErrorKind::Required { property } if segs.is_empty() => {
+                ValidationErrorKind::Required { property } if pointer.is_empty() => {
                     if let Some(name) = property.as_str() {
                         p.missing.push(name.to_owned());
                     }
                 }
                 _ => {
-                    let (rank, path) = match segs.first() {
-                        Some(Seg::Key(top)) => (index_of(&self.accepted, top), display_path(&segs)),
-                        _ => (usize::MAX, "<arguments>".to_owned()),
+                    // The usual case, an argument itself (`/name`, no escapes): no path to walk.
+                    let argument = pointer.strip_prefix('/').filter(|t| !t.contains(['/', '~']));
+                    let (rank, path) = match argument {
+                        Some(name) if is_identifier(name) => (index_of(&self.accepted, name), name.to_owned()),
+                        _ => {
+                            let segs = segments(err, args);
+                            match segs.first() {
+                                Some(Seg::Key(top)) => (index_of(&self.accepted, top), display_path(&segs)),
+                                _ => (usize::MAX, "<arguments>".to_owned()),
+                            }
+                        }
                     };
-                    invalid.push((rank, path, reason(self.inner.schema(), err)));
+                    ranks.push(rank);
+                    p.invalid.push((path, reason(self.inner.schema(), err)));
                 }
             }
         }
@@ -296,8 +354,13 @@ impl ArgumentValidator {
         p.unexpected.dedup();
         p.missing.sort_by_key(|n| index_of(&self.required, n));
         p.missing.dedup();
-        invalid.sort_by(|a, b| a.0.cmp(&b.0));
-        p.invalid = invalid.into_iter().map(|(_, path, why)| (path, why)).collect();
+        if !ranks.is_sorted() {
+            // A stable sort by signature position (the validator's order within one argument).
+            let mut order: Vec<usize> = (0..ranks.len()).collect();
+            order.sort_by_key(|&i| ranks[i]);
+            let mut slots: Vec<Option<(String, String)>> = p.invalid.drain(..).map(Some).collect();
+            p.invalid = order.into_iter().filter_map(|i| slots[i].take()).collect();
+        }
         p
     }
 }
@@ -309,11 +372,11 @@ fn index_of(names: &[String], name: &str) -> usize {
 /// The most specific errors behind one error. When a value matches the type of exactly one
 /// branch of an `anyOf` (an `Optional[X]` that got an `X` with a bad item, say), that branch's own
 /// errors say more than "expected X or null"; otherwise the error stands as it is.
-fn specific<'a, 'i>(err: &'a ValidationError<'i>) -> Vec<&'a ValidationError<'i>>
+fn specific<'a, 'i>(err: &'a ValidationError<'i>, out: &mut Vec<&'a ValidationError<'i>>)
 where
     'static: 'i,
 {
-    let ValidationErrorKind::AnyOf { context } = err.kind() else { return vec![err] };
+    let ValidationErrorKind::AnyOf { context } = err.kind() else { return out.push(err) };
     let here = err.instance_path().as_str();
     let type_fits = |branch: &Vec<ValidationError<'static>>| {
         !branch.iter().any(|e| {
@@ -329,8 +392,12 @@ where
     };
     let mut fitting = context.iter().filter(|b| type_fits(b));
     match (fitting.next(), fitting.next()) {
-        (Some(branch), None) if !branch.is_empty() => branch.iter().flat_map(|e| specific(e)).collect(),
-        _ => vec![err],
+        (Some(branch), None) if !branch.is_empty() => {
+            for e in branch {
+                specific(e, out);
+            }
+        }
+        _ => out.push(err),
     }
 }
 
@@ -348,16 +415,19 @@ enum Seg {
 fn segments(err: &ValidationError<'_>, root: &Value) -> Vec<Seg> {
     let pointer = err.instance_path().as_str();
     let mut here = Some(root);
-    let mut out = Vec::new();
-    for token in pointer.split('/').skip(1) {
-        let key = token.replace("~1", "/").replace("~0", "~");
+    let mut out = Vec::with_capacity(pointer.bytes().filter(|&b| b == b'/').count());
+    let mut tokens = pointer.split('/').skip(1).peekable();
+    while let Some(token) = tokens.next() {
+        let key = if token.contains('~') { token.replace("~1", "/").replace("~0", "~") } else { token.to_owned() };
+        let last = tokens.peek().is_none();
         match (here, key.parse::<usize>()) {
             (Some(Value::Array(items)), Ok(i)) => {
                 here = items.get(i);
                 out.push(Seg::Index(i));
             }
             (node, _) => {
-                here = node.and_then(|n| n.get(&key));
+                // Only a step with more steps after it needs to know what it leads to.
+                here = if last { None } else { node.and_then(|n| n.get(&key)) };
                 out.push(Seg::Key(key));
             }
         }
@@ -498,13 +568,25 @@ fn json_list(names: &[String]) -> String {
 
 /// A list of names written as Python's `repr` writes a list of strings: `['a', "it's"]`.
 pub fn py_list(names: &[String]) -> String {
-    let items: Vec<String> = names.iter().map(|n| py_str(n)).collect();
-    format!("[{}]", items.join(", "))
+    let mut out = String::with_capacity(2 + names.iter().map(|n| n.len() + 4).sum::<usize>());
+    push_py_list(&mut out, names);
+    out
 }
 
-fn py_str(s: &str) -> String {
+/// [`py_list`] appended to `out`.
+pub fn push_py_list(out: &mut String, names: &[String]) {
+    out.push('[');
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_py_str(out, n);
+    }
+    out.push(']');
+}
+
+fn push_py_str(out: &mut String, s: &str) {
     let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -523,26 +605,43 @@ fn py_str(s: &str) -> String {
         }
     }
     out.push(quote);
-    out
+}
+
+/// The JSON text of a value (`serde_json`'s compact form, written straight to a buffer rather
+/// than through `Display`).
+fn json_text(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| v.to_string())
 }
 
 /// A short rendering of a value for a reason: its JSON text, cut at 60 characters.
 fn show(v: &Value) -> String {
-    let text = v.to_string();
-    if text.chars().count() <= 60 {
+    let text = json_text(v);
+    // A text of at most 60 bytes has at most 60 characters.
+    if text.len() <= 60 || text.chars().count() <= 60 {
         return text;
     }
-    let cut: String = text.chars().take(57).collect();
-    format!("{cut}...")
+    let end = text.char_indices().nth(57).map_or(text.len(), |(i, _)| i);
+    format!("{}...", &text[..end])
 }
 
-/// `got integer 1001`, `got null`.
-fn got(v: &Value) -> String {
+/// `{head}, got integer 1001`, `{head}, got null`: a reason ending with what was sent.
+fn then_got(head: String, v: &Value) -> String {
+    let mut out = head;
+    out.push_str(", got ");
     match v {
-        Value::Null => "got null".to_owned(),
-        Value::Object(_) | Value::Array(_) => format!("got {} {}", article(json_type(v)), json_type(v)),
-        _ => format!("got {} {}", json_type(v), show(v)),
+        Value::Null => out.push_str("null"),
+        Value::Object(_) | Value::Array(_) => {
+            out.push_str(article(json_type(v)));
+            out.push(' ');
+            out.push_str(json_type(v));
+        }
+        _ => {
+            out.push_str(json_type(v));
+            out.push(' ');
+            out.push_str(&show(v));
+        }
     }
+    out
 }
 
 /// The subschema holding the keyword an error came from.
@@ -557,23 +656,33 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
     let inst: &Value = err.instance();
     match err.kind() {
         ValidationErrorKind::Type { kind } => {
-            let expected = match kind {
-                TypeKind::Single(t) => t.to_string(),
+            let mut head = String::with_capacity(64);
+            head.push_str("expected ");
+            match kind {
+                TypeKind::Single(t) => head.push_str(t.as_str()),
                 TypeKind::Multiple(set) => {
-                    set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
+                    for (i, t) in set.iter().enumerate() {
+                        if i > 0 {
+                            head.push_str(" or ");
+                        }
+                        head.push_str(t.as_str());
+                    }
                 }
-            };
-            format!("expected {expected}, {}", got(inst))
+            }
+            then_got(head, inst)
         }
         ValidationErrorKind::Enum { options } => {
-            format!("must be one of {}, {}", options, got(inst))
+            let mut head = String::with_capacity(96);
+            head.push_str("must be one of ");
+            head.push_str(&json_text(options));
+            then_got(head, inst)
         }
         ValidationErrorKind::Constant { expected_value } => {
-            format!("must be {}, {}", expected_value, got(inst))
+            then_got(format!("must be {}", expected_value), inst)
         }
         ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
             let expected = keyword_parent(schema, err).map_or_else(|| "another value".to_owned(), describe);
-            format!("expected {expected}, {}", got(inst))
+            then_got(format!("expected {expected}"), inst)
         }
         ValidationErrorKind::Required { property } => {
             format!("missing required field {property}")
@@ -582,19 +691,19 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
             format!("unexpected field(s) {}", json_list(unexpected))
         }
         ValidationErrorKind::FalseSchema => "not allowed here (no such field or position)".to_owned(),
-        ValidationErrorKind::Minimum { limit } => format!("must be >= {limit}, {}", got(inst)),
-        ValidationErrorKind::Maximum { limit } => format!("must be <= {limit}, {}", got(inst)),
-        ValidationErrorKind::ExclusiveMinimum { limit } => format!("must be > {limit}, {}", got(inst)),
-        ValidationErrorKind::ExclusiveMaximum { limit } => format!("must be < {limit}, {}", got(inst)),
+        ValidationErrorKind::Minimum { limit } => then_got(format!("must be >= {limit}"), inst),
+        ValidationErrorKind::Maximum { limit } => then_got(format!("must be <= {limit}"), inst),
+        ValidationErrorKind::ExclusiveMinimum { limit } => then_got(format!("must be > {limit}"), inst),
+        ValidationErrorKind::ExclusiveMaximum { limit } => then_got(format!("must be < {limit}"), inst),
         ValidationErrorKind::MultipleOf { .. } => {
             let m = keyword_parent(schema, err).and_then(|s| s.get("multipleOf")).cloned();
-            format!("must be a multiple of {}, {}", m.unwrap_or(Value::Null), got(inst))
+            then_got(format!("must be a multiple of {}", m.unwrap_or(Value::Null)), inst)
         }
         ValidationErrorKind::MinLength { limit } => {
-            format!("must be at least {limit} character(s) long, {}", got(inst))
+            then_got(format!("must be at least {limit} character(s) long"), inst)
         }
         ValidationErrorKind::MaxLength { limit } => {
-            format!("must be at most {limit} character(s) long, {}", got(inst))
+            then_got(format!("must be at most {limit} character(s) long"), inst)
         }
         ValidationErrorKind::MinItems { limit } => {
             format!("must have at least {limit} item(s), got {}", inst.as_array().map_or(0, Vec::len))
@@ -604,10 +713,10 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
         }
         ValidationErrorKind::UniqueItems => "items must be unique, got duplicates".to_owned(),
         ValidationErrorKind::Pattern { pattern } => {
-            format!("must match the pattern {}, {}", Value::String(pattern.clone()), got(inst))
+            then_got(format!("must match the pattern {}", Value::String(pattern.clone())), inst)
         }
         ValidationErrorKind::Format { format } => {
-            format!("expected a string in {} format, {}", format_name(format), got(inst))
+            then_got(format!("expected a string in {} format", format_name(format)), inst)
         }
         ValidationErrorKind::MinProperties { limit } => format!("must have at least {limit} field(s)"),
         ValidationErrorKind::MaxProperties { limit } => format!("must have at most {limit} field(s)"),
@@ -732,6 +841,32 @@ mod tests {
         let v = check_stock();
         assert_eq!(v.check(&json!({"sku": "SKU-1", "warehouse": "AMS", "qty": null})), Ok(()));
         assert_eq!(v.check(&json!({"sku": "SKU-1", "warehouse": "SIN", "pair": [1, "a"]})), Ok(()));
+    }
+
+    #[test]
+    fn invalid_values_are_sorted_by_signature_position_stably() {
+        let v = check_stock();
+        // Sent in reverse signature order; two problems of `tags` keep the validator's order.
+        let p = problems(&v, json!({"when": 5, "tags": [1, 1], "qty": "x", "sku": 2, "warehouse": "AMS"}));
+        assert_eq!(
+            p.invalid,
+            vec![
+                ("sku".to_owned(), "expected string, got integer 2".to_owned()),
+                ("qty".to_owned(), "expected integer or null, got string \"x\"".to_owned()),
+                ("tags".to_owned(), "items must be unique, got duplicates".to_owned()),
+                ("tags[0]".to_owned(), "expected string, got integer 1".to_owned()),
+                ("tags[1]".to_owned(), "expected string, got integer 1".to_owned()),
+                ("when".to_owned(), "expected string, got integer 5".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn shown_values_are_cut_at_sixty_characters() {
+        assert_eq!(show(&json!("é".repeat(58))), format!("\"{}\"", "é".repeat(58)));
+        assert_eq!(show(&json!("é".repeat(59))), format!("\"{}...", "é".repeat(56)));
+        assert_eq!(show(&json!("a\"b")), r#""a\"b""#);
+        assert_eq!(check_stock().accepted_repr(), "['sku', 'warehouse', 'qty', 'tags', 'pair', 'when', 'ctx']");
     }
 
     #[test]

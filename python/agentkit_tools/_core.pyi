@@ -35,6 +35,7 @@ __all__ = [
     "__version__",
     "approval_envelope",
     "canonical_args",
+    "canonical_json",
     "copy_json",
     "deep_freeze",
     "define_function_tool",
@@ -155,7 +156,8 @@ def define_function_tool(
 ) -> tuple[CoreTool, dict[str, Any]]:
     """``define_tool`` for a tool built from a Python function, in one call: returns the
     ``CoreTool`` and its input schema deep-frozen (objects as ``frozen_dict``, arrays as
-    ``frozen_list`` instances) for the tool's ``ToolSchema``.
+    ``frozen_list`` instances) for the tool's ``ToolSchema``; the same object is the core's
+    ``parameters``.
 
     ``params``: per advertised parameter, in signature order, ``(name, schema fragment,
     required, JSON default or None, Annotated description or None)``; ``non_json``: names of

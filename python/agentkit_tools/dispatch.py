@@ -21,6 +21,9 @@ __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 #: The deadline of a tool without its own ``timeout_s``, in seconds (SPEC §1).
 DEFAULT_TIMEOUT_S = 10.0
 
+_clock = time.perf_counter
+_ok_envelope = _core.ok_envelope
+
 _POOL = concurrent.futures.ThreadPoolExecutor(
     max_workers=min(64, (os.cpu_count() or 2) * 8), thread_name_prefix="agentkit-tool"
 )
@@ -79,7 +82,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
     if not ok:
         return tool  # type: ignore[no-any-return]
     timeout_s = getattr(tool, "timeout_s", None) or DEFAULT_TIMEOUT_S
-    started = time.perf_counter()
+    started = _clock()
     if (
         getattr(tool, "non_blocking", False) is True
         and getattr(tool, "run_validated", None) is not None
@@ -103,7 +106,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
             raise
         except BaseException as exc:
             return _error_envelope(tool.name, exc, core)
-        return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+        return _ok_envelope(value, (_clock() - started) * 1000.0)  # type: ignore[no-any-return]
     future = _POOL.submit(_run_body, tool, kwargs, ctx, timeout_s)
     try:
         # An async body enforces its own deadline (and is cancelled); the extra second only
@@ -115,7 +118,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
         if isinstance(exc, concurrent.futures.TimeoutError) and not future.done():
             exc = ToolTimeoutError(tool.name, timeout_s)  # our deadline, not the body's error
         return _error_envelope(tool.name, exc, core)
-    return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+    return _ok_envelope(value, (_clock() - started) * 1000.0)  # type: ignore[no-any-return]
 
 
 def _error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, Any]:

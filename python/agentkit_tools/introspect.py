@@ -1,9 +1,11 @@
 """Reading a Python callable into what the Rust core needs (SPEC §1, §3).
 
-This module does only what needs Python's own reflection: ``inspect.signature``,
-``typing.get_type_hints`` and the classes behind the hints. It turns each parameter's hint into a
-JSON Schema fragment and, where the body needs a richer Python value than JSON gives (an
-``Enum`` member, a ``set``, a dataclass, a ``datetime``), a converter applied after validation.
+This module does only what needs Python's own reflection: the signature (read straight from
+the code object of a plain function, ``inspect.signature`` for every other callable), the hints
+(``typing.get_type_hints`` when a hint needs resolving) and the classes behind the hints. It
+turns each parameter's hint into a JSON Schema fragment and, where the body needs a richer
+Python value than JSON gives (an ``Enum`` member, a ``set``, a dataclass, a ``datetime``), a
+converter applied after validation.
 Docstring parsing, description rules and schema assembly happen in the core.
 """
 
@@ -139,9 +141,12 @@ def _is_context(name: str, annotation: Any) -> bool:
     return getattr(target, "__name__", None) in CONTEXT_TYPE_NAMES
 
 
+_JSON_ATOMS = (str, int)  # bool is an int
+
+
 def _json_default(value: Any) -> tuple[bool, Any]:
     """(representable, JSON value) of a default."""
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, _JSON_ATOMS):
         return True, value
     if isinstance(value, float):
         return (value == value and value not in (float("inf"), float("-inf"))), value
@@ -180,46 +185,183 @@ def _sorted_set(values: set[Any] | frozenset[Any]) -> list[Any]:
         return sorted(values, key=repr)
 
 
+_EMPTY = inspect.Parameter.empty
+_POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+_POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+_KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+_VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
+_FUNCTION = types.FunctionType
+_NONE_TYPE = type(None)
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+_CO_COROUTINE = inspect.CO_COROUTINE
+_CO_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+#: ``typing.get_type_hints`` before Python 3.11 made the hint of a parameter defaulting to None
+#: ``Optional[hint]``; the fast path does the same there so both paths agree on every version.
+_OPTIONAL_FOR_NONE_DEFAULT = sys.version_info < (3, 11)
+_STRING_HINTS = (str, typing.ForwardRef)
+
+#: ``(name, kind, default, raw annotation)`` of one parameter, as ``inspect.Parameter`` has them.
+_Param = tuple[str, Any, Any, Any]
+
+
+def _is_plain_function(func: Any) -> bool:
+    """A ``def``/``lambda`` function with nothing attached that ``inspect.signature`` would
+    honour instead of its code (``__wrapped__``, ``__signature__``, ``_partialmethod``, ...):
+    its signature can be read from ``__code__``, ``__defaults__`` and ``__kwdefaults__``."""
+    return type(func) is _FUNCTION and not func.__dict__
+
+
+def _code_parameters(func: types.FunctionType, annotations: dict[str, Any]) -> list[_Param] | None:
+    """The parameters of a plain function in ``inspect.signature`` order (positional-only,
+    positional-or-keyword, keyword-only, ``**kwargs``), read from its code object as
+    ``inspect._signature_from_function`` does. None when the function takes ``*args``: the
+    general path reports that."""
+    code = func.__code__
+    flags = code.co_flags
+    if flags & _CO_VARARGS:
+        return None
+    names = code.co_varnames
+    n_pos = code.co_argcount
+    n_posonly = code.co_posonlyargcount
+    n_kwonly = code.co_kwonlyargcount
+    defaults = func.__defaults__ or ()
+    first_default = n_pos - len(defaults)
+    get = annotations.get
+    params: list[_Param] = []
+    for i in range(n_pos):
+        pname = names[i]
+        params.append((
+            pname,
+            _POSITIONAL_ONLY if i < n_posonly else _POSITIONAL_OR_KEYWORD,
+            defaults[i - first_default] if i >= first_default else _EMPTY,
+            get(pname, _EMPTY),
+        ))
+    if n_kwonly:
+        kwdefaults = func.__kwdefaults__ or {}
+        for pname in names[n_pos:n_pos + n_kwonly]:
+            params.append((pname, _KEYWORD_ONLY, kwdefaults.get(pname, _EMPTY), get(pname, _EMPTY)))
+    if flags & _CO_VARKEYWORDS:
+        pname = names[n_pos + n_kwonly]
+        params.append((pname, _VAR_KEYWORD, _EMPTY, get(pname, _EMPTY)))
+    return params
+
+
+def _plain_hints(annotations: dict[str, Any]) -> dict[str, Any] | None:
+    """``typing.get_type_hints(func, include_extras=True)`` of a plain function whose annotations
+    are all evaluated objects (no string, no top-level ``ForwardRef``): the annotations with
+    ``None`` read as ``NoneType``. None when a string needs resolving (the caller asks
+    ``typing``). A forward reference nested inside a hint (``list["Item"]``) is not seen here:
+    it reaches ``_schema`` unresolved, which refuses it, and the caller then starts over with
+    ``typing``'s resolution."""
+    hints = {}
+    for key, value in annotations.items():
+        if value is None:
+            value = _NONE_TYPE
+        elif isinstance(value, _STRING_HINTS):
+            return None
+        hints[key] = value
+    return hints
+
+
 def introspect(func: Any, name: str | None = None) -> Introspection:
     """Read ``func``'s signature, hints and docstring. Raises ``ToolDefinitionError`` for
-    ``*args`` (the model can only send named arguments)."""
+    ``*args`` (the model can only send named arguments).
+
+    A plain function (see ``_is_plain_function``) is read from its code object and its
+    annotations directly, and ``typing.get_type_hints`` runs only when a hint is a string or a
+    nested forward reference fails; everything else goes through ``inspect.signature``. Both
+    paths give the same result."""
     target, doc_source = _unwrap_callable(func)
+    params: list[_Param] | None = None
+    if _is_plain_function(target):
+        annotations = target.__annotations__
+        params = _code_parameters(target, annotations)
+    if params is not None:
+        tool_name = name or target.__name__
+        return_annotation = annotations.get("return", _EMPTY)
+        is_async = bool(target.__code__.co_flags & _CO_COROUTINE)
+        hints = _plain_hints(annotations)
+        if hints is not None:
+            if _OPTIONAL_FOR_NONE_DEFAULT:
+                for pname, _, default, _ in params:
+                    if default is None and pname in hints:
+                        hints[pname] = typing.Optional[hints[pname]]  # noqa: UP007 - as typing does
+            info = _introspect_params(tool_name, doc_source, params, return_annotation, hints, {}, is_async)
+            if not info.unresolved:
+                return info
+            # A hint failed: it may hold a forward reference that typing resolves; start over.
+        hints, unresolved = _hints(target)
+        return _introspect_params(tool_name, doc_source, params, return_annotation, hints, unresolved, is_async)
     tool_name = name or _callable_name(target)
     try:
         sig = inspect.signature(target)
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot read the signature of {func!r}: {exc}") from exc
     hints, unresolved = _hints(target)
+    return _introspect_params(
+        tool_name,
+        doc_source,
+        [(pname, p.kind, p.default, p.annotation) for pname, p in sig.parameters.items()],
+        sig.return_annotation,
+        hints,
+        unresolved,
+        _is_async(target),
+    )
+
+
+def _introspect_params(
+    tool_name: str,
+    doc_source: Any,
+    sig_params: list[_Param],
+    return_annotation: Any,
+    hints: dict[str, Any],
+    unresolved: dict[str, str],
+    is_async: bool,
+) -> Introspection:
+    """The ``Introspection`` of a signature (``(name, kind, default, raw annotation)`` per
+    parameter) under the resolved ``hints``; ``unresolved`` (name -> why) is extended in place."""
     params: list[tuple[str, dict[str, Any], bool, Any, str | None]] = []
     converters: dict[str, Converter] = {}
     positional_only: list[str] = []
     non_json: list[str] = []
     context_param = None
     var_keyword = False
-    defs = _Defs()
+    defs: _Defs | None = None  # made on the first hint that is not in _FRAGMENTS
     unbound_first = None
-    for i, (pname, p) in enumerate(sig.parameters.items()):
-        if i == 0 and pname in ("self", "cls") and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            unbound_first = pname
-            continue
-        if p.kind is p.VAR_POSITIONAL:
+    first = True
+    for pname, kind, default, raw_annotation in sig_params:
+        if first:
+            first = False
+            if pname in ("self", "cls") and (kind is _POSITIONAL_ONLY or kind is _POSITIONAL_OR_KEYWORD):
+                unbound_first = pname
+                continue
+        if kind is _VAR_POSITIONAL:
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter '*{pname}' takes positional arguments, which a model "
                 "cannot send (tool calls carry named arguments only); replace it with a named "
                 f"list parameter such as '{pname}: list[str]'"
             )
-        if p.kind is p.VAR_KEYWORD:
+        if kind is _VAR_KEYWORD:
             var_keyword = True
             continue
-        annotation = hints.get(pname, p.annotation)
-        if _is_context(pname, annotation):
+        annotation = hints.get(pname, raw_annotation)
+        if pname in _CONTEXT_PARAM_NAMES and _is_context(pname, annotation):
             context_param = pname
             continue
-        if p.kind is p.POSITIONAL_ONLY:
+        if kind is _POSITIONAL_ONLY:
             positional_only.append(pname)
+        fragment: dict[str, Any] = {}
+        conv: Converter | None = None
+        desc: str | None = None
         if pname in unresolved:
-            fragment, conv, desc = {}, None, None
+            pass
+        elif (hit := _cached_fragment(annotation)) is not None:
+            fragment, desc = hit
         else:
+            if defs is None:
+                defs = _Defs()
             seen = len(defs.problems)
             try:
                 fragment, conv, desc = _cached_schema(annotation, defs)
@@ -231,14 +373,14 @@ def introspect(func: Any, name: str | None = None) -> Introspection:
                 fragment, conv, desc = {}, None, None
             if len(defs.problems) > seen and pname not in unresolved:
                 unresolved[pname] = "; ".join(f"field {p} (accepts any value)" for p in defs.problems[seen:])
-        required = p.default is inspect.Parameter.empty
-        default = None
-        if not required:
-            ok, default = _json_default(p.default)
+        if default is _EMPTY:
+            params.append((pname, fragment, True, None, desc))
+        else:
+            ok, json_default = _json_default(default)
             if not ok:
                 non_json.append(pname)
-                default = None
-        params.append((pname, fragment, required, default, desc))
+                json_default = None
+            params.append((pname, fragment, False, json_default, desc))
         if conv is not None:
             converters[pname] = conv
     return Introspection(
@@ -251,9 +393,9 @@ def introspect(func: Any, name: str | None = None) -> Introspection:
         converters=converters,
         unresolved=unresolved,
         non_json_defaults=tuple(non_json),
-        return_hint=hints.get("return", sig.return_annotation),
-        is_async=_is_async(target),
-        defs=defs.render() if defs.used else {},
+        return_hint=hints.get("return", return_annotation),
+        is_async=is_async,
+        defs=defs.render() if defs is not None and defs.used else {},
         unbound_first=unbound_first,
     )
 
@@ -433,10 +575,51 @@ def schema_for(tp: Any) -> dict[str, Any]:
 
 
 #: Fragments of plain hints (no converter, no ``$defs``), by hint: hints are immutable, and tools
-#: of one program share most of theirs. The key pairs the hint with its ``repr`` because equality
-#: of some hints ignores order (``Literal['a', 'b'] == Literal['b', 'a']``).
-_FRAGMENTS: dict[tuple[Any, str], tuple[dict[str, Any], str | None]] = {}
+#: of one program share most of theirs. The key must tell apart hints that compare equal yet give
+#: different fragments (``Literal['a', 'b'] == Literal['b', 'a']``, ``int | str == str | int``):
+#: see ``_hint_key``.
+_FRAGMENTS: dict[Any, tuple[dict[str, Any], str | None]] = {}
 _FRAGMENTS_MAX = 4096
+_GENERIC_ALIAS = types.GenericAlias
+_UNION_TYPE = types.UnionType
+_LITERAL_ALIAS = type(typing.Literal["a"])
+_LITERAL_VALUE_CLASSES = (str, int, bool, _NONE_TYPE)
+
+
+def _hint_key(tp: Any) -> Any:
+    """The ``_FRAGMENTS`` key of a hint: exact for what ``_schema`` distinguishes.
+
+    Cheap structural keys for the common shapes — a plain class (``str``), a builtin generic or
+    ``|`` union of plain classes (``list[str]``, ``float | None``: ordered tuples of classes,
+    which compare by identity), a ``Literal`` of strings, integers, booleans and None (each value
+    with its class, so ``Literal[1]`` and ``Literal[True]`` differ) — and ``(hint, repr(hint))``
+    for everything else. Raises ``TypeError`` for an unhashable hint."""
+    cls = tp.__class__
+    if cls is type:
+        return tp
+    if cls is _GENERIC_ALIAS or cls is _UNION_TYPE:
+        args = tp.__args__
+        for a in args:
+            if a.__class__ is not type:
+                break
+        else:
+            return (tp.__origin__ if cls is _GENERIC_ALIAS else _UNION_TYPE, args)
+    elif cls is _LITERAL_ALIAS:
+        values = tuple((a.__class__, a) for a in tp.__args__)
+        if all(c in _LITERAL_VALUE_CLASSES for c, _ in values):
+            return (_LITERAL_ALIAS, values)
+    key = (tp, repr(tp))
+    hash(key)
+    return key
+
+
+def _cached_fragment(tp: Any) -> tuple[dict[str, Any], str | None] | None:
+    """The memoised ``(fragment, Annotated description)`` of a hint, or None (not memoised yet,
+    or a hint that cannot be: unhashable, or with a converter or ``$defs``)."""
+    try:
+        return _FRAGMENTS.get(tp if tp.__class__ is type else _hint_key(tp))
+    except Exception:  # an unhashable hint (e.g. Annotated metadata that is a dict)
+        return None
 
 
 def _cached_schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str | None]:
@@ -444,7 +627,7 @@ def _cached_schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | No
     nothing else. The fragment is shared between tools: it must not be changed in place (it is
     only read, by the core's ``define_tool``)."""
     try:
-        key = (tp, repr(tp))
+        key = _hint_key(tp)
         hit = _FRAGMENTS.get(key)
     except Exception:  # an unhashable hint (e.g. Annotated metadata that is a dict)
         return _schema(tp, defs)
@@ -795,7 +978,9 @@ def _struct_kind(cls: type) -> str | None:
 
 
 _READ_ONLY = getattr(typing, "ReadOnly", None)
-_TYPEDDICT_QUALIFIERS = tuple(q for q in (typing.Required, typing.NotRequired, _READ_ONLY) if q is not None)
+# typing.Required/NotRequired are Python 3.11+ (PEP 655).
+_REQUIRED = getattr(typing, "Required", None)
+_TYPEDDICT_QUALIFIERS = tuple(q for q in (_REQUIRED, getattr(typing, "NotRequired", None), _READ_ONLY) if q is not None)
 
 
 def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str | None]]:
@@ -823,7 +1008,7 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
             while typing.get_origin(base) in _TYPEDDICT_QUALIFIERS:
                 q = typing.get_origin(base)
                 if q is not _READ_ONLY:
-                    is_required = q is typing.Required
+                    is_required = q is _REQUIRED
                 base = typing.get_args(base)[0]
             out.append((name, base, not is_required, _NO_DEFAULT, None))
     elif kind == "namedtuple":

@@ -28,6 +28,14 @@ class ToolSchema:
     def __hash__(self) -> int:
         return hash((self.name, self.description))
 
+    @classmethod
+    def _of_frozen(cls, name: str, description: str, parameters: Mapping[str, Any]) -> ToolSchema:
+        """A ``ToolSchema`` over ``parameters`` that is already deep-frozen (a ``FrozenDict`` of
+        frozen containers, as the core's ``define_function_tool`` returns it): no copy is made."""
+        self = object.__new__(cls)
+        self.__dict__.update(name=name, description=description, parameters=parameters)
+        return self
+
     # Provider renderings (SPEC §9; rules in agentkit_tools.providers), cached on the schema.
 
     def to_anthropic(self) -> dict[str, Any]:

@@ -7,19 +7,22 @@ import asyncio
 import dataclasses
 import inspect
 import re
-import weakref
+import types
 import typing
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, overload
 
 from . import _core
 from .errors import ToolArgumentError, ToolDefinitionError, ToolShapeError
+from .frozen import FrozenDict, FrozenList
 from .introspect import Introspection, introspect
 from .schema import Tool, ToolSchema
 
 __all__ = ["FunctionTool", "tool", "OUTPUT_AUTO"]
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_CO_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 
 
 class _OutputAuto:
@@ -302,23 +305,26 @@ class FunctionTool:
                 f"tool name {info.name!r} is not accepted by model providers: use 1-64 characters "
                 "from a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
             )
-        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        if (
+            bool(func.__code__.co_flags & _CO_GENERATORS)
+            if type(func) is types.FunctionType
+            else inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func)
+        ):
             raise ToolDefinitionError(
                 f"tool {info.name!r} is a generator function: a tool call returns one result, so "
                 "collect the items into a list and return it"
             )
-        dropped = [info.context_param] if info.context_param else []
-        core = _core.define_tool(
+        core, parameters = _core.define_function_tool(
             info.name,
             description,
             info.doc,
-            [
-                (n, frag, req, default, desc, not req and n not in info.non_json_defaults)
-                for n, frag, req, default, desc in info.params
-            ],
+            info.params,
+            info.non_json_defaults,
             info.var_keyword,
-            dropped,
+            [info.context_param] if info.context_param else [],
             info.defs or None,
+            FrozenDict,
+            FrozenList,
         )
         if url_arg is not None and url_arg not in core.accepted:
             raise ToolDefinitionError(
@@ -327,26 +333,35 @@ class FunctionTool:
         if output_schema is OUTPUT_AUTO:
             hint = info.return_hint
             output_schema = hint if _is_structured_class(hint) else None
-        fn = _make_invoker(func, info)
-        return cls(
-            name=info.name,
-            fn=fn,
-            description=core.description,
-            side_effecting=bool(side_effecting),
-            schema=ToolSchema(info.name, core.description, core.parameters),
-            idempotent=idempotent,
-            requires_approval=requires_approval,
-            caps=tuple(caps),
-            url_arg=url_arg,
-            output_schema=output_schema,
-            timeout_s=timeout_s,
-            max_result_chars=max_result_chars,
-            non_blocking=non_blocking,
-            func=func,
-            _core=core,
-            _is_async=info.is_async,
-            _lint=info,
-        )
+        tool_description = core.description
+        fields = {
+            "name": info.name,
+            "fn": _make_invoker(func, info),
+            "description": tool_description,
+            "side_effecting": bool(side_effecting),
+            "schema": ToolSchema._of_frozen(info.name, tool_description, parameters),
+            "idempotent": idempotent,
+            "requires_approval": requires_approval,
+            "caps": tuple(caps),
+            "url_arg": url_arg,
+            "output_schema": output_schema,
+            "timeout_s": timeout_s,
+            "max_result_chars": max_result_chars,
+            "non_blocking": non_blocking,
+            "func": func,
+            "_core": core,
+            "_is_async": info.is_async,
+            "_lint": info,
+        }
+        if cls is not FunctionTool:  # a subclass may extend __init__/__post_init__
+            return cls(**fields)
+        # Every field is given in its final form: set them as the dataclass __init__ and
+        # __post_init__ would, without their per-field work.
+        fields["_output"] = _OutputCheck(output_schema) if output_schema is not None else None
+        fields["_bound"] = None
+        self = object.__new__(FunctionTool)
+        self.__dict__.update(fields)
+        return self
 
 
 def _core_from_schema(t: Any) -> Any:

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use serde_json::Value;
 
 use crate::dispatch;
@@ -356,12 +357,13 @@ impl CoreTool {
 
     /// The `invalid_arguments` envelope for a rejection.
     fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
-        let message = dispatch::invalid_arguments_message(&self.name, rejection, self.validator.accepted());
+        let message = dispatch::rejection_message(&self.name, rejection, self.validator.accepted_repr());
         let items = PyList::empty(py);
+        let (path_key, reason_key) = (intern!(py, "path"), intern!(py, "reason"));
         let push = |path: &str, reason: &str| -> PyResult<()> {
             let d = PyDict::new(py);
-            d.set_item("path", path)?;
-            d.set_item("reason", reason)?;
+            d.set_item(path_key, path)?;
+            d.set_item(reason_key, reason)?;
             items.append(d)
         };
         match rejection {
@@ -379,10 +381,10 @@ impl CoreTool {
             other => push("<arguments>", &other.summary(usize::MAX))?,
         }
         let error = PyDict::new(py);
-        error.set_item("code", "invalid_arguments")?;
-        error.set_item("message", message)?;
-        error.set_item("errors", items)?;
-        error.set_item("schema", self.parameters.bind(py))?;
+        error.set_item(intern!(py, "code"), intern!(py, "invalid_arguments"))?;
+        error.set_item(intern!(py, "message"), message)?;
+        error.set_item(intern!(py, "errors"), items)?;
+        error.set_item(intern!(py, "schema"), self.parameters.bind(py))?;
         failure(py, error)
     }
 }
@@ -450,15 +452,15 @@ impl CoreTool {
 
 fn failure<'py>(py: Python<'py>, error: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
     let env = PyDict::new(py);
-    env.set_item("ok", false)?;
-    env.set_item("error", error)?;
+    env.set_item(intern!(py, "ok"), false)?;
+    env.set_item(intern!(py, "error"), error)?;
     Ok(env)
 }
 
 fn error_dict<'py>(py: Python<'py>, code: &str, message: &str) -> PyResult<Bound<'py, PyDict>> {
     let error = PyDict::new(py);
-    error.set_item("code", code)?;
-    error.set_item("message", message)?;
+    error.set_item(intern!(py, "code"), code)?;
+    error.set_item(intern!(py, "message"), message)?;
     Ok(error)
 }
 
@@ -470,6 +472,7 @@ fn error_dict<'py>(py: Python<'py>, code: &str, message: &str) -> PyResult<Bound
 /// recursive types, placed at the root of the input schema.
 #[pyfunction]
 #[pyo3(signature = (name, description, doc, params, allow_extra, dropped, defs=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn define_tool(
     py: Python<'_>,
     name: String,
@@ -492,13 +495,7 @@ fn define_tool(
         });
     }
     let def = schema::define(&name, description.as_deref(), doc.as_deref(), specs, allow_extra)
-        .map_err(|e| match errors(py) {
-            Ok(errs) => match errs.definition.bind(py).call1((e.to_string(),)) {
-                Ok(exc) => PyErr::from_value(exc),
-                Err(err) => err,
-            },
-            Err(err) => err,
-        })?;
+        .map_err(|e| definition_error(py, e.to_string()))?;
     let mut parameters = def.parameters;
     if let (Some(defs), Value::Object(obj)) = (defs, &mut parameters) {
         let defs = to_value(&defs)?;
@@ -507,6 +504,113 @@ fn define_tool(
         }
     }
     CoreTool::build(py, name, def.description, def.documented, parameters, dropped)
+}
+
+/// A JSON value as deep-frozen Python objects, built directly (no serde round trip): objects
+/// as `frozen.0` instances (a `dict` subclass, filled through the C-level store), arrays as
+/// `frozen.1` instances (a `list` subclass), numbers as `int`/`float`, the rest as
+/// `str`/`bool`/None — the values `pythonize` gives for a `serde_json::Value`, frozen.
+fn json_to_frozen<'py>(
+    py: Python<'py>,
+    value: &Value,
+    frozen: (&Bound<'py, PyType>, &Bound<'py, PyType>),
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else {
+                PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
+            }
+        }
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = frozen.1.call0()?.cast_into::<PyList>()?;
+            for item in items {
+                list.append(json_to_frozen(py, item, frozen)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = frozen.0.call0()?.cast_into::<PyDict>()?;
+            for (k, v) in map {
+                dict.set_item(PyString::new(py, k), json_to_frozen(py, v, frozen)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// `define_tool` for a tool built from a Python function, in one call: the input schema is
+/// built deep-frozen (dicts as `frozen_dict`, lists as `frozen_list` instances) and returned
+/// with the core for the tool's `ToolSchema` (it is also the core's `parameters`), so no copy is
+/// made in Python. Raises `ToolDefinitionError`.
+///
+/// `params`: `(name, schema fragment, required, JSON default or None, Annotated description or
+/// None)` per advertised parameter, in signature order; `non_json`: names of parameters whose
+/// default JSON cannot carry (not advertised). `defs`: `$defs` for recursive types, placed at the
+/// root of the input schema.
+#[pyfunction]
+#[pyo3(signature = (name, description, doc, params, non_json, allow_extra, dropped, defs, frozen_dict, frozen_list))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn define_function_tool<'py>(
+    py: Python<'py>,
+    name: String,
+    description: Option<String>,
+    doc: Option<String>,
+    params: Vec<(String, Bound<'py, PyAny>, bool, Bound<'py, PyAny>, Option<String>)>,
+    non_json: Vec<String>,
+    allow_extra: bool,
+    dropped: Vec<String>,
+    defs: Option<Bound<'py, PyAny>>,
+    frozen_dict: Bound<'py, PyType>,
+    frozen_list: Bound<'py, PyType>,
+) -> PyResult<(CoreTool, Bound<'py, PyAny>)> {
+    let mut specs = Vec::with_capacity(params.len());
+    for (pname, fragment, required, default, pdesc) in params {
+        let has_default = !required && !non_json.contains(&pname);
+        specs.push(ParamSpec {
+            schema: to_value(&fragment)?,
+            required,
+            // A default JSON cannot carry (NaN, an integer beyond 64 bits) is not advertised.
+            default: if has_default { to_value(&default).ok() } else { None },
+            description: pdesc,
+            name: pname,
+        });
+    }
+    let def = schema::define(&name, description.as_deref(), doc.as_deref(), specs, allow_extra)
+        .map_err(|e| definition_error(py, e.to_string()))?;
+    let mut parameters = def.parameters;
+    if let (Some(defs), Value::Object(obj)) = (defs, &mut parameters) {
+        let defs = to_value(&defs)?;
+        if defs.as_object().is_some_and(|d| !d.is_empty()) {
+            obj.insert("$defs".into(), defs);
+        }
+    }
+    let validator = ArgumentValidator::new(parameters, dropped)
+        .map_err(|e| definition_error(py, format!("tool '{name}': {e}")))?;
+    // One Python copy of the schema, frozen: the `ToolSchema`'s and the core's (`parameters`,
+    // documented read-only; error envelopes show it).
+    let frozen = json_to_frozen(py, validator.schema(), (&frozen_dict, &frozen_list))?;
+    let py_params = frozen.clone().unbind();
+    let core =
+        CoreTool { name, description: def.description, documented: def.documented, validator, parameters: py_params };
+    Ok((core, frozen))
+}
+
+/// A `ToolDefinitionError(message)` (or the error met while building it).
+fn definition_error(py: Python<'_>, message: String) -> PyErr {
+    match errors(py) {
+        Ok(errs) => match errs.definition.bind(py).call1((message,)) {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(err) => err,
+        },
+        Err(err) => err,
+    }
 }
 
 struct Entry {
@@ -598,6 +702,13 @@ impl CoreRegistry {
     /// envelope.
     fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         let (name, args) = call_parts(call)?;
+        // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
+        let name = match &name {
+            Some(n) => Some(n.to_str().map_err(|_| {
+                PyTypeError::new_err(format!("the tool call's name must be a string, got {}", type_name(n.as_any())))
+            })?),
+            None => None,
+        };
         let Some(name) = name else {
             let env = failure(
                 py,
@@ -609,8 +720,8 @@ impl CoreRegistry {
             )?;
             return rejected(py, env);
         };
-        let Some(entry) = self.by_name.get(&name) else {
-            return rejected(py, self.unknown_tool(py, &name)?);
+        let Some(entry) = self.by_name.get(name) else {
+            return rejected(py, self.unknown_tool(py, name)?);
         };
         let core = entry.core.get();
         let args = args.unwrap_or_else(|| py.None().into_bound(py));
@@ -650,32 +761,38 @@ fn rejected<'py>(py: Python<'py>, envelope: Bound<'py, PyDict>) -> PyResult<Boun
     PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none])
 }
 
-/// `(name, arguments)` of a call in any of the accepted shapes.
-fn call_parts<'py>(call: &Bound<'py, PyAny>) -> PyResult<(Option<String>, Option<Bound<'py, PyAny>>)> {
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
+}
+
+/// A call's tool name (when it has one) and arguments (when it has them).
+type CallParts<'py> = (Option<Bound<'py, PyString>>, Option<Bound<'py, PyAny>>);
+
+/// `(name, arguments)` of a call in any of the accepted shapes; the name is borrowed from the
+/// call (no copy), its text read by the caller.
+fn call_parts<'py>(call: &Bound<'py, PyAny>) -> PyResult<CallParts<'py>> {
     let Ok(d) = call.cast::<PyDict>() else {
         return Err(PyTypeError::new_err(format!(
             "a tool call must be a dict like {{'id': ..., 'name': ..., 'input': {{...}}}}, got {}",
             call.get_type().name()?
         )));
     };
-    let func = d.get_item("function")?;
+    let py = call.py();
+    let func = d.get_item(intern!(py, "function"))?;
     let holder = match &func {
         Some(f) if f.is_instance_of::<PyDict>() => f.cast::<PyDict>()?.clone(),
         _ => d.clone(),
     };
-    let name = match holder.get_item("name")? {
+    let name = match holder.get_item(intern!(py, "name"))? {
         Some(n) if n.is_none() => None,
-        Some(n) => Some(n.extract::<String>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "the tool call's name must be a string, got {}",
-                n.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
-            ))
+        Some(n) => Some(n.cast_into::<PyString>().map_err(|e| {
+            PyTypeError::new_err(format!("the tool call's name must be a string, got {}", type_name(&e.into_inner())))
         })?),
         None => None,
     };
-    let mut args = holder.get_item("input")?;
+    let mut args = holder.get_item(intern!(py, "input"))?;
     if args.is_none() {
-        args = holder.get_item("arguments")?;
+        args = holder.get_item(intern!(py, "arguments"))?;
     }
     Ok((name, args))
 }
@@ -748,9 +865,9 @@ fn error_envelope<'py>(
 #[pyfunction]
 fn ok_envelope<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, elapsed_ms: f64) -> PyResult<Bound<'py, PyDict>> {
     let env = PyDict::new(py);
-    env.set_item("ok", true)?;
-    env.set_item("value", value)?;
-    env.set_item("elapsed_ms", (elapsed_ms * 1000.0).round() / 1000.0)?;
+    env.set_item(intern!(py, "ok"), true)?;
+    env.set_item(intern!(py, "value"), value)?;
+    env.set_item(intern!(py, "elapsed_ms"), (elapsed_ms * 1000.0).round() / 1000.0)?;
     Ok(env)
 }
 
@@ -766,6 +883,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CoreTool>()?;
     m.add_class::<CoreRegistry>()?;
     m.add_function(wrap_pyfunction!(define_tool, m)?)?;
+    m.add_function(wrap_pyfunction!(define_function_tool, m)?)?;
     m.add_function(wrap_pyfunction!(error_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(ok_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(truncate, m)?)?;
