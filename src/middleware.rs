@@ -4,6 +4,7 @@
 //! messages of the refusals. No Python types: the binding (`crate::py::middleware`) converts.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -14,7 +15,7 @@ use sha2::{Digest, Sha256};
 /// non-ASCII kept as UTF-8, numbers as serde_json prints them. Two argument objects that differ
 /// only in key order give the same text.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(128);
     write_canonical(value, &mut out);
     out
 }
@@ -22,16 +23,16 @@ pub fn canonical_json(value: &Value) -> String {
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
             out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 write_string(k, out);
                 out.push(':');
-                write_canonical(&map[k.as_str()], out);
+                write_canonical(v, out);
             }
             out.push('}');
         }
@@ -46,18 +47,44 @@ fn write_canonical(value: &Value, out: &mut String) {
             out.push(']');
         }
         Value::String(s) => write_string(s, out),
-        other => out.push_str(&other.to_string()),
+        // Display of a number, bool or null is serde_json's own text; writing to a String cannot fail.
+        other => {
+            let _ = write!(out, "{other}");
+        }
     }
 }
 
-/// `s` as a JSON string literal appended to `out`: serde_json's escaping (the same as Python's
-/// `json.dumps(..., ensure_ascii=False)`).
+/// `s` as a JSON string literal appended to `out`, escaped exactly as serde_json escapes it
+/// (`"`, `\`, and control characters: `\b \f \n \r \t`, else `\u00xx`; everything else,
+/// non-ASCII included, kept as is: the same as Python's `json.dumps(..., ensure_ascii=False)`).
+/// Written in place: this runs for every key and string of every call's arguments.
 pub fn write_string(s: &str, out: &mut String) {
-    let mut buf = Vec::with_capacity(s.len() + 2);
-    // Writing a &str into a Vec<u8> cannot fail, and the bytes are valid UTF-8.
-    if serde_json::to_writer(&mut buf, s).is_ok() {
-        out.push_str(&String::from_utf8_lossy(&buf));
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        // `b` is ASCII, so `i` is a character boundary.
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
     }
+    out.push_str(&s[start..]);
+    out.push('"');
 }
 
 /// Lowercase hex of the SHA-256 of `text`.
@@ -565,6 +592,17 @@ mod tests {
 
     fn key(s: &str, n: &str, a: &str) -> CallKey {
         (s.into(), n.into(), a.into())
+    }
+
+    #[test]
+    fn strings_are_escaped_exactly_as_serde_json_escapes_them() {
+        let mut samples: Vec<String> = (0u8..0x80).map(|b| format!("a{}z", b as char)).collect();
+        samples.extend(["", "plain", "\"quoted\" \\ back", "é ü 中文 😀", "\u{7f}\u{80}\u{2028}", "\n\r\t\u{8}\u{c}\u{0}\u{1f}"].map(String::from));
+        for s in samples {
+            let mut out = String::from("prefix:");
+            write_string(&s, &mut out);
+            assert_eq!(out, format!("prefix:{}", serde_json::to_string(&s).unwrap()), "{s:?}");
+        }
     }
 
     #[test]

@@ -25,7 +25,9 @@ pub const MAX_NESTING: usize = 127;
 /// called in a given process. An invalid schema is still refused by [`SchemaValidator::new`]:
 /// a schema with references, identifiers, regular expressions or content keywords (whatever
 /// compilation can reject beyond the meta-schema) is compiled at once; any other is checked
-/// against the draft 2020-12 meta-schema, which covers what compilation would reject in it.
+/// against the draft 2020-12 meta-schema, which covers what compilation would reject in it,
+/// unless it keeps to a fixed subset of keywords and value shapes that is valid by
+/// construction (every schema introspection generates does; see `plain_schema`).
 pub struct SchemaValidator {
     schema: Value,
     compiled: OnceLock<Result<Validator, String>>,
@@ -60,6 +62,72 @@ fn needs_compiler(schema: &Value) -> bool {
     }
 }
 
+/// The type names of draft 2020-12 (`simpleTypes` of its validation meta-schema).
+const SIMPLE_TYPES: &[&str] = &["array", "boolean", "integer", "null", "number", "object", "string"];
+
+/// How deep [`plain_schema`] follows subschemas before leaving the schema to the meta-schema.
+const PLAIN_MAX_DEPTH: usize = 64;
+
+/// True when `schema` is valid against the draft 2020-12 meta-schema by construction and holds
+/// none of [`COMPILE_CHECKED`] anywhere (not as a keyword, property name or key inside a
+/// `default`/`const`/`enum`/`examples` value), so that [`SchemaValidator::new`] has nothing to
+/// check: the result `jsonschema::meta::validate` would give, without running it (about 4 µs
+/// for a six-parameter tool schema, 10 µs with cold caches).
+///
+/// A sound subset check, not a validator: every keyword is one of a fixed list whose value
+/// shape is checked exactly as the meta-schema's vocabularies (validation, applicator,
+/// meta-data, format-annotation, core's `$comment`/`$defs`) require it; anything else (an
+/// unlisted keyword, a value shape not recognised, such as an integral float for `minItems`,
+/// or nesting beyond [`PLAIN_MAX_DEPTH`]) gives false, and the meta-schema then decides. It
+/// covers everything introspection generates, and any hand-written schema that keeps to it.
+fn plain_schema(schema: &Value, depth: usize) -> bool {
+    let map = match schema {
+        Value::Bool(_) => return true,
+        Value::Object(map) if depth < PLAIN_MAX_DEPTH => map,
+        _ => return false,
+    };
+    let inner = depth + 1;
+    map.iter().all(|(key, value)| match key.as_str() {
+        "type" => match value {
+            Value::String(t) => SIMPLE_TYPES.contains(&t.as_str()),
+            // A non-empty array of distinct type names.
+            Value::Array(types) => {
+                !types.is_empty()
+                    && types.len() <= SIMPLE_TYPES.len()
+                    && types.iter().enumerate().all(|(i, t)| {
+                        t.as_str().is_some_and(|t| SIMPLE_TYPES.contains(&t)) && !types[..i].contains(t)
+                    })
+            }
+            _ => false,
+        },
+        "title" | "description" | "format" | "$comment" => value.is_string(),
+        "default" | "const" => !needs_compiler(value),
+        "enum" | "examples" => value.is_array() && !needs_compiler(value),
+        "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => value.is_boolean(),
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => value.is_number(),
+        "multipleOf" => value.as_f64().is_some_and(|m| m > 0.0),
+        // nonNegativeInteger.
+        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
+        | "minContains" | "maxContains" => value.is_u64(),
+        // stringArray: distinct strings (a long list is left to the meta-schema).
+        "required" => value.as_array().is_some_and(|names| {
+            names.len() <= 64
+                && names.iter().enumerate().all(|(i, n)| n.is_string() && !names[..i].contains(n))
+        }),
+        "items" | "additionalProperties" | "propertyNames" | "contains" | "not" | "if" | "then" | "else" => {
+            plain_schema(value, inner)
+        }
+        // schemaArray: a non-empty array of schemas.
+        "prefixItems" | "allOf" | "anyOf" | "oneOf" => value
+            .as_array()
+            .is_some_and(|items| !items.is_empty() && items.iter().all(|s| plain_schema(s, inner))),
+        "properties" | "dependentSchemas" | "$defs" => value.as_object().is_some_and(|props| {
+            props.iter().all(|(name, s)| !COMPILE_CHECKED.contains(&name.as_str()) && plain_schema(s, inner))
+        }),
+        _ => false,
+    })
+}
+
 fn compile(schema: &Value) -> Result<Validator, String> {
     jsonschema::draft202012::options()
         .should_validate_formats(true)
@@ -74,7 +142,10 @@ impl SchemaValidator {
     /// The schema is not a valid JSON Schema (the message says where).
     pub fn new(schema: Value) -> Result<Self, String> {
         let compiled = OnceLock::new();
-        if needs_compiler(&schema) {
+        if plain_schema(&schema, 0) {
+            // Valid against the meta-schema by construction (see `plain_schema`): nothing to
+            // check, and nothing compilation could reject beyond it.
+        } else if needs_compiler(&schema) {
             let _ = compiled.set(Ok(compile(&schema)?));
         } else {
             jsonschema::meta::validate(&schema).map_err(|e| format!("invalid JSON Schema: {e}"))?;
@@ -500,7 +571,7 @@ fn normalize_integers(schema: &Value, value: &mut Value) -> bool {
         Value::Number(n) if n.is_f64() && admits_integer(s) => {
             let f = n.as_f64().unwrap_or(f64::NAN);
             // Exactly representable integers only: |f| < 2^63.
-            if f.fract() == 0.0 && f.abs() < 9.223_372_036_854_775_807e18 {
+            if f.fract() == 0.0 && f.abs() < 2f64.powi(63) {
                 *value = Value::from(f as i64);
                 return true;
             }
@@ -794,6 +865,169 @@ mod tests {
         assert!(e.starts_with("invalid JSON Schema: "), "{e}");
         assert!(needs_compiler(&json!({"anyOf": [{"patternProperties": {}}]})));
         assert!(!needs_compiler(&json!({"type": "object", "properties": {"a": {"enum": ["x"]}}})));
+    }
+
+    /// The input schema of the benchmark tool (benches/compare.py), as `define` assembles it.
+    fn search_docs_schema() -> Value {
+        json!({"type": "object", "properties": {
+            "query": {"type": "string", "description": "The words to look for."},
+            "scope": {"type": "string", "enum": ["all", "code", "issues", "docs"], "description": "Which part."},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Only pages with these tags."},
+            "exact": {"type": "boolean", "description": "Match as one phrase."},
+            "limit": {"type": "integer", "description": "The most titles.", "default": 10},
+            "min_score": {"anyOf": [{"type": "number"}, {"type": "null"}], "description": "Drop below.", "default": null}},
+            "required": ["query", "scope", "tags", "exact"], "additionalProperties": false})
+    }
+
+    #[test]
+    fn generated_schemas_skip_the_meta_schema_and_stay_lazy() {
+        let schema = search_docs_schema();
+        assert!(plain_schema(&schema, 0));
+        let v = SchemaValidator::new(schema.clone()).expect("valid");
+        assert!(v.compiled.get().is_none());
+        assert_eq!(v.schema(), &schema);
+        for plain in [
+            json!(true),
+            json!({"type": ["string", "null"], "format": "date-time", "title": "When"}),
+            json!({"type": "array", "prefixItems": [{"type": "integer"}, {}], "items": false, "minItems": 2, "maxItems": 2}),
+            json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+            json!({"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": {"type": "integer"}}),
+            json!({"type": "integer", "minimum": 0, "exclusiveMaximum": 10.5, "multipleOf": 0.5}),
+            json!({"allOf": [false], "description": "x", "default": {"type": 1, "items": [2, "x"]}}),
+        ] {
+            assert!(plain_schema(&plain, 0), "{plain}");
+            assert!(jsonschema::meta::is_valid(&plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn schemas_outside_the_plain_subset_are_checked_as_before() {
+        // (schema, the meta-schema's or the compiler's message), none of them plain.
+        let cases = [
+            (json!({"type": "strng"}), r#""strng" is not valid under any of the schemas listed in the 'anyOf' keyword"#),
+            (json!({"type": ["string", "string"]}), r#"["string","string"] is not valid under any of the schemas listed in the 'anyOf' keyword"#),
+            (json!({"type": []}), r#"[] is not valid under any of the schemas listed in the 'anyOf' keyword"#),
+            (json!({"description": 5}), r#"5 is not of type "string""#),
+            (json!({"minimum": "0"}), r#""0" is not of type "number""#),
+            (json!({"multipleOf": 0}), "0 is less than or equal to the minimum of 0"),
+            (json!({"minItems": -1}), "-1 is less than the minimum of 0"),
+            (json!({"required": ["a", "a"]}), r#"["a","a"] has non-unique elements"#),
+            (json!({"anyOf": []}), "[] has less than 1 item"),
+            (json!({"items": 3}), r#"3 is not of types "boolean", "object""#),
+            (json!({"enum": "a"}), r#""a" is not of type "array""#),
+            (json!({"properties": {"a": {"uniqueItems": "yes"}}}), r#""yes" is not of type "boolean""#),
+        ];
+        for (schema, message) in cases {
+            assert!(!plain_schema(&schema, 0), "{schema}");
+            let e = SchemaValidator::new(schema.clone()).err().expect("refused");
+            assert_eq!(e, format!("invalid JSON Schema: {message}"), "{schema}");
+        }
+        // Valid but outside the subset: still accepted (after the meta-schema), still lazy.
+        for schema in [json!({"minItems": 2.0}), json!({"x-vendor": 1}), json!({"dependentRequired": {"a": ["b"]}})] {
+            assert!(!plain_schema(&schema, 0), "{schema}");
+            assert!(SchemaValidator::new(schema).expect("valid").compiled.get().is_none());
+        }
+        // What compilation checks is compiled at once, wherever the keyword is.
+        for schema in [
+            json!({"properties": {"s": {"type": "string", "pattern": "a+"}}}),
+            json!({"properties": {"pattern": {"type": "string"}}}),
+            json!({"type": "string", "enum": [{"$ref": "x"}]}),
+        ] {
+            assert!(!plain_schema(&schema, 0), "{schema}");
+            assert!(SchemaValidator::new(schema).expect("valid").compiled.get().is_some());
+        }
+        // Too deep to follow: the meta-schema decides.
+        let mut deep = json!({"type": "string"});
+        for _ in 0..PLAIN_MAX_DEPTH {
+            deep = json!({"items": deep});
+        }
+        assert!(!plain_schema(&deep, 0));
+        assert!(SchemaValidator::new(deep).is_ok());
+    }
+
+    /// Random schemas over the listed keywords, unlisted ones and ill-shaped values: whenever
+    /// `plain_schema` accepts one, the meta-schema accepts it and nothing in it needs the
+    /// compiler (the subset is sound). Both outcomes must occur often for the test to mean much.
+    #[test]
+    fn plain_schemas_are_always_meta_valid() {
+        struct Rng(u64);
+        impl Rng {
+            fn below(&mut self, n: usize) -> usize {
+                // xorshift64*
+                self.0 ^= self.0 >> 12;
+                self.0 ^= self.0 << 25;
+                self.0 ^= self.0 >> 27;
+                (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+            }
+        }
+        const KEYWORDS: &[&str] = &[
+            "type", "title", "description", "format", "$comment", "default", "const", "enum", "examples",
+            "uniqueItems", "deprecated", "readOnly", "writeOnly", "minimum", "maximum", "exclusiveMinimum",
+            "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "minProperties",
+            "maxProperties", "minContains", "maxContains", "required", "items", "additionalProperties",
+            "propertyNames", "contains", "not", "if", "then", "else", "prefixItems", "allOf", "anyOf", "oneOf",
+            "properties", "dependentSchemas", "$defs", "pattern", "$ref", "x-extra", "dependentRequired",
+        ];
+        fn value(rng: &mut Rng, depth: usize) -> Value {
+            match rng.below(if depth > 3 { 22 } else { 27 }) {
+                0 => json!("string"),
+                1 => json!("strng"),
+                2 => json!(-1),
+                3 => json!(0),
+                4 => json!(2),
+                5 => json!(2.0),
+                6 => json!(0.5),
+                7 => json!(-0.5),
+                8 => json!(true),
+                9 => json!(false),
+                10 => json!(null),
+                11 => json!([]),
+                12 => json!(["string"]),
+                13 => json!(["string", "null"]),
+                14 => json!(["string", "string"]),
+                15 => json!(["a", "b"]),
+                16 => json!(["a", 1]),
+                17 => json!({}),
+                18 => json!({"pattern": "x"}),
+                19 => json!([1, {"$ref": "#"}]),
+                20 => json!(["number", "integer", "boolean", "array", "object", "null", "string"]),
+                21 => json!("date-time"),
+                22 | 23 => schema(rng, depth + 1),
+                24 => Value::Array((0..rng.below(3)).map(|_| schema(rng, depth + 1)).collect()),
+                _ => {
+                    let names = ["a", "b", "pattern", "type"];
+                    Value::Object(
+                        (0..rng.below(3))
+                            .map(|_| (names[rng.below(names.len())].to_owned(), schema(rng, depth + 1)))
+                            .collect(),
+                    )
+                }
+            }
+        }
+        fn schema(rng: &mut Rng, depth: usize) -> Value {
+            match rng.below(10) {
+                0 => json!(true),
+                1 => json!(false),
+                _ => Value::Object(
+                    (0..rng.below(4))
+                        .map(|_| (KEYWORDS[rng.below(KEYWORDS.len())].to_owned(), value(rng, depth)))
+                        .collect(),
+                ),
+            }
+        }
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut plain, mut other) = (0, 0);
+        for _ in 0..20_000 {
+            let s = schema(&mut rng, 0);
+            if plain_schema(&s, 0) {
+                plain += 1;
+                assert!(jsonschema::meta::is_valid(&s), "plain yet refused by the meta-schema: {s}");
+                assert!(!needs_compiler(&s), "plain yet needs the compiler: {s}");
+            } else {
+                other += 1;
+            }
+        }
+        assert!(plain > 2_000 && other > 2_000, "plain {plain}, other {other}");
     }
 
     #[test]

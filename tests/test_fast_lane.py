@@ -210,3 +210,64 @@ async def test_tools_that_need_a_middleware_leave_the_fast_lane() -> None:
     )
     refused = await inv.invoke({"id": "3", "name": "peek", "input": {"x": 1}})
     assert refused["error"]["code"] == "approval_required"
+
+
+# ------------------------------------------------------------------ admit: one crossing, same values
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentkit_tools import FrozenDict, FrozenList, _core, deep_freeze
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@tool(read_only=True)
+def anything(payload: Any = None, label: str = "") -> str:
+    """Accept any JSON value as the payload and a label, and return the label."""
+    return label
+
+
+_ANY = ToolRegistry([anything])
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=_json, label=st.text(max_size=8), as_text=st.booleans())
+def test_admit_agrees_with_prepare_deep_freeze_and_canonical_args(payload: Any, label: str, as_text: bool) -> None:
+    import json
+
+    args: Any = {"payload": payload, "label": label}
+    if as_text:
+        args = json.dumps(args)
+    call = {"id": "1", "name": "anything", "input": args}
+    ok, t, frozen, core, canonical = _ANY._core.admit(call, FrozenDict, FrozenList)
+    ok2, t2, kwargs, core2 = _ANY._core.prepare(call)
+    assert (ok, t, core) == (ok2, t2, core2) == (True, anything, core2)
+    expected = deep_freeze(kwargs)
+    assert frozen == expected and type(frozen) is FrozenDict
+    assert canonical == _core.canonical_args(expected)[0]
+
+
+def test_admit_refuses_like_prepare() -> None:
+    for call in (
+        {"id": "1", "name": "nothing", "input": {}},
+        {"id": "1", "input": {}},
+        {"id": "1", "name": "anything", "input": "{not json"},
+        {"id": "1", "name": "anything", "input": {"label": 5}},
+    ):
+        ok, env, a, c, canonical = _ANY._core.admit(call, FrozenDict, FrozenList)
+        assert (ok, a, c, canonical) == (False, None, None, None)
+        assert env == _ANY._core.prepare(call)[1]
+    with pytest.raises(TypeError) as admit_err:
+        _ANY._core.admit(["not", "a", "dict"], FrozenDict, FrozenList)
+    with pytest.raises(TypeError) as prepare_err:
+        _ANY._core.prepare(["not", "a", "dict"])
+    assert str(admit_err.value) == str(prepare_err.value)

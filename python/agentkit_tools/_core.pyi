@@ -34,8 +34,8 @@ __all__ = [
     "SchemaValidator",
     "__version__",
     "approval_envelope",
+    "args_hash",
     "canonical_args",
-    "canonical_json",
     "copy_json",
     "deep_freeze",
     "define_function_tool",
@@ -227,6 +227,14 @@ class CoreRegistry:
         ``unknown_tool`` or ``invalid_arguments`` envelope. Raises ``TypeError`` when ``call``
         is not a dict."""
 
+    def admit(
+        self, call: Mapping[str, Any], frozen_dict: type[dict[str, Any]], frozen_list: type[list[Any]]
+    ) -> tuple[bool, Any, Mapping[str, Any] | None, CoreTool | None, str | None]:
+        """``prepare`` for the Invoker in one crossing: ``(True, tool, args, core, canonical)``
+        with ``args`` deep-frozen (dicts as ``frozen_dict``, lists as ``frozen_list``) and
+        ``canonical`` their canonical JSON text (as ``canonical_args(args)[0]``), else ``(False,
+        envelope, None, None, None)``. Raises ``TypeError`` when ``call`` is not a dict."""
+
     def unknown_tool(self, name: str) -> dict[str, Any]:
         """The ``unknown_tool`` envelope for ``name``: the message lists the available names;
         ``available`` and, for a likely typo, ``did_you_mean`` (SPEC §11)."""
@@ -298,8 +306,9 @@ def canonical_args(args: object) -> tuple[str, str]:
     the first 16 hex characters of the SHA-256 of that text (the audit record's, SPEC §11).
     JSON text that does not parse is hashed as given; a non-JSON mapping by its ``repr``."""
 
-def canonical_json(args: object) -> str:
-    """The canonical JSON text of ``canonical_args`` without the hash (the repeat check's key)."""
+def args_hash(canonical: str) -> str:
+    """The first 16 hex characters of the SHA-256 of ``canonical`` (the audit record's
+    ``args_hash``, SPEC §11), for text that is already canonical."""
 
 def idempotency_store_key(scope: str, name: str, canonical: str) -> str:
     """The key of a cached side-effecting result in a shared store: ``agentkit-tools:idem:``

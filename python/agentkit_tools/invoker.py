@@ -62,6 +62,12 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if ok:
         fut.set_result(value)
     else:
+        if isinstance(value, StopIteration):
+            # A future refuses StopIteration (TypeError in this callback, the caller would wait
+            # forever); Python 3.12+ converts it this way.
+            err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
+            err.__cause__ = value
+            value = err
         fut.set_exception(value)
 
 
@@ -86,7 +92,9 @@ class _Deadlines:
     middleware chain together."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weakly: ``_DEADLINES`` is keyed weakly by the loop, a strong reference in the value
+        # would keep every loop (and its queue) alive forever.
+        self.loop = weakref.proxy(loop)
         self.queue = _core.DeadlineQueue()
         self.armed_at: float | None = None
         self.handle: asyncio.TimerHandle | None = None
@@ -125,7 +133,7 @@ class _Deadline:
     passes through unchanged (it is the tool's, and retriable). A plain context manager, not a
     coroutine, so it adds no frame to every resumption of the body."""
 
-    __slots__ = ("limit", "name", "task", "expired", "deadlines", "token")
+    __slots__ = ("limit", "name", "task", "expired", "deadlines", "token", "cancelling")
 
     def __init__(self, limit: float | None, name: str) -> None:
         self.limit = limit
@@ -144,6 +152,7 @@ class _Deadline:
         if deadlines is None:
             deadlines = _DEADLINES[loop] = _Deadlines(loop)
         self.task, self.deadlines = task, deadlines
+        self.cancelling = task.cancelling() if hasattr(task, "cancelling") else 0
         self.token = deadlines.add(loop.time() + self.limit, self)
         return self
 
@@ -157,7 +166,8 @@ class _Deadline:
         self.deadlines.queue.remove(self.token)
         if self.expired:
             if hasattr(self.task, "uncancel"):  # Python 3.11+: this cancellation is consumed here
-                self.task.uncancel()
+                if self.task.uncancel() > self.cancelling:
+                    return  # the caller cancelled too: its CancelledError propagates (as asyncio.timeout)
             if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
                 raise ToolTimeoutError(self.name, self.limit) from None  # type: ignore[arg-type]
         # else: the body swallowed the cancellation and returned; its result stands
@@ -306,18 +316,16 @@ class Invoker:
             if lane is None or (lane.audit is not None and lane.audit.observed(ctx)):
                 return await self._entry(self._start(call, ctx))
             try:
-                ok, tool, kwargs, core = self.registry._core.prepare(call)
+                ok, tool, args, core, canonical = self.registry._core.admit(call, FrozenDict, FrozenList)
             except Exception:  # not a dict: the chain answers with its envelope
                 return await self._entry(self._start(call, ctx))
             if not ok:  # unknown tool, invalid arguments: no middleware acts on it
                 return tool  # type: ignore[no-any-return]
-            args = _core.deep_freeze(kwargs, FrozenDict, FrozenList)
             if not lane.takes(tool):
-                return await self._entry(self._prepared(call, ctx, tool, args, core))
+                return await self._entry(self._prepared(call, ctx, tool, args, core, canonical))
             # The fast lane: the chain reduced to the repeat check, the retry loop and the deadline.
             name = tool.name
             if lane.repeat_limit is not None:
-                canonical = _core.canonical_json(args)
                 refused = self.state.repeat_check(self._scope(ctx), name, canonical, lane.repeat_limit)
                 if refused is not None:
                     return refused  # type: ignore[no-any-return]
@@ -372,7 +380,7 @@ class Invoker:
 
     def _start(self, call: Any, ctx: Any) -> ToolCall:
         try:
-            ok, tool, kwargs, core = self.registry._core.prepare(call)
+            ok, tool, args, core, canonical = self.registry._core.admit(call, FrozenDict, FrozenList)
         except Exception as exc:  # not a dict: still an envelope
             env = {
                 "ok": False,
@@ -382,10 +390,12 @@ class Invoker:
         if not ok:
             scope = self._scope(ctx)
             return ToolCall(call, _call_id(call), _call_name(call), None, None, _call_args(call), None, ctx, scope, tool)
-        return self._prepared(call, ctx, tool, _core.deep_freeze(kwargs, FrozenDict, FrozenList), core)
+        return self._prepared(call, ctx, tool, args, core, canonical)
 
-    def _prepared(self, call: Any, ctx: Any, tool: Any, args: Any, core: Any) -> ToolCall:
-        return ToolCall(call, _call_id(call), tool.name, tool, args, None, core, ctx, self._scope(ctx), None)
+    def _prepared(self, call: Any, ctx: Any, tool: Any, args: Any, core: Any, canonical: str) -> ToolCall:
+        tc = ToolCall(call, _call_id(call), tool.name, tool, args, None, core, ctx, self._scope(ctx), None)
+        tc._canonical = canonical
+        return tc
 
     async def _execute(self, call: ToolCall) -> dict[str, Any]:
         """The innermost handler: run the body once; the exception of a failure is kept on

@@ -103,6 +103,9 @@ class ToolCall:
         self._hash: str | None = None
 
     def _digest(self) -> None:
+        if self._canonical is not None:  # given by the Invoker: only the hash is missing
+            self._hash = _core.args_hash(self._canonical)
+            return
         source = self.args if self.tool is not None else self.raw_args
         try:
             self._canonical, self._hash = _core.canonical_args(source)

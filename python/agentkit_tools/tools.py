@@ -395,6 +395,15 @@ def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[An
         pos = [kwargs.pop(p) for p in positional if p in kwargs]
         return pos, kwargs
 
+    if not converters and context_param is None and not positional:
+        # Nothing to convert, inject or pass by position (the common case): call the body with
+        # the validated mapping itself; for an async body this returns its coroutine directly,
+        # so awaiting it adds no frame of ours.
+        def invoke_plain(args: Mapping[str, Any], ctx: Any) -> Any:
+            return func(**args)
+
+        return invoke_plain
+
     if info.is_async:
 
         async def invoke_async(args: Mapping[str, Any], ctx: Any) -> Any:

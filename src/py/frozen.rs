@@ -12,7 +12,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 /// (and a native stack is never exhausted).
 const MAX_DEPTH: usize = 1000;
 
-fn freeze<'py>(
+pub(crate) fn freeze<'py>(
     value: &Bound<'py, PyAny>,
     fdict: &Bound<'py, PyType>,
     flist: &Bound<'py, PyType>,

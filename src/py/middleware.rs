@@ -25,7 +25,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EgressPolicy>()?;
     m.add_class::<DeadlineQueue>()?;
     m.add_function(wrap_pyfunction!(canonical_args, m)?)?;
-    m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
+    m.add_function(wrap_pyfunction!(args_hash, m)?)?;
     m.add_function(wrap_pyfunction!(idempotency_store_key, m)?)?;
     m.add_function(wrap_pyfunction!(approval_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(url_host, m)?)?;
@@ -71,16 +71,7 @@ fn approval_envelope<'py>(py: Python<'py>, tool: &str, canonical: &str) -> PyRes
 /// its `repr` (such a call is rejected by validation anyway).
 #[pyfunction]
 fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
-    let canonical = canonical_json(args)?;
-    let hash = core::args_hash(&canonical);
-    Ok((canonical, hash))
-}
-
-/// The canonical JSON text of a call's arguments alone (what `canonical_args` gives first,
-/// without the hash): the key of the repeat check.
-#[pyfunction]
-fn canonical_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
-    Ok(if let Ok(text) = args.cast::<PyString>() {
+    let canonical = if let Ok(text) = args.cast::<PyString>() {
         let text = text.to_str()?;
         match serde_json::from_str::<Value>(text) {
             Ok(v) => core::canonical_json(&v),
@@ -94,7 +85,9 @@ fn canonical_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
             Ok(()) => out,
             Err(_) => args.repr()?.extract()?,
         }
-    })
+    };
+    let hash = core::args_hash(&canonical);
+    Ok((canonical, hash))
 }
 
 /// The canonical JSON of a Python value, written directly (no intermediate `Value`): the same
@@ -153,6 +146,12 @@ fn write_canonical_py(obj: &Bound<'_, PyAny>, out: &mut String, depth: usize) ->
         return Err(PyValueError::new_err("not a JSON value"));
     }
     Ok(())
+}
+
+/// The audit record's `args_hash` of canonical JSON text (as `canonical_args` gives it).
+#[pyfunction]
+fn args_hash(canonical: &str) -> String {
+    core::args_hash(canonical)
 }
 
 /// The key under which a shared store keeps the result of a side-effecting call.

@@ -527,7 +527,7 @@ fn json_to_frozen<'py>(
                 PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
             }
         }
-        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::String(s) => py_str(py, s).into_any(),
         Value::Array(items) => {
             let list = frozen.1.call0()?.cast_into::<PyList>()?;
             for item in items {
@@ -538,11 +538,37 @@ fn json_to_frozen<'py>(
         Value::Object(map) => {
             let dict = frozen.0.call0()?.cast_into::<PyDict>()?;
             for (k, v) in map {
-                dict.set_item(PyString::new(py, k), json_to_frozen(py, v, frozen)?)?;
+                dict.set_item(py_str(py, k), json_to_frozen(py, v, frozen)?)?;
             }
             dict.into_any()
         }
     })
+}
+
+/// `s` as a Python string: the interned one for the keywords and type names every input schema
+/// is made of (no allocation, hash already known, shared by all schemas), a new one otherwise.
+fn py_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    let word = match s {
+        "type" => intern!(py, "type"),
+        "description" => intern!(py, "description"),
+        "properties" => intern!(py, "properties"),
+        "required" => intern!(py, "required"),
+        "additionalProperties" => intern!(py, "additionalProperties"),
+        "items" => intern!(py, "items"),
+        "enum" => intern!(py, "enum"),
+        "default" => intern!(py, "default"),
+        "anyOf" => intern!(py, "anyOf"),
+        "format" => intern!(py, "format"),
+        "string" => intern!(py, "string"),
+        "integer" => intern!(py, "integer"),
+        "number" => intern!(py, "number"),
+        "boolean" => intern!(py, "boolean"),
+        "array" => intern!(py, "array"),
+        "object" => intern!(py, "object"),
+        "null" => intern!(py, "null"),
+        _ => return PyString::new(py, s),
+    };
+    word.clone()
 }
 
 /// `define_tool` for a tool built from a Python function, in one call: the input schema is
@@ -701,30 +727,11 @@ impl CoreRegistry {
     /// call or `(False, envelope, None, None)` with the `unknown_tool` / `invalid_arguments`
     /// envelope.
     fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-        let (name, args) = call_parts(call)?;
-        // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
-        let name = match &name {
-            Some(n) => Some(n.to_str().map_err(|_| {
-                PyTypeError::new_err(format!("the tool call's name must be a string, got {}", type_name(n.as_any())))
-            })?),
-            None => None,
-        };
-        let Some(name) = name else {
-            let env = failure(
-                py,
-                error_dict(
-                    py,
-                    "invalid_call",
-                    "The tool call has no tool name. Send a call with a 'name' and its arguments.",
-                )?,
-            )?;
-            return rejected(py, env);
-        };
-        let Some(entry) = self.by_name.get(name) else {
-            return rejected(py, self.unknown_tool(py, name)?);
+        let (entry, args) = match self.lookup(py, call)? {
+            Ok(found) => found,
+            Err(envelope) => return rejected(py, envelope),
         };
         let core = entry.core.get();
-        let args = args.unwrap_or_else(|| py.None().into_bound(py));
         match core.check(&args) {
             Ok((value, dropped)) => {
                 let kwargs = core.kwargs(py, &args, &value, dropped)?;
@@ -742,6 +749,53 @@ impl CoreRegistry {
         }
     }
 
+    /// `prepare` for the Invoker: `(True, tool, args, core, canonical)` with the arguments
+    /// deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`) and `canonical` their
+    /// canonical JSON text (what `canonical_args(args)[0]` gives), or `(False, envelope, None,
+    /// None, None)`. One crossing instead of three (prepare, deep_freeze, canonical_args).
+    /// Raises `TypeError` as `prepare` does.
+    fn admit<'py>(
+        &self,
+        py: Python<'py>,
+        call: &Bound<'py, PyAny>,
+        frozen_dict: &Bound<'py, PyType>,
+        frozen_list: &Bound<'py, PyType>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let none = py.None().into_bound(py);
+        let refuse = |envelope: Bound<'py, PyDict>| {
+            PyTuple::new(
+                py,
+                [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none.clone(), none.clone()],
+            )
+        };
+        let (entry, args) = match self.lookup(py, call)? {
+            Ok(found) => found,
+            Err(envelope) => return refuse(envelope),
+        };
+        let core = entry.core.get();
+        match core.check(&args) {
+            Ok((value, dropped)) => {
+                let frozen = match args.cast::<PyDict>() {
+                    // The caller's own objects (tuples stay tuples), as `prepare` + deep_freeze.
+                    Ok(d) if !dropped => crate::py::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)?,
+                    _ => json_to_frozen(py, &value, (frozen_dict, frozen_list))?,
+                };
+                let canonical = crate::middleware::canonical_json(&value);
+                PyTuple::new(
+                    py,
+                    [
+                        PyBool::new(py, true).to_owned().into_any(),
+                        entry.tool.bind(py).clone(),
+                        frozen,
+                        entry.core.bind(py).clone().into_any(),
+                        PyString::new(py, &canonical).into_any(),
+                    ],
+                )
+            }
+            Err(rejection) => refuse(core.rejection_envelope(py, &rejection)?),
+        }
+    }
+
     /// The `unknown_tool` envelope for `name`.
     fn unknown_tool<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
@@ -752,6 +806,40 @@ impl CoreRegistry {
             error.set_item("did_you_mean", c)?;
         }
         failure(py, error)
+    }
+}
+
+impl CoreRegistry {
+    /// The registered tool a call names and its arguments (None when the call has none), or the
+    /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict.
+    fn lookup<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+        call: &Bound<'py, PyAny>,
+    ) -> PyResult<Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>>> {
+        let (name, args) = call_parts(call)?;
+        // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
+        let name = match &name {
+            Some(n) => Some(n.to_str().map_err(|_| {
+                PyTypeError::new_err(format!("the tool call's name must be a string, got {}", type_name(n.as_any())))
+            })?),
+            None => None,
+        };
+        let Some(name) = name else {
+            let env = failure(
+                py,
+                error_dict(
+                    py,
+                    "invalid_call",
+                    "The tool call has no tool name. Send a call with a 'name' and its arguments.",
+                )?,
+            )?;
+            return Ok(Err(env));
+        };
+        let Some(entry) = self.by_name.get(name) else {
+            return Ok(Err(self.unknown_tool(py, name)?));
+        };
+        Ok(Ok((entry, args.unwrap_or_else(|| py.None().into_bound(py)))))
     }
 }
 
