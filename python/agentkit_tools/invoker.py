@@ -97,7 +97,8 @@ class _Deadlines:
         self.loop = weakref.proxy(loop)
         self.queue = _core.DeadlineQueue()
         self.armed_at: float | None = None
-        self.handle: asyncio.TimerHandle | None = None
+        # also weakly: a timer handle holds its loop (the loop holds the handle while armed)
+        self.handle: weakref.ref[asyncio.TimerHandle] | None = None
 
     def add(self, when: float, deadline: _Deadline) -> int:
         token: int = self.queue.push(when, deadline)
@@ -106,10 +107,11 @@ class _Deadlines:
         return token
 
     def _arm(self, when: float) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
+        handle = None if self.handle is None else self.handle()
+        if handle is not None:
+            handle.cancel()
         self.armed_at = when
-        self.handle = self.loop.call_at(when, self._fire)
+        self.handle = weakref.ref(self.loop.call_at(when, self._fire))
 
     def _fire(self) -> None:
         self.handle = self.armed_at = None
@@ -218,7 +220,7 @@ class _FastLane:
     middleware. Every other call goes down the composed chain; both give the same envelope.
     """
 
-    __slots__ = ("audit", "approval", "idempotency", "egress", "repeat_limit", "retry", "sleep", "timeout")
+    __slots__ = ("audit", "approval", "idempotency", "egress", "repeat_limit", "retry", "policy", "sleep", "timeout")
 
     def __init__(self, chain: Sequence[Middleware]) -> None:
         kinds = {type(mw): mw for mw in chain}
@@ -229,6 +231,7 @@ class _FastLane:
         guard: _RepeatGuard | None = kinds.get(_RepeatGuard)  # type: ignore[assignment]
         self.repeat_limit = None if guard is None else guard.limit
         self.retry: _Retry | None = kinds.get(_Retry)  # type: ignore[assignment]
+        self.policy = None if self.retry is None else self.retry.policy  # read once, as retry's wrap does
         self.sleep = asyncio.sleep if self.retry is None or self.retry.sleep is None else self.retry.sleep
         self.timeout: _Timeout | None = kinds.get(_Timeout)  # type: ignore[assignment]
 
@@ -238,6 +241,8 @@ class _FastLane:
         builtin = (_Audit, _Approval, _RepeatGuard, _Idempotency, _Retry, _Timeout, _Egress)
         kinds = [type(mw) for mw in chain]
         if any(k not in builtin for k in kinds) or len(set(kinds)) != len(kinds):
+            return None
+        if any("wrap" in getattr(mw, "__dict__", ()) for mw in chain):  # a wrap replaced on the instance
             return None
         order = [k for k in kinds if k in (_RepeatGuard, _Retry, _Timeout)]
         if order != sorted(order, key=(_RepeatGuard, _Retry, _Timeout).index):
@@ -283,7 +288,8 @@ class Invoker:
             registry = ToolRegistry(registry)
         self.registry = registry
         self.middleware: tuple[Middleware, ...] = tuple(default_chain() if middleware is None else middleware)
-        self.inline = frozenset(inline)
+        # a bare string is one name, not a set of one-letter names
+        self.inline = frozenset((inline,) if isinstance(inline, str) else inline)
         self.state = _core.MiddlewareState()
         self.default_scope = f"invoker-{uuid.uuid4().hex}"
         handler: Handler = self._execute
@@ -319,41 +325,51 @@ class Invoker:
                 ok, tool, args, core, canonical = self.registry._core.admit(call, FrozenDict, FrozenList)
             except Exception:  # not a dict: the chain answers with its envelope
                 return await self._entry(self._start(call, ctx))
+            # The composed chain reads the scope of every call it is given (a failing ctx.run_id
+            # fails the call there): so does the lane.
+            scope = self._scope(ctx)
             if not ok:  # unknown tool, invalid arguments: no middleware acts on it
                 return tool  # type: ignore[no-any-return]
             if not lane.takes(tool):
                 return await self._entry(self._prepared(call, ctx, tool, args, core, canonical))
-            # The fast lane: the chain reduced to the repeat check, the retry loop and the deadline.
+            # The fast lane: the chain reduced to the repeat check, the retry loop and the deadline,
+            # each read at the moment the composed chain reads it.
             name = tool.name
             if lane.repeat_limit is not None:
-                refused = self.state.repeat_check(self._scope(ctx), name, canonical, lane.repeat_limit)
+                refused = self.state.repeat_check(scope, name, canonical, lane.repeat_limit)
                 if refused is not None:
                     return refused  # type: ignore[no-any-return]
-            inline = self._inline(tool)
+            policy = lane.policy
+            safe = policy is not None and retry_safe(tool)  # once, before the first attempt
             attempt = 0
             while True:
                 attempt += 1
+                # before the body (a ctx.deadline is cut from now), outside the body's try
+                limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
                 started = time.perf_counter()
                 try:
-                    if inline:  # no coroutine, no deadline: it could not interrupt the body anyway
+                    if self._inline(tool):  # no coroutine: the deadline could not interrupt the body
                         result = tool.fn(args, ctx)
                         if type(result) not in _PLAIN and inspect.isawaitable(result):
-                            with _Deadline(None if lane.timeout is None else lane.timeout.limit(tool, ctx), name):
+                            with _Deadline(limit, name):
                                 result = await result
                         value = tool.check_output(result, ctx)
                     else:
-                        limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
                         value = await self._run_body(tool, args, ctx, limit)
                 except Exception as exc:
+                    if isinstance(exc, StopIteration):  # what leaving _run_body's frame makes of it (PEP 479)
+                        err = RuntimeError("coroutine raised StopIteration")
+                        err.__cause__ = exc
+                        exc = err
                     env: dict[str, Any] = _core.error_envelope(name, exc, core)
-                    if lane.retry is None:
+                    if policy is None:
                         return env
-                    _kind, delay = lane.retry.policy.decide(exc, retry_safe(tool), attempt)
+                    delay = policy.decide(exc, safe, attempt)[1]
                     if delay is None:
                         return env
-                    await lane.sleep(delay)
-                    continue
-                return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+                else:
+                    return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+                await lane.sleep(delay)  # outside the except block, as in retry (no exception context)
         except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
             _log.exception("Invoker failed on a call of %r", _call_name(call))
             return {

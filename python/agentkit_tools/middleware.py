@@ -210,9 +210,8 @@ class _Audit(Middleware):
         )
 
     def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        sink = self.sink
-
         async def record(call: ToolCall, outcome: str, decision: str, started: float) -> dict[str, Any]:
+            sink = self.sink  # read live, as observed() does: a sink set later is not skipped
             rec = {
                 "tool": call.name,
                 "call_id": call.call_id,
