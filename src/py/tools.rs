@@ -809,6 +809,9 @@ impl CoreRegistry {
     }
 }
 
+/// A call's registered tool and arguments, or the envelope that refuses the call.
+type Lookup<'a, 'py> = Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>>;
+
 impl CoreRegistry {
     /// The registered tool a call names and its arguments (None when the call has none), or the
     /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict.
@@ -816,7 +819,7 @@ impl CoreRegistry {
         &'a self,
         py: Python<'py>,
         call: &Bound<'py, PyAny>,
-    ) -> PyResult<Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>>> {
+    ) -> PyResult<Lookup<'a, 'py>> {
         let (name, args) = call_parts(call)?;
         // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
         let name = match &name {
