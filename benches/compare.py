@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Literal
 
@@ -216,7 +217,10 @@ def pai_error_text(fs: Any, name: str, args: Any) -> str:
     try:
         fs.validator.validate_python(args)
     except ValidationError as e:
-        return RetryPromptPart(tool_name=name, content=e.errors(include_url=False), tool_call_id="c1").model_response()
+        with warnings.catch_warnings():  # deprecated in pydantic-ai 2.x, still what its loop sends
+            warnings.simplefilter("ignore")
+            part = RetryPromptPart(tool_name=name, content=e.errors(include_url=False), tool_call_id="c1")
+        return part.model_response()
     raise AssertionError("expected a validation error")
 
 

@@ -125,6 +125,22 @@ class _Deadlines:
 
 _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
 _DEADLINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
+#: The last loop looked up and its deadlines (the usual case: one loop), without keeping it alive.
+_LAST: tuple[weakref.ref[asyncio.AbstractEventLoop], _Deadlines] | None = None
+#: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
+_COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
+
+
+def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    global _LAST
+    last = _LAST
+    if last is not None and last[0]() is loop:
+        return last[1]
+    deadlines = _DEADLINES.get(loop)
+    if deadlines is None:
+        deadlines = _DEADLINES[loop] = _Deadlines(loop)
+    _LAST = (weakref.ref(loop), deadlines)
+    return deadlines
 
 
 class _Deadline:
@@ -150,11 +166,9 @@ class _Deadline:
         if task is None:  # not inside a task: nothing to cancel, so no deadline
             return self
         loop = task.get_loop()
-        deadlines = _DEADLINES.get(loop)
-        if deadlines is None:
-            deadlines = _DEADLINES[loop] = _Deadlines(loop)
-        self.task, self.deadlines = task, deadlines
-        self.cancelling = task.cancelling() if hasattr(task, "cancelling") else 0
+        self.task = task
+        self.deadlines = deadlines = _deadlines_of(loop)
+        self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
         self.token = deadlines.add(loop.time() + self.limit, self)
         return self
 
@@ -167,7 +181,7 @@ class _Deadline:
             return
         self.deadlines.queue.remove(self.token)
         if self.expired:
-            if hasattr(self.task, "uncancel"):  # Python 3.11+: this cancellation is consumed here
+            if _COUNTS_CANCELS:  # this cancellation is consumed here
                 if self.task.uncancel() > self.cancelling:
                     return  # the caller cancelled too: its CancelledError propagates (as asyncio.timeout)
             if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
@@ -220,7 +234,7 @@ class _FastLane:
     middleware. Every other call goes down the composed chain; both give the same envelope.
     """
 
-    __slots__ = ("audit", "approval", "idempotency", "egress", "repeat_limit", "retry", "policy", "sleep", "timeout")
+    __slots__ = ("audit", "approval", "idempotency", "egress", "repeat_limit", "policy", "sleep", "timeout")
 
     def __init__(self, chain: Sequence[Middleware]) -> None:
         kinds = {type(mw): mw for mw in chain}
@@ -230,9 +244,9 @@ class _FastLane:
         self.egress = _Egress in kinds
         guard: _RepeatGuard | None = kinds.get(_RepeatGuard)  # type: ignore[assignment]
         self.repeat_limit = None if guard is None else guard.limit
-        self.retry: _Retry | None = kinds.get(_Retry)  # type: ignore[assignment]
-        self.policy = None if self.retry is None else self.retry.policy  # read once, as retry's wrap does
-        self.sleep = asyncio.sleep if self.retry is None or self.retry.sleep is None else self.retry.sleep
+        retry: _Retry | None = kinds.get(_Retry)  # type: ignore[assignment]
+        self.policy = None if retry is None else retry.policy  # read once, as retry's wrap does
+        self.sleep = asyncio.sleep if retry is None or retry.sleep is None else retry.sleep
         self.timeout: _Timeout | None = kinds.get(_Timeout)  # type: ignore[assignment]
 
     @classmethod
