@@ -483,27 +483,45 @@ fn define_tool(
     dropped: Vec<String>,
     defs: Option<Bound<'_, PyAny>>,
 ) -> PyResult<CoreTool> {
+    let params = params.into_iter().map(|(n, fragment, required, default, desc, has_default)| {
+        (n, fragment, required, has_default.then_some(default), desc)
+    });
+    let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
+    CoreTool::build(py, name, def.description, def.documented, def.parameters, dropped)
+}
+
+/// The input schema of a tool defined from introspected parameters `(name, schema fragment,
+/// required, JSON default (None: not advertised), Annotated description)`, the description
+/// rules applied, and `defs` (for recursive types) placed at its root as `$defs`.
+fn assemble<'py>(
+    py: Python<'py>,
+    name: &str,
+    description: Option<String>,
+    doc: Option<String>,
+    params: impl ExactSizeIterator<Item = (String, Bound<'py, PyAny>, bool, Option<Bound<'py, PyAny>>, Option<String>)>,
+    allow_extra: bool,
+    defs: Option<Bound<'py, PyAny>>,
+) -> PyResult<schema::Definition> {
     let mut specs = Vec::with_capacity(params.len());
-    for (pname, fragment, required, default, pdesc, has_default) in params {
+    for (pname, fragment, required, default, pdesc) in params {
         specs.push(ParamSpec {
-            name: pname,
             schema: to_value(&fragment)?,
             required,
             // A default JSON cannot carry (NaN, an integer beyond 64 bits) is not advertised.
-            default: if has_default { to_value(&default).ok() } else { None },
+            default: default.and_then(|d| to_value(&d).ok()),
             description: pdesc,
+            name: pname,
         });
     }
-    let def = schema::define(&name, description.as_deref(), doc.as_deref(), specs, allow_extra)
+    let mut def = schema::define(name, description.as_deref(), doc.as_deref(), specs, allow_extra)
         .map_err(|e| definition_error(py, e.to_string()))?;
-    let mut parameters = def.parameters;
-    if let (Some(defs), Value::Object(obj)) = (defs, &mut parameters) {
+    if let (Some(defs), Value::Object(obj)) = (defs, &mut def.parameters) {
         let defs = to_value(&defs)?;
         if defs.as_object().is_some_and(|d| !d.is_empty()) {
             obj.insert("$defs".into(), defs);
         }
     }
-    CoreTool::build(py, name, def.description, def.documented, parameters, dropped)
+    Ok(def)
 }
 
 /// A JSON value as deep-frozen Python objects, built directly (no serde round trip): objects
@@ -596,28 +614,12 @@ fn define_function_tool<'py>(
     frozen_dict: Bound<'py, PyType>,
     frozen_list: Bound<'py, PyType>,
 ) -> PyResult<(CoreTool, Bound<'py, PyAny>)> {
-    let mut specs = Vec::with_capacity(params.len());
-    for (pname, fragment, required, default, pdesc) in params {
-        let has_default = !required && !non_json.contains(&pname);
-        specs.push(ParamSpec {
-            schema: to_value(&fragment)?,
-            required,
-            // A default JSON cannot carry (NaN, an integer beyond 64 bits) is not advertised.
-            default: if has_default { to_value(&default).ok() } else { None },
-            description: pdesc,
-            name: pname,
-        });
-    }
-    let def = schema::define(&name, description.as_deref(), doc.as_deref(), specs, allow_extra)
-        .map_err(|e| definition_error(py, e.to_string()))?;
-    let mut parameters = def.parameters;
-    if let (Some(defs), Value::Object(obj)) = (defs, &mut parameters) {
-        let defs = to_value(&defs)?;
-        if defs.as_object().is_some_and(|d| !d.is_empty()) {
-            obj.insert("$defs".into(), defs);
-        }
-    }
-    let validator = ArgumentValidator::new(parameters, dropped)
+    let params = params.into_iter().map(|(n, fragment, required, default, desc)| {
+        let advertised = !required && !non_json.contains(&n);
+        (n, fragment, required, advertised.then_some(default), desc)
+    });
+    let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
+    let validator = ArgumentValidator::new(def.parameters, dropped)
         .map_err(|e| definition_error(py, format!("tool '{name}': {e}")))?;
     // One Python copy of the schema, frozen: the `ToolSchema`'s and the core's (`parameters`,
     // documented read-only; error envelopes show it).
