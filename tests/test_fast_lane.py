@@ -271,3 +271,85 @@ def test_admit_refuses_like_prepare() -> None:
     with pytest.raises(TypeError) as prepare_err:
         _ANY._core.prepare(["not", "a", "dict"])
     assert str(admit_err.value) == str(prepare_err.value)
+
+
+# ------------------------------------------------------------------ sync bodies handed back to their loop
+
+from agentkit_tools.invoker import run_in_worker
+
+
+def test_worker_outcomes_come_back_to_each_loop_in_full() -> None:
+    import threading
+
+    def body(i: int, fail: bool) -> tuple[int, str]:
+        if fail:
+            raise ValueError(f"bad {i}")
+        return i * i, threading.current_thread().name
+
+    async def burst() -> list[Any]:
+        futs = [run_in_worker(body, i, i % 7 == 0) for i in range(200)]
+        return await asyncio.gather(*futs, return_exceptions=True)
+
+    for _ in range(3):  # a fresh loop each time: each gets its own hand-back socket
+        outcomes = asyncio.run(burst())
+        assert [o[0] if isinstance(o, tuple) else str(o) for o in outcomes] == [
+            f"bad {i}" if i % 7 == 0 else i * i for i in range(200)
+        ]
+        assert all(o[1] != "MainThread" for o in outcomes if isinstance(o, tuple))
+    # More jobs than threads: once the workers are back waiting, every started thread is idle.
+    import time as _time
+    from agentkit_tools import _core
+
+    for _ in range(200):
+        started, idle = _core.pool_size()
+        if idle == started:
+            break
+        _time.sleep(0.005)
+    assert started >= 1 and idle == started
+
+
+def test_a_cancelled_wait_leaves_the_loop_working() -> None:
+    import time as _time
+
+    def slow(x: int, _: Any) -> int:
+        _time.sleep(0.05)
+        return x
+
+    async def main() -> tuple[bool, int]:
+        fut = run_in_worker(slow, 1, None)
+        fut.cancel()  # the outcome arrives later and is dropped (the future is done)
+        await asyncio.sleep(0.1)
+        return fut.cancelled(), await run_in_worker(slow, 2, None)
+
+    assert asyncio.run(main()) == (True, 2)
+
+
+def test_drain_hands_every_outcome_over_even_when_resolve_fails() -> None:
+    from agentkit_tools import _core
+
+    done = _core.Completions()
+    seen: list[Any] = []
+
+    def resolve(fut: Any, ok: bool, value: Any) -> None:
+        seen.append((fut, ok, value))
+        raise RuntimeError(f"resolve failed on {fut}")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(3):
+            _core.submit_sync(lambda f, a, b: f(a, b), lambda a, b: a + b, i, 10, done, f"fut{i}")
+        ready = asyncio.Event()
+        loop.add_reader(done.fileno(), ready.set)
+        await asyncio.wait_for(ready.wait(), 5)
+        loop.remove_reader(done.fileno())
+        for _ in range(100):  # the three may arrive in more than one wake-up
+            try:
+                done.drain(resolve)
+            except RuntimeError as err:
+                assert str(err).startswith("resolve failed on fut")
+            if len(seen) == 3:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert sorted(seen) == [("fut0", True, 10), ("fut1", True, 11), ("fut2", True, 12)]

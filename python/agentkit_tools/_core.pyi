@@ -20,6 +20,7 @@ from typing import Any, Literal, final
 from typing_extensions import Self
 
 __all__ = [
+    "Completions",
     "CoreRegistry",
     "CoreTool",
     "DeadlineQueue",
@@ -435,20 +436,33 @@ class DeadlineQueue:
 
     def __len__(self) -> int: ...
 
+@final
+class Completions:
+    """Where the sync bodies run for one event loop hand their outcomes back: a worker queues
+    ``(future, ok, value)`` and, with the GIL already released, writes a byte to a socket the
+    loop watches (``loop.add_reader(c.fileno(), c.drain, resolve)``). Raises ``OSError`` when
+    the socket pair cannot be created."""
+
+    def __init__(self) -> None: ...
+    def fileno(self) -> int:
+        """The file descriptor to watch for readability."""
+    def drain(self, resolve: Callable[[Any, bool, Any], None]) -> None:
+        """Read the wake-up bytes and call ``resolve(fut, ok, value)`` for every outcome queued
+        so far, in completion order; an error from ``resolve`` is raised after all were given."""
+
 def submit_sync(
     run: Callable[..., Any],
     func: Callable[[Any, Any], Any],
     a: Any,
     b: Any,
-    event_loop: Any,
-    resolve: Callable[[Any, bool, Any], None],
+    done: Completions,
     fut: Any,
 ) -> None:
     """Run ``run(func, a, b)`` (``run`` is a ``contextvars.Context.run``) on a worker thread of
-    the core's pool, then ``event_loop.call_soon_threadsafe(resolve, fut, ok, value)`` (``ok``
-    False: ``value`` is the exception raised). The pool grows on demand up to 8 threads per
-    CPU (at least 32, at most 256); its threads live for the process. Raises ``RuntimeError``
-    when no worker thread can be started."""
+    the core's pool and hand ``(fut, ok, value)`` back through ``done`` (``ok`` False:
+    ``value`` is the exception raised). The pool grows on demand up to 8 threads per CPU (at
+    least 32, at most 256); its threads live for the process. Raises ``RuntimeError`` when no
+    worker thread can be started."""
 
 def pool_size() -> tuple[int, int]:
     """``(threads started, threads idle)`` of the worker pool."""

@@ -7,10 +7,11 @@ concurrently and returns their envelopes in call order.
 Where a tool body runs:
 
 - an ``async`` body is awaited on the event loop (cancelled on its deadline);
-- a sync body runs on a worker thread of the Rust core's pool, which completes an asyncio future
-  through ``loop.call_soon_threadsafe``: cheaper than ``asyncio.to_thread`` (see
-  ``benches/thread_hop.py``); the caller's ``contextvars`` (OpenTelemetry's current span among
-  them) are copied into the thread as ``asyncio.to_thread`` does;
+- a sync body runs on a worker thread of the Rust core's pool, which hands the outcome back to
+  the loop through a socket it watches (written after the worker released the GIL), cheaper
+  than ``asyncio.to_thread`` (see ``benches/thread_hop.py``); the caller's ``contextvars``
+  (OpenTelemetry's current span among them) are copied into the thread as
+  ``asyncio.to_thread`` does;
 - a sync body of a tool declared non-blocking (``Invoker(..., inline={"name", ...})`` or a tool
   attribute ``non_blocking = True``) is called directly on the event loop: no thread hop at all,
   but it blocks the loop while it runs and its deadline cannot interrupt it.
@@ -76,13 +77,26 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
 atexit.register(_core.drain_pool)
 
 
+#: Per event loop, where its sync bodies hand their outcomes back (watched with ``add_reader``).
+_COMPLETIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def _completions_of(loop: asyncio.AbstractEventLoop) -> Any:
+    done = _COMPLETIONS.get(loop)
+    if done is None:
+        done = _COMPLETIONS[loop] = _core.Completions()
+        loop.add_reader(done.fileno(), done.drain, _resolve)
+    return done
+
+
 def run_in_worker(fn: Any, a: Any, b: Any) -> asyncio.Future[Any]:
     """``fn(a, b)`` on a worker thread of the core's pool (a tool body: ``fn(args, ctx)``);
     returns a future of the running loop with its result or exception. The caller's context
-    variables are copied into the thread."""
+    variables are copied into the thread. The worker hands the outcome back through a socket
+    the loop watches, written after it has released the GIL (``_core.Completions``)."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    _core.submit_sync(contextvars.copy_context().run, fn, a, b, loop, _resolve, fut)
+    _core.submit_sync(contextvars.copy_context().run, fn, a, b, _completions_of(loop), fut)
     return fut
 
 

@@ -4,8 +4,11 @@
 //! the event loop and completes an asyncio future. Conversions only: the rules live in the core.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -21,6 +24,7 @@ use crate::middleware::{
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MiddlewareState>()?;
+    m.add_class::<Completions>()?;
     m.add_class::<RetryPolicy>()?;
     m.add_class::<EgressPolicy>()?;
     m.add_class::<DeadlineQueue>()?;
@@ -478,15 +482,93 @@ impl DeadlineQueue {
 // ------------------------------------------------------------------ the worker pool
 
 /// One sync tool body to run: `run(func, a, b)` in a worker thread (`run` is a
-/// `contextvars.Context.run`), then `loop.call_soon_threadsafe(resolve, fut, ok, value)`.
+/// `contextvars.Context.run`); its outcome goes to `done` for the future `fut`.
 struct Job {
     run: Py<PyAny>,
     func: Py<PyAny>,
     a: Py<PyAny>,
     b: Py<PyAny>,
-    event_loop: Py<PyAny>,
-    resolve: Py<PyAny>,
     fut: Py<PyAny>,
+    done: Arc<Handback>,
+    /// An idle worker was promised to this job when it was submitted (`Pool::idle` already
+    /// counts it as taken).
+    reserved: bool,
+}
+
+/// A sync body's outcome for its future: `(future, ok, result or exception)`.
+type Outcome = (Py<PyAny>, bool, Py<PyAny>);
+
+/// The outcomes of one event loop's sync bodies, on their way back to it: `(future, ok, result
+/// or exception)`. A worker queues its outcome and, with the GIL already released, writes one
+/// byte to a socket the loop watches (`loop.add_reader(fileno, drain)`). Completing through
+/// `loop.call_soon_threadsafe` instead would need the GIL again after its socket send, which
+/// the loop's thread holds by then: one more thread hand-off per call.
+struct Handback {
+    outcomes: Mutex<Vec<Outcome>>,
+    /// A wake-up byte is on its way and not yet read: later outcomes need no other.
+    signaled: AtomicBool,
+    reader: UnixStream,
+    writer: UnixStream,
+}
+
+impl Handback {
+    fn push(&self, outcome: Outcome) {
+        // A poisoned lock only means a worker panicked while pushing: the queue is still whole.
+        self.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(outcome);
+    }
+
+    fn wake(&self) {
+        if !self.signaled.swap(true, Ordering::AcqRel) {
+            // Non-blocking; a full socket buffer already holds a wake-up.
+            let _ = (&self.writer).write(&[1]);
+        }
+    }
+}
+
+/// Where the sync bodies run for one event loop hand their outcomes back (see `Handback`).
+#[pyclass(frozen, module = "agentkit_tools._core")]
+struct Completions {
+    inner: Arc<Handback>,
+}
+
+#[pymethods]
+impl Completions {
+    #[new]
+    fn new() -> PyResult<Self> {
+        let (reader, writer) = UnixStream::pair()?;
+        reader.set_nonblocking(true)?;
+        writer.set_nonblocking(true)?;
+        let inner = Handback { outcomes: Mutex::new(Vec::new()), signaled: AtomicBool::new(false), reader, writer };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The file descriptor the event loop watches for readability.
+    fn fileno(&self) -> i32 {
+        self.inner.reader.as_raw_fd()
+    }
+
+    /// Read the wake-up bytes, then call `resolve(fut, ok, value)` for every outcome queued so
+    /// far, in completion order (the loop's reader callback). An error from `resolve` is raised
+    /// after every outcome has been handed over.
+    fn drain(&self, resolve: &Bound<'_, PyAny>) -> PyResult<()> {
+        let inner = &self.inner;
+        let mut buf = [0u8; 64];
+        while let Ok(n) = (&inner.reader).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        // After the read and before taking the queue: a worker that queues later writes again.
+        inner.signaled.store(false, Ordering::Release);
+        let outcomes = std::mem::take(&mut *inner.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let mut first_error = None;
+        for (fut, ok, value) in outcomes {
+            if let Err(e) = resolve.call1((fut, ok, value)) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
 }
 
 struct Pool {
@@ -517,22 +599,31 @@ fn pool() -> &'static Pool {
 /// A worker keeps its Python thread state for its whole life and releases the GIL only while
 /// it waits for a job: attaching per job would create and destroy a thread state each time.
 fn worker(rx: Receiver<Job>) {
+    let p = pool();
     Python::attach(|py| {
-        while let Ok(job) = py.detach(|| rx.recv()) {
-            {
-                let Job { run, func, a, b, event_loop, resolve, fut } = job;
-                let (ok, value) = match run.bind(py).call1((func, a, b)) {
-                    Ok(v) => (true, v),
-                    Err(e) => (false, e.into_value(py).into_bound(py).into_any()),
-                };
-                // A closed loop means nobody waits for the result any more.
-                let _ = event_loop
-                    .bind(py)
-                    .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (resolve, fut, ok, value));
-            }
-            let p = pool();
+        let mut next = py.detach(|| {
             p.idle.fetch_add(1, Ordering::AcqRel);
-            p.in_flight.fetch_sub(1, Ordering::AcqRel);
+            rx.recv().ok()
+        });
+        while let Some(Job { run, func, a, b, fut, done, reserved }) = next {
+            if !reserved {
+                // Nobody took this worker off the idle count for this job: it does so itself.
+                let _ = p.idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            }
+            let (ok, value) = match run.bind(py).call1((func, a, b)) {
+                Ok(v) => (true, v.unbind()),
+                Err(e) => (false, e.into_value(py).into_any()),
+            };
+            done.push((fut, ok, value));
+            drop(run);
+            // From here to the next job without the GIL: the loop's thread, woken, takes it at
+            // once instead of waiting for this worker to hand it back.
+            next = py.detach(|| {
+                done.wake();
+                p.idle.fetch_add(1, Ordering::AcqRel);
+                p.in_flight.fetch_sub(1, Ordering::AcqRel);
+                rx.recv().ok()
+            });
         }
     });
 }
@@ -552,20 +643,18 @@ fn drain_pool(py: Python<'_>) {
     });
 }
 
-/// Run `run(func, a, b)` on a worker thread of the core's pool and complete the asyncio
-/// future `fut` of `event_loop` through `event_loop.call_soon_threadsafe(resolve, fut, ok,
-/// value)` (`ok` False: `value` is the exception raised). The pool grows on demand (an idle
-/// worker is reused, else a new thread starts, up to 8 per CPU, at least 32) and its threads
-/// live for the process; a body that never returns keeps its thread.
+/// Run `run(func, a, b)` on a worker thread of the core's pool and hand `(fut, ok, value)`
+/// back through `done` (`ok` False: `value` is the exception raised), whose `drain` completes
+/// the future on its loop. The pool grows on demand (an idle worker is reused, else a new
+/// thread starts, up to 8 per CPU, at least 32) and its threads live for the process; a body
+/// that never returns keeps its thread.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 fn submit_sync(
     run: Py<PyAny>,
     func: Py<PyAny>,
     a: Py<PyAny>,
     b: Py<PyAny>,
-    event_loop: Py<PyAny>,
-    resolve: Py<PyAny>,
+    done: &Bound<'_, Completions>,
     fut: Py<PyAny>,
 ) -> PyResult<()> {
     let p = pool();
@@ -582,7 +671,8 @@ fn submit_sync(
         }
     }
     p.in_flight.fetch_add(1, Ordering::AcqRel);
-    p.tx.send(Job { run, func, a, b, event_loop, resolve, fut }).map_err(|e| {
+    let done = done.get().inner.clone();
+    p.tx.send(Job { run, func, a, b, fut, done, reserved }).map_err(|e| {
         p.in_flight.fetch_sub(1, Ordering::AcqRel);
         pyo3::exceptions::PyRuntimeError::new_err(format!("worker pool closed: {e}"))
     })
