@@ -12,12 +12,13 @@ import dataclasses
 import datetime as dt
 import enum
 import json
-from typing import Annotated, Any, Literal, Optional, TypedDict
+from typing import Annotated, Any, Optional, TypedDict
 
 import annotated_types as at
 import jsonschema
 import pydantic
 import pytest
+from bench_tool import search_docs
 
 from agentkit_tools import FunctionTool, ToolArgumentError, ToolDefinitionError, ToolSchema, _core, tool
 from agentkit_tools.tools import core_of
@@ -136,27 +137,6 @@ def test_what_compilation_checks_is_still_compiled_at_definition() -> None:
 
 
 # ------------------------------------------------------------------ generated schemas are unchanged
-
-
-def search_docs(
-    query: str,
-    scope: Literal["all", "code", "issues", "docs"],
-    tags: list[str],
-    exact: bool,
-    limit: int = 10,
-    min_score: float | None = None,
-) -> list[str]:
-    """Search the project's documentation for pages that match a query.
-
-    Args:
-        query: The words to look for, as the user would type them.
-        scope: Which part of the project to search.
-        tags: Only pages that carry all of these tags.
-        exact: Match the query as one phrase instead of any of its words.
-        limit: The most titles to return.
-        min_score: Drop pages whose relevance score is below this (0 to 1).
-    """
-    return []
 
 
 def test_the_benchmark_tool_schema_is_exactly_as_before() -> None:

@@ -20,7 +20,7 @@ import pytest
 from agentkit_tools import FrozenDict, FrozenList, Invoker, ToolContext, ToolError, ToolRegistry, tool
 from agentkit_tools import middleware as mw
 from agentkit_tools.errors import ToolTimeoutError
-from agentkit_tools.invoker import _DEADLINES, _Deadline
+from agentkit_tools.invoker import _LOOPS, _Deadline
 from agentkit_tools.schema import ToolSchema
 
 INTERNAL = "{} failed: {}. This is a bug in the tool, not in your arguments; do not retry."
@@ -428,7 +428,7 @@ def test_event_loops_that_used_a_deadline_are_not_kept_alive() -> None:
     assert sorted(runs) == ["async_add"] * 3 + ["thread_add"] * 3
     gc.collect()
     assert [ref() for ref in loops] == [None, None, None]
-    assert all(ref() is None or ref() not in _DEADLINES for ref in loops)
+    assert all(ref() is None or ref() not in _LOOPS for ref in loops)
 
 
 async def test_a_caller_cancelling_during_deadline_expiry_is_not_turned_into_a_timeout() -> None:

@@ -77,26 +77,19 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
 atexit.register(_core.drain_pool)
 
 
-#: Per event loop, where its sync bodies hand their outcomes back (watched with ``add_reader``).
-_COMPLETIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
-
-
-def _completions_of(loop: asyncio.AbstractEventLoop) -> Any:
-    done = _COMPLETIONS.get(loop)
-    if done is None:
-        done = _COMPLETIONS[loop] = _core.Completions()
-        loop.add_reader(done.fileno(), done.drain, _resolve)
-    return done
-
-
 def run_in_worker(fn: Any, a: Any, b: Any) -> asyncio.Future[Any]:
     """``fn(a, b)`` on a worker thread of the core's pool (a tool body: ``fn(args, ctx)``);
     returns a future of the running loop with its result or exception. The caller's context
     variables are copied into the thread. The worker hands the outcome back through a socket
     the loop watches, written after it has released the GIL (``_core.Completions``)."""
     loop = asyncio.get_running_loop()
+    state = _state_of(loop)
+    done = state.completions
+    if done is None:  # the loop's first sync body
+        done = state.completions = _core.Completions()
+        loop.add_reader(done.fileno(), done.drain, _resolve)
     fut = loop.create_future()
-    _core.submit_sync(contextvars.copy_context().run, fn, a, b, _completions_of(loop), fut)
+    _core.submit_sync(contextvars.copy_context().run, fn, a, b, done, fut)
     return fut
 
 
@@ -106,7 +99,7 @@ class _Deadlines:
     middleware chain together."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weakly: ``_DEADLINES`` is keyed weakly by the loop, a strong reference in the value
+        # Weakly: ``_LOOPS`` is keyed weakly by the loop, a strong reference in the value
         # would keep every loop (and its queue) alive forever.
         self.loop = weakref.proxy(loop)
         self.queue = _core.DeadlineQueue()
@@ -138,23 +131,36 @@ class _Deadlines:
 
 
 _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
-_DEADLINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
-#: The last loop looked up and its deadlines (the usual case: one loop), without keeping it alive.
-_LAST: tuple[weakref.ref[asyncio.AbstractEventLoop], _Deadlines] | None = None
 #: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
 
 
-def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+class _LoopState:
+    """What the Invoker keeps per event loop: its call deadlines, and where the worker threads
+    hand their outcomes back (created with the loop's first sync body)."""
+
+    __slots__ = ("deadlines", "completions")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.deadlines = _Deadlines(loop)
+        self.completions: Any = None
+
+
+_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+#: The last loop looked up and its state (the usual case: one loop), without keeping it alive.
+_LAST: tuple[weakref.ref[asyncio.AbstractEventLoop], _LoopState] | None = None
+
+
+def _state_of(loop: asyncio.AbstractEventLoop) -> _LoopState:
     global _LAST
     last = _LAST
     if last is not None and last[0]() is loop:
         return last[1]
-    deadlines = _DEADLINES.get(loop)
-    if deadlines is None:
-        deadlines = _DEADLINES[loop] = _Deadlines(loop)
-    _LAST = (weakref.ref(loop), deadlines)
-    return deadlines
+    state = _LOOPS.get(loop)
+    if state is None:
+        state = _LOOPS[loop] = _LoopState(loop)
+    _LAST = (weakref.ref(loop), state)
+    return state
 
 
 class _Deadline:
@@ -181,7 +187,7 @@ class _Deadline:
             return self
         loop = task.get_loop()
         self.task = task
-        self.deadlines = deadlines = _deadlines_of(loop)
+        self.deadlines = deadlines = _state_of(loop).deadlines
         self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
         self.token = deadlines.add(loop.time() + self.limit, self)
         return self
@@ -383,7 +389,7 @@ class Invoker:
                                 result = await result
                         value = tool.check_output(result, ctx)
                     else:
-                        value = await self._run_body(tool, args, ctx, limit)
+                        value = await self._run_body(tool, args, ctx, limit, inline=False)
                 except Exception as exc:
                     if isinstance(exc, StopIteration):  # what leaving _run_body's frame makes of it (PEP 479)
                         err = RuntimeError("coroutine raised StopIteration")
@@ -450,7 +456,7 @@ class Invoker:
         call.attempts += 1
         started = time.perf_counter()
         try:
-            value = await self._run_body(tool, call.args, call.ctx, call.timeout_s)
+            value = await self._run_body(tool, call.args, call.ctx, call.timeout_s, self._inline(tool))
         except Exception as exc:
             call.exc = exc
             return _core.error_envelope(tool.name, exc, call.core)  # type: ignore[no-any-return]
@@ -466,8 +472,9 @@ class Invoker:
             and (tool.name in self.inline or getattr(tool, "non_blocking", False) is True)
         )
 
-    async def _run_body(self, tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
-        """Run the body once within ``limit`` seconds (None: no deadline) and check its result."""
+    async def _run_body(self, tool: Any, args: Any, ctx: Any, limit: float | None, inline: bool) -> Any:
+        """Run the body once within ``limit`` seconds (None: no deadline) and check its result;
+        ``inline``: ``self._inline(tool)``, as the caller found it."""
         fn = getattr(tool, "fn", None)
         check = getattr(tool, "check_output", None)
         name = tool.name
@@ -477,7 +484,7 @@ class Invoker:
         if getattr(tool, "_is_async", False):
             with _Deadline(limit, name):
                 result = await fn(args, ctx)
-        elif self._inline(tool):
+        elif inline:
             result = fn(args, ctx)
         else:
             with _Deadline(limit, name):

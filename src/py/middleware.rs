@@ -14,7 +14,6 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use serde_json::Value;
 
@@ -294,27 +293,6 @@ impl MiddlewareState {
 
 // ------------------------------------------------------------------ retry
 
-struct ErrorClasses {
-    tool_error: Py<PyAny>,
-    timeout: Py<PyAny>,
-    argument: Py<PyAny>,
-    shape: Py<PyAny>,
-}
-
-static ERROR_CLASSES: PyOnceLock<ErrorClasses> = PyOnceLock::new();
-
-fn error_classes(py: Python<'_>) -> PyResult<&ErrorClasses> {
-    ERROR_CLASSES.get_or_try_init(py, || {
-        let m = py.import("agentkit_tools.errors")?;
-        Ok(ErrorClasses {
-            tool_error: m.getattr("ToolError")?.unbind(),
-            timeout: m.getattr("ToolTimeoutError")?.unbind(),
-            argument: m.getattr("ToolArgumentError")?.unbind(),
-            shape: m.getattr("ToolShapeError")?.unbind(),
-        })
-    })
-}
-
 /// Retry settings and the classification of failures by exception type (SPEC §7, §11).
 #[pyclass(frozen, module = "agentkit_tools._core")]
 pub struct RetryPolicy {
@@ -324,7 +302,7 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     fn classify(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<FailureKind> {
-        let c = error_classes(py)?;
+        let c = crate::py::tools::errors(py)?;
         if exc.is_instance(c.timeout.bind(py))? {
             return Ok(FailureKind::Deadline);
         }

@@ -17,17 +17,17 @@ use crate::schema::{self, ParamSpec};
 use crate::validate::{self, ArgumentValidator, Rejection};
 
 /// The Python exception classes of `agentkit_tools.errors`, imported once.
-struct Errors {
-    definition: Py<PyAny>,
-    argument: Py<PyAny>,
-    tool_error: Py<PyAny>,
-    timeout: Py<PyAny>,
-    shape: Py<PyAny>,
+pub(crate) struct Errors {
+    pub(crate) definition: Py<PyAny>,
+    pub(crate) argument: Py<PyAny>,
+    pub(crate) tool_error: Py<PyAny>,
+    pub(crate) timeout: Py<PyAny>,
+    pub(crate) shape: Py<PyAny>,
 }
 
 static ERRORS: PyOnceLock<Errors> = PyOnceLock::new();
 
-fn errors(py: Python<'_>) -> PyResult<&Errors> {
+pub(crate) fn errors(py: Python<'_>) -> PyResult<&Errors> {
     ERRORS.get_or_try_init(py, || {
         let m = py.import("agentkit_tools.errors")?;
         Ok(Errors {
