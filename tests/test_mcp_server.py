@@ -203,9 +203,12 @@ async def test_approval_required_and_custom_invoker() -> None:
         refused = await client.call_tool("wipe", {"sku": "SKU-1"})
     assert refused.is_error is True
     assert [c.type for c in refused.content] == ["text"]
-    refusal = (await Invoker(reg).invoke({"id": "x", "name": "wipe", "input": {"sku": "SKU-1"}}))["error"]
-    assert refusal["code"] == "approval_required"
-    assert refused.content[0].text == refusal["message"]
+    # This client cannot be asked (no elicitation): the model is told that the host must allow it.
+    assert refused.content[0].text == (
+        "wipe needs the user's approval and this MCP client cannot ask the user (it does not support "
+        "elicitation), so it was not run. Calling it again will not help: tell the user that the host of "
+        "this MCP server must allow wipe (for example by starting it with --approve wipe)."
+    )
 
     approving = Invoker(reg, middleware=[middleware.approval(lambda tool, args, ctx: True)])
     async with Client(build_server(reg, invoker=approving, name="inventory", version="9.9")) as client:

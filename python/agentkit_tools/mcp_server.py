@@ -1,5 +1,5 @@
-"""Serve a ``ToolRegistry`` over the Model Context Protocol (SPEC §9), with the official ``mcp``
-Python SDK (an optional extra: ``pip install 'agentkit-tools[mcp]'``).
+"""Serve a ``ToolRegistry`` over the Model Context Protocol, with the official ``mcp`` Python SDK
+(an optional extra: ``pip install 'agentkit-tools[mcp]'``).
 
 - ``tools/list`` returns the registry's MCP rendering (``registry.to_mcp()``): name,
   description, ``inputSchema``, ``outputSchema`` when the tool has an object output schema, and
@@ -12,6 +12,10 @@ Python SDK (an optional extra: ``pip install 'agentkit-tools[mcp]'``).
   (unknown tool, invalid arguments, a tool error, a refusal of the middleware) is a result with
   ``isError: true`` whose text is the envelope's ``error.message``, so the model can correct
   itself (MCP reports tool errors inside the result, not as protocol errors).
+- A tool with ``requires_approval=True`` runs when the server allows it (``approve=`` names it,
+  or ``approver(tool, args, ctx)`` returns ``True``); without either, the server asks the user
+  through the client when the client supports form elicitation, and otherwise refuses the call
+  with a message telling the model that the server's host must allow the tool.
 
 Entry points: :func:`build_server` (the low-level ``mcp.server.lowlevel.Server``),
 :func:`serve_stdio` and :func:`serve_http` (streamable HTTP, on loopback by default); the CLI
@@ -20,7 +24,7 @@ Entry points: :func:`build_server` (the low-level ``mcp.server.lowlevel.Server``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .dispatch import render_result
 from .roundtrip import result_limit, tool_result_text
@@ -139,18 +143,30 @@ def build_server(
     version: str | None = None,
     instructions: str | None = None,
     context: Callable[[Any], Any] | None = None,
+    approver: Callable[..., Any] | None = None,
+    approve: Iterable[str] = (),
 ) -> Any:
     """A low-level MCP ``Server`` (``mcp.server.lowlevel.Server``) exposing ``registry``.
 
     ``registry``: a ``ToolRegistry`` (or an iterable of tools, turned into one). ``invoker``: the
     ``Invoker`` that runs ``tools/call`` (default ``Invoker(registry)``, the default middleware
-    chain: a tool with ``requires_approval=True`` is refused with ``approval_required`` unless
-    the invoker's ``approval`` middleware is given an approver). ``name``/``version``: the
+    chain). ``name``/``version``: the
     server's ``serverInfo`` (``version`` defaults to this package's version). ``context``: maps
     the SDK's request context (``mcp.server.context.ServerRequestContext``) to the ``ctx``
     passed to the Invoker; the default scopes repeat detection and idempotency to the MCP
     session: one ``ToolContext`` per ``Mcp-Session-Id`` over HTTP, one per server over stdio,
     and a fresh one per request on the stateless 2026-07-28 protocol, which has no session.
+
+    Approval of a tool with ``requires_approval=True`` (its arguments valid): allowed when
+    ``approve`` names the tool, else ``approver(tool, args, ctx)`` decides when given (sync or
+    async; only ``True`` allows; ``args`` the validated arguments, ``ctx`` the run context), else
+    the user is asked through the client with a form elicitation (``elicitation/create`` on
+    handshake-era sessions; an ``InputRequiredResult`` on the 2026-07-28 protocol) when the
+    client declared the capability. An allowed call reaches the invoker marked ``"approved":
+    True``; a refused one reaches it unmarked (so the invoker's ``approval`` middleware may still
+    allow it) and, refused there too, is answered with a message saying why it was not run and
+    what would allow it: the user declined, or the client cannot ask and the host must allow the
+    tool (``serve-mcp --approve NAME`` or ``approver=``).
 
     ``tools/list`` is the registry's MCP rendering, read on every request (tools registered
     later are listed). Raises ``ImportError`` without the ``mcp`` SDK.
@@ -164,6 +180,7 @@ def build_server(
     reg = _as_registry(registry)
     inv = invoker if invoker is not None else Invoker(reg)
     scopes: Any = _SessionScopes(inv) if context is None else _GivenContext(context)
+    gate = _ApprovalGate(approver, approve)
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[types.Tool.model_validate(entry) for entry in reg.to_mcp()])
@@ -176,7 +193,19 @@ def build_server(
             call["id"] = f"mcp-{request_id}"
         run_ctx, ephemeral = scopes.enter(ctx)
         try:
+            tool = reg.get(tool_name) if tool_name in reg else None
+            refusal = None
+            if tool is not None and getattr(tool, "requires_approval", False):
+                decision = await gate.decide(tool, call["input"], ctx, params, run_ctx)
+                if isinstance(decision, types.InputRequiredResult):
+                    return decision
+                if decision is True:
+                    call["approved"] = True
+                else:
+                    refusal = decision
             envelope = await inv.invoke(call, run_ctx)
+            if refusal and not envelope.get("ok") and envelope.get("error", {}).get("code") == "approval_required":
+                envelope = {**envelope, "error": {**envelope["error"], "message": refusal}}
         finally:
             if ephemeral:
                 inv.forget(run_ctx.run_id)
@@ -194,6 +223,122 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+#: The key of the approval question in an ``InputRequiredResult`` (2026-07-28 protocol).
+APPROVAL_INPUT = "agentkit_tools.approval"
+
+_APPROVAL_FORM = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Allow this call",
+            "description": "Run the tool with the arguments shown.",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+
+class _ApprovalGate:
+    """The server's approval decision for one call of a tool that requires approval.
+
+    ``decide`` returns ``True`` (allowed), an ``InputRequiredResult`` (ask the user first, on the
+    2026-07-28 protocol) or the message the model reads when the call is refused."""
+
+    def __init__(self, approver: Callable[..., Any] | None, approve: Iterable[str]) -> None:
+        if isinstance(approve, str):
+            raise TypeError("approve= takes tool names (a list or tuple), not one string")
+        self.approver = approver
+        self.approve = frozenset(approve)
+
+    async def decide(self, tool: Any, arguments: Any, request_ctx: Any, params: Any, run_ctx: Any) -> Any:
+        import inspect
+
+        import mcp_types as types
+
+        name = tool.name
+        if name in self.approve:
+            return True
+        try:
+            from .tools import core_of
+
+            args = core_of(tool).validate(arguments)
+        except Exception:
+            return None  # invalid arguments: the invoker answers them; nobody is asked
+        if self.approver is not None:
+            try:
+                answer = self.approver(tool, args, run_ctx)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            except Exception:
+                import logging
+
+                logging.getLogger("agentkit_tools.mcp_server").exception("approver failed: %s is refused", name)
+                answer = False
+            if answer is True:
+                return True
+            return (
+                f"{name} was not allowed by the server's approval policy, so it was not run. Tell the "
+                "user; calling it again with the same arguments will be refused again."
+            )
+        if not _can_elicit(request_ctx):
+            return _host_must_allow(name, "this MCP client cannot ask the user (it does not support elicitation)")
+        from . import _core
+
+        message = f"Allow the tool {name} to run with these arguments? {_core.canonical_args(args)[0]}"
+        modern = getattr(request_ctx, "protocol_version", None) in _modern_versions()
+        if modern:
+            responses = getattr(params, "input_responses", None) or {}
+            answer = responses.get(APPROVAL_INPUT)
+            if answer is None:
+                form = types.ElicitRequestFormParams(message=message, requested_schema=_APPROVAL_FORM)
+                return types.InputRequiredResult(input_requests={APPROVAL_INPUT: types.ElicitRequest(params=form)})
+        else:
+            try:
+                answer = await request_ctx.session.elicit_form(
+                    message, _APPROVAL_FORM, related_request_id=getattr(request_ctx, "request_id", None)
+                )
+            except Exception as exc:
+                return _host_must_allow(name, f"asking the user through the MCP client failed ({exc})")
+        action = getattr(answer, "action", None)
+        content = getattr(answer, "content", None) or {}
+        if action == "accept" and content.get("approve") is True:
+            return True
+        if action == "cancel":
+            return (
+                f"The user dismissed the request to allow {name}, so it was not run. Call it again only "
+                "if the user asks for it."
+            )
+        return (
+            f"The user did not allow {name} with these arguments, so it was not run. Do not call it "
+            "again unless the user asks for it."
+        )
+
+
+def _host_must_allow(name: str, why: str) -> str:
+    return (
+        f"{name} needs the user's approval and {why}, so it was not run. Calling it again will not "
+        f"help: tell the user that the host of this MCP server must allow {name} (for example by "
+        f"starting it with --approve {name})."
+    )
+
+
+def _modern_versions() -> tuple[str, ...]:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return tuple(MODERN_PROTOCOL_VERSIONS)
+
+
+def _can_elicit(request_ctx: Any) -> bool:
+    """Whether the client declared form elicitation (a bare ``elicitation: {}`` counts as form,
+    as the MCP specification says)."""
+    session = getattr(request_ctx, "session", None)
+    capabilities = getattr(session, "client_capabilities", None)
+    elicitation = getattr(capabilities, "elicitation", None)
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
 def _mcp_entry(registry: Any, name: str) -> dict[str, Any]:
