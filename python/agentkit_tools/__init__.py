@@ -15,6 +15,7 @@ from . import middleware
 from .context import ToolContext
 from .invoker import Invoker
 from .lint import lint
+from .media import ToolFile, ToolImage
 from .memory import FileTool, InMemoryFiles, MemoryLimitError, StoreConflictError, StoreFiles
 from .registry import ToolRegistry
 from .schema import Tool, ToolSchema
@@ -44,6 +45,8 @@ __all__ = [
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",
+    "ToolFile",
+    "ToolImage",
     "ToolRegistry",
     "ToolSchema",
     "ToolShapeError",

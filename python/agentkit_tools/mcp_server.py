@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from .dispatch import render_result
-from .roundtrip import result_limit, tool_result_text
+from .media import DEFAULT_MAX_MEDIA_BYTES, mcp_content, media_limit
+from .roundtrip import _media_parts, result_limit, tool_result_text
 
 __all__ = ["build_server", "call_tool_result", "serve_stdio", "serve_http"]
 
@@ -60,15 +61,24 @@ def _jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=str)
 
 
-def call_tool_result(envelope: Mapping[str, Any], *, max_chars: int, structured: bool) -> Any:
+def call_tool_result(
+    envelope: Mapping[str, Any], *, max_chars: int, structured: bool, max_media_bytes: int | None = None
+) -> Any:
     """An MCP ``CallToolResult`` (``mcp_types.CallToolResult``) from an Invoker envelope.
 
     ``{"ok": True, "value": v}`` → one ``TextContent`` with ``render_result(v, max_chars=...)``
     and, when ``structured`` (the tool declares an output schema), ``structuredContent`` = ``v``
     as JSON data (the text is then the rendering of that JSON). ``{"ok": False, "error": {...}}``
-    → ``isError: true`` with one ``TextContent`` holding ``error["message"]``.
+    → ``isError: true`` with one ``TextContent`` holding ``error["message"]``. A value holding
+    images or files (``agentkit_tools.media``) → ``TextContent`` / ``ImageContent`` /
+    ``AudioContent`` / ``EmbeddedResource`` blocks in order, items over ``max_media_bytes``
+    (default ``media.DEFAULT_MAX_MEDIA_BYTES``) replaced by a notice.
     """
     import mcp_types as types
+
+    parts = _media_parts(envelope, max_chars)
+    if parts is not None:
+        return types.CallToolResult(content=mcp_content(parts, max_media_bytes=max_media_bytes or DEFAULT_MAX_MEDIA_BYTES))
 
     if not envelope.get("ok"):
         return types.CallToolResult(content=[types.TextContent(text=tool_result_text(envelope))], is_error=True)
@@ -210,7 +220,12 @@ def build_server(
             if ephemeral:
                 inv.forget(run_ctx.run_id)
         structured = "outputSchema" in _mcp_entry(reg, tool_name)
-        return call_tool_result(envelope, max_chars=result_limit(reg, tool_name), structured=structured)
+        return call_tool_result(
+            envelope,
+            max_chars=result_limit(reg, tool_name),
+            structured=structured,
+            max_media_bytes=media_limit(reg, tool_name),
+        )
 
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
         return _mcp_entry(reg, tool_name).get("inputSchema")

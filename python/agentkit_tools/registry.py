@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from . import _core
 from .schema import ToolSchema
@@ -17,13 +17,17 @@ class ToolRegistry:
     ``schemas()`` and the provider renderings are sorted by name and byte-identical across runs
     and registration orders, so a cached prompt prefix stays valid; they are computed once and
     cached until the registry changes. ``max_result_chars`` is the default limit of a rendered
-    result (a tool's own ``max_result_chars`` wins).
+    result (a tool's own ``max_result_chars`` wins); ``max_media_bytes`` the default limit of one
+    image or file in a result, in bytes (a tool's own ``max_media_bytes`` wins; None: 5 MiB).
     """
 
-    def __init__(self, tools: Iterable[Any] = (), *, max_result_chars: int | None = None) -> None:
+    def __init__(
+        self, tools: Iterable[Any] = (), *, max_result_chars: int | None = None, max_media_bytes: int | None = None
+    ) -> None:
         self._core = _core.CoreRegistry()
         self._cache: dict[str, Any] = {}
         self.max_result_chars = max_result_chars
+        self.max_media_bytes = max_media_bytes
         for t in tools:
             self.register(t)
 
@@ -93,6 +97,44 @@ class ToolRegistry:
     def to_mcp(self) -> list[dict[str, Any]]:
         """``render("mcp")``: the ``tools`` list of an MCP ``tools/list`` result."""
         return self.render("mcp")
+
+    def view(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        exclude: Iterable[str] = (),
+        read_only: bool | None = None,
+        where: Callable[[Any, Any], bool] | None = None,
+        ctx: Any = None,
+    ) -> ToolRegistry:
+        """A registry holding only some of these tools, for one run: hand it to an ``Invoker``,
+        ``dispatch`` or a round-trip helper and the model is shown, and may call, only those
+        (a call of any other answers ``unknown_tool``, listing the visible names).
+
+        A tool is kept when it passes every filter given: ``names`` (keep only these),
+        ``exclude`` (drop these), ``read_only`` (True: keep tools that are not side-effecting;
+        False: keep side-effecting ones), ``where(tool, ctx)`` (a predicate, given ``ctx``).
+        The view shares the tool objects and the limits of this registry; its schemas and
+        renderings are sorted and byte-stable like any registry's. It is a snapshot: tools
+        registered here later are not added to it. Raises ``KeyError`` naming any name of
+        ``names``/``exclude`` that is not registered (a typo would silently hide a tool).
+        """
+        wanted = None if names is None else ([names] if isinstance(names, str) else list(names))
+        dropped = {exclude} if isinstance(exclude, str) else set(exclude)
+        unknown = sorted(n for n in [*(wanted or ()), *dropped] if n not in self)
+        if unknown:
+            raise KeyError(f"ToolRegistry.view: no tool named {', '.join(map(repr, unknown))}; registered: {', '.join(self.names())}")
+        keep = set(wanted) if wanted is not None else None
+        out = ToolRegistry(max_result_chars=self.max_result_chars, max_media_bytes=self.max_media_bytes)
+        for t in self._core.tools():
+            if keep is not None and t.name not in keep or t.name in dropped:
+                continue
+            if read_only is not None and bool(getattr(t, "side_effecting", False)) == bool(read_only):
+                continue
+            if where is not None and not where(t, ctx):
+                continue
+            out._core.add(t.name, t, core_of(t), False)
+        return out
 
     def requires_approval(self, name: str) -> bool:
         """Whether the tool called ``name`` runs only after approval. Raises ``KeyError``."""

@@ -12,6 +12,14 @@ provider's tool-result message(s) to send on the next turn.
   ``arguments``) → ``[{"type": "function_call_output", "call_id", "output"}, ...]``:
   :func:`openai_responses_tool_results`.
 
+A result holding images or files (``agentkit_tools.media``: ``ToolImage``, ``ToolFile``, or a
+list mixing them with text) is carried natively: Anthropic ``tool_result`` content blocks
+(``text``, ``image``, ``document``), an OpenAI Responses ``output`` list (``input_text``,
+``input_image``, ``input_file``), and for OpenAI Chat, whose ``tool`` messages take text only,
+one ``role: "user"`` message after the tool messages holding the images and files (the tool
+text says where each went). A media item over the byte limit (``media.media_limit``) is left
+out with a notice, never truncated.
+
 Responses may be the official SDKs' objects (``anthropic.types.Message``,
 ``openai.types.chat.ChatCompletion``, ``openai.types.responses.Response``: any object with the
 attributes) or plain dicts of the same JSON (``{"content": [...]}`` and so on).
@@ -34,6 +42,7 @@ import json
 from typing import Any, Mapping, Sequence
 
 from .dispatch import render_result
+from .media import anthropic_content, media_limit, openai_chat_content, openai_responses_output, result_parts
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -84,6 +93,20 @@ def tool_result_text(envelope: Mapping[str, Any], *, max_chars: int = DEFAULT_MA
     return str(error.get("message") or error.get("code") or "the tool call failed")
 
 
+def _media_parts(envelope: Mapping[str, Any], max_chars: int) -> list[Any] | None:
+    """The parts of a successful result holding media (``media.result_parts``, text parts
+    rendered with the text limit), led by whatever text a success without a value reads (the
+    deduplication sentence); None for any other envelope."""
+    if not envelope.get("ok"):
+        return None
+    parts = result_parts(envelope.get("value"), render=lambda v: render_result(v, max_chars=max_chars))
+    if parts is not None:
+        lead = tool_result_text({**envelope, "value": ""}, max_chars=max_chars).strip()
+        if lead:
+            parts.insert(0, lead)
+    return parts
+
+
 async def _run(invoker: Any, calls: list[dict[str, Any]], ctx: Any) -> tuple[Any, list[dict[str, Any]]]:
     inv = _invoker(invoker)
     envelopes = await inv.invoke_many(calls, ctx) if calls else []
@@ -118,10 +141,14 @@ async def anthropic_tool_results(response: Any, invoker: Any, ctx: Any = None) -
     registry, envelopes = await _run(invoker, calls, ctx)
     blocks = []
     for call, env in zip(calls, envelopes):
+        limit = result_limit(registry, call["name"])
+        parts = _media_parts(env, limit)
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": call["id"],
-            "content": tool_result_text(env, max_chars=result_limit(registry, call["name"])),
+            "content": tool_result_text(env, max_chars=limit)
+            if parts is None
+            else anthropic_content(parts, max_media_bytes=media_limit(registry, call["name"])),
         }
         if not env.get("ok"):
             block["is_error"] = True
@@ -172,7 +199,9 @@ async def openai_chat_tool_results(
     completion: Any, invoker: Any, ctx: Any = None, *, strict: bool = False
 ) -> list[dict[str, Any]]:
     """Run the tool calls of an OpenAI Chat ``completion`` and return one ``{"role": "tool",
-    "tool_call_id", "content": text}`` message per call, in call order ([] when there is none).
+    "tool_call_id", "content": text}`` message per call, in call order ([] when there is none),
+    then, when results hold images or files, one ``{"role": "user", "content": [...]}`` message
+    carrying them (the Chat API takes no image in a ``tool`` message).
     ``strict=True``: the tools were sent with the strict rendering (``to_openai(strict=True)``),
     so a ``null`` argument means "not given" and is dropped before validation."""
     calls = openai_chat_tool_calls(completion)
@@ -182,14 +211,21 @@ async def openai_chat_tool_results(
             fn = call["function"]
             fn["arguments"] = _strict_arguments(inv.registry, fn["name"], fn["arguments"])
     registry, envelopes = await _run(inv, calls, ctx)
-    return [
-        {
-            "role": "tool",
-            "tool_call_id": call["id"],
-            "content": tool_result_text(env, max_chars=result_limit(registry, call["function"]["name"])),
-        }
-        for call, env in zip(calls, envelopes)
-    ]
+    messages: list[dict[str, Any]] = []
+    attachments: list[dict[str, Any]] = []
+    for call, env in zip(calls, envelopes):
+        name = call["function"]["name"]
+        limit = result_limit(registry, name)
+        parts = _media_parts(env, limit)
+        if parts is None:
+            text = tool_result_text(env, max_chars=limit)
+        else:
+            text, moved = openai_chat_content(parts, call["id"], max_media_bytes=media_limit(registry, name))
+            attachments.extend(moved)
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+    if attachments:
+        messages.append({"role": "user", "content": attachments})
+    return messages
 
 
 # ---------------------------------------------------------------------------- OpenAI Responses
@@ -211,18 +247,22 @@ async def openai_responses_tool_results(
 ) -> list[dict[str, Any]]:
     """Run the ``function_call`` items of an OpenAI Responses ``response`` and return one
     ``{"type": "function_call_output", "call_id", "output": text}`` item per call, in call order
-    ([] when there is none). ``strict`` as for :func:`openai_chat_tool_results`."""
+    ([] when there is none); a result holding media has a list of ``input_text`` /
+    ``input_image`` / ``input_file`` items as its ``output``. ``strict`` as for :func:`openai_chat_tool_results`."""
     calls = openai_responses_tool_calls(response)
     inv = _invoker(invoker)
     if strict:
         for call in calls:
             call["arguments"] = _strict_arguments(inv.registry, call["name"], call["arguments"])
     registry, envelopes = await _run(inv, calls, ctx)
-    return [
-        {
-            "type": "function_call_output",
-            "call_id": call["call_id"],
-            "output": tool_result_text(env, max_chars=result_limit(registry, call["name"])),
-        }
-        for call, env in zip(calls, envelopes)
-    ]
+    items = []
+    for call, env in zip(calls, envelopes):
+        limit = result_limit(registry, call["name"])
+        parts = _media_parts(env, limit)
+        output: Any = (
+            tool_result_text(env, max_chars=limit)
+            if parts is None
+            else openai_responses_output(parts, max_media_bytes=media_limit(registry, call["name"]))
+        )
+        items.append({"type": "function_call_output", "call_id": call["call_id"], "output": output})
+    return items
