@@ -37,6 +37,7 @@ __all__ = [
     "openai_chat_content",
     "openai_responses_output",
     "result_parts",
+    "within_limit",
 ]
 
 #: The default limit of one media item in a result, in bytes (5 MiB, Anthropic's per-image
@@ -204,6 +205,12 @@ def _too_large(item: _Media, limit: int) -> str:
         f"result. Ask the tool for a smaller {item.kind} (a lower resolution, a crop, fewer pages) "
         "if it offers that; otherwise tell the user it was too large to show.]"
     )
+
+
+def within_limit(parts: list[Part], max_media_bytes: int = DEFAULT_MAX_MEDIA_BYTES) -> list[Part]:
+    """``parts`` with every media item over ``max_media_bytes`` replaced by the text notice the
+    renderings use (for surfaces that carry media items themselves, such as other frameworks)."""
+    return [_too_large(p, max_media_bytes) if isinstance(p, _Media) and p.size > max_media_bytes else p for p in parts]
 
 
 def _unsupported(item: _Media, where: str, accepted: str) -> str:
