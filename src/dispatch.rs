@@ -41,7 +41,9 @@ pub fn unknown_tool_message(name: &str, available: &[&str], did_you_mean: Option
 /// `invalid_arguments`: every problem (at most [`MAX_SPELLED_OUT`] values spelled out), the
 /// accepted names, and what to do.
 pub fn invalid_arguments_message(tool: &str, rejection: &Rejection, accepted: &[String]) -> String {
-    rejection_message(tool, rejection, &crate::validate::py_list(accepted))
+    let mut accepted_repr = String::new();
+    crate::validate::push_capped_names(&mut accepted_repr, accepted);
+    rejection_message(tool, rejection, &accepted_repr)
 }
 
 /// [`invalid_arguments_message`] with the accepted names already written as a Python list

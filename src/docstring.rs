@@ -150,6 +150,13 @@ fn normalize(doc: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// True when `doc` has a `---` line with text below it (what the model does not see).
+pub fn has_cut_text(doc: &str) -> bool {
+    let text = normalize(doc);
+    let lines: Vec<&str> = text.split('\n').collect();
+    cut_index(&lines).is_some_and(|cut| lines[cut + 1..].iter().any(|l| !l.trim().is_empty()))
+}
+
 /// Index of the first line that is exactly `---`, unless it underlines a NumPy section name.
 fn cut_index(lines: &[&str]) -> Option<usize> {
     (0..lines.len()).find(|&i| {
@@ -329,7 +336,7 @@ impl<'a> Parser<'a> {
                 let end = (body_start..n).find(|&k| section_start(lines, k).is_some()).unwrap_or(n);
                 match kind {
                     Kind::Params => self.entries(body_start, end, numpy_entry),
-                    Kind::Returns => self.set_returns(&lines[body_start..end], ""),
+                    Kind::Returns => self.set_numpy_returns(&lines[body_start..end]),
                     Kind::Other => {}
                 }
                 end
@@ -432,6 +439,45 @@ impl<'a> Parser<'a> {
         }
         if !text.is_empty() {
             self.returns = Some(text);
+        }
+    }
+
+    /// A NumPy `Returns` section: entries of a type line (`dict`, or `name : type`) with the
+    /// description indented below it read as the description alone (`name: description` when
+    /// the entry names the value), the same text a Google or Sphinx docstring gives. A section
+    /// without indented descriptions is plain text.
+    fn set_numpy_returns(&mut self, block: &[&str]) {
+        let Some(base) = block.iter().filter(|l| !l.is_empty()).map(|l| indent(l)).min() else { return };
+        if !block.iter().any(|l| !l.is_empty() && indent(l) > base) {
+            return self.set_returns(block, "");
+        }
+        let mut entries: Vec<String> = Vec::new();
+        let mut k = 0;
+        while k < block.len() {
+            let line = block[k];
+            if line.is_empty() {
+                k += 1;
+                continue;
+            }
+            let head = line.trim();
+            let body_end = (k + 1..block.len())
+                .find(|&j| !block[j].is_empty() && indent(block[j]) <= base)
+                .unwrap_or(block.len());
+            let mut text = String::new();
+            push_lines(&mut text, &block[k + 1..body_end], true);
+            let entry = match head.split_once(" :").or_else(|| head.split_once(':')) {
+                // `name : type` names the value.
+                Some((name, _)) if is_identifier(name.trim()) && !text.is_empty() => format!("{}: {text}", name.trim()),
+                // A type line alone, or a plain sentence with nothing below it.
+                _ if !text.is_empty() => text,
+                _ => head.to_owned(),
+            };
+            entries.push(entry);
+            k = body_end;
+        }
+        let joined = entries.join("\n");
+        if self.returns.is_none() && !joined.is_empty() {
+            self.returns = Some(joined);
         }
     }
 
@@ -737,7 +783,7 @@ mod tests {
         assert_eq!(
             ok(doc),
             parsed(
-                "Compute the distance between two points.\n\nReturns: float\n    The distance in metres.",
+                "Compute the distance between two points.\n\nReturns: The distance in metres.",
                 &[
                     ("x", "Coordinates of the first point, in metres."),
                     ("y", "Coordinates of the first point, in metres."),
@@ -745,7 +791,7 @@ mod tests {
                     ("points", "More points."),
                     ("unit", ""),
                 ],
-                Some("float\n    The distance in metres."),
+                Some("The distance in metres."),
             )
         );
     }

@@ -125,6 +125,18 @@ pub fn render(provider: Provider, spec: &ToolSpec<'_>) -> Rendering {
             })
         }
         Provider::Gemini => {
+            if !gemini_name_ok(spec.name) {
+                findings.push(Finding {
+                    provider: "gemini",
+                    path: "name".into(),
+                    message: format!(
+                        "Gemini refuses the function name '{}': its names must start with a letter or \
+                         an underscore, then use only a-z, A-Z, 0-9, '_', '.', ':' and '-' (at most 64 \
+                         characters); rename the tool (name=...)",
+                        spec.name
+                    ),
+                });
+            }
             let mut g = Gemini { defs: defs_of(spec.input_schema), stack: Vec::new(), findings: &mut findings };
             let parameters = g.convert(spec.input_schema, "<root>");
             let mut decl = Map::new();
@@ -428,12 +440,28 @@ impl Strict {
             out.insert("required".into(), Value::Array(keys));
             out.insert("additionalProperties".into(), Value::Bool(false));
         }
+        if out.len() > 1 {
+            if let Some(r) = out.shift_remove("$ref") {
+                // Strict mode refuses a `$ref` with sibling keywords (a description on a recursive
+                // field): the reference stands alone inside an `anyOf` of one branch.
+                out.insert("anyOf".into(), json!([{"$ref": r}]));
+            }
+        }
         Value::Object(out)
     }
 }
 
 // ------------------------------------------------------------------------------------------
 // Gemini
+
+/// Gemini's rule for function names: a letter or `_` first, then letters, digits, `_`, `.`,
+/// `:` and `-`, at most 64 characters.
+pub fn gemini_name_ok(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+}
 
 /// Keywords of Gemini's `Schema` (an OpenAPI 3.0 subset) that carry over as they are.
 const GEMINI_KEYWORDS: &[&str] = &[

@@ -39,19 +39,29 @@ pub struct Definition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefinitionError {
     Docstring { tool: String, error: DocstringError },
-    TooShort { tool: String, chars: usize, text: String },
+    /// `cut`: the docstring had text below a `---` line, which was not counted.
+    TooShort { tool: String, chars: usize, text: String, cut: bool },
 }
 
 impl std::fmt::Display for DefinitionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DefinitionError::Docstring { tool, error } => write!(f, "tool '{tool}': {error}"),
-            DefinitionError::TooShort { tool, chars, text } => write!(
-                f,
-                "tool '{tool}' needs a docstring/description of at least {MIN_DESCRIPTION_CHARS} \
-                 characters (the model reads it to decide when and how to call the tool: say what \
-                 it does and when to use it); got {chars} chars: '{text}'"
-            ),
+            DefinitionError::TooShort { tool, chars, text, cut } => {
+                write!(
+                    f,
+                    "tool '{tool}' needs a docstring/description of at least {MIN_DESCRIPTION_CHARS} \
+                     characters (the model reads it to decide when and how to call the tool: say what \
+                     it does and when to use it); got {chars} chars: '{text}'"
+                )?;
+                if *cut {
+                    f.write_str(
+                        ". The text below the '---' line is for humans and was not counted: move what \
+                         the model needs above that line",
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -86,7 +96,8 @@ pub fn define(
     };
     let chars = description.chars().count();
     if chars < MIN_DESCRIPTION_CHARS {
-        return Err(DefinitionError::TooShort { tool: tool.to_owned(), chars, text: description });
+        let cut = explicit.is_none() && doc.is_some_and(docstring::has_cut_text);
+        return Err(DefinitionError::TooShort { tool: tool.to_owned(), chars, text: description, cut });
     }
     let documented = parsed.params.iter().map(|(n, _)| n.clone()).collect();
     let parameters = input_schema(params, &parsed.params, allow_extra);
@@ -194,7 +205,17 @@ mod tests {
              chars: 'Too short.'"
         );
         let err = define("f", None, None, vec![], false).unwrap_err();
-        assert!(matches!(err, DefinitionError::TooShort { chars: 0, .. }));
+        assert!(matches!(err, DefinitionError::TooShort { chars: 0, cut: false, .. }));
+        // Everything below the `---` line is for humans: the message says it was not counted.
+        let err = define("f", None, Some("\n---\nA long explanation for the humans who maintain it.\n"), vec![], false)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tool 'f' needs a docstring/description of at least 30 characters (the model reads it \
+             to decide when and how to call the tool: say what it does and when to use it); got 0 \
+             chars: ''. The text below the '---' line is for humans and was not counted: move what \
+             the model needs above that line"
+        );
         // An explicit description is used as given: no docstring rules apply to it.
         let def = define("f", Some("  TODO: this text is long enough to pass the floor  "), Some("x"), vec![], false)
             .unwrap();

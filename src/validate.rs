@@ -18,6 +18,73 @@ use serde_json::{Map, Value};
 /// neither form can overflow the stack.
 pub const MAX_NESTING: usize = 127;
 
+/// A year from 0001 (Python's `datetime` has no year 0).
+macro_rules! year {
+    () => {
+        "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+    };
+}
+macro_rules! clock {
+    () => {
+        "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
+    };
+}
+macro_rules! offset {
+    () => {
+        "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+    };
+}
+
+/// `(name, pattern, what it admits in words)` of the string formats introspection advertises:
+/// the pattern makes what is advertised exactly what converts into the Python type.
+/// `date-time`/`date` keep `format` for RFC 3339's rules and add the limits of Python's
+/// `datetime` (no year 0000, no leap second); `time` and `naive-date-time` are advertised by
+/// their pattern alone (`format: time` requires an offset).
+pub const FORMAT_PATTERNS: &[(&str, &str, &str)] = &[
+    (
+        "date-time",
+        concat!("^", year!(), "-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-5][0-9]"),
+        "a date-time with an offset (RFC 3339, e.g. \"2024-05-01T12:00:00Z\"), year 0001 or later, seconds 00-59",
+    ),
+    ("date", concat!("^", year!(), "-"), "a date YYYY-MM-DD, year 0001 or later"),
+    (
+        "time",
+        concat!("^", clock!(), "(?::[0-5][0-9](?:\\.[0-9]{1,6})?)?", offset!(), "?$"),
+        "a time of day HH:MM[:SS[.ffffff]] with an optional offset such as Z or +01:00 (e.g. \"09:30\" or \"09:30:00Z\")",
+    ),
+    (
+        "naive-date-time",
+        concat!(
+            "^",
+            year!(),
+            "-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])[Tt]",
+            clock!(),
+            ":[0-5][0-9](?:\\.[0-9]{1,6})?$"
+        ),
+        "a date-time without an offset (e.g. \"2024-05-01T12:00:00\")",
+    ),
+    (
+        "duration",
+        "^P(?:[0-9]{1,8}W|(?:[0-9]{1,8}D)?(?:T(?:[0-9]{1,9}H)?(?:[0-9]{1,9}M)?(?:[0-9]{1,9}S)?)?)$",
+        "an ISO 8601 duration in whole weeks, or days/hours/minutes/seconds (e.g. \"P1DT2H\", \"PT90S\"; no years or months)",
+    ),
+    (
+        "decimal",
+        "^[+-]?(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[eE][+-]?[0-9]+)?$",
+        "a decimal number written as a string (e.g. \"12.50\")",
+    ),
+    (
+        "byte",
+        "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+        "standard base64 (groups of 4 characters, padded with '=')",
+    ),
+];
+
+/// The words for a pattern of [`FORMAT_PATTERNS`].
+fn pattern_words(pattern: &str) -> Option<&'static str> {
+    FORMAT_PATTERNS.iter().find(|(_, p, _)| *p == pattern).map(|(_, _, words)| *words)
+}
+
 /// A schema checked at once and compiled on first use, then validated many times.
 ///
 /// Compiling (the `jsonschema` crate's validator tree) costs about 30 µs and 18 KiB per tool
@@ -189,7 +256,14 @@ impl SchemaValidator {
                 let path = if segs.is_empty() { "<root>".to_owned() } else { display_path(&segs) };
                 (path, reason(&self.schema, e))
             })
-            .collect()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .fold(Vec::new(), |mut out: Vec<(String, String)>, item| {
+                if out.last() != Some(&item) {
+                    out.push(item);
+                }
+                out
+            })
     }
 }
 
@@ -267,12 +341,12 @@ impl ArgumentProblems {
         };
         if !self.unexpected.is_empty() {
             out.push_str("unexpected argument(s) ");
-            push_py_list(out, &self.unexpected);
+            push_capped_names(out, &self.unexpected);
         }
         if !self.missing.is_empty() {
             sep(out);
             out.push_str("missing required argument(s) ");
-            push_py_list(out, &self.missing);
+            push_capped_names(out, &self.missing);
         }
         if !self.invalid.is_empty() {
             sep(out);
@@ -301,7 +375,8 @@ pub struct ArgumentValidator {
     required: Vec<String>,
     /// Names the model may send but that are dropped before validation (an injected `ctx`).
     dropped: Vec<String>,
-    /// `accepted` written as a Python list (what every rejection message quotes), built once.
+    /// `accepted` written as a Python list (what every rejection message quotes; `<none>` when
+    /// the tool takes no arguments), built once.
     accepted_repr: String,
 }
 
@@ -325,7 +400,8 @@ impl ArgumentValidator {
             .unwrap_or_default();
         let order = |n: &String| index_of(&accepted, n);
         required.sort_by_key(order);
-        let accepted_repr = py_list(&accepted);
+        let mut accepted_repr = String::new();
+        push_capped_names(&mut accepted_repr, &accepted);
         Ok(Self { inner: SchemaValidator::new(schema)?, accepted, required, dropped, accepted_repr })
     }
 
@@ -334,7 +410,8 @@ impl ArgumentValidator {
         &self.accepted
     }
 
-    /// The declared names written as a Python list (`['query', 'scope']`), as [`py_list`].
+    /// The declared names written as a Python list (`['query', 'scope']`, `<none>`), as
+    /// [`push_capped_names`].
     pub fn accepted_repr(&self) -> &str {
         &self.accepted_repr
     }
@@ -420,9 +497,12 @@ impl ArgumentValidator {
                 }
             }
         }
-        // Report unexpected names in the order the model sent them, missing ones in signature order.
-        p.unexpected.sort_by_key(|n| map.keys().position(|k| k == n).unwrap_or(usize::MAX));
-        p.unexpected.dedup();
+        // Report unexpected names in the order the model sent them (each once), missing ones in
+        // signature order. Linear in the number of keys: a hostile call may send thousands.
+        if p.unexpected.len() > 1 {
+            let unexpected: std::collections::HashSet<&str> = p.unexpected.iter().map(String::as_str).collect();
+            p.unexpected = map.keys().filter(|k| unexpected.contains(k.as_str())).cloned().collect();
+        }
         p.missing.sort_by_key(|n| index_of(&self.required, n));
         p.missing.dedup();
         if !ranks.is_sorted() {
@@ -432,6 +512,8 @@ impl ArgumentValidator {
             let mut slots: Vec<Option<(String, String)>> = p.invalid.drain(..).map(Some).collect();
             p.invalid = order.into_iter().filter_map(|i| slots[i].take()).collect();
         }
+        // A value failing both `format` and our `pattern` gets one reason.
+        p.invalid.dedup();
         p
     }
 }
@@ -637,6 +719,45 @@ fn json_list(names: &[String]) -> String {
     Value::Array(names.iter().cloned().map(Value::String).collect()).to_string()
 }
 
+/// How many names of a list a message spells out (a hostile call may send thousands).
+pub const MAX_ECHOED_NAMES: usize = 20;
+/// How many characters of one name a message shows.
+pub const MAX_ECHOED_NAME_CHARS: usize = 64;
+
+/// `names` as [`push_py_list`] writes them, at most [`MAX_ECHOED_NAMES`] of them (`..., ... and
+/// N more]`), each cut at [`MAX_ECHOED_NAME_CHARS`] characters (`...` appended); `<none>` when
+/// empty. What `ToolArgumentError`'s message writes too.
+pub fn push_capped_names(out: &mut String, names: &[String]) {
+    if names.is_empty() {
+        out.push_str("<none>");
+        return;
+    }
+    out.push('[');
+    for (i, n) in names.iter().take(MAX_ECHOED_NAMES).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let mut shown = String::new();
+        push_capped_name(&mut shown, n);
+        push_py_str(out, &shown);
+    }
+    if names.len() > MAX_ECHOED_NAMES {
+        let _ = write!(out, ", ... and {} more", names.len() - MAX_ECHOED_NAMES);
+    }
+    out.push(']');
+}
+
+/// `name` cut at [`MAX_ECHOED_NAME_CHARS`] characters (`...` appended when cut).
+pub fn push_capped_name(out: &mut String, name: &str) {
+    match name.char_indices().nth(MAX_ECHOED_NAME_CHARS) {
+        Some((end, _)) => {
+            out.push_str(&name[..end]);
+            out.push_str("...");
+        }
+        None => out.push_str(name),
+    }
+}
+
 /// A list of names written as Python's `repr` writes a list of strings: `['a', "it's"]`.
 pub fn py_list(names: &[String]) -> String {
     let mut out = String::with_capacity(2 + names.iter().map(|n| n.len() + 4).sum::<usize>());
@@ -726,6 +847,12 @@ fn keyword_parent<'s>(schema: &'s Value, err: &ValidationError<'_>) -> Option<&'
 fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
     let inst: &Value = err.instance();
     match err.kind() {
+        ValidationErrorKind::Type { .. } | ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. }
+            if inst.is_null() && has_default(schema, err) =>
+        {
+            let default = keyword_parent(schema, err).and_then(|s| s.get("default")).map_or_else(String::new, show);
+            format!("null is not accepted here; omit the argument to use its default ({default})")
+        }
         ValidationErrorKind::Type { kind } => {
             let mut head = String::with_capacity(64);
             head.push_str("expected ");
@@ -783,16 +910,53 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
             format!("must have at most {limit} item(s), got {}", inst.as_array().map_or(0, Vec::len))
         }
         ValidationErrorKind::UniqueItems => "items must be unique, got duplicates".to_owned(),
-        ValidationErrorKind::Pattern { pattern } => {
-            then_got(format!("must match the pattern {}", Value::String(pattern.clone())), inst)
-        }
+        ValidationErrorKind::Pattern { pattern } => match pattern_words(pattern) {
+            Some(words) => then_got(format!("expected {words}"), inst),
+            None => then_got(format!("must match the pattern {}", Value::String(pattern.clone())), inst),
+        },
+        ValidationErrorKind::Format { format } if format == "date-time" && lacks_offset(inst) => then_got(
+            "expected a date-time with a UTC offset (RFC 3339): add an offset such as Z or +01:00 \
+             (e.g. \"2024-05-01T12:00:00Z\")"
+                .to_owned(),
+            inst,
+        ),
         ValidationErrorKind::Format { format } => {
-            then_got(format!("expected a string in {} format", format_name(format)), inst)
+            // A format that also has a pattern of ours: the pattern's words, which say exactly what
+            // is accepted (the same reason as the pattern's own failure, which then merges with it).
+            match keyword_parent(schema, err).and_then(|s| s.get("pattern")).and_then(Value::as_str).and_then(pattern_words) {
+                Some(words) => then_got(format!("expected {words}"), inst),
+                None => then_got(format!("expected a string in {} format", format_name(format)), inst),
+            }
         }
         ValidationErrorKind::MinProperties { limit } => format!("must have at least {limit} field(s)"),
         ValidationErrorKind::MaxProperties { limit } => format!("must have at most {limit} field(s)"),
         _ => err.to_string(),
     }
+}
+
+/// True when the schema at the failing keyword gives a default (for a `null` sent instead).
+fn has_default(schema: &Value, err: &ValidationError<'_>) -> bool {
+    keyword_parent(schema, err).is_some_and(|s| s.get("default").is_some())
+}
+
+/// A string that is an RFC 3339 date-time except that it has no offset
+/// (`2024-05-01T12:00:00`, `2024-05-01 12:00`).
+fn lacks_offset(v: &Value) -> bool {
+    let Some(s) = v.as_str() else { return false };
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    b.len() >= 16
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b[10], b'T' | b't' | b' ')
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && !s[16..].contains(['Z', 'z', '+'])
+        && !s[16..].contains('-')
 }
 
 fn format_name(format: &str) -> String {

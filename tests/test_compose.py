@@ -18,6 +18,7 @@ from agentkit_tools import (
     ToolRegistry,
     as_tool,
     dispatch,
+    lint,
     middleware as mw,
 )
 from agentkit_tools.compose import TASK_DESCRIPTION
@@ -154,14 +155,21 @@ def test_dataclass_signature_doc_is_not_a_description():
     )
 
 
-def test_short_description_is_refused():
-    with pytest.raises(ToolDefinitionError) as err:
-        as_tool(Plain(), name="plain", description="Does things.")
-    assert str(err.value) == (
-        "tool 'plain' needs a docstring/description of at least 30 characters (the model reads it "
-        "to decide when and how to call the tool: say what it does and when to use it); got 12 "
-        "chars: 'Does things.'"
-    )
+def test_short_description_has_no_floor_and_lint_reports_it():
+    # As in the reference, as_tool has no 30-character floor (its description defaults to "").
+    class Terse:
+        """Agent."""
+
+        async def run(self, task, ctx):
+            return task
+
+    for t, text in ((as_tool(Plain(), name="plain", description="Does things."), "Does things."),
+                    (as_tool(Terse(), name="terse"), "Agent.")):
+        assert (t.description, t.schema.description) == (text, text)
+        assert [(f.code, f.message) for f in lint(t) if f.code == "short_description"] == [
+            ("short_description", f"the description has {len(text)} characters (floor 30): say what the tool "
+             "does and when to use it")
+        ]
 
 
 def test_todo_in_the_runnable_docstring_is_refused():
@@ -245,7 +253,8 @@ def test_context_without_child_is_passed_as_is_and_none_stays_none():
     ("result", "text"),
     [
         (AgentResult("The answer is 42."), "The answer is 42."),
-        (WorkflowResult({"draft": "v1", "score": 0.5}), '{"draft": "v1", "score": 0.5}'),
+        # A workflow's outputs: one `key: value` line each (strings as they are, the rest as JSON).
+        (WorkflowResult({"draft": "v1", "score": 0.5}), "draft: v1\nscore: 0.5"),
         ("plain text", "plain text"),
         ({"städte": ["Köln"]}, '{"städte": ["Köln"]}'),
         ([1, 2], "[1, 2]"),

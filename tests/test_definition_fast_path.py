@@ -134,7 +134,7 @@ def test_star_args_is_refused_with_the_general_message():
     assert str(err.value) == (
         "tool 'spread': parameter '*terms' takes positional arguments, which a model cannot send "
         "(tool calls carry named arguments only); replace it with a named list parameter such as "
-        "'terms: list[str]'"
+        "'terms: list[str]', or take '**kwargs' to receive named arguments the schema does not declare"
     )
 
 

@@ -18,6 +18,7 @@ import annotated_types as at
 import jsonschema
 import pydantic
 import pytest
+from agentkit_tools._core import FORMAT_PATTERNS
 from bench_tool import search_docs
 
 from agentkit_tools import FunctionTool, ToolArgumentError, ToolDefinitionError, ToolSchema, _core, tool
@@ -244,7 +245,7 @@ def test_generated_schemas_are_meta_valid_and_exactly_as_before() -> None:
                     "additionalProperties": False,
                 },
             },
-            "when": {"type": "string", "format": "date-time"},
+            "when": {"type": "string", "format": "date-time", "pattern": FORMAT_PATTERNS["date-time"]},
             "weights": {"type": "object", "additionalProperties": {"type": "number"}},
             "labels": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
             "pair": {

@@ -218,10 +218,19 @@ def test_json_text_that_is_not_json(text: str, reason: str) -> None:
 
 @pytest.mark.parametrize(
     ("args", "kind"),
-    [([1], "an array"), ("[1, 2]", "an array"), (5, "an integer"), (True, "a boolean"), ("null", "a null"), ('"x"', "a string")],
+    [([1], "an array"), ("[1, 2]", "an array"), (5, "an integer"), (True, "a boolean"), ('"x"', "a string")],
 )
 def test_non_object_arguments_are_a_call_error(args: Any, kind: str) -> None:
     assert error_of(call(args)) == rejected(f"the arguments must be a JSON object of named arguments, got {kind}")
+
+
+@pytest.mark.parametrize("empty", [None, "", "   ", "\n\t", "null", " null ", "{}", {}])
+def test_no_arguments_in_any_form_is_one_empty_call(empty: Any) -> None:
+    # One rule: no arguments, however they come (None, blank text, JSON null), is the call `{}`.
+    assert dispatch({"name": "with_ctx", "input": empty}, REG) == dispatch({"name": "with_ctx", "input": {}}, REG)
+    assert error_of(dispatch({"name": "with_ctx", "input": empty}, REG))["errors"] == [
+        {"path": "q", "reason": "missing required argument"}
+    ]
 
 
 def test_bytes_as_the_whole_arguments_are_rejected() -> None:

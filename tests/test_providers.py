@@ -72,6 +72,8 @@ def place_order(
     return Receipt("o-1", 1.0)
 
 
+#: Dates are advertised from year 0001 (what Python's date can hold).
+DATE_PATTERN = "^(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-"
 LINE = {
     "type": "object",
     "properties": {
@@ -88,7 +90,7 @@ INPUT = {
         "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "A note for the packer.", "default": None},
         "priority": {"type": "integer", "enum": [1, 2], "description": "How urgent it is.", "default": 1},
         "due": {
-            "anyOf": [{"type": "string", "format": "date"}, {"type": "null"}],
+            "anyOf": [{"type": "string", "format": "date", "pattern": DATE_PATTERN}, {"type": "null"}],
             "description": "The latest delivery day.",
             "default": None,
         },
@@ -135,7 +137,7 @@ STRICT_INPUT = {
         },
         "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "A note for the packer."},
         "priority": {"type": ["integer", "null"], "enum": [1, 2, None], "description": "How urgent it is.", "default": 1},
-        "due": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}], "description": "The latest delivery day."},
+        "due": {"anyOf": [{"type": "string", "format": "date", "pattern": DATE_PATTERN}, {"type": "null"}], "description": "The latest delivery day."},
     },
     "required": ["lines", "note", "priority", "due"],
     "additionalProperties": False,
@@ -180,6 +182,7 @@ def test_gemini_exact() -> None:
                 "priority": {"type": "integer", "description": "How urgent it is. One of: 1, 2.", "default": 1},
                 "due": {
                     "type": "string",
+                    "pattern": DATE_PATTERN,
                     "description": "The latest delivery day. Format: date.",
                     "nullable": True,
                     "default": None,
@@ -278,7 +281,7 @@ def test_recursive_type_strict_keeps_refs_gemini_cuts_the_cycle() -> None:
                 "type": "object",
                 "properties": {
                     "value": {"type": "integer"},
-                    "children": {"type": ["array", "null"], "items": {"$ref": "#/$defs/Node"}, "default": []},
+                    "children": {"type": ["array", "null"], "items": {"$ref": "#/$defs/Node"}},
                 },
                 "required": ["value", "children"],
                 "additionalProperties": False,
@@ -292,7 +295,7 @@ def test_recursive_type_strict_keeps_refs_gemini_cuts_the_cycle() -> None:
                 "type": "object",
                 "properties": {
                     "value": {"type": "integer"},
-                    "children": {"type": "array", "items": {"type": "object"}, "default": []},
+                    "children": {"type": "array", "items": {"type": "object"}},
                 },
                 "required": ["value"],
             }

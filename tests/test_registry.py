@@ -90,4 +90,4 @@ def test_render_result():
         outputs = {"step": "done"}
 
     assert render_result(AgentResult()) == "the sub-agent's answer"
-    assert render_result(WorkflowResult()) == '{"step": "done"}'
+    assert render_result(WorkflowResult()) == "step: done"

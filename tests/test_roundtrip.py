@@ -289,8 +289,8 @@ async def test_responses_without_strict_keeps_null_and_fails_validation() -> Non
         {
             "type": "function_call_output",
             "call_id": "c1",
-            "output": "tool 'get_stock' call rejected: invalid argument(s): warehouse: expected string, got "
-            "null; warehouse: must be one of [\"main\",\"east\"], got null. Accepted arguments: ['sku', "
+            "output": "tool 'get_stock' call rejected: invalid argument(s): warehouse: null is not accepted "
+            "here; omit the argument to use its default (\"main\"). Accepted arguments: ['sku', "
             "'warehouse']. Re-read the input schema and call 'get_stock' again with "
             "corrected arguments.",
         }

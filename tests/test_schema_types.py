@@ -18,6 +18,7 @@ import pydantic
 import pytest
 
 from agentkit_tools import FunctionTool
+from agentkit_tools._core import FORMAT_PATTERNS
 from agentkit_tools.introspect import introspect, schema_for
 
 
@@ -194,7 +195,7 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
     (Union[None, int, str], {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}),
     # (Not Union[int, str]: typing caches equal unions as one object, so that row would decide
     # the member order of every later Union[str, int] in this process, BFCL's included.)
-    (Optional[Union[int, bytes]], {"anyOf": [{"type": "integer"}, {"type": "string", "format": "byte", "pattern": "^[A-Za-z0-9+/]*={0,2}$"}, {"type": "null"}]}),
+    (Optional[Union[int, bytes]], {"anyOf": [{"type": "integer"}, {"type": "string", "format": "byte", "pattern": FORMAT_PATTERNS["byte"]}, {"type": "null"}]}),
     (int | Any, {}),
     (Annotated[int, "How many."], {"type": "integer", "description": "How many."}),
     (Annotated[int, at.Ge(1), at.Lt(10)], {"type": "integer", "minimum": 1, "exclusiveMaximum": 10}),
@@ -215,15 +216,17 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
         Annotated[Optional[int], at.Ge(1), "Page size."],
         {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "description": "Page size."},
     ),
-    (dt.datetime, {"type": "string", "format": "date-time"}),
-    (dt.date, {"type": "string", "format": "date"}),
-    (dt.time, {"type": "string", "format": "time"}),
-    (dt.timedelta, {"type": "string", "format": "duration"}),
+    (dt.datetime, {"type": "string", "format": "date-time", "pattern": FORMAT_PATTERNS["date-time"]}),
+    (dt.date, {"type": "string", "format": "date", "pattern": FORMAT_PATTERNS["date"]}),
+    (dt.time, {"type": "string", "pattern": FORMAT_PATTERNS["time"]}),
+    (dt.timedelta, {"type": "string", "format": "duration", "pattern": FORMAT_PATTERNS["duration"]}),
     (uuid.UUID, {"type": "string", "format": "uuid"}),
     (pathlib.Path, {"type": "string", "format": "path"}),
     (pathlib.PurePosixPath, {"type": "string", "format": "path"}),
-    (decimal.Decimal, {"type": "string", "format": "decimal", "pattern": r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$"}),
-    (bytes, {"type": "string", "format": "byte", "pattern": "^[A-Za-z0-9+/]*={0,2}$"}),
+    (decimal.Decimal, {"type": "string", "format": "decimal", "pattern": FORMAT_PATTERNS["decimal"]}),
+    (bytes, {"type": "string", "format": "byte", "pattern": FORMAT_PATTERNS["byte"]}),
+    (pydantic.AwareDatetime, {"type": "string", "format": "date-time", "pattern": FORMAT_PATTERNS["date-time"]}),
+    (pydantic.NaiveDatetime, {"type": "string", "pattern": FORMAT_PATTERNS["naive-date-time"]}),
     (typing.NewType("UserId", int), {"type": "integer"}),
     (TypeVar("B", bound=str), {"type": "string"}),
     (T, {}),
@@ -312,7 +315,7 @@ NODE_DEF = {
     "type": "object",
     "properties": {
         "value": {"type": "integer"},
-        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}, "default": []},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
     },
     "required": ["value"],
     "additionalProperties": False,
@@ -401,9 +404,9 @@ def test_parameters_object_order_required_defaults_and_recursive_defs_at_root() 
                 "anyOf": [{"type": "array", "items": {"type": "string", "enum": ["red", "green"]}}, {"type": "null"}],
                 "default": None,
             },
-            "when": {"type": "string", "format": "date", "default": "2024-05-01"},
+            "when": {"type": "string", "format": "date", "pattern": FORMAT_PATTERNS["date"], "default": "2024-05-01"},
             "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "default": ["a", "b"]},
-            "span": {"type": "string", "format": "duration", "default": "PT3600S"},
+            "span": {"type": "string", "format": "duration", "pattern": FORMAT_PATTERNS["duration"], "default": "PT3600S"},
             "where": {"type": "string", "format": "path", "default": "/tmp/x"},
         },
         "required": ["root"],
@@ -510,7 +513,7 @@ def test_non_json_defaults_are_left_out() -> None:
         "b": {},
         "c": {"type": "number"},
         "d": {"type": "array", "items": {}},
-        "e": {"type": "string", "format": "duration"},
+        "e": {"type": "string", "format": "duration", "pattern": FORMAT_PATTERNS["duration"]},
     }
     assert t.schema.parameters["required"] == []
     assert t._lint.non_json_defaults == ("b", "c", "d", "e")

@@ -27,6 +27,7 @@ __all__ = [
     "EgressPolicy",
     "MAX_SPELLED_OUT",
     "MIN_DESCRIPTION_CHARS",
+    "FORMAT_PATTERNS",
     "MemoryStoreEngine",
     "MemoryTree",
     "MiddlewareState",
@@ -59,6 +60,12 @@ __version__: str
 """The version of the crate (``Cargo.toml``), e.g. ``"0.1.0"``."""
 
 MIN_DESCRIPTION_CHARS: int
+#: Format name -> the regular expression introspection advertises (``pattern``) for it and the
+#: validator enforces: ``date-time``/``date`` (year 0001 or later, seconds 00-59, with
+#: ``format``), ``time`` (``HH:MM[:SS[.ffffff]]``, optional offset), ``naive-date-time``,
+#: ``duration`` (weeks, or days/hours/minutes/seconds; no years or months), ``decimal``, ``byte``
+#: (standard padded base64).
+FORMAT_PATTERNS: dict[str, str]
 """The floor of a tool description in characters after stripping: 30 (SPEC §2)."""
 
 MAX_SPELLED_OUT: int

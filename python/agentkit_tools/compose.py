@@ -28,6 +28,14 @@ TASK_DESCRIPTION = (
 )
 
 
+_TASK_SCHEMA = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": TASK_DESCRIPTION}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
 def _docstring(runnable: Any) -> str | None:
     """The runnable's own docstring (its class's for an instance), skipping the signature text
     ``dataclasses`` writes for a class without one."""
@@ -73,14 +81,16 @@ def as_tool(
     dispatcher turns it into an error envelope (a ``ToolError``'s own code, else
     ``internal_error``).
 
-    ``description``: what the model reads; when empty, the runnable's docstring (parsed by the
-    rules of SPEC §2), else a sentence naming the runnable. ``timeout_s``: the per-call deadline
+    ``description``: what the model reads; when empty, the runnable's docstring (its text above
+    a ``---`` line, without the TODO-style lines the definition rules refuse), else a sentence
+    naming the runnable. There is no 30-character floor here (as in the reference);
+    ``agentkit_tools.lint`` reports a short description. ``timeout_s``: the per-call deadline
     in seconds (None: the dispatcher's default, 10 s; a sub-agent usually needs more). The
     ``side_effecting`` and ``requires_approval`` flags mean what they mean for ``@tool``.
 
     Raises ``ToolDefinitionError``: ``runnable`` has no callable ``run``; ``name`` is outside
-    ``^[a-zA-Z0-9_-]{1,64}$``; the description is under 30 characters (SPEC §2), or the
-    docstring has a TODO/FIXME/XXX/HACK line the model would read.
+    ``^[a-zA-Z0-9_-]{1,64}$``; the docstring has a TODO/FIXME/XXX/HACK line the model would
+    read.
     """
     run = getattr(runnable, "run", None)
     if not callable(run):
@@ -93,22 +103,21 @@ def as_tool(
             f"tool name {name!r} is not accepted by model providers: use 1-64 characters from "
             "a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
         )
-    explicit = description.strip() if description else ""
-    doc = None if explicit else _docstring(runnable)
-    if not explicit and doc is None:
-        explicit = (
+    text = description.strip() if description else ""
+    if not text:
+        doc = _docstring(runnable)
+        if doc is not None:
+            try:
+                text = _core.parse_docstring(doc)[0]
+            except ValueError as exc:
+                raise ToolDefinitionError(f"tool {name!r}: {exc}") from None
+    if not text:
+        text = (
             f"Hands a task to {_label(runnable)} and returns its final answer as text. Describe "
             "the whole task in the task argument."
         )
-    core = _core.define_tool(
-        name,
-        explicit or None,
-        doc,
-        [("task", {"type": "string"}, True, None, TASK_DESCRIPTION, False)],
-        False,
-        [],
-        None,
-    )
+    # No 30-character floor here (the reference has none for as_tool): lint reports a short one.
+    core = _core.CoreTool.from_schema(name, _TASK_SCHEMA, [], text)
     to_text: Callable[[Any], str] = render if render is not None else _render_uncut
 
     async def invoke(args: Mapping[str, Any], ctx: Any) -> str:

@@ -143,6 +143,9 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
     if not isinstance(result, str | Mapping | list | tuple | int | float | bool) and result is not None:
         if hasattr(result, "output"):
             result = result.output
+        elif isinstance(getattr(result, "outputs", None), Mapping):
+            # A workflow's terminal outputs: one `key: value` line each (as the reference does).
+            result = "\n".join(f"{k}: {v if isinstance(v, str) else _json_text(v)}" for k, v in result.outputs.items())
         elif hasattr(result, "outputs"):
             result = result.outputs
     if isinstance(result, str):
@@ -153,6 +156,13 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
         except (ValueError, RecursionError):  # a circular or too deeply nested value
             text = _text(result)
     return _core.truncate(text, max_chars)  # type: ignore[no-any-return]
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, default=_text, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return _text(value)
 
 
 def _text(value: Any) -> str:

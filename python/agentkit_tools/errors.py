@@ -51,15 +51,15 @@ class ToolArgumentError(ValueError):
         self.invalid = tuple((str(p), str(r)) for p, r in invalid)
         parts = []
         if self.unexpected:
-            parts.append(f"unexpected argument(s) {list(self.unexpected)!r}")
+            parts.append(f"unexpected argument(s) {_names(self.unexpected)}")
         if self.missing:
-            parts.append(f"missing required argument(s) {list(self.missing)!r}")
+            parts.append(f"missing required argument(s) {_names(self.missing)}")
         if self.invalid:
             parts.append("invalid argument(s): " + "; ".join(f"{p}: {r}" for p, r in self.invalid))
         detail = "; ".join(parts) if parts else "arguments do not match the input schema"
         super().__init__(
             f"tool {tool_name!r} call rejected: {detail}. "
-            f"Accepted arguments: {list(self.accepted)!r}"
+            f"Accepted arguments: {_names(self.accepted)}"
         )
 
     def __reduce__(self) -> Any:
@@ -67,6 +67,24 @@ class ToolArgumentError(ValueError):
             _rebuild_argument_error,
             (self.tool_name, self.unexpected, self.missing, self.accepted, self.invalid),
         )
+
+
+#: How many names of a list a message spells out (a hostile call may send thousands).
+_MAX_NAMES = 20
+#: How many characters of one name a message shows.
+_MAX_NAME_CHARS = 64
+
+
+def _names(names: tuple[str, ...]) -> str:
+    """A list of names for a message: ``['a', 'b']``, ``<none>`` when empty, at most 20 names
+    of at most 64 characters each (``... and N more``)."""
+    if not names:
+        return "<none>"
+    shown = [n if len(n) <= _MAX_NAME_CHARS else n[:_MAX_NAME_CHARS] + "..." for n in names[:_MAX_NAMES]]
+    text = repr(shown)
+    if len(names) > _MAX_NAMES:
+        text = f"{text[:-1]}, ... and {len(names) - _MAX_NAMES} more]"
+    return text
 
 
 def _rebuild_argument_error(tool_name, unexpected, missing, accepted, invalid):  # type: ignore[no-untyped-def]
@@ -80,14 +98,18 @@ class ToolShapeError(Exception):
 
     Raised by ``FunctionTool.run`` after the body returned. ``expected`` is the schema's name
     (a class name, or the JSON Schema ``title``/``"schema"``), ``raw`` the value the tool
-    returned, ``errors`` the validator's reasons.
+    returned, ``errors`` the validator's reasons as a list of strings (``"path: reason"``; empty
+    when none were given), which a loop can join with ``"; "`` for the model.
     """
 
     def __init__(self, tool_name: str, expected: str, raw: Any, errors: Any = None) -> None:
         self.tool_name = tool_name
         self.expected = expected
         self.raw = raw
-        self.errors = errors
+        self.errors: list[str] = [
+            e if isinstance(e, str) else (f"{e[0]}: {e[1]}" if isinstance(e, tuple) and len(e) == 2 else str(e))
+            for e in (errors or ())
+        ]
         super().__init__(f"tool {tool_name!r} returned value not matching schema {expected!r}")
 
 

@@ -30,7 +30,13 @@ from typing import Any, Callable
 
 from .errors import ToolDefinitionError
 
-__all__ = ["Introspection", "introspect", "schema_for", "CONTEXT_TYPE_NAMES"]
+
+def _core_patterns() -> dict[str, str]:
+    from ._core import FORMAT_PATTERNS
+
+    return FORMAT_PATTERNS
+
+__all__ = ["Introspection", "introspect", "schema_for", "json_form", "is_typeddict", "CONTEXT_TYPE_NAMES"]
 
 #: Annotations (checked by class name, so string annotations work) that mark an injected
 #: run-context parameter (SPEC §1).
@@ -176,6 +182,48 @@ def _json_default(value: Any) -> tuple[bool, Any]:
         except ValueError:
             return False, None
     return False, None
+
+
+def json_form(value: Any, _depth: int = 0) -> Any:
+    """The JSON form of a Python value an in-process caller passed as an argument: an ``Enum``
+    member's value, a dataclass/NamedTuple/attrs instance's fields, a pydantic model's
+    ``model_dump(mode="json", by_alias=True)``, a format type's string (``datetime``, ``UUID``,
+    ``bytes`` as base64, ...), tuples and sets as lists. The arguments are then validated as that
+    form and converted back to the annotated types for the body. Anything else is returned as it
+    is (the validator reports what JSON cannot carry)."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if _depth > 200:
+        return value  # the validator refuses the nesting
+    inner = _depth + 1
+    if isinstance(value, enum.Enum):
+        return json_form(value.value, inner)
+    if isinstance(value, cabc.Mapping):
+        return {k: json_form(v, inner) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {k: json_form(v, inner) for k, v in zip(value._fields, value)}
+    if isinstance(value, list | tuple):
+        return [json_form(v, inner) for v in value]
+    if isinstance(value, set | frozenset):
+        return [json_form(v, inner) for v in _sorted_set(value)]
+    if isinstance(value, bool | int | float | str):  # subclasses (IntEnum handled above)
+        return value
+    cls = type(value)
+    if dataclasses.is_dataclass(cls):
+        return {f.name: json_form(getattr(value, f.name), inner) for f in dataclasses.fields(value) if f.init}
+    if hasattr(cls, "model_fields") and hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if hasattr(cls, "__attrs_attrs__"):
+        return {(getattr(a, "alias", None) or a.name): json_form(getattr(value, a.name), inner) for a in cls.__attrs_attrs__ if a.init}
+    if isinstance(value, bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    fmt = _format_of(cls)
+    if fmt is not None:
+        try:
+            return fmt[2](value)
+        except ValueError:
+            return value
+    return value
 
 
 def _sorted_set(values: set[Any] | frozenset[Any]) -> list[Any]:
@@ -341,7 +389,8 @@ def _introspect_params(
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter '*{pname}' takes positional arguments, which a model "
                 "cannot send (tool calls carry named arguments only); replace it with a named "
-                f"list parameter such as '{pname}: list[str]'"
+                f"list parameter such as '{pname}: list[str]', or take '**kwargs' to receive "
+                "named arguments the schema does not declare"
             )
         if kind is _VAR_KEYWORD:
             var_keyword = True
@@ -368,6 +417,8 @@ def _introspect_params(
             except _Unsupported as exc:
                 unresolved[pname] = str(exc)
                 fragment, conv, desc = {}, None, None
+            except Unresolvable as exc:
+                raise ToolDefinitionError(f"tool {tool_name!r}: parameter {pname!r}: {exc}") from None
             except Exception as exc:  # a broken class behind a hint must not break the tool
                 unresolved[pname] = f"{_type_name(annotation)}: {type(exc).__name__}: {exc}"
                 fragment, conv, desc = {}, None, None
@@ -454,32 +505,67 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or repr(tp)
 
 
+#: name -> the ``pattern`` advertised and enforced for a string format (the core keeps them, with
+#: the words its rejection reasons use): what is advertised is exactly what converts.
+_FORMAT_PATTERNS: dict[str, str] = dict(_core_patterns())
+
+_DATETIME_RE = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+_TIME_RE = re.compile(r"([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]+))?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?")
+
+
+def _tz(offset: str | None) -> dt.tzinfo | None:
+    if offset is None:
+        return None
+    if offset in ("Z", "z"):
+        return dt.timezone.utc
+    sign = -1 if offset[0] == "-" else 1
+    return dt.timezone(sign * dt.timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])))
+
+
+def _micro(fraction: str | None) -> int:
+    """Microseconds of a fraction of a second (digits past the sixth are dropped)."""
+    return int((fraction or "0")[:6].ljust(6, "0"))
+
+
 def _parse_datetime(s: str) -> dt.datetime:
-    if sys.version_info < (3, 11) and s.endswith(("Z", "z")):
-        s = s[:-1] + "+00:00"
-    return dt.datetime.fromisoformat(s)
+    """An RFC 3339 date-time (``T``/``Z`` in either case, any number of fraction digits, the
+    offset required by the schema), the same on every Python version."""
+    m = _DATETIME_RE.fullmatch(s)
+    if m is None:
+        raise ValueError(f"not an RFC 3339 date-time: {s!r}")
+    y, mo, d, h, mi, sec, frac, off = m.groups()
+    return dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), _micro(frac), _tz(off))
 
 
 def _parse_time(s: str) -> dt.time:
-    if sys.version_info < (3, 11) and s.endswith(("Z", "z")):
-        s = s[:-1] + "+00:00"
-    return dt.time.fromisoformat(s)
+    """``HH:MM[:SS[.ffffff]]`` with an optional offset."""
+    m = _TIME_RE.fullmatch(s)
+    if m is None:
+        raise ValueError(f"not a time of day HH:MM[:SS[.ffffff]]: {s!r}")
+    h, mi, sec, frac, off = m.groups()
+    return dt.time(int(h), int(mi), int(sec or 0), _micro(frac), _tz(off))
 
 
 _DURATION = re.compile(
-    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+    r"P(?:(?P<w>[0-9]+)W)?(?:(?P<d>[0-9]+)D)?(?:T(?:(?P<h>[0-9]+)H)?(?:(?P<m>[0-9]+)M)?(?:(?P<s>[0-9]+)S)?)?"
 )
 
 
 def _parse_duration(s: str) -> dt.timedelta:
-    """An ISO 8601 duration of weeks, days, hours, minutes and seconds (``P1DT2H``, ``PT0.5S``).
-    Years and months have no fixed length and are refused (``ValueError``)."""
+    """An ISO 8601 duration of weeks, or of days, hours, minutes and seconds (``P1DT2H``,
+    ``PT30S``), in integers. Years and months have no fixed length and are refused
+    (``ValueError``), as is a total beyond ``timedelta``'s range."""
     m = _DURATION.fullmatch(s)
     if not m or s.endswith(("P", "T")):
         raise ValueError(f"not an ISO 8601 duration of weeks/days/hours/minutes/seconds: {s!r}")
-    g = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
-    return dt.timedelta(weeks=g["w"], days=g["d"], hours=g["h"], minutes=g["m"], seconds=g["s"])
+    g = {k: int(v) if v else 0 for k, v in m.groupdict().items()}
+    try:
+        return dt.timedelta(weeks=g["w"], days=g["d"], hours=g["h"], minutes=g["m"], seconds=g["s"])
+    except OverflowError:
+        raise ValueError(f"the duration {s!r} is longer than 999999999 days") from None
 
 
 def _format_duration(td: dt.timedelta) -> str:
@@ -487,7 +573,17 @@ def _format_duration(td: dt.timedelta) -> str:
     negative or sub-second ``timedelta`` raises ``ValueError`` (such a default is left out)."""
     if td.microseconds or td < dt.timedelta(0):
         raise ValueError(f"{td!r} has no RFC 3339 duration form")
-    return f"PT{td.days * 86400 + td.seconds}S"
+    seconds = td.days * 86400 + td.seconds
+    if seconds >= 10**9:
+        return f"P{td.days}D" if not td.seconds else f"P{td.days}DT{td.seconds}S"
+    return f"PT{seconds}S"
+
+
+def _parse_naive_datetime(s: str) -> dt.datetime:
+    m = _DATETIME_RE.fullmatch(s)
+    if m is None or m.group(8) is not None:
+        raise ValueError(f"not a date-time without an offset: {s!r}")
+    return _parse_datetime(s)
 
 
 # type -> (JSON Schema format, parse from JSON string, render a default)
@@ -503,11 +599,19 @@ _FORMATS: dict[type, tuple[str, Converter, Converter]] = {
     decimal.Decimal: ("decimal", decimal.Decimal, str),
     bytes: ("byte", lambda s: base64.b64decode(s, validate=True), lambda v: base64.b64encode(v).decode()),
 }
-# JSON Schema has no standard pattern for these formats; give the validator one so it enforces them.
-_FORMAT_PATTERNS = {
-    "decimal": r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$",
-    "byte": r"^[A-Za-z0-9+/]*={0,2}$",
-}
+#: Formats advertised by their pattern alone (no ``format`` keyword): a standard keyword would
+#: promise what does not convert (``format: time`` requires an offset).
+_PATTERN_ONLY = frozenset({"time", "naive-date-time"})
+
+
+def _format_schema(fmt: str) -> dict[str, Any]:
+    """The schema of a string format: ``format`` and/or the ``pattern`` that is enforced."""
+    out: dict[str, Any] = {"type": "string"}
+    if fmt not in _PATTERN_ONLY:
+        out["format"] = fmt
+    if fmt in _FORMAT_PATTERNS:
+        out["pattern"] = _FORMAT_PATTERNS[fmt]
+    return out
 
 
 def _format_of(tp: Any) -> tuple[str, Converter, Converter] | None:
@@ -655,6 +759,8 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
         return _schema(tp.__supertype__, defs)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if _is_type_alias(tp) or (origin is not None and _is_type_alias(origin)):
+        return _alias_schema(tp, origin, args, defs)
 
     if origin is typing.Annotated:
         base, conv, desc = _schema(args[0], defs)
@@ -693,16 +799,15 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
         return ({"type": t, "enum": values} if t else {"enum": values}), tp, None
     if origin in (typing.Union, types.UnionType):
         return _union(args, defs)
+    pydantic_dt = _pydantic_datetime(tp)
+    if pydantic_dt is not None:
+        return pydantic_dt
     entry = _format_of(tp)
     if entry is not None:
         fmt, parse, _ = entry
-        out = {"type": "string", "format": fmt}
-        if fmt in _FORMAT_PATTERNS:
-            out["pattern"] = _FORMAT_PATTERNS[fmt]
-        return out, parse, None
+        return _format_schema(fmt), parse, None
     if isinstance(tp, type) and issubclass(tp, bytearray):
-        out = {"type": "string", "format": "byte", "pattern": _FORMAT_PATTERNS["byte"]}
-        return out, lambda s: bytearray(base64.b64decode(s, validate=True)), None
+        return _format_schema("byte"), lambda s: bytearray(base64.b64decode(s, validate=True)), None
 
     container = _ARRAY_ORIGINS.get(origin if origin is not None else tp)
     if container is not None:
@@ -766,6 +871,34 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
     if structured is not None:
         return structured
     raise _Unsupported(f"no JSON Schema for the type {tp!r}; annotate with a JSON type or a structured class")
+
+
+def _alias_schema(tp: Any, origin: Any, args: tuple[Any, ...], defs: _Defs) -> tuple[dict[str, Any], Converter | None, str | None]:
+    """The schema of what a type alias stands for (``Alias`` or ``Alias[int]``); an alias that
+    refers to itself cannot be inlined and is refused."""
+    alias = origin if origin is not None and _is_type_alias(origin) else tp
+    if alias in defs.active:
+        raise _Unsupported(f"the type alias {alias.__name__} refers to itself")
+    value = alias.__value__
+    if alias is not tp:
+        value = _substitute(value, dict(zip(getattr(alias, "__type_params__", ()), args)))
+    defs.active.append(alias)
+    try:
+        return _schema(value, defs)
+    finally:
+        defs.active.pop()
+
+
+def _pydantic_datetime(tp: Any) -> tuple[dict[str, Any], Converter, None] | None:
+    """pydantic's ``AwareDatetime`` (a date-time with an offset, as ``datetime``) and
+    ``NaiveDatetime`` (without one), recognised by name."""
+    if not isinstance(tp, type) or tp.__module__ != "pydantic.types":
+        return None
+    if tp.__name__ == "AwareDatetime":
+        return _format_schema("date-time"), _parse_datetime, None
+    if tp.__name__ == "NaiveDatetime":
+        return _format_schema("naive-date-time"), _parse_naive_datetime, None
+    return None
 
 
 def _container_converter(container: type, item: Converter | None) -> Converter:
@@ -893,6 +1026,8 @@ def _structured(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None,
     kind = _struct_kind(cls)
     if kind is None:
         return None
+    if kind == "pydantic":
+        _complete_pydantic_model(cls)
     if tp in defs.active or defs.names.get(tp) in defs.defs:
         # Genuinely recursive (or already defined as such): refer to the definition.
         defs.used = True
@@ -917,11 +1052,11 @@ def _structured(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None,
             text = d or fdesc or docs.get(fname)
             if text:
                 s["description"] = text
-            if has_default:
+            if has_default and default is not _NO_DEFAULT:
                 ok, j = _json_default(default)
                 if ok:
                     s["default"] = j
-            else:
+            elif not has_default:
                 required.append(fname)
             props[fname] = s
             if c is not None:
@@ -966,7 +1101,7 @@ def _refs(node: Any) -> typing.Iterator[Any]:
 def _struct_kind(cls: type) -> str | None:
     if dataclasses.is_dataclass(cls):
         return "dataclass"
-    if typing.is_typeddict(cls):
+    if is_typeddict(cls):
         return "typeddict"
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return "namedtuple"
@@ -977,10 +1112,36 @@ def _struct_kind(cls: type) -> str | None:
     return None
 
 
-_READ_ONLY = getattr(typing, "ReadOnly", None)
-# typing.Required/NotRequired are Python 3.11+ (PEP 655).
-_REQUIRED = getattr(typing, "Required", None)
-_TYPEDDICT_QUALIFIERS = tuple(q for q in (_REQUIRED, getattr(typing, "NotRequired", None), _READ_ONLY) if q is not None)
+def _qualifiers(name: str) -> tuple[Any, ...]:
+    """``typing``'s and ``typing_extensions``' spelling of a TypedDict qualifier (they are
+    different objects on some Python versions; pydantic requires ``typing_extensions.TypedDict``
+    below Python 3.12)."""
+    found = [getattr(typing, name, None), getattr(_typing_extensions, name, None)]
+    return tuple(dict.fromkeys(q for q in found if q is not None))
+
+
+try:
+    import typing_extensions as _typing_extensions
+except ImportError:  # pragma: no cover - typing_extensions is nearly always installed
+    _typing_extensions = None  # type: ignore[assignment]
+
+_READ_ONLY = _qualifiers("ReadOnly")
+# Required/NotRequired are Python 3.11+ in typing (PEP 655).
+_REQUIRED = _qualifiers("Required")
+_TYPEDDICT_QUALIFIERS = _REQUIRED + _qualifiers("NotRequired") + _READ_ONLY
+
+
+def is_typeddict(tp: Any) -> bool:
+    """True for a TypedDict class of ``typing`` or ``typing_extensions``."""
+    if typing.is_typeddict(tp):
+        return True
+    return _typing_extensions is not None and _typing_extensions.is_typeddict(tp)
+
+
+def _is_type_alias(tp: Any) -> bool:
+    """A ``type X = ...`` alias or a ``TypeAliasType`` of ``typing``/``typing_extensions``."""
+    cls = type(tp)
+    return cls.__name__ == "TypeAliasType" and cls.__module__ in ("typing", "typing_extensions")
 
 
 def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str | None]]:
@@ -995,9 +1156,8 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
             if not f.init:
                 continue
             has = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-            )
+            # A factory makes a fresh value per call: no one value is advertised.
+            default = f.default if f.default is not dataclasses.MISSING else _NO_DEFAULT
             out.append((f.name, hints.get(f.name, f.type), has, default, f.metadata.get("description")))
     elif kind == "typeddict":
         required_keys = getattr(cls, "__required_keys__", frozenset(hints))
@@ -1007,8 +1167,8 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
             base, is_required = hint, name in required_keys
             while typing.get_origin(base) in _TYPEDDICT_QUALIFIERS:
                 q = typing.get_origin(base)
-                if q is not _READ_ONLY:
-                    is_required = q is _REQUIRED
+                if q not in _READ_ONLY:
+                    is_required = q in _REQUIRED
                 base = typing.get_args(base)[0]
             out.append((name, base, not is_required, _NO_DEFAULT, None))
     elif kind == "namedtuple":
@@ -1021,12 +1181,8 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
             if info.metadata:
                 ann = typing.Annotated[(ann, *info.metadata)]  # type: ignore[valid-type]
             has = not info.is_required()
-            default = None
-            if has:
-                try:
-                    default = info.get_default(call_default_factory=True)
-                except TypeError:
-                    default = info.get_default()
+            # A default_factory runs per call (pydantic's own schema shows no default for it).
+            default = info.default if has and info.default_factory is None else _NO_DEFAULT
             key = info.alias or name
             out.append((key, ann, has, default, info.description))
     elif kind == "attrs":
@@ -1038,9 +1194,31 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
             has = a.default is not attrs.NOTHING
             default = a.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()  # type: ignore[union-attr]
+                default = _NO_DEFAULT  # a fresh value per call: none is advertised
             out.append((a.alias or a.name, hints.get(a.name, a.type), has, default, a.metadata.get("description")))
     return out
+
+
+class Unresolvable(Exception):
+    """A structured class behind a hint refers to a name that is not defined: a definition
+    defect (``ToolDefinitionError`` at definition, ``internal_error`` at call time), never the
+    model's to fix."""
+
+
+def _complete_pydantic_model(cls: type) -> None:
+    """Finish a pydantic model whose annotations named a class not defined yet; raises
+    ``Unresolvable`` naming what is still missing."""
+    if getattr(cls, "__pydantic_complete__", True):
+        return
+    try:
+        cls.model_rebuild(raise_errors=True)  # type: ignore[attr-defined]
+    except Exception as exc:
+        missing = getattr(exc, "name", None)
+        what = f"{missing!r}, which is not defined" if missing else f"a type that cannot be resolved ({exc})"
+        raise Unresolvable(
+            f"the model {cls.__name__} refers to {what}: define or import it before the tool is "
+            f"defined (or call {cls.__name__}.model_rebuild() once it exists)"
+        ) from exc
 
 
 def _builder(cls: type, kind: str, convs: dict[str, Converter]) -> Converter:
@@ -1050,5 +1228,14 @@ def _builder(cls: type, kind: str, convs: dict[str, Converter]) -> Converter:
     if kind == "typeddict":
         return convert_fields if convs else dict
     if kind == "pydantic":
-        return lambda v: cls.model_validate(v)  # type: ignore[attr-defined]
+
+        def build_model(v: Any) -> Any:
+            if not getattr(cls, "__pydantic_complete__", True):
+                try:
+                    _complete_pydantic_model(cls)
+                except Unresolvable as exc:
+                    raise RuntimeError(str(exc)) from None
+            return cls.model_validate(v)  # type: ignore[attr-defined]
+
+        return build_model
     return lambda v: cls(**convert_fields(v))

@@ -137,7 +137,10 @@ class ToolRegistry:
         return out
 
     def requires_approval(self, name: str) -> bool:
-        """Whether the tool called ``name`` runs only after approval. Raises ``KeyError``."""
+        """Whether the tool called ``name`` runs only after approval; False for a name that is not
+        registered (as the reference answers; the call itself is then refused as unknown)."""
+        if name not in self:
+            return False
         return bool(getattr(self.get(name), "requires_approval", False))
 
     def __contains__(self, name: object) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, overload
 from . import _core
 from .errors import ToolArgumentError, ToolDefinitionError, ToolShapeError
 from .frozen import FrozenDict, FrozenList
-from .introspect import Introspection, introspect
+from .introspect import Introspection, introspect, is_typeddict, json_form
 from .schema import Tool, ToolSchema
 
 __all__ = ["FunctionTool", "tool", "OUTPUT_AUTO"]
@@ -43,12 +43,14 @@ class _OutputAuto:
 #: pydantic model, dataclass, attrs class or TypedDict.
 OUTPUT_AUTO: Any = _OutputAuto()
 _REQUIRED: Any = object()
+#: Argument values that are JSON already (nested values are the core's to check).
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})
 
 
 def _is_structured_class(tp: Any) -> bool:
     return isinstance(tp, type) and (
         dataclasses.is_dataclass(tp)
-        or typing.is_typeddict(tp)
+        or is_typeddict(tp)
         or (hasattr(tp, "model_fields") and hasattr(tp, "model_validate"))
         or hasattr(tp, "__attrs_attrs__")
     )
@@ -71,7 +73,7 @@ class _OutputCheck:
             schema, self.builder, _ = _schema(spec, defs)
             if defs.used:
                 schema = {**schema, "$defs": defs.render()}
-            self.cls = None if typing.is_typeddict(spec) else spec
+            self.cls = None if is_typeddict(spec) else spec
             self.expected = getattr(spec, "__name__", str(spec))
         self.schema = schema
         self.validator = _core.SchemaValidator(schema)
@@ -81,7 +83,7 @@ class _OutputCheck:
             return value
         problems = self.validator.problems(value)
         if problems:
-            raise ToolShapeError(tool_name, self.expected, value, problems)
+            raise ToolShapeError(tool_name, self.expected, value, [f"{p}: {r}" for p, r in problems])
         if self.builder is not None and isinstance(value, dict):
             return self.builder(value)
         return value
@@ -94,7 +96,12 @@ def _emit_shape_mismatch(ctx: Any, err: ToolShapeError) -> None:
     trace = getattr(ctx, "trace", None)
     if trace is not None:
         try:
-            emit = getattr(trace, "event", None) or getattr(trace, "add_event", None) or trace
+            emit = (
+                getattr(trace, "add_event_to_current_span", None)
+                or getattr(trace, "event", None)
+                or getattr(trace, "add_event", None)
+                or trace
+            )
             emit("tool.shape_mismatch", attributes)
         except Exception:
             pass
@@ -104,6 +111,16 @@ def _emit_shape_mismatch(ctx: Any, err: ToolShapeError) -> None:
         otel_trace.get_current_span().add_event("tool.shape_mismatch", attributes)
     except Exception:
         pass
+
+
+class _Wrapped:
+    """``tool.__wrapped__``: the user's function (else ``fn``). Absent on the class itself, so
+    ``inspect.signature(FunctionTool)`` reads the constructor instead of following a property."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            raise AttributeError("__wrapped__")
+        return instance.func if instance.func is not None else instance.fn
 
 
 @dataclass(eq=False)
@@ -153,9 +170,7 @@ class FunctionTool:
         """The inverse of ``side_effecting``."""
         return not self.side_effecting
 
-    @property
-    def __wrapped__(self) -> Any:
-        return self.func if self.func is not None else self.fn
+    __wrapped__ = _Wrapped()
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@tool`` on a method inside its class body: reached through an instance (or, for a
@@ -211,8 +226,13 @@ class FunctionTool:
         worker thread, never on the event loop; an awaitable it returns is awaited too), then
         check the result against ``output_schema``. Raises ``ToolArgumentError`` before the
         body runs, ``ToolShapeError`` after it."""
-        kwargs = self._core.validate(args) if self._core is not None else args
-        return await self.run_validated(kwargs, ctx)
+        if self._core is None:
+            return await self.run_validated(args, ctx)
+        if type(args) is not dict or not all(type(v) in _PLAIN for v in args.values()):
+            # An in-process caller may pass Python values (Enum members, dataclass instances,
+            # datetimes, tuples): checked as their JSON form, converted back for the body.
+            args = json_form(args) if isinstance(args, Mapping) else args
+        return await self.run_validated(self._core.validate(args), ctx)
 
     async def run_validated(self, kwargs: Mapping[str, Any], ctx: Any = None) -> Any:
         """``run`` for arguments that were already validated by the dispatcher."""
@@ -386,6 +406,8 @@ def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[An
             if key in kwargs:
                 try:
                     kwargs[key] = conv(kwargs[key])
+                except RuntimeError:
+                    raise  # a defect of the definition (an undefined class), not of the arguments
                 except Exception as exc:
                     raise ToolArgumentError(
                         name, accepted=tuple(p[0] for p in info.params), invalid=((key, f"cannot be read: {exc}"),)

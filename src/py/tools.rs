@@ -306,7 +306,9 @@ impl CoreTool {
     fn check(&self, args: &Bound<'_, PyAny>) -> Result<(Value, bool), Rejection> {
         let mut value = if let Ok(text) = args.cast::<PyString>() {
             let text = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
-            if text.trim().is_empty() {
+            let trimmed = text.trim();
+            // No arguments, in any form (None, "", blanks, JSON null), is an empty call.
+            if trimmed.is_empty() || trimmed == "null" {
                 Value::Object(serde_json::Map::new())
             } else {
                 serde_json::from_str(text).map_err(|e| Rejection::NotJson(e.to_string()))?
@@ -368,8 +370,20 @@ impl CoreTool {
         };
         match rejection {
             Rejection::Problems(p) => {
-                for n in &p.unexpected {
-                    push(n, "unexpected argument: this tool does not take it")?;
+                // A hostile call may send thousands of names: the first few are listed.
+                for n in p.unexpected.iter().take(validate::MAX_ECHOED_NAMES) {
+                    let mut shown = String::new();
+                    validate::push_capped_name(&mut shown, n);
+                    push(&shown, "unexpected argument: this tool does not take it")?;
+                }
+                if p.unexpected.len() > validate::MAX_ECHOED_NAMES {
+                    push(
+                        "<arguments>",
+                        &format!(
+                            "and {} more unexpected argument(s): send only the accepted arguments",
+                            p.unexpected.len() - validate::MAX_ECHOED_NAMES
+                        ),
+                    )?;
                 }
                 for n in &p.missing {
                     push(n, "missing required argument")?;
@@ -937,9 +951,10 @@ fn error_envelope<'py>(
     if exc.is_instance(errs.shape.bind(py))? {
         let expected: String =
             exc.getattr("expected").and_then(|e| e.str()).and_then(|e| e.extract()).unwrap_or_default();
+        // `errors`: a list of strings (as the reference's ToolShapeError), joined with "; ".
         let problems = match exc.getattr("errors") {
-            Ok(e) if !e.is_none() => match e.extract::<Vec<(String, String)>>() {
-                Ok(list) => list.iter().map(|(p, r)| format!("{p}: {r}")).collect::<Vec<_>>().join("; "),
+            Ok(e) if !e.is_none() => match e.extract::<Vec<String>>() {
+                Ok(list) => list.join("; "),
                 Err(_) => e.str().and_then(|s| s.extract()).unwrap_or_default(),
             },
             _ => String::new(),
@@ -972,6 +987,11 @@ fn truncate(text: &str, max_chars: usize) -> String {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let patterns = PyDict::new(m.py());
+    for (name, pattern, _) in validate::FORMAT_PATTERNS {
+        patterns.set_item(name, pattern)?;
+    }
+    m.add("FORMAT_PATTERNS", patterns)?;
     m.add_class::<SchemaValidator>()?;
     m.add_class::<CoreTool>()?;
     m.add_class::<CoreRegistry>()?;
