@@ -3,6 +3,10 @@
 Run it: ``python examples/typed_usage.py``. Type-check it: ``mypy --strict examples/typed_usage.py``.
 It defines tools three ways (``@tool``, a hand-built ``FunctionTool``, ``as_tool`` over an agent),
 adds the memory tool, lints them, and calls them through ``dispatch`` and an ``Invoker``.
+
+A decorated tool keeps its function's signature for type checkers: ``misuse`` below, a
+deliberate mistake (a tool returning ``int`` assigned to a ``str``), is the one error
+``mypy --strict`` reports for this file ("Incompatible types in assignment").
 """
 
 from __future__ import annotations
@@ -107,6 +111,17 @@ async def invoke_all(registry: ToolRegistry) -> list[dict[str, Any]]:
     return envelopes
 
 
+def direct_call() -> int:
+    """Calling a tool directly runs the function itself, unvalidated, with its own types."""
+    return stock_level("A-100", warehouse="main")
+
+
+def misuse() -> None:
+    """Never called: the deliberate type error that ``mypy --strict`` must report."""
+    level: str = stock_level("A-100")  # stock_level returns int
+    print(level)
+
+
 def main() -> None:
     registry = build_registry()
     names: list[str] = registry.names()
@@ -118,6 +133,7 @@ def main() -> None:
     for env in asyncio.run(invoke_all(registry)):
         print(render_result(env["value"] if env["ok"] else env["error"]))
     print(findings(registry))
+    print(direct_call())
 
 
 if __name__ == "__main__":

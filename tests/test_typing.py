@@ -77,11 +77,20 @@ def test_stubs_match_the_compiled_core():
     assert (result.returncode, result.stdout.strip()) == (0, "Success: no issues found in 1 module"), result.stdout
 
 
-def test_example_passes_mypy_strict(mypy_cache: Path):
+def test_example_fails_mypy_strict_only_on_its_deliberate_misuse(mypy_cache: Path):
+    """The example passes ``mypy --strict`` except for ``misuse()``, an expected failure: a
+    decorated tool keeps its function's signature, so its ``int`` result cannot go into a ``str``."""
+    source = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    line = source.index("    level: str = stock_level(\"A-100\")  # stock_level returns int") + 1
     result = run("-m", "mypy", "--strict", "--cache-dir", str(mypy_cache), "examples/typed_usage.py")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Success" in result.stdout
-    assert result.stdout.strip() == "Success: no issues found in 1 source file"
+    assert (result.returncode, result.stdout.splitlines()) == (
+        1,
+        [
+            f"examples/typed_usage.py:{line}: error: Incompatible types in assignment (expression has type "
+            '"int", variable has type "str")  [assignment]',
+            "Found 1 error in 1 file (checked 1 source file)",
+        ],
+    ), result.stdout + result.stderr
 
 
 def test_mypy_strict_catches_misuse(mypy_cache: Path, tmp_path: Path):
@@ -115,6 +124,9 @@ def test_mypy_strict_catches_misuse(mypy_cache: Path, tmp_path: Path):
 
 
             f.no_such_attribute
+            total: str = f(1)
+            f("1")
+            f(1, 2)
             """
         ),
         encoding="utf-8",
@@ -127,7 +139,10 @@ def test_mypy_strict_catches_misuse(mypy_cache: Path, tmp_path: Path):
         '5: error: Incompatible types in assignment (expression has type "list[str]", variable has type "set[str]")  [assignment]',
         '6: error: Argument 1 to "truncate" has incompatible type "int"; expected "str"  [arg-type]',
         '16: error: Missing named argument "name" for "as_tool"  [call-arg]',
-        '25: error: "FunctionTool" has no attribute "no_such_attribute"  [attr-defined]',
+        '25: error: "FunctionTool[[int], int]" has no attribute "no_such_attribute"  [attr-defined]',
+        '26: error: Incompatible types in assignment (expression has type "int", variable has type "str")  [assignment]',
+        '27: error: Argument 1 to "__call__" of "FunctionTool" has incompatible type "str"; expected "int"  [arg-type]',
+        '28: error: Too many arguments for "__call__" of "FunctionTool"  [call-arg]',
     ]
 
 
@@ -142,4 +157,5 @@ def test_example_runs():
         "plan for: restock A-100",
         "File created successfully at /memories/a.md (2 bytes).",
         "[]",
+        "7",
     ]

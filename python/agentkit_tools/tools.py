@@ -11,7 +11,7 @@ import types
 import typing
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, overload
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, overload
 
 from . import _core
 from .errors import ToolArgumentError, ToolDefinitionError, ToolShapeError
@@ -20,6 +20,19 @@ from .introspect import Introspection, introspect, is_typeddict, json_form
 from .schema import Tool, ToolSchema
 
 __all__ = ["FunctionTool", "tool", "OUTPUT_AUTO"]
+
+if TYPE_CHECKING:
+    from typing_extensions import ParamSpec, TypeVar
+
+    # The decorated function's parameters and return type, for type checkers; a bare
+    # ``FunctionTool`` (a hand-built tool) means ``FunctionTool[..., Any]``.
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _CO_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
@@ -124,13 +137,14 @@ class _Wrapped:
 
 
 @dataclass(eq=False)
-class FunctionTool:
+class FunctionTool(Generic[P, R]):
     """A tool backed by a Python callable (SPEC §1).
 
     ``fn(args, ctx)`` is the raw callable (sync or async). Built by ``from_callable``/``@tool``
     it validates and converts the model's arguments before the body runs; constructed directly it
-    is trusted as given. Calling the object with keyword arguments calls the user's function
-    directly, unvalidated (for plain unit tests).
+    is trusted as given. Calling the object calls the user's function directly, unvalidated (for
+    plain unit tests), and type checkers see that function's signature: ``FunctionTool[P, R]``
+    carries its parameters ``P`` and return type ``R``.
     """
 
     name: str
@@ -151,7 +165,7 @@ class FunctionTool:
     #: instead of hopping to a worker thread. Leave False for anything doing I/O.
     non_blocking: bool = False
     #: The user's function, when built from one.
-    func: Callable[..., Any] | None = field(default=None, repr=False)
+    func: Callable[P, R] | None = field(default=None, repr=False)
     _core: Any = field(default=None, repr=False, compare=False)
     _output: _OutputCheck | None = field(default=None, repr=False, compare=False)
     _is_async: bool | None = field(default=None, repr=False, compare=False)
@@ -208,11 +222,11 @@ class FunctionTool:
                 pass
         return bound
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the user's function directly (unvalidated), as if undecorated."""
         if self.func is not None:
             return self.func(*args, **kwargs)
-        return self.fn(kwargs, None)
+        return self.fn(kwargs, None)  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------------- running
 
@@ -291,7 +305,7 @@ class FunctionTool:
     @classmethod
     def from_callable(
         cls,
-        func: Callable[..., Any],
+        func: Callable[P, R],
         *,
         name: str | None = None,
         description: str | None = None,
@@ -304,7 +318,7 @@ class FunctionTool:
         timeout_s: float | None = None,
         max_result_chars: int | None = None,
         non_blocking: bool = False,
-    ) -> FunctionTool:
+    ) -> FunctionTool[P, R]:
         """Turn a Python callable into a tool (SPEC §1–3).
 
         Reads the signature, type hints (``typing.get_type_hints``; an unresolvable hint accepts
@@ -443,7 +457,7 @@ def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[An
 
 @overload
 def tool(
-    func: Callable[..., Any],
+    func: Callable[P, R],
     *,
     side_effecting: Any = ...,
     idempotent: bool = ...,
@@ -458,7 +472,7 @@ def tool(
     max_result_chars: int | None = ...,
     non_blocking: bool = ...,
     registry: Any = ...,
-) -> FunctionTool: ...
+) -> FunctionTool[P, R]: ...
 
 
 @overload
@@ -478,7 +492,7 @@ def tool(
     max_result_chars: int | None = ...,
     non_blocking: bool = ...,
     registry: Any = ...,
-) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
 def tool(
