@@ -151,6 +151,14 @@ async def interleave(rows: list[tuple[str, Spec, bool]], repeat: int) -> list[tu
     return [(label, samples[i], ours) for i, (label, _, ours) in enumerate(rows)]
 
 
+_STARTED = time.perf_counter()
+
+
+def progress(step: str) -> None:
+    """One line on stderr per finished step, so a long run is never silent."""
+    print(f"[{time.perf_counter() - _STARTED:5.0f} s] {step}", file=sys.stderr, flush=True)
+
+
 class Results:
     def __init__(self) -> None:
         self.groups: list[tuple[str, str, list[tuple[str, dict[str, float], bool]]]] = []
@@ -158,6 +166,7 @@ class Results:
     def add(self, group: str, ours: str, rows: list[tuple[str, list[float], bool]]) -> None:
         """``rows``: (label, samples, is_ours); ``ours`` names the row baselines are compared to."""
         self.groups.append((group, ours, [(label, _stats(s), mine) for label, s, mine in rows]))
+        progress(f"measured {group}")
 
     def median(self, group: str, label: str) -> float:
         for g, _, rows in self.groups:
@@ -563,6 +572,7 @@ def _spawn(mode: str, count: int) -> dict[str, Any]:
 def memory(quick: bool) -> dict[str, Any]:
     small, large = (200, 2000) if quick else (2000, 20000)
     calls = 100_000 if quick else 1_000_000
+    progress("memory: peak RSS of M6 and a long run of calls, in fresh subprocesses")
     base = _spawn("m6", 1)
     m_small, m_large = _spawn("m6", small), _spawn("m6", large)
     per_tool = (m_large["peak_rss_kb"] - m_small["peak_rss_kb"]) * 1024 / (large - small)
