@@ -20,12 +20,6 @@ Turn Python functions into validated tools for language models: print what a pro
 call a tool, replay a trace of tool calls, or serve tools over MCP. "python -m agentkit_tools"
 is the same command."""
 
-TARGET_HELP = (
-    "what holds the tools: MODULE:OBJ (myapp.tools:registry) or path/to/file.py:OBJ; OBJ is a "
-    "ToolRegistry, a tool, a function, a list of them, or an instance (its @tool methods, else its "
-    "public methods); OBJ may be dotted"
-)
-
 EPILOG = """\
 examples:
   agentkit-tools demo
@@ -46,6 +40,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The ``argparse`` parser of the command line (each command's ``func`` default runs it)."""
     from . import __version__, cli_mcp, cli_run, cli_schema
+    from .cli_target import paragraph
 
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -56,15 +51,17 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     sub.add_parser(
         "demo",
         help="run the inventory demo: tools, a scripted model turn, every failure the model can meet",
-        description="Run the inventory demo: tools defined from plain functions, a scripted model "
-        "that asks for two calls in one turn, and every failure the model can meet with the exact "
-        "message it receives.",
+        description=paragraph(
+            "Run the inventory demo: tools defined from plain functions, a scripted model that asks "
+            "for two calls in one turn, and every failure the model can meet with the exact message "
+            "it receives."
+        ),
         epilog="example:\n  agentkit-tools demo",
         formatter_class=raw,
     ).set_defaults(func=_cmd_demo)
-    cli_schema.add_parser(sub, TARGET_HELP)
-    cli_run.add_parsers(sub, TARGET_HELP)
-    cli_mcp.add_parser(sub, TARGET_HELP)
+    cli_schema.add_parser(sub)
+    cli_run.add_parsers(sub)
+    cli_mcp.add_parser(sub)
     return parser
 
 

@@ -30,18 +30,22 @@ that requires approval runs when --approve names it; otherwise the server asks t
 the client (MCP elicitation) when the client can, and refuses the call when it cannot."""
 
 
-def add_parser(subparsers: Any, target_help: str) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``serve-mcp`` command to an ``argparse`` subparsers object; returns its parser
     (``run`` is set as its ``func`` default)."""
+    from .cli_target import TARGET_HELP, paragraph
+
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-mcp",
         help="serve tools over MCP (stdio, or streamable HTTP with --http PORT)",
-        description="Serve the target's tools over the Model Context Protocol: over stdio by "
-        "default, over streamable HTTP on loopback with --http PORT.",
+        description=paragraph(
+            "Serve the target's tools over the Model Context Protocol: over stdio by "
+            "default, over streamable HTTP on loopback with --http PORT."
+        ),
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", metavar="TARGET", help=target_help)
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument(
         "--http", type=int, metavar="PORT", default=None, help="serve streamable HTTP on PORT (0: a free port)"
     )

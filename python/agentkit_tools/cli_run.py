@@ -41,42 +41,54 @@ exit status: 0 all lines replayed and none differs, 1 an envelope differs or a l
 2 the trace or the target cannot be read."""
 
 APPROVE_HELP = (
-    "allow the tool NAME to run although it requires approval (and, in replay, although it is "
-    "side-effecting); repeat for several tools"
+    "allow the tool NAME to run although it is side-effecting or requires approval; repeat for "
+    "several tools"
 )
 
 # Keys of an envelope that change from run to run and are never compared.
 _UNCOMPARED = frozenset({"elapsed_ms"})
 
 
-def add_parsers(subparsers: Any, target_help: str) -> None:
+def add_parsers(subparsers: Any) -> None:
     """Add the ``call`` and ``replay`` commands to an ``argparse`` subparsers object."""
+    from .cli_target import TARGET_HELP, paragraph
+
     raw = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
         "call",
         help="dispatch one tool call and print its envelope",
-        description="Dispatch one tool call and print the envelope the model would get (JSON). A tool "
-        "that requires approval runs only with --approve NAME.",
+        description=paragraph(
+            "Dispatch one tool call and print the envelope the model would get (JSON). A tool "
+            "that requires approval runs only with --approve NAME."
+        ),
         epilog=CALL_EXAMPLE,
         formatter_class=raw,
     )
-    p.add_argument("target", metavar="TARGET", help=target_help)
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("arguments", metavar="JSON", help="the call's arguments as a JSON object")
     p.add_argument("--tool", metavar="NAME", help="which tool to call when the target holds several")
-    p.add_argument("--approve", metavar="NAME", action="append", default=[], help=APPROVE_HELP)
+    p.add_argument(
+        "--approve",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="allow the tool NAME to run although it requires approval; repeat for several tools",
+    )
     p.set_defaults(func=run_call)
 
     p = subparsers.add_parser(
         "replay",
         help="dispatch the tool calls of a JSONL trace again and compare",
-        description="Dispatch the tool calls of a JSONL trace again, show where an envelope differs "
-        "from the recorded one, key by key, and end with a summary line. Side-effecting calls are "
-        "not run unless --run-side-effects or --approve NAME says so.",
+        description=paragraph(
+            "Dispatch the tool calls of a JSONL trace again, show where an envelope differs "
+            "from the recorded one, key by key, and end with a summary line. Side-effecting calls are "
+            "not run unless --run-side-effects or --approve NAME says so."
+        ),
         epilog=REPLAY_EXAMPLE,
         formatter_class=raw,
     )
     p.add_argument("trace", metavar="TRACE.jsonl", help="the trace: one JSON object per line")
-    p.add_argument("--tools", required=True, metavar="TARGET", help="the tools to run the calls on: " + target_help)
+    p.add_argument("--tools", required=True, metavar="TARGET", help="the tools to run the calls on (a TARGET, as for call)")
     p.add_argument("--dry-run", action="store_true", help="check every call and show what would run; run nothing")
     p.add_argument(
         "--run-side-effects",

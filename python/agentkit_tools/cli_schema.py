@@ -21,18 +21,22 @@ examples:
   agentkit-tools schema ./mytools.py:search"""
 
 
-def add_parser(subparsers: Any, target_help: str) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``schema`` command to an ``argparse`` subparsers object; returns its parser
     (``run`` is set as its ``func`` default)."""
+    from .cli_target import TARGET_HELP, paragraph
+
     p: argparse.ArgumentParser = subparsers.add_parser(
         "schema",
         help="print the provider rendering (JSON) of tools",
-        description="Print what a model provider is sent for the target's tools (JSON). A tool the "
-        "provider cannot describe exactly gets a warning on stderr.",
+        description=paragraph(
+            "Print what a model provider is sent for the target's tools (JSON). A tool the "
+            "provider cannot describe exactly gets a warning on stderr."
+        ),
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", metavar="TARGET", help=target_help)
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument(
         "--format", choices=FORMATS, default="anthropic", help="the provider's rendering (default: anthropic)"
     )

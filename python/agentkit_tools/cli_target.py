@@ -18,7 +18,20 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["CliError", "load", "tools_of", "registry_of"]
+__all__ = ["CliError", "load", "tools_of", "registry_of", "paragraph", "TARGET_HELP"]
+
+#: The help text of a TARGET argument.
+TARGET_HELP = (
+    "MODULE:OBJ (myapp.tools:registry) or path/to/file.py:OBJ naming a ToolRegistry, a tool, a "
+    "function, a list of them, or an instance (its @tool methods, else its public methods)"
+)
+
+
+def paragraph(text: str) -> str:
+    """``text`` wrapped at 88 columns, for a ``--help`` description."""
+    import textwrap
+
+    return textwrap.fill(text, width=88)
 
 
 class CliError(Exception):
