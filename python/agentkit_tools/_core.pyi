@@ -1,6 +1,6 @@
 """Type stubs of ``agentkit_tools._core``, the Rust core (``src/``, bound in ``src/py/``).
 
-The core holds every per-call rule and every piece of shared state (SPEC preamble; DESIGN.md):
+The core holds every per-call rule and every piece of shared state:
 the docstring parser, JSON Schema assembly and compiled validation, registry order and lookup,
 the envelopes of the failure ladder, result truncation, provider renderings, the middleware
 state (repeat counts, idempotency cache, circuit breakers, retry decisions, egress), the worker
@@ -11,7 +11,7 @@ This module is internal: its names may change between releases. The public API i
 know the shapes crossing the boundary. "JSON value" below means what ``json.loads`` can return
 (dict with str keys, list, str, int, float, bool, None; tuples and other sequences/mappings are
 accepted on input). Envelopes are plain dicts: ``{"ok": True, "value", "elapsed_ms"}`` or
-``{"ok": False, "error": {"code", "message", ...}}`` (SPEC §7, §11).
+``{"ok": False, "error": {"code", "message", ...}}``.
 """
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -66,32 +66,32 @@ MIN_DESCRIPTION_CHARS: int
 #: ``duration`` (weeks, or days/hours/minutes/seconds; no years or months), ``decimal``, ``byte``
 #: (standard padded base64).
 FORMAT_PATTERNS: dict[str, str]
-"""The floor of a tool description in characters after stripping: 30 (SPEC §2)."""
+"""The floor of a tool description in characters after stripping: 30."""
 
 MAX_SPELLED_OUT: int
-"""How many argument problems an ``invalid_arguments`` message spells out: 5 (SPEC §7, §11)."""
+"""How many argument problems an ``invalid_arguments`` message spells out: 5."""
 
 PROVIDERS: list[str]
 """The provider names ``render_tool`` accepts: ``anthropic``, ``openai``, ``openai-strict``,
-``openai-responses``, ``openai-responses-strict``, ``gemini``, ``mcp`` (SPEC §9)."""
+``openai-responses``, ``openai-responses-strict``, ``gemini``, ``mcp``."""
 
-# ---------------------------------------------------------------------- docstrings (SPEC §2)
+# ---------------------------------------------------------------------- docstrings
 
 def parse_docstring(doc: str) -> tuple[str, list[tuple[str, str]], str | None]:
     """Parse a raw ``__doc__`` (Google, NumPy or Sphinx style, detected per docstring) into
-    ``(description, [(parameter name, text), ...], returns text or None)`` (SPEC §2).
+    ``(description, [(parameter name, text), ...], returns text or None)``.
 
     The description is the text before the first section, dedented, CR/CRLF normalised; a line
     that is exactly ``---`` ends what the model sees. Raises ``ValueError`` when a line the model
     would read starts with TODO, FIXME, XXX or HACK.
     """
 
-# ---------------------------------------------------------------------- tools (SPEC §1-5)
+# ---------------------------------------------------------------------- tools
 
 @final
 class SchemaValidator:
     """A compiled JSON Schema (draft 2020-12, formats asserted): compile once, validate many.
-    Used for ``output_schema`` checks (SPEC §5)."""
+    Used for ``output_schema`` checks."""
 
     def __new__(cls, schema: Any) -> Self:
         """Compile ``schema`` (a JSON value: a schema dict or a boolean schema). Raises
@@ -107,16 +107,16 @@ class SchemaValidator:
 @final
 class CoreTool:
     """The per-tool state of the core: the compiled input schema, the description after the
-    rules of SPEC §2, and the documented names (for ``lint``). Built by ``define_tool`` or
+    description rules, and the documented names (for ``lint``). Built by ``define_tool`` or
     ``CoreTool.from_schema``; not constructible directly."""
 
     @staticmethod
     def from_schema(
         name: str, parameters: Any, dropped: Sequence[str] = ..., description: str = ...
     ) -> CoreTool:
-        """Compile the input schema of a tool that already has one (a hand-built tool,
-        SPEC §1). ``parameters`` is a JSON Schema object; ``dropped`` names keys removed from a
-        call before validation (the injected ``ctx``/``context``, SPEC §4). Raises
+        """Compile the input schema of a tool that already has one (a hand-built tool).
+        ``parameters`` is a JSON Schema object; ``dropped`` names keys removed from a
+        call before validation (the injected ``ctx``/``context``). Raises
         ``ToolDefinitionError`` when the schema does not compile, ``ValueError`` when it is not
         JSON."""
 
@@ -126,11 +126,11 @@ class CoreTool:
 
     @property
     def description(self) -> str:
-        """The description the model reads (explicit, or from the docstring; SPEC §2)."""
+        """The description the model reads (explicit, or from the docstring)."""
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The input schema (a JSON Schema object, SPEC §3), built once; do not mutate."""
+        """The input schema (a JSON Schema object), built once; do not mutate."""
 
     @property
     def documented(self) -> list[str]:
@@ -138,16 +138,16 @@ class CoreTool:
 
     @property
     def accepted(self) -> list[str]:
-        """Every argument name the schema declares, in signature order (SPEC §4)."""
+        """Every argument name the schema declares, in signature order."""
 
     def validate(self, args: Mapping[str, Any] | str | None) -> dict[str, Any]:
         """Check a call's arguments (a mapping, raw JSON text, or None/empty text for ``{}``)
-        strictly (no coercion; SPEC §4) and return them as a fresh dict. Raises
+        strictly (no coercion) and return them as a fresh dict. Raises
         ``ToolArgumentError`` with every problem at once (``unexpected``, ``missing``,
         ``invalid``)."""
 
     def argument_error_envelope(self, exc: BaseException) -> dict[str, Any]:
-        """The ``invalid_arguments`` envelope (``errors``, ``schema``; SPEC §11) for a
+        """The ``invalid_arguments`` envelope (``errors``, ``schema``) for a
         ``ToolArgumentError`` raised outside validation (by a converter)."""
 
 def define_function_tool(
@@ -182,7 +182,7 @@ def define_tool(
     dropped: Sequence[str],
     defs: Mapping[str, Any] | None = None,
 ) -> CoreTool:
-    """Define a tool from what Python introspection read (SPEC §1-3): parse ``doc``, apply the
+    """Define a tool from what Python introspection read: parse ``doc``, apply the
     description rules (an explicit ``description`` is used stripped; else the docstring's text),
     assemble and compile the input schema.
 
@@ -198,7 +198,7 @@ def define_tool(
 
 @final
 class CoreRegistry:
-    """The registry's shared state (SPEC §6): tools by name in byte order, insertion order, and
+    """The registry's shared state: tools by name in byte order, insertion order, and
     lookup plus validation of a call in one step."""
 
     def __new__(cls) -> Self: ...
@@ -217,7 +217,7 @@ class CoreRegistry:
         """The compiled core of tool ``name``. Raises ``KeyError("no tool '<name>'")``."""
 
     def names(self) -> list[str]:
-        """Tool names, sorted by byte order (stable across runs; SPEC §6)."""
+        """Tool names, sorted by byte order (stable across runs)."""
 
     def sorted_tools(self) -> list[Any]:
         """Tools sorted by name."""
@@ -226,7 +226,7 @@ class CoreRegistry:
         """Tools in insertion order."""
 
     def prepare(self, call: Mapping[str, Any]) -> tuple[bool, Any, dict[str, Any] | None, CoreTool | None]:
-        """Look a call up and validate its arguments in one step (SPEC §7).
+        """Look a call up and validate its arguments in one step.
 
         ``call``: ``{"id", "name", "input"}`` (Anthropic), ``{"id", "function": {"name",
         "arguments"}}`` (OpenAI Chat) or ``{"call_id", "name", "arguments"}`` (OpenAI
@@ -245,13 +245,13 @@ class CoreRegistry:
 
     def unknown_tool(self, name: str) -> dict[str, Any]:
         """The ``unknown_tool`` envelope for ``name``: the message lists the available names;
-        ``available`` and, for a likely typo, ``did_you_mean`` (SPEC §11)."""
+        ``available`` and, for a likely typo, ``did_you_mean``."""
 
     def __len__(self) -> int: ...
     def __contains__(self, key: str, /) -> bool: ...
 
 def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = None) -> dict[str, Any]:
-    """The failure envelope for an exception raised by a tool or by a deadline (SPEC §7, §11):
+    """The failure envelope for an exception raised by a tool or by a deadline:
     ``ToolArgumentError`` → ``invalid_arguments`` (needs ``core``), ``ToolTimeoutError`` →
     ``timeout``, ``ToolError`` → its own ``code`` with ``retriable`` and its details merged,
     ``ToolShapeError`` → ``output_mismatch``, anything else → ``internal_error`` ("a bug in the
@@ -259,7 +259,7 @@ def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = N
 
 def ok_envelope(value: object, elapsed_ms: float) -> dict[str, Any]:
     """``{"ok": True, "value": value, "elapsed_ms": elapsed_ms}``; ``elapsed_ms`` in
-    milliseconds, rounded to 3 decimals (SPEC §7)."""
+    milliseconds, rounded to 3 decimals."""
 
 def copy_json(value: Any) -> Any:
     """``copy.deepcopy(value)`` for JSON-shaped trees, done in the core: exact dicts and lists
@@ -276,10 +276,10 @@ def deep_freeze(value: object, frozen_dict: type, frozen_list: type) -> Any:
 def truncate(text: str, max_chars: int = ...) -> str:
     """``text`` cut to at most ``max_chars`` characters (default 2000) (Unicode scalar values, never inside a
     character), the notice included: ``...[truncated N chars]. Narrow your arguments (add
-    filters or a smaller limit) and call again.`` (SPEC §8, §11). Text within the limit is
+    filters or a smaller limit) and call again.``. Text within the limit is
     returned unchanged. Raises ``OverflowError`` for a negative ``max_chars``."""
 
-# ---------------------------------------------------------------------- providers (SPEC §9)
+# ---------------------------------------------------------------------- providers
 
 def render_tool(
     provider: str,
@@ -303,28 +303,28 @@ def render_tool(
 def strip_strict_nulls(parameters: Any, args: Any) -> Any:
     """``args`` (a JSON object of a strict-mode OpenAI call) without the ``null`` values strict
     mode sends for absent optional properties, where ``parameters`` (the tool's input schema)
-    neither requires the property nor admits ``null`` (SPEC §9). Raises ``ValueError`` when
+    neither requires the property nor admits ``null``. Raises ``ValueError`` when
     either is not JSON."""
 
-# ---------------------------------------------------------------------- middleware (SPEC §7, §11)
+# ---------------------------------------------------------------------- middleware
 
 def canonical_args(args: object) -> tuple[str, str]:
     """``(canonical JSON text, args_hash)`` of a call's arguments (a mapping, JSON text or
     None). Canonical: keys sorted by code point, no whitespace, non-ASCII kept. ``args_hash``:
-    the first 16 hex characters of the SHA-256 of that text (the audit record's, SPEC §11).
+    the first 16 hex characters of the SHA-256 of that text (the audit record's).
     JSON text that does not parse is hashed as given; a non-JSON mapping by its ``repr``."""
 
 def args_hash(canonical: str) -> str:
     """The first 16 hex characters of the SHA-256 of ``canonical`` (the audit record's
-    ``args_hash``, SPEC §11), for text that is already canonical."""
+    ``args_hash``), for text that is already canonical."""
 
 def idempotency_store_key(scope: str, name: str, canonical: str) -> str:
     """The key of a cached side-effecting result in a shared store: ``agentkit-tools:idem:``
-    + the SHA-256 hex of scope, tool name and canonical arguments (SPEC §7 idempotency)."""
+    + the SHA-256 hex of scope, tool name and canonical arguments."""
 
 def approval_envelope(tool: str, canonical: str) -> dict[str, Any]:
     """The ``approval_required`` envelope (``tool``); its message names the tool and its
-    canonical arguments and tells the model to ask the user (SPEC §7, §11)."""
+    canonical arguments and tells the model to ask the user."""
 
 def url_host(url: str) -> str | None:
     """The host of an absolute URL as the egress check reads it (lowercase, no port, userinfo
@@ -333,15 +333,15 @@ def url_host(url: str) -> str | None:
 
 @final
 class MiddlewareState:
-    """The state the Invoker's middleware share across calls (one per Invoker; SPEC §11):
+    """The state the Invoker's middleware share across calls (one per Invoker):
     repeat counts and the idempotency cache per ``(scope, tool name, canonical arguments)``,
     and a circuit breaker per tool. Used from the event loop's thread only."""
 
     def __new__(cls) -> Self: ...
     def repeat_check(self, scope: str, name: str, canonical: str, limit: int) -> dict[str, Any] | None:
         """Count the call; the ``repeated_call`` envelope (``tool``, ``count``) when it is the
-        ``limit``-th or a later identical call of ``scope``, else None (SPEC §7 repeat
-        detection). Raises ``OverflowError`` for a negative ``limit``."""
+        ``limit``-th or a later identical call of ``scope``, else None.
+        Raises ``OverflowError`` for a negative ``limit``."""
 
     def idem_claim(self, scope: str, name: str, canonical: str, waiter: Any) -> tuple[int, Any]:
         """Look a side-effecting call up: ``(0, None)`` claimed (run it, then
@@ -375,7 +375,7 @@ class MiddlewareState:
 @final
 class RetryPolicy:
     """Retry settings and the classification of failures by exception type, never by message
-    text (SPEC §7 retry, §11)."""
+    text."""
 
     def __new__(
         cls,
@@ -410,7 +410,7 @@ class RetryPolicy:
 
 @final
 class EgressPolicy:
-    """A host allow-list for the URL argument of tools with ``url_arg`` (SPEC §7 egress)."""
+    """A host allow-list for the URL argument of tools with ``url_arg``."""
 
     def __new__(cls, allow: Sequence[str]) -> Self:
         """``allow``: hosts (``"api.example.com"``) or subdomain wildcards
@@ -478,7 +478,7 @@ def drain_pool() -> None:
     """Wait, with the GIL released, until every submitted sync body has finished (registered
     with ``atexit``: a worker touching Python during interpreter finalization would abort)."""
 
-# ---------------------------------------------------------------------- memory (SPEC §10)
+# ---------------------------------------------------------------------- memory
 
 def memory_parse_call(args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """Check one call of the ``memory`` tool and return the backend method and its keyword
@@ -490,7 +490,7 @@ def memory_parse_call(args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 @final
 class MemoryTree:
     """One in-process memory tree (the engine of ``InMemoryFiles``). Thread-safe: every command
-    runs under a lock and applies completely or changes nothing (SPEC §10)."""
+    runs under a lock and applies completely or changes nothing."""
 
     def __new__(cls, root: str = "/memories", *, max_bytes: int = 8388608, max_files: int = 4096) -> Self:
         """``root``: the POSIX directory every path is confined under. ``max_bytes``: the
@@ -501,7 +501,7 @@ class MemoryTree:
         """Apply ``view``/``create``/``str_replace``/``insert``/``delete``/``rename`` with its
         arguments; returns the result text. Raises ``MemoryPermissionError`` (a path outside
         root), ``MemoryNotFoundError``, ``MemoryExistsError``, ``MemoryCommandError``,
-        ``MemoryLimitError`` (SPEC §10, §11)."""
+        ``MemoryLimitError``."""
 
     def to_json(self) -> str:
         """The tree document (JSON text, format version 1)."""
@@ -525,7 +525,7 @@ class MemoryTree:
 class MemoryStoreEngine:
     """The compare-and-set engine of ``StoreFiles``: the whole tree of a namespace is one JSON
     document at ``key`` of a StorePort, changed only with ``compare_and_set`` and retried
-    against fresh content on a lost race (SPEC §10)."""
+    against fresh content on a lost race."""
 
     def __new__(
         cls,

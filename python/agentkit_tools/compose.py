@@ -1,4 +1,4 @@
-"""``as_tool``: an agent, a workflow or any other runnable as a tool (SPEC §8).
+"""``as_tool``: an agent, a workflow or any other runnable as a tool.
 
 Composition: a coordinator agent calls a sub-agent the way it calls any tool. The runnable is
 anything with ``async run(task, ctx)``; the tool takes one ``task`` string, runs the runnable on
@@ -67,7 +67,7 @@ def as_tool(
     timeout_s: float | None = None,
 ) -> FunctionTool:
     """Wrap anything with ``async run(task, ctx)`` (an agent, a workflow, another registry's
-    loop) as a ``FunctionTool`` taking one required ``task`` string (SPEC §8).
+    loop) as a ``FunctionTool`` taking one required ``task`` string.
 
     The input schema is ``{"type": "object", "properties": {"task": {"type": "string",
     "description": TASK_DESCRIPTION}}, "required": ["task"], "additionalProperties": false}``.

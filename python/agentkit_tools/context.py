@@ -1,4 +1,4 @@
-"""``ToolContext``: what the Invoker passes to tools as ``ctx`` (SPEC §7, §11).
+"""``ToolContext``: what the Invoker passes to tools as ``ctx``.
 
 The Invoker reads only a few attributes, each optional, so any object that has them works
 (agentkit's own ``RunContext`` passes through unchanged):

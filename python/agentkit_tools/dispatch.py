@@ -1,4 +1,4 @@
-"""``dispatch``: one tool call in, one envelope out, never an exception (SPEC §7, §8, §11).
+"""``dispatch``: one tool call in, one envelope out, never an exception.
 
 The lookup, validation and every envelope of the failure ladder are built by the Rust core;
 this module only runs the tool body under its deadline.
@@ -18,7 +18,7 @@ from .errors import ToolTimeoutError
 
 __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 
-#: The deadline of a tool without its own ``timeout_s``, in seconds (SPEC §1).
+#: The deadline of a tool without its own ``timeout_s``, in seconds.
 DEFAULT_TIMEOUT_S = 10.0
 
 _clock = time.perf_counter
@@ -64,7 +64,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
     ``call`` is ``{"id", "name", "input"}`` (Anthropic; ``input`` a mapping or JSON text), or
     the OpenAI shapes ``{"id", "function": {"name", "arguments"}}`` and ``{"call_id", "name",
     "arguments"}``. The result is ``{"ok": True, "value": ..., "elapsed_ms": float}`` or
-    ``{"ok": False, "error": {"code", "message", ...}}`` with the codes of SPEC §7. The body runs
+    ``{"ok": False, "error": {"code", "message", ...}}`` with the codes listed in docs/errors.md. The body runs
     in a worker thread under the tool's ``timeout_s`` (default 10 s): a sync body that overruns is
     abandoned, not killed (its thread finishes on its own); an async body is cancelled. A sync
     tool with the attribute ``non_blocking = True`` is called in the caller's thread instead (no
@@ -132,7 +132,7 @@ def _error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, 
 
 
 def render_result(result: Any, *, max_chars: int = 2000) -> str:
-    """Render a tool result (or envelope) as text for the model (SPEC §8, §11).
+    """Render a tool result (or envelope) as text for the model.
 
     A ``str`` is used as it is; an agent or workflow result (an object with ``.output`` or
     ``.outputs``) renders that; anything else becomes JSON (non-JSON values via ``str``,

@@ -1,4 +1,4 @@
-"""The exceptions of agentkit-tools (SPEC §5), importable from ``agentkit_tools``.
+"""The exceptions of agentkit-tools, importable from ``agentkit_tools``.
 
 Names, signatures and base classes match ``agentkit.tools`` so ``except`` clauses written against
 that project keep working.
@@ -27,7 +27,7 @@ class ToolDefinitionError(ValueError):
 
 class ToolArgumentError(ValueError):
     """A tool call named arguments the tool does not accept, omitted required ones, or sent
-    values its input schema forbids (SPEC §4). Every problem of the call is reported at once.
+    values its input schema forbids. Every problem of the call is reported at once.
 
     Attributes (all tuples): ``unexpected`` (argument names the schema does not declare),
     ``missing`` (required names, in signature order), ``accepted`` (every declared name, in
@@ -94,7 +94,7 @@ def _rebuild_argument_error(tool_name, unexpected, missing, accepted, invalid): 
 
 
 class ToolShapeError(Exception):
-    """A tool's result does not match its declared ``output_schema`` (SPEC §5).
+    """A tool's result does not match its declared ``output_schema``.
 
     Raised by ``FunctionTool.run`` after the body returned. ``expected`` is the schema's name
     (a class name, or the JSON Schema ``title``/``"schema"``), ``raw`` the value the tool

@@ -1,4 +1,4 @@
-"""Deep-frozen containers for tool arguments and schemas (SPEC §7, §11).
+"""Deep-frozen containers for tool arguments and schemas.
 
 ``FrozenDict`` and ``FrozenList`` subclass ``dict`` and ``list`` so every reader (``json.dumps``,
 ``isinstance(x, dict)``, ``==``) keeps working, while any mutation raises ``TypeError`` mentioning

@@ -1,4 +1,4 @@
-"""Reading a Python callable into what the Rust core needs (SPEC §1, §3).
+"""Reading a Python callable into what the Rust core needs.
 
 This module does only what needs Python's own reflection: the signature (read straight from
 the code object of a plain function, ``inspect.signature`` for every other callable), the hints
@@ -39,7 +39,7 @@ def _core_patterns() -> dict[str, str]:
 __all__ = ["Introspection", "introspect", "schema_for", "json_form", "is_typeddict", "CONTEXT_TYPE_NAMES"]
 
 #: Annotations (checked by class name, so string annotations work) that mark an injected
-#: run-context parameter (SPEC §1).
+#: run-context parameter.
 CONTEXT_TYPE_NAMES = frozenset({"RunContext", "Ctx", "ToolContext"})
 _CONTEXT_PARAM_NAMES = ("ctx", "context")
 
@@ -668,7 +668,7 @@ def _json_type_of(values: list[Any]) -> str | None:
 
 
 def schema_for(tp: Any) -> dict[str, Any]:
-    """The JSON Schema fragment for one type hint (SPEC §3)."""
+    """The JSON Schema fragment for one type hint."""
     defs = _Defs()
     schema, _, desc = _schema(tp, defs)
     if desc:
@@ -909,7 +909,7 @@ def _container_converter(container: type, item: Converter | None) -> Converter:
 
 def _union(args: tuple[Any, ...], defs: _Defs) -> tuple[dict[str, Any], Converter | None, None]:
     """``anyOf`` of the members in declaration order, nested unions flattened, duplicates
-    dropped, ``null`` last (SPEC §11); a member that accepts anything makes the union ``{}``."""
+    dropped, ``null`` last; a member that accepts anything makes the union ``{}``."""
     has_null = False
     branches: list[dict[str, Any]] = []
     members: list[tuple[dict[str, Any], Converter | None]] = []

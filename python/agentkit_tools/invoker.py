@@ -1,4 +1,4 @@
-"""``Invoker``: the async dispatcher of an agent loop (SPEC §7, §11 "Dispatch and Invoker").
+"""``Invoker``: the async dispatcher of an agent loop.
 
 ``await Invoker(registry).invoke(call, ctx)`` runs one tool call through the middleware chain
 and always returns an envelope; ``await invoke_many(calls, ctx)`` runs a model turn's calls
@@ -342,7 +342,7 @@ class Invoker:
     # ---------------------------------------------------------------- entry points
 
     async def invoke(self, call: Mapping[str, Any], ctx: Any = None) -> dict[str, Any]:
-        """Run one tool call; returns its envelope (SPEC §7), never raises (cancellation of the
+        """Run one tool call; returns its envelope, never raises (cancellation of the
         awaiting task propagates as usual).
 
         ``call``: ``{"id", "name", "input"}`` (Anthropic; ``input`` a mapping or JSON text),

@@ -1,4 +1,4 @@
-"""``agentkit_tools.lint``: what a tool definition gets away with but should not (SPEC §2, §3, §9).
+"""``agentkit_tools.lint``: what a tool definition gets away with but should not.
 
 Nothing here blocks a definition: ``from_callable`` already refuses what cannot work. ``lint``
 reports what works but costs the model accuracy or hides a loss of fidelity.

@@ -1,5 +1,4 @@
-"""The ``memory`` tool: persistent notes for agents, edited without ever losing an update
-(SPEC §10, §11 "Memory").
+"""The ``memory`` tool: persistent notes for agents, edited without ever losing an update.
 
 The tool follows Anthropic's memory-tool contract: one ``command`` argument selects ``view``,
 ``create``, ``str_replace``, ``insert``, ``delete`` or ``rename``, on POSIX paths confined under a
@@ -249,7 +248,7 @@ class CasStats:
 
 class StoreFiles(_Commands):
     """A memory tree stored as one JSON document in a :class:`~agentkit_tools.stores.StorePort`,
-    changed only with compare-and-set (SPEC §10).
+    changed only with compare-and-set.
 
     Args:
         store: any StorePort (``InMemoryStore``, ``FileStore``, ``RedisStore``, ``PostgresStore``).

@@ -1,4 +1,4 @@
-"""The Invoker's middleware chain (SPEC §7, §11 "Dispatch and Invoker").
+"""The Invoker's middleware chain.
 
 Each constructor returns a ``Middleware``; an ``Invoker`` composes them outermost first around
 the call of the tool body. The default chain is ``[audit(), approval(), repeat_guard(),
@@ -51,7 +51,7 @@ __all__ = [
 _log = logging.getLogger("agentkit_tools.audit")
 _mw_log = logging.getLogger("agentkit_tools.middleware")
 
-#: The decisions of an audit record for refusals (SPEC §11).
+#: The decisions of an audit record for refusals.
 _REFUSALS = frozenset({"approval_required", "repeated_call", "egress_denied"})
 
 
@@ -65,7 +65,7 @@ class ToolCall:
     the run context, ``scope`` the repeat/idempotency scope (``ctx.run_id`` or the Invoker's
     default), ``attempts`` how many times the body was started, ``exc`` the exception of the last
     failed attempt, ``timeout_s`` the deadline of one attempt (set by ``timeout``; None: none).
-    ``canonical`` and ``args_hash`` (SPEC §11) are computed on first use.
+    ``canonical`` and ``args_hash`` are computed on first use.
     """
 
     __slots__ = (
@@ -286,7 +286,7 @@ class _Audit(Middleware):
 
 
 def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:
-    """One audit record per call (SPEC §11), outermost in the default chain so refused and
+    """One audit record per call, outermost in the default chain so refused and
     deduplicated calls are recorded too.
 
     The record is ``{"tool", "call_id", "args_hash", "outcome", "attempts", "elapsed_ms",
@@ -564,7 +564,7 @@ def retry(
     breaker_threshold: int | None = None,
     breaker_cooldown_s: float = 30.0,
 ) -> Middleware:
-    """Retry of transient failures (SPEC §7, §11).
+    """Retry of transient failures.
 
     Retried: ``ToolError(retriable=True)``, ``ConnectionError``, a ``TimeoutError`` raised by the
     body, and the ``transient`` classes, decided by exception type, never by message text. Never
@@ -669,5 +669,5 @@ def egress(allow: Iterable[str] = ()) -> Middleware:
 
 
 def default_chain() -> list[Middleware]:
-    """``[audit(), approval(), repeat_guard(), idempotency(), retry(), timeout()]`` (SPEC §11)."""
+    """``[audit(), approval(), repeat_guard(), idempotency(), retry(), timeout()]``."""
     return [audit(), approval(), repeat_guard(), idempotency(), retry(), timeout()]

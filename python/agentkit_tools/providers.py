@@ -1,4 +1,4 @@
-"""Provider renderings of tools and registries (SPEC §9). The rules live in the Rust core
+"""Provider renderings of tools and registries. The rules live in the Rust core
 (``src/providers.rs``); this module finds a tool's schema, flags and output schema, and caches.
 
 Provider names (``PROVIDERS``):

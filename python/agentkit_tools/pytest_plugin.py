@@ -1,4 +1,4 @@
-"""The agentkit-tools pytest plugin (SPEC §9): fixtures for testing tools and agent loops offline.
+"""The agentkit-tools pytest plugin: fixtures for testing tools and agent loops offline.
 
 Registered through the ``pytest11`` entry point (``pip install "agentkit-tools[pytest]"``), so
 the fixtures are available in every test module with no import:
@@ -10,7 +10,7 @@ the fixtures are available in every test module with no import:
   audit middleware records into ``audit_records`` (also ``invoker.audit_records``); the retry
   middleware skips its backoff waits (the delays it would have slept, in seconds, are in
   ``invoker.retry_delays``), so a test of a retried call does not sleep;
-- ``audit_records``: the list of audit records (SPEC §11) of the ``invoker``'s calls, in the
+- ``audit_records``: the list of audit records of the ``invoker``'s calls, in the
   order the calls ended;
 - ``assert_tool_schema``: ``agentkit_tools.testing.assert_tool_schema``, a schema assertion whose
   failure shows a unified diff.
@@ -53,13 +53,13 @@ def scripted_model() -> Callable[[Iterable[Mapping[str, Any]]], ScriptedModel]:
 @pytest.fixture
 def audit_records() -> list[dict[str, Any]]:
     """The audit records of the ``invoker`` fixture's calls (``{"tool", "call_id", "args_hash",
-    "outcome", "attempts", "elapsed_ms", "decision"}``, SPEC §11), in the order the calls ended."""
+    "outcome", "attempts", "elapsed_ms", "decision"}``), in the order the calls ended."""
     return []
 
 
 @pytest.fixture
 def invoker(tool_registry: ToolRegistry, audit_records: list[dict[str, Any]]) -> Invoker:
-    """An ``Invoker`` over ``tool_registry`` with the default chain (SPEC §11) in which the audit
+    """An ``Invoker`` over ``tool_registry`` with the default chain in which the audit
     middleware appends every record to ``audit_records`` and the retry middleware does not
     sleep between attempts (its delays are kept in ``invoker.retry_delays``, seconds)."""
     delays: list[float] = []

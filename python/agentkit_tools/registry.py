@@ -1,4 +1,4 @@
-"""``ToolRegistry``: tools by name, with a byte-stable order (SPEC §6)."""
+"""``ToolRegistry``: tools by name, with a byte-stable order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Provider round-trips (SPEC §9): take a model response that asks for tool calls, run every
+"""Provider round-trips: take a model response that asks for tool calls, run every
 call through an :class:`~agentkit_tools.Invoker` (concurrently, call order kept), and return the
 provider's tool-result message(s) to send on the next turn.
 
@@ -56,7 +56,7 @@ __all__ = [
     "tool_result_text",
 ]
 
-#: The limit of a rendered result when neither the tool nor the registry sets one (SPEC §8).
+#: The limit of a rendered result when neither the tool nor the registry sets one.
 DEFAULT_MAX_RESULT_CHARS = 2000
 
 
@@ -76,7 +76,7 @@ def _invoker(invoker: Any) -> Any:
 
 
 def result_limit(registry: Any, name: Any) -> int:
-    """The character limit of the rendered result of tool ``name`` (SPEC §11): the tool's
+    """The character limit of the rendered result of tool ``name``: the tool's
     ``max_result_chars``, else the registry's, else 2000."""
     tool = registry.get(name) if isinstance(name, str) and name in registry else None
     limit = getattr(tool, "max_result_chars", None) or getattr(registry, "max_result_chars", None)
@@ -86,7 +86,7 @@ def result_limit(registry: Any, name: Any) -> int:
 def tool_result_text(envelope: Mapping[str, Any], *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
     """The text the model reads for one call: ``render_result(envelope["value"],
     max_chars=max_chars)`` when ``envelope["ok"]``, else ``envelope["error"]["message"]`` (the
-    actionable message of SPEC §7; the error code when a message is missing)."""
+    actionable message; the error code when a message is missing)."""
     if envelope.get("ok"):
         return render_result(envelope.get("value"), max_chars=max_chars)
     error = envelope.get("error") or {}

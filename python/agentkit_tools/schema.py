@@ -1,4 +1,4 @@
-"""``ToolSchema`` (what the model is shown of a tool) and the ``Tool`` protocol (SPEC §1, §11)."""
+"""``ToolSchema`` (what the model is shown of a tool) and the ``Tool`` protocol."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class ToolSchema:
         self.__dict__.update(name=name, description=description, parameters=parameters)
         return self
 
-    # Provider renderings (SPEC §9; rules in agentkit_tools.providers), cached on the schema.
+    # Provider renderings (rules in agentkit_tools.providers), cached on the schema.
 
     def to_anthropic(self) -> dict[str, Any]:
         """``{"name", "description", "input_schema"}`` for the Anthropic Messages API."""

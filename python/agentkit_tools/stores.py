@@ -1,4 +1,4 @@
-"""Key-value stores with compare-and-set (SPEC §10 "StorePort").
+"""Key-value stores with compare-and-set.
 
 A store maps ``str`` keys to ``str`` values. Every store offers the same async protocol,
 :class:`StorePort`; the memory tool (:class:`agentkit_tools.memory.StoreFiles`) and the

@@ -1,4 +1,4 @@
-"""Testing helpers: a scripted model and an offline agent loop (SPEC §9).
+"""Testing helpers: a scripted model and an offline agent loop.
 
 ``ScriptedModel`` replays a fixed list of turns, so an agent loop runs with no network and no
 API key; ``run_loop`` is that loop: ask the model, run every tool call of its turn through the
@@ -126,7 +126,7 @@ def assert_tool_schema(tool: Any, expected: Mapping[str, Any], *, ordered: bool 
     too) equals ``expected``, a JSON Schema dict.
 
     Compared as dicts (key order ignored) unless ``ordered=True``, which also compares key order
-    (``properties`` in signature order, SPEC §3). On a mismatch raises ``AssertionError`` whose
+    (``properties`` in signature order). On a mismatch raises ``AssertionError`` whose
     message is a unified diff of the two schemas as JSON text (indent 2, keys in their own order):
     ``-`` lines are what was expected, ``+`` lines what the tool has. A tool without a schema
     (one the model is not shown) fails too.

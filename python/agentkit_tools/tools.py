@@ -1,5 +1,4 @@
-"""Defining tools: ``FunctionTool``, ``FunctionTool.from_callable`` and the ``@tool`` decorator
-(SPEC §1–5)."""
+"""Defining tools: ``FunctionTool``, ``FunctionTool.from_callable`` and the ``@tool`` decorator."""
 
 from __future__ import annotations
 
@@ -138,7 +137,7 @@ class _Wrapped:
 
 @dataclass(eq=False)
 class FunctionTool(Generic[P, R]):
-    """A tool backed by a Python callable (SPEC §1).
+    """A tool backed by a Python callable.
 
     ``fn(args, ctx)`` is the raw callable (sync or async). Built by ``from_callable``/``@tool``
     it validates and converts the model's arguments before the body runs; constructed directly it
@@ -259,7 +258,7 @@ class FunctionTool(Generic[P, R]):
         return self.check_output(result, ctx)
 
     def check_output(self, result: Any, ctx: Any = None) -> Any:
-        """Check ``result`` against ``output_schema`` (SPEC §5): an instance of the declared class
+        """Check ``result`` against ``output_schema``: an instance of the declared class
         passes as the same object; a matching dict is built into the class; anything else raises
         ``ToolShapeError`` (after reporting a ``tool.shape_mismatch`` event)."""
         if self._output is None:
@@ -273,7 +272,7 @@ class FunctionTool(Generic[P, R]):
     # ---------------------------------------------------------------- provider renderings
 
     def to_anthropic(self) -> dict[str, Any]:
-        """``{"name", "description", "input_schema"}`` for the Anthropic Messages API (SPEC §9).
+        """``{"name", "description", "input_schema"}`` for the Anthropic Messages API.
         Raises ``ValueError`` when the tool has no schema."""
         from .providers import render
 
@@ -319,7 +318,7 @@ class FunctionTool(Generic[P, R]):
         max_result_chars: int | None = None,
         non_blocking: bool = False,
     ) -> FunctionTool[P, R]:
-        """Turn a Python callable into a tool (SPEC §1–3).
+        """Turn a Python callable into a tool.
 
         Reads the signature, type hints (``typing.get_type_hints``; an unresolvable hint accepts
         any value) and docstring (Google, NumPy or Sphinx) into the input schema and description.
@@ -513,7 +512,7 @@ def tool(
     registry: Any = None,
 ) -> Any:
     """Declare a tool: ``@tool(side_effecting=...)`` returns a decorator, ``tool(fn,
-    side_effecting=...)`` the ``FunctionTool`` (SPEC §1).
+    side_effecting=...)`` the ``FunctionTool``.
 
     Declaring whether the tool changes the world is mandatory: ``side_effecting=`` or its inverse
     ``read_only=``; ``side_effecting=None`` counts as declared (False). ``timeout_s`` is the
