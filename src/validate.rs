@@ -617,15 +617,26 @@ fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Turn integral floats (`1.0`) into integers wherever the schema asks for an `integer`, so a
-/// body annotated `int` never receives a float. JSON Schema counts `1.0` as an integer (draft
-/// 2020-12, §6.1.1), and JSON text cannot say which one the model meant. Returns whether anything
-/// changed. Floats outside the 64-bit range are left as they are.
-pub fn integral_floats_to_ints(schema: &Value, value: &mut Value) -> bool {
-    if !contains_float(value) {
-        return false;
+/// Turn integral floats (`1.0`) into integers wherever the schema asks for an `integer` (or
+/// lists the integer in an `enum`/`const`), so a body annotated `int` never receives a float.
+/// JSON Schema counts `1.0` as an integer (draft 2020-12, §6.1.1), and JSON text cannot say which
+/// one the model meant. Floats at or beyond 2^63 cannot become a 64-bit integer here: they are
+/// counted in `beyond_64_bits`, and the binding makes them Python integers.
+pub fn integral_floats_to_ints(schema: &Value, value: &mut Value) -> IntegerFix {
+    let mut fix = IntegerFix::default();
+    if contains_float(value) {
+        fix.changed = normalize_integers(schema, value, &mut fix.beyond_64_bits);
     }
-    normalize_integers(schema, value)
+    fix
+}
+
+/// What [`integral_floats_to_ints`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IntegerFix {
+    /// Some float became an integer.
+    pub changed: bool,
+    /// Some integral float at an integer place is at or beyond 2^63 (left a float).
+    pub beyond_64_bits: bool,
 }
 
 fn contains_float(v: &Value) -> bool {
@@ -637,27 +648,41 @@ fn contains_float(v: &Value) -> bool {
     }
 }
 
-fn admits_integer(schema: &Map<String, Value>) -> bool {
-    match schema.get("type") {
-        Some(Value::String(t)) => t == "integer",
-        Some(Value::Array(ts)) => {
-            ts.iter().any(|t| t == "integer") && !ts.iter().any(|t| t == "number")
-        }
-        _ => false,
+/// True when an integral float `f` at a place with this schema is meant as an integer: the schema
+/// says `integer` (and not `number`), or its `enum`/`const` holds the integer equal to `f`.
+pub fn wants_integer(schema: &Map<String, Value>, f: f64) -> bool {
+    if f.fract() != 0.0 || !f.is_finite() {
+        return false;
     }
+    let by_type = match schema.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer") && !ts.iter().any(|t| t == "number"),
+        _ => false,
+    };
+    let is_int = |v: &Value| v.as_i64().is_some_and(|i| i as f64 == f) || v.as_u64().is_some_and(|u| u as f64 == f);
+    by_type
+        || schema.get("enum").and_then(Value::as_array).is_some_and(|vs| {
+            // Only when the float itself is not listed (`Literal[1.0]` keeps a float).
+            vs.iter().any(is_int) && !vs.iter().any(|v| v.is_f64() && v.as_f64() == Some(f))
+        })
+        || schema.get("const").is_some_and(is_int)
 }
 
-fn normalize_integers(schema: &Value, value: &mut Value) -> bool {
+fn normalize_integers(schema: &Value, value: &mut Value, beyond: &mut bool) -> bool {
     let Value::Object(s) = schema else { return false };
     match value {
-        Value::Number(n) if n.is_f64() && admits_integer(s) => {
+        Value::Number(n) if n.is_f64() => {
             let f = n.as_f64().unwrap_or(f64::NAN);
-            // Exactly representable integers only: |f| < 2^63.
-            if f.fract() == 0.0 && f.abs() < 2f64.powi(63) {
-                *value = Value::from(f as i64);
-                return true;
+            if wants_integer(s, f) {
+                // Exactly representable integers only: |f| < 2^63.
+                if f.abs() < 2f64.powi(63) {
+                    *value = Value::from(f as i64);
+                    return true;
+                }
+                *beyond = true;
+                return false;
             }
-            false
+            branches(s, value, beyond)
         }
         Value::Array(items) => {
             let prefix = s.get("prefixItems").and_then(Value::as_array);
@@ -665,10 +690,10 @@ fn normalize_integers(schema: &Value, value: &mut Value) -> bool {
             let mut changed = false;
             for (i, item) in items.iter_mut().enumerate() {
                 if let Some(sub) = prefix.and_then(|p| p.get(i)).or(rest) {
-                    changed |= normalize_integers(sub, item);
+                    changed |= normalize_integers(sub, item, beyond);
                 }
             }
-            changed || branches(s, value)
+            changed || branches(s, value, beyond)
         }
         Value::Object(map) => {
             let props = s.get("properties").and_then(Value::as_object);
@@ -676,22 +701,22 @@ fn normalize_integers(schema: &Value, value: &mut Value) -> bool {
             let mut changed = false;
             for (k, v) in map.iter_mut() {
                 if let Some(sub) = props.and_then(|p| p.get(k)).or(extra) {
-                    changed |= normalize_integers(sub, v);
+                    changed |= normalize_integers(sub, v, beyond);
                 }
             }
-            changed || branches(s, value)
+            changed || branches(s, value, beyond)
         }
-        _ => branches(s, value),
+        _ => branches(s, value, beyond),
     }
 }
 
 /// The first `anyOf`/`oneOf` branch that changes the value decides.
-fn branches(s: &Map<String, Value>, value: &mut Value) -> bool {
+fn branches(s: &Map<String, Value>, value: &mut Value, beyond: &mut bool) -> bool {
     ["anyOf", "oneOf"]
         .iter()
         .filter_map(|k| s.get(*k).and_then(Value::as_array))
         .flatten()
-        .any(|branch| normalize_integers(branch, value))
+        .any(|branch| normalize_integers(branch, value, beyond))
 }
 
 /// The JSON type name of a value, as the model would say it.
@@ -1422,10 +1447,18 @@ mod tests {
             "counts": {"type": "object", "additionalProperties": {"type": "integer"}}
         }});
         let mut v = json!({"n": 1.0, "x": 2.0, "opt": 3.0, "pairs": [[4.0, 5.0]], "counts": {"a": 6.0}, "big": 1e30});
-        assert!(integral_floats_to_ints(&schema, &mut v));
+        assert_eq!(integral_floats_to_ints(&schema, &mut v), IntegerFix { changed: true, beyond_64_bits: false });
         assert_eq!(v.to_string(), r#"{"n":1,"x":2.0,"opt":3,"pairs":[[4,5.0]],"counts":{"a":6},"big":1e+30}"#);
         let mut ints = json!({"n": 1});
-        assert!(!integral_floats_to_ints(&schema, &mut ints));
+        assert_eq!(integral_floats_to_ints(&schema, &mut ints), IntegerFix::default());
+        // At or beyond 2^63: left a float, reported for the binding to make a Python int.
+        let mut huge = json!({"n": 1e300, "x": 1e300});
+        assert_eq!(integral_floats_to_ints(&schema, &mut huge), IntegerFix { changed: false, beyond_64_bits: true });
+        // An enum that lists the integer: `Literal[1, "one", 2.5]` given 1.0 gets 1; 2.5 stays.
+        let lit = json!({"type": "object", "properties": {"v": {"enum": [1, "one", 2.5]}, "w": {"enum": [1.0, 2]}}});
+        let mut v = json!({"v": 1.0, "w": 1.0});
+        assert!(integral_floats_to_ints(&lit, &mut v).changed);
+        assert_eq!(v.to_string(), r#"{"v":1,"w":1.0}"#);
     }
 
     #[test]

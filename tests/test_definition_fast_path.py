@@ -146,7 +146,7 @@ def test_defaults_that_json_cannot_carry_are_not_advertised():
 
     fast = _fast(odd)
     assert fast == _general(odd)
-    assert fast["non_json_defaults"] == ("ratio", "token")
+    assert fast["non_json_defaults"] == ("ratio", "token", "size")
     t = tool(odd, read_only=True)
     assert t.schema.parameters == {
         "type": "object",

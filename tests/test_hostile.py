@@ -182,8 +182,6 @@ def test_nesting_limit_is_the_same_for_python_values_and_json_text(as_text: bool
         # An Optional/Any parameter used to validate NaN as null and then hand the body NaN.
         ({"o": float("nan")}, "NaN is not a JSON number; send a finite number"),
         ({"a": [float("-inf")]}, "-inf is not a JSON number; send a finite number"),
-        ({"n": 2**64}, "integer 18446744073709551616 does not fit in 64 bits"),
-        ({"n": -(2**63) - 1}, "integer -9223372036854775809 does not fit in 64 bits"),
         ({"s": b"abc"}, "bytes are not a JSON value (send text, e.g. base64)"),
         ({1: 2}, "invalid type: integer `1`, expected a string object key (JSON object keys are strings)"),
         ({"d": {(1, 2): 2}}, "invalid type: sequence, expected a string object key (JSON object keys are strings)"),
@@ -253,14 +251,19 @@ def test_an_integer_parameter_never_receives_a_float(args: Any) -> None:
     assert (SEEN["n"], type(SEEN["n"])) == (1, int)
 
 
-@pytest.mark.xfail(
-    reason="JSON text 18446744073709551616 is read by serde_json as a float, which is a valid JSON "
-    "Schema integer beyond 64 bits; it reaches an `int` parameter as a Python float",
-    strict=True,
+@pytest.mark.parametrize(
+    ("args", "n"),
+    [
+        ('{"n": 18446744073709551616}', 2**64),
+        ({"n": 18446744073709551616}, 2**64),
+        ('{"n": 18446744073709551616.0}', 2**64),
+        ({"n": -(2**63) - 1}, -(2**63) - 1),
+        ('{"n": -9223372036854775809}', -(2**63) - 1),
+    ],
 )
-def test_an_integer_beyond_64_bits_in_json_text() -> None:
-    env = call('{"n": 18446744073709551616}')
-    assert env["ok"] is False or type(SEEN["n"]) is int
+def test_an_integer_beyond_64_bits_reaches_the_body_exactly(args: Any, n: int) -> None:
+    assert call(args)["ok"] is True
+    assert (SEEN["n"], type(SEEN["n"])) == (n, int)
 
 
 # ------------------------------------------------------------------ malformed calls

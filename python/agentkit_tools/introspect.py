@@ -152,6 +152,8 @@ _JSON_ATOMS = (str, int)  # bool is an int
 
 def _json_default(value: Any) -> tuple[bool, Any]:
     """(representable, JSON value) of a default."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return False, None  # the core's JSON values hold 64-bit integers: left out of the schema
     if value is None or isinstance(value, _JSON_ATOMS):
         return True, value
     if isinstance(value, float):

@@ -1,6 +1,7 @@
 //! The binding layer: conversions, exception mapping and #[pyclass] wrappers. No logic lives here.
 use pyo3::prelude::*;
 
+mod args;
 mod docstring;
 mod frozen;
 mod memory;

@@ -40,6 +40,38 @@ pub(crate) fn errors(py: Python<'_>) -> PyResult<&Errors> {
     })
 }
 
+thread_local! {
+    /// What the last [`json_value`] on this thread met that JSON text would not give: integers
+    /// beyond 64 bits (carried as floats of the same magnitude for validation), and containers
+    /// other than `dict`/`list` (tuples, sets, mappings, dataclasses).
+    static MET: std::cell::Cell<Met> = const { std::cell::Cell::new(Met { big_ints: false, other_containers: false }) };
+}
+
+/// See [`MET`].
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Met {
+    pub(crate) big_ints: bool,
+    pub(crate) other_containers: bool,
+}
+
+fn note(f: impl FnOnce(&mut Met)) {
+    MET.with(|m| {
+        let mut v = m.get();
+        f(&mut v);
+        m.set(v);
+    });
+}
+
+/// An integer beyond 64 bits as the float of the same magnitude (the largest finite float past
+/// that): exact enough for the validator's type and bound checks; the body gets the integer.
+fn big_int_value(obj: &Bound<'_, PyAny>) -> Value {
+    note(|m| m.big_ints = true);
+    let f = obj.extract::<f64>().unwrap_or_else(|_| {
+        if obj.lt(0i64).unwrap_or(false) { -f64::MAX } else { f64::MAX }
+    });
+    serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+}
+
 pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
     json_value(obj).map_err(|e| PyValueError::new_err(format!("not a JSON value: {e}")))
 }
@@ -52,10 +84,17 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 /// mappings, dataclasses.
 fn json_value(obj: &Bound<'_, PyAny>) -> Result<Value, pythonize::PythonizeError> {
     use serde::de::DeserializeSeed;
+    MET.with(|m| m.set(Met::default()));
     if let Some(value) = plain_json(obj, 0) {
         return Ok(value);
     }
+    MET.with(|m| m.set(Met { big_ints: false, other_containers: true }));
     JsonSeed { depth: 0 }.deserialize(&mut pythonize::Depythonizer::from_object(obj))
+}
+
+/// What the last [`json_value`] call on this thread met (see [`MET`]).
+pub(crate) fn last_met() -> Met {
+    MET.with(std::cell::Cell::get)
 }
 
 /// The fast path of [`json_value`] for the values a decoded tool call is made of: exact `dict`
@@ -77,7 +116,7 @@ fn plain_json(obj: &Bound<'_, PyAny>, depth: usize) -> Option<Value> {
         if let Ok(i) = obj.extract::<i64>() {
             return Some(Value::from(i));
         }
-        return obj.extract::<u64>().ok().map(Value::from);
+        return Some(obj.extract::<u64>().map_or_else(|_| big_int_value(obj), Value::from));
     }
     if obj.is_exact_instance_of::<PyFloat>() {
         let f = obj.cast::<PyFloat>().ok()?.value();
@@ -115,6 +154,7 @@ fn plain_json(obj: &Bound<'_, PyAny>, depth: usize) -> Option<Value> {
             return None;
         }
         let t = obj.cast::<PyTuple>().ok()?;
+        note(|m| m.other_containers = true);
         let mut items = Vec::with_capacity(t.len());
         for v in t.iter() {
             items.push(plain_json(&v, inner)?);
@@ -176,10 +216,16 @@ impl<'de> serde::de::Visitor<'de> for JsonSeed {
         Ok(Value::from(v))
     }
     fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Value, E> {
-        i64::try_from(v).map(Value::from).map_err(|_| E::custom(format!("integer {v} does not fit in 64 bits")))
+        Ok(i64::try_from(v).map(Value::from).unwrap_or_else(|_| {
+            note(|m| m.big_ints = true);
+            serde_json::Number::from_f64(v as f64).map_or(Value::Null, Value::Number)
+        }))
     }
     fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Value, E> {
-        u64::try_from(v).map(Value::from).map_err(|_| E::custom(format!("integer {v} does not fit in 64 bits")))
+        Ok(u64::try_from(v).map(Value::from).unwrap_or_else(|_| {
+            note(|m| m.big_ints = true);
+            serde_json::Number::from_f64(v as f64).map_or(Value::Null, Value::Number)
+        }))
     }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
         serde_json::Number::from_f64(v)
@@ -235,6 +281,10 @@ impl<'de> serde::de::Visitor<'de> for KeySeed {
     fn visit_string<E>(self, v: String) -> Result<String, E> {
         Ok(v)
     }
+}
+
+pub(crate) fn json_value_of(obj: &Bound<'_, PyAny>) -> Result<Value, pythonize::PythonizeError> {
+    json_value(obj)
 }
 
 pub(crate) fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
@@ -300,28 +350,10 @@ impl CoreTool {
         Ok(Self { name, description, documented, validator, parameters: py_params })
     }
 
-    /// Parse (JSON text) or convert (a mapping) the arguments and check them. The flag says the
-    /// value differs from the caller's mapping (an injected key dropped, a float made an integer),
-    /// so the body's dict must be built from the value.
-    fn check(&self, args: &Bound<'_, PyAny>) -> Result<(Value, bool), Rejection> {
-        let mut value = if let Ok(text) = args.cast::<PyString>() {
-            let text = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
-            let trimmed = text.trim();
-            // No arguments, in any form (None, "", blanks, JSON null), is an empty call.
-            if trimmed.is_empty() || trimmed == "null" {
-                Value::Object(serde_json::Map::new())
-            } else {
-                serde_json::from_str(text).map_err(|e| Rejection::NotJson(e.to_string()))?
-            }
-        } else if args.is_none() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            json_value(args).map_err(|e| Rejection::NotJson(e.to_string()))?
-        };
-        let dropped = self.validator.drop_injected(&mut value);
-        self.validator.check(&value)?;
-        let retyped = validate::integral_floats_to_ints(self.validator.schema(), &mut value);
-        Ok((value, dropped || retyped))
+    /// Parse (JSON text) or convert (a mapping) the arguments and check them (see
+    /// [`super::args::check`]).
+    fn check(&self, args: &Bound<'_, PyAny>) -> Result<super::args::Checked, Rejection> {
+        super::args::check(&self.validator, args)
     }
 
     /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
@@ -329,15 +361,9 @@ impl CoreTool {
         &self,
         py: Python<'py>,
         args: &Bound<'py, PyAny>,
-        value: &Value,
-        dropped: bool,
+        checked: &super::args::Checked,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if let Ok(d) = args.cast::<PyDict>() {
-            if !dropped {
-                return d.copy();
-            }
-        }
-        to_py(py, value)?.cast_into::<PyDict>().map_err(Into::into)
+        super::args::body_kwargs(py, &self.validator, args, checked)
     }
 
     fn argument_error(&self, py: Python<'_>, rejection: &Rejection) -> PyErr {
@@ -447,7 +473,7 @@ impl CoreTool {
     /// Raises `ToolArgumentError` with every problem.
     fn validate<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
         match self.check(args) {
-            Ok((value, dropped)) => self.kwargs(py, args, &value, dropped),
+            Ok(checked) => self.kwargs(py, args, &checked),
             Err(rejection) => Err(self.argument_error(py, &rejection)),
         }
     }
@@ -749,8 +775,8 @@ impl CoreRegistry {
         };
         let core = entry.core.get();
         match core.check(&args) {
-            Ok((value, dropped)) => {
-                let kwargs = core.kwargs(py, &args, &value, dropped)?;
+            Ok(checked) => {
+                let kwargs = core.kwargs(py, &args, &checked)?;
                 PyTuple::new(
                     py,
                     [
@@ -790,13 +816,17 @@ impl CoreRegistry {
         };
         let core = entry.core.get();
         match core.check(&args) {
-            Ok((value, dropped)) => {
+            Ok(checked) => {
                 let frozen = match args.cast::<PyDict>() {
-                    // The caller's own objects (tuples stay tuples), as `prepare` + deep_freeze.
-                    Ok(d) if !dropped => crate::py::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)?,
-                    _ => json_to_frozen(py, &value, (frozen_dict, frozen_list))?,
+                    // The caller's own objects, as `prepare` + deep_freeze.
+                    Ok(d) if checked.same_as_caller() => crate::py::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)?,
+                    _ if checked.needs_python() => {
+                        let kwargs = core.kwargs(py, &args, &checked)?;
+                        crate::py::frozen::freeze(kwargs.as_any(), frozen_dict, frozen_list, 0)?
+                    }
+                    _ => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list))?,
                 };
-                let canonical = crate::middleware::canonical_json(&value);
+                let canonical = crate::middleware::canonical_json(&checked.value);
                 PyTuple::new(
                     py,
                     [

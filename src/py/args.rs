@@ -1,0 +1,243 @@
+//! A call's arguments between Python and the validator: read (JSON text or a mapping), checked,
+//! and turned into the body's keyword arguments. The rules are the core's (`validate`); this
+//! module keeps what only the Python side can hold exactly: integers beyond 64 bits, which JSON
+//! allows and Python ints carry, reach the body as the integers that were sent.
+
+use pyo3::prelude::*;
+use pyo3::PyTypeInfo;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PyMapping, PySet, PyString, PyTuple};
+use serde_json::{Map, Value};
+
+use crate::validate::{self, ArgumentValidator, Rejection};
+
+/// Arguments larger than this (bytes of JSON text, or top-level keys of a mapping) are parsed
+/// and checked with the GIL released, so one hostile call does not stall the other threads.
+const DETACH_TEXT_BYTES: usize = 64 * 1024;
+const DETACH_KEYS: usize = 1024;
+
+/// A run of this many digits in JSON text may be an integer beyond 64 bits, which `serde_json`
+/// would read as a float: such text is read by Python's `json` instead (ints stay exact).
+const LONG_DIGITS: usize = 19;
+
+/// A checked call.
+pub(crate) struct Checked {
+    /// The arguments as JSON, as validated (injected keys dropped, integral floats made
+    /// integers where the schema wants one).
+    pub(crate) value: Value,
+    /// `value` differs from the caller's mapping (a key dropped, a float made an integer, a
+    /// tuple, set or other container met): the body's dict is built from `value`.
+    rebuild: bool,
+    /// The arguments hold integers beyond 64 bits (validated as floats of the same magnitude):
+    /// the body's dict is built from this Python object (the caller's mapping, or the text read
+    /// by Python's `json`), never from `value`.
+    exact: Option<Py<PyAny>>,
+    /// An integral float at or beyond 2^63 sits where the schema wants an integer: made a Python
+    /// int in the body's dict.
+    conform: bool,
+}
+
+impl Checked {
+    /// The body may get a copy of the caller's own dict.
+    pub(crate) fn same_as_caller(&self) -> bool {
+        !self.rebuild && self.exact.is_none() && !self.conform
+    }
+
+    /// The body's arguments need Python's help (exact big integers, floats beyond 2^63 made ints).
+    pub(crate) fn needs_python(&self) -> bool {
+        self.exact.is_some() || self.conform
+    }
+}
+
+fn empty() -> Value {
+    Value::Object(Map::new())
+}
+
+fn has_long_digit_run(text: &str) -> bool {
+    let mut run = 0;
+    for b in text.bytes() {
+        if b.is_ascii_digit() {
+            run += 1;
+            if run >= LONG_DIGITS {
+                return true;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    false
+}
+
+static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn json_loads<'py>(text: &Bound<'py, PyString>) -> Result<Bound<'py, PyAny>, Rejection> {
+    let py = text.py();
+    let loads = JSON_LOADS
+        .get_or_try_init(py, || py.import("json").and_then(|m| m.getattr("loads")).map(Bound::unbind))
+        .map_err(|e| Rejection::NotJson(e.to_string()))?;
+    loads.bind(py).call1((text,)).map_err(|e| {
+        let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+        Rejection::NotJson(msg)
+    })
+}
+
+/// Parse (JSON text) or convert (a mapping) the arguments and check them. No arguments, in any
+/// form (None, empty or blank text, JSON `null`), is the empty call `{}`.
+pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Rejection> {
+    let py = args.py();
+    let mut exact = None;
+    let mut other_containers = false;
+    let mut value = if let Ok(text) = args.cast::<PyString>() {
+        let s = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
+        let trimmed = s.trim();
+        if trimmed.is_empty() || trimmed == "null" {
+            empty()
+        } else if has_long_digit_run(s) {
+            let obj = json_loads(text)?;
+            let value = super::tools::json_value_of(&obj).map_err(|e| Rejection::NotJson(e.to_string()))?;
+            if super::tools::last_met().big_ints {
+                exact = Some(obj.unbind());
+            }
+            value
+        } else if s.len() > DETACH_TEXT_BYTES {
+            py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| Rejection::NotJson(e.to_string()))?
+        } else {
+            serde_json::from_str(s).map_err(|e| Rejection::NotJson(e.to_string()))?
+        }
+    } else if args.is_none() {
+        empty()
+    } else {
+        let value = super::tools::json_value_of(args).map_err(|e| Rejection::NotJson(e.to_string()))?;
+        let met = super::tools::last_met();
+        other_containers = met.other_containers;
+        if met.big_ints {
+            exact = Some(args.clone().unbind());
+        }
+        value
+    };
+    let dropped = validator.drop_injected(&mut value);
+    let large = value.as_object().is_some_and(|m| m.len() > DETACH_KEYS);
+    let fix = if large {
+        py.detach(|| {
+            validator.check(&value)?;
+            Ok::<_, Rejection>(validate::integral_floats_to_ints(validator.schema(), &mut value))
+        })?
+    } else {
+        validator.check(&value)?;
+        validate::integral_floats_to_ints(validator.schema(), &mut value)
+    };
+    Ok(Checked {
+        value,
+        rebuild: dropped || fix.changed || other_containers,
+        exact,
+        conform: fix.beyond_64_bits,
+    })
+}
+
+/// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
+pub(crate) fn body_kwargs<'py>(
+    py: Python<'py>,
+    validator: &ArgumentValidator,
+    args: &Bound<'py, PyAny>,
+    checked: &Checked,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = if let Some(source) = &checked.exact {
+        // Exact integers: the Python object, minus the dropped keys, conformed below.
+        let d = PyDict::new(py);
+        d.update(source.bind(py).cast::<PyMapping>()?)?;
+        for k in validator.dropped() {
+            if d.contains(k)? {
+                d.del_item(k)?;
+            }
+        }
+        d
+    } else {
+        match args.cast::<PyDict>() {
+            Ok(d) if !checked.rebuild => d.copy()?,
+            _ => super::tools::to_py(py, &checked.value)?.cast_into::<PyDict>()?,
+        }
+    };
+    if !checked.needs_python() {
+        return Ok(dict);
+    }
+    match conform(py, validator.schema(), dict.as_any())? {
+        Some(new) => Ok(new.cast_into::<PyDict>()?),
+        None => Ok(dict),
+    }
+}
+
+/// The Python value `obj` made to match what the schema promised the body (`None` when it
+/// already does): integral floats where an integer is wanted become ints (exactly, whatever
+/// their size), tuples and sets become lists. Containers are copied, never changed in place.
+fn conform<'py>(py: Python<'py>, schema: &Value, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Value::Object(s) = schema else { return Ok(None) };
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        if validate::wants_integer(s, f.value()) {
+            return Ok(Some(PyInt::type_object(py).call1((obj,))?));
+        }
+        return branches(py, s, obj);
+    }
+    if obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyString>() || obj.is_none() {
+        return Ok(None);
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let props = s.get("properties").and_then(Value::as_object);
+        let extra = s.get("additionalProperties");
+        let mut out: Option<Bound<'py, PyDict>> = None;
+        for (k, v) in d.iter() {
+            let sub = k.cast::<PyString>().ok().and_then(|k| k.to_str().ok()).and_then(|k| props.and_then(|p| p.get(k))).or(extra);
+            if let Some(sub) = sub {
+                if let Some(new) = conform(py, sub, &v)? {
+                    let target = match &out {
+                        Some(o) => o.clone(),
+                        None => {
+                            let o = d.copy()?;
+                            out = Some(o.clone());
+                            o
+                        }
+                    };
+                    target.set_item(k, new)?;
+                }
+            }
+        }
+        return match out {
+            Some(o) => Ok(Some(o.into_any())),
+            None => branches(py, s, obj),
+        };
+    }
+    let is_list = obj.is_instance_of::<PyList>();
+    if is_list || obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PySet>() || obj.is_instance_of::<PyFrozenSet>() {
+        let prefix = s.get("prefixItems").and_then(Value::as_array);
+        let rest = s.get("items");
+        let mut changed = !is_list;
+        let items = PyList::empty(py);
+        for (i, item) in obj.try_iter()?.enumerate() {
+            let item = item?;
+            let new = match prefix.and_then(|p| p.get(i)).or(rest) {
+                Some(sub) => conform(py, sub, &item)?,
+                None => None,
+            };
+            changed |= new.is_some();
+            items.append(new.unwrap_or(item))?;
+        }
+        if changed {
+            return Ok(Some(items.into_any()));
+        }
+        return branches(py, s, obj);
+    }
+    Ok(None)
+}
+
+/// The first `anyOf`/`oneOf` branch that changes the value decides (as the core's own pass).
+fn branches<'py>(py: Python<'py>, s: &Map<String, Value>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(bs)) = s.get(key) {
+            for b in bs {
+                if let Some(new) = conform(py, b, obj)? {
+                    return Ok(Some(new));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
