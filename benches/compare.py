@@ -11,6 +11,12 @@ Returns), the same arguments everywhere:
 - M3 a call with two problems (enum violation, wrong type), to the model-facing error;
 - M5 1,000 concurrent calls of an async tool that sleeps 10 ms (``invoke_many``);
 - M6 define and register 2,000 tools, then render all their schemas for OpenAI Chat;
+- M7 one tool call through each agent framework with our tool (``agentkit_tools.frameworks``)
+  against the same framework's native tool of the same async function: langchain-core
+  ``ainvoke(ToolCall)``, the OpenAI Agents SDK's ``on_invoke_tool`` and a whole ``Runner.run``
+  with a scripted model, a whole pydantic-ai ``Agent.run`` with a ``FunctionModel``;
+- M8 one MCP ``tools/call`` round trip to an in-process ``MCPServer``: through our client
+  (``MCPToolset`` + ``Invoker``) against the ``mcp`` SDK's ``ClientSession.call_tool`` alone;
 - memory: peak RSS of M6 at 2,000 and 20,000 tools, and RSS growth over 1,000,000 calls
   (each in a fresh subprocess).
 
@@ -21,7 +27,7 @@ plus our core's validation alone); a pure-Python dispatcher on the ``jsonschema`
 ``langchain-core`` (``StructuredTool.from_function(parse_docstring=True)``, ``invoke``/``ainvoke``).
 
 Run (after the README's test set-up): ``pip install -r benches/requirements.txt`` then
-``python benches/compare.py`` (``--quick`` for a smoke run). Use a release build of the core:
+``python benches/compare.py`` (``--quick`` for a smoke run, ``--only-integrations`` for M7/M8). Use a release build of the core:
 ``cargo build --release --lib`` and copy ``target/release/libagentkit_tools_core.so`` to
 ``agentkit_tools/_core.abi3.so`` of the package on ``sys.path`` (``pip install .`` does this).
 Prints a table (median over repeats, min–max, and the ratio baseline / ours) and the targets
@@ -442,6 +448,141 @@ async def m5(res: Results, s: dict[str, Any], scale: float) -> None:
             [(k, v, k.startswith("ours")) for k, v in samples.items()])
 
 
+# ---------------------------------------------------------------------------- M7/M8: integrations
+# M7: one tool call through each agent framework, with our tool (agentkit_tools.frameworks)
+# against the same framework's native tool of the same async function; M8: one MCP tools/call
+# round trip to an in-process MCPServer, through our client (MCPToolset + Invoker: our
+# validation, middleware, result mapping) against the SDK's ClientSession.call_tool alone.
+
+def _agents_scripted_model(name: str) -> Any:
+    """An Agents SDK ``Model`` replaying one tool call of ``name`` then a final answer."""
+    from agents import ModelResponse, Usage
+    from agents.models.interface import Model
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    call = ResponseFunctionToolCall(type="function_call", call_id="c1", name=name, arguments=ARGS_JSON, id="fc_1", status="completed")
+    final = ResponseOutputMessage(id="m1", type="message", role="assistant", status="completed",
+                                  content=[ResponseOutputText(type="output_text", text="done", annotations=[])])
+
+    class Scripted(Model):
+        async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+            done = isinstance(input, list) and any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in input)
+            return ModelResponse(output=[final] if done else [call], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    return Scripted()
+
+
+def _pai_function_model(name: str) -> Any:
+    """A pydantic-ai ``FunctionModel`` making one tool call of ``name`` then answering."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: Any, info: Any) -> Any:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart(name, dict(ARGS), tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return FunctionModel(model)
+
+
+async def m7_frameworks(res: Results, scale: float) -> None:
+    from agents import Agent as OAgent, Runner, function_tool, set_tracing_disabled
+    from agents.tool_context import ToolContext as OToolContext
+    from langchain_core.tools import StructuredTool
+    from pydantic_ai import Agent as PAgent
+
+    from agentkit_tools.frameworks import langchain as fw_lc, openai_agents as fw_oa, pydantic_ai as fw_pai
+
+    set_tracing_disabled(True)
+    rep = 7
+    n = max(20, int(300 * scale))
+    afn = make_fn("search_docs", is_async=True)
+    ours_tool = tool(afn, read_only=True)
+    from agentkit_tools.middleware import approval, audit, idempotency, repeat_guard, retry, timeout
+
+    inv = Invoker(ToolRegistry([ours_tool]), middleware=[audit(), approval(), repeat_guard(limit=10**9), idempotency(), retry(), timeout()])
+    expected_text = json.dumps(EXPECTED)
+
+    # langchain-core: the tool-call entry point (ToolCall in, ToolMessage out)
+    [lc_ours] = fw_lc.tools(ours_tool, invoker=inv)
+    lc_native = StructuredTool.from_function(coroutine=afn, parse_docstring=True)
+    tc = {"name": "search_docs", "args": dict(ARGS), "id": "c1", "type": "tool_call"}
+    assert (await lc_ours.ainvoke(tc)).content == expected_text
+    assert (await lc_native.ainvoke(tc)).content == EXPECTED  # a list is a list of content blocks to LangChain
+
+    # OpenAI Agents SDK: FunctionTool.on_invoke_tool (the SDK's per-call entry), and a whole run
+    [oa_ours] = fw_oa.tools(ours_tool, invoker=inv)
+    oa_native = function_tool(afn)
+    octx = OToolContext(context=None, tool_name="search_docs", tool_call_id="c1", tool_arguments=ARGS_JSON)
+    assert await oa_ours.on_invoke_tool(octx, ARGS_JSON) == expected_text
+    assert await oa_native.on_invoke_tool(octx, ARGS_JSON) == EXPECTED
+    oa_agent_ours = OAgent(name="a", model=_agents_scripted_model("search_docs"), tools=[oa_ours])
+    oa_agent_native = OAgent(name="a", model=_agents_scripted_model("search_docs"), tools=[oa_native])
+    assert (await Runner.run(oa_agent_ours, "q")).final_output == "done"
+    assert (await Runner.run(oa_agent_native, "q")).final_output == "done"
+
+    # pydantic-ai: a whole agent run (one tool call, then the answer)
+    pai_ours = PAgent(_pai_function_model("search_docs"), toolsets=[fw_pai.toolset(ours_tool, invoker=inv)])
+    pai_native = PAgent(_pai_function_model("search_docs"), tools=[pydantic_ai_tool(afn)])
+    assert (await pai_ours.run("q")).output == "done"
+    assert (await pai_native.run("q")).output == "done"
+
+    rows = [
+        ("ours: langchain adapter tool.ainvoke(ToolCall)", await time_async(lambda: lc_ours.ainvoke(tc), n * 4, rep), True),
+        ("langchain-core: StructuredTool.ainvoke(ToolCall)", await time_async(lambda: lc_native.ainvoke(tc), n * 4, rep), False),
+    ]
+    res.add("M7a langchain-core: one tool call (async tool)", rows[0][0], await interleave(rows, rep))
+    rows = [
+        ("ours: Agents SDK adapter on_invoke_tool", await time_async(lambda: oa_ours.on_invoke_tool(octx, ARGS_JSON), n * 4, rep), True),
+        ("openai-agents: function_tool(fn).on_invoke_tool", await time_async(lambda: oa_native.on_invoke_tool(octx, ARGS_JSON), n * 4, rep), False),
+    ]
+    res.add("M7b OpenAI Agents SDK: one tool call (async tool)", rows[0][0], await interleave(rows, rep))
+    rows = [
+        ("ours: Runner.run with the adapter's tool", await time_async(lambda: Runner.run(oa_agent_ours, "q"), n, rep), True),
+        ("openai-agents: Runner.run with function_tool(fn)", await time_async(lambda: Runner.run(oa_agent_native, "q"), n, rep), False),
+    ]
+    res.add("M7c OpenAI Agents SDK: agent run with one tool call", rows[0][0], await interleave(rows, rep))
+    rows = [
+        ("ours: Agent.run with the adapter's toolset", await time_async(lambda: pai_ours.run("q"), n, rep), True),
+        ("pydantic-ai: Agent.run with Tool(fn)", await time_async(lambda: pai_native.run("q"), n, rep), False),
+    ]
+    res.add("M7d pydantic-ai: agent run with one tool call", rows[0][0], await interleave(rows, rep))
+
+
+async def m8_mcp(res: Results, scale: float) -> None:
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    from agentkit_tools.mcp_client import MCPToolset
+
+    rep = 7
+    n = max(50, int(1000 * scale))
+    server = MCPServer("bench")
+    # read-only, as a search is: a side-effecting tool's identical calls would be deduplicated
+    server.tool(annotations=ToolAnnotations(read_only_hint=True))(make_fn("search_docs", is_async=True))
+    async with Client(server) as client, MCPToolset(server) as tools:
+        await client.list_tools()  # the SDK validates structured results against the listed output schema
+        inv = Invoker(tools.registry(), middleware=[])
+        from agentkit_tools.middleware import approval, audit, idempotency, repeat_guard, retry, timeout
+
+        chain = Invoker(tools.registry(), middleware=[audit(), approval(), repeat_guard(limit=10**9), idempotency(), retry(), timeout()])
+        call = {"id": "c1", "name": "search_docs", "input": ARGS}
+        assert (await inv.invoke(call))["value"] == {"result": EXPECTED}
+        assert (await chain.invoke(call))["value"] == {"result": EXPECTED}
+        assert (await client.session.call_tool("search_docs", dict(ARGS))).structured_content == {"result": EXPECTED}
+        rows = [
+            ("ours: MCPToolset tool via Invoker.invoke (default chain)", await time_async(lambda: chain.invoke(call), n, rep), True),
+            ("ours: MCPToolset tool via Invoker.invoke (middleware=[])", await time_async(lambda: inv.invoke(call), n, rep), True),
+            ("mcp SDK: ClientSession.call_tool alone", await time_async(lambda: client.session.call_tool("search_docs", dict(ARGS)), n, rep), False),
+            ("mcp SDK: Client.call_tool", await time_async(lambda: client.call_tool("search_docs", dict(ARGS)), n, rep), False),
+        ]
+        res.add("M8 MCP tools/call round trip (in-process MCPServer)", rows[0][0], await interleave(rows, rep))
+
+
 def m6_ours(count: int) -> list[dict[str, Any]]:
     fns = [make_fn(f"search_docs_{i}") for i in range(count)]
     t0 = time.perf_counter()
@@ -626,19 +767,28 @@ def targets(res: Results) -> list[tuple[str, float, str, bool]]:
     return out
 
 
-async def main_async(res: Results, scale: float) -> dict[str, str]:
+async def main_async(res: Results, scale: float, skip_integrations: bool = False) -> dict[str, str]:
     await m1(res, scale)
     s = _setup_calls()
     await m2(res, s, scale)
     messages = await m3(res, s, scale)
     await m5(res, s, scale)
+    if not skip_integrations:
+        await integrations(res, scale)
     return messages
+
+
+async def integrations(res: Results, scale: float) -> None:
+    await m7_frameworks(res, scale)
+    await m8_mcp(res, scale)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smoke run (smaller counts)")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--only-integrations", action="store_true", help="only M7 (frameworks) and M8 (MCP client)")
+    ap.add_argument("--no-integrations", action="store_true", help="skip M7 (frameworks) and M8 (MCP client)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ns = ap.parse_args()
     if ns.child:
@@ -661,11 +811,22 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     res = Results()
-    messages = asyncio.run(main_async(res, scale))
+    if ns.only_integrations:
+        asyncio.run(integrations(res, scale))
+        print_table(res, lambda group: "µs per call" if "one tool call" in group or group.startswith("M8") else "µs per run")
+        path = HERE / "results" / "compare-integrations.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps([{"group": g, "ours": o, "rows": [{"label": lab, **st} for lab, st, _ in rows]}
+                                    for g, o, rows in res.groups], indent=2))
+        print(f"wrote {path}")
+        return
+    messages = asyncio.run(main_async(res, scale, ns.no_integrations))
     m6(res, scale)
     mem = None if ns.no_memory else memory(ns.quick)
 
     def unit(group: str) -> str:
+        if group.startswith(("M7c", "M7d")):
+            return "µs per run"
         return "ms per run" if group.startswith(("M5", "M6")) else "µs per call"
 
     print_table(res, unit)

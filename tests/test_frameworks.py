@@ -192,3 +192,20 @@ def test_adapters_share_a_given_invoker() -> None:
     ]
     with pytest.raises(ValueError, match=r"^the invoker's registry has no tool named 'label'$"):
         tools(label, invoker=inv)
+
+
+async def test_adapter_forgets_the_oldest_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentkit_tools.frameworks as fw
+
+    monkeypatch.setattr(fw, "MAX_RUNS", 2)
+    bridge = fw.Bridge(registry.get("get_stock"))
+    call = ("get_stock", {"sku": "SKU-1"})
+    for _ in range(2):
+        assert (await bridge.call(*call, ctx=bridge.context("run-a")))["ok"] is True
+    assert bridge.context("run-a") is bridge.context("run-a")
+    bridge.context("run-b")
+    bridge.context("run-c")  # run-a is the oldest of three: its repeat counts are dropped
+    assert (await bridge.call(*call, ctx=bridge.context("run-a")))["ok"] is True
+    assert (await bridge.call(*call, ctx=bridge.context("run-a")))["ok"] is True
+    third = await bridge.call(*call, ctx=bridge.context("run-a"))
+    assert third["error"]["code"] == "repeated_call"

@@ -137,8 +137,17 @@ async def test_tools_of_an_mcpserver_register_and_run_through_the_invoker() -> N
         )
         assert message["content"][0]["content"][0]["type"] == "image"
 
-        # the sync dispatcher runs it too
-        assert dispatch({"name": "wx_add_note", "input": {"text": "calm"}}, registry)["value"] == {"result": "noted: calm"}
+        # the sync dispatcher runs it too, from a thread of its own
+        env = await anyio.to_thread.run_sync(dispatch, {"name": "wx_add_note", "input": {"text": "calm"}}, registry)
+        assert env["value"] == {"result": "noted: calm"}
+    # after the session closed, the registered tools say so
+    env = await Invoker(registry).invoke({"name": "wx_forecast", "input": {"city": "Oslo"}})
+    assert env["error"] == {
+        "code": "mcp_disconnected",
+        "message": "The MCP server of tool 'wx_forecast' is no longer connected (its session was closed). Do not "
+        "retry; tell the user this tool is unavailable.",
+        "retriable": False,
+    }
 
 
 async def test_include_and_requires_approval() -> None:
@@ -248,6 +257,9 @@ async def check_inventory(tools: MCPToolset) -> None:
     }
     done = await inv.invoke({"name": "inv_set_price", "input": {"sku": "SKU-1", "cents": 1250}})
     assert done["value"] == "price of SKU-1 set to 1250 cents"
+    # the sync dispatcher, from a thread of its own while the session's loop runs
+    env = await anyio.to_thread.run_sync(dispatch, {"name": "inv_get_stock", "input": {"sku": "SKU-1"}}, reg)
+    assert env["ok"] is True and env["value"] == {"sku": "SKU-1", "on_hand": 12}
 
 
 async def test_round_trip_through_our_serve_mcp_over_stdio() -> None:

@@ -124,7 +124,7 @@ class MCPTool:
         here when called directly) and return its value."""
         if not isinstance(args, FrozenDict):  # the Invoker hands validated, frozen arguments
             args = self._core.validate(args)
-        result = await self.toolset._call(self.remote_name, _thaw(args))
+        result = await self.toolset._call(self.remote_name, _thaw(args), self.name)
         return self.value_of(result)
 
     def value_of(self, result: Any) -> Any:
@@ -228,6 +228,8 @@ class MCPToolset:
         self._registries: list[Any] = []
         self._stack: AsyncExitStack | None = None
         self._tg: Any = None
+        self._loop: Any = None
+        self._lock: Any = None
 
     # ---------------------------------------------------------------- constructors
 
@@ -267,7 +269,11 @@ class MCPToolset:
         Client = _require_mcp()
         import anyio
 
+        import asyncio
+
         stack = AsyncExitStack()
+        self._loop = asyncio.get_running_loop()
+        self._lock = anyio.Lock()
         try:
             client = Client(self.server, message_handler=self._on_message, **self.client_options)
             self.client = await stack.enter_async_context(client)
@@ -366,6 +372,11 @@ class MCPToolset:
         """List the server's tools again (all pages), rebuild the cache and update every
         registry the toolset registered into. ``force``: bypass the client's response cache.
         Returns :meth:`tools`."""
+        self._connected()
+        async with self._lock:  # one listing at a time: back-to-back notifications queue up
+            return await self._refresh(force)
+
+    async def _refresh(self, force: bool) -> list[MCPTool]:
         client = self._connected()
         entries: list[Any] = []
         cursor: str | None = None
@@ -433,23 +444,39 @@ class MCPToolset:
         self.register(reg)
         return reg
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def _call(self, name: str, arguments: dict[str, Any], label: str | None = None) -> Any:
         """One ``tools/call`` round trip; the result is the SDK's ``CallToolResult``, not checked
-        by the SDK (the output schema is checked by the tool, with this package's validator)."""
+        by the SDK (the output schema is checked by the tool, with this package's validator).
+        Called from another event loop (``dispatch`` runs a tool on a private loop in a worker
+        thread), the request is sent from the session's own loop, which must be running: a
+        ``dispatch`` blocking that very loop's thread waits out the tool's deadline. ``label``: the
+        tool's name as the model knows it (for messages)."""
+        import asyncio
+
+        label = label or name
+        if self.client is None:
+            raise ToolError(
+                f"The MCP server of tool {label!r} is no longer connected (its session was closed). Do not "
+                "retry; tell the user this tool is unavailable.",
+                code="mcp_disconnected",
+            )
+        if asyncio.get_running_loop() is not self._loop:
+            future = asyncio.run_coroutine_threadsafe(self._call(name, arguments, label), self._loop)
+            return await asyncio.wrap_future(future)
         import mcp_types as types
         from mcp import MCPError
 
-        client = self._connected()
+        client = self.client
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
         try:
             return await client.session.send_request(request, types.CallToolResult)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise ConnectionError(f"the MCP server closed the connection during the call of {name!r}") from exc
+                raise ConnectionError(f"the MCP server closed the connection during the call of {label!r}") from exc
             raise ToolError(
-                f"The MCP server refused the call of {name!r}: {exc}. Check the arguments against the tool's "
+                f"The MCP server refused the call of {label!r}: {exc}. Check the arguments against the tool's "
                 "description; if they are right, tell the user the tool is failing.",
                 code="mcp_error",
             ) from exc
         except (OSError, EOFError) as exc:
-            raise ConnectionError(f"the MCP server could not be reached for {name!r}: {exc}") from exc
+            raise ConnectionError(f"the MCP server could not be reached for {label!r}: {exc}") from exc

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
-from ..media import media_limit, within_limit
+from ..media import has_media, media_limit, within_limit
 from ..roundtrip import _media_parts, result_limit, tool_result_text
 
-__all__ = ["Bridge", "schema_of"]
+__all__ = ["Bridge", "MAX_RUNS", "schema_of"]
+
+#: How many framework runs an adapter keeps Invoker state (repeat counts, idempotency) for.
+MAX_RUNS = 1024
 
 
 class Bridge:
@@ -49,6 +53,26 @@ class Bridge:
                 raise ValueError(f"the invoker's registry has no tool named {', '.join(map(repr, missing))}")
         self.invoker = invoker
         self.tools = [t for t in tools if getattr(t, "schema", None) is not None]
+        self._runs: OrderedDict[str, Any] = OrderedDict()
+
+    def context(self, run_id: Any) -> Any:
+        """A ``ToolContext`` for the framework's run ``run_id`` (None: no context). The Invoker
+        state of the oldest runs is forgotten beyond :data:`MAX_RUNS` runs, so a long-lived
+        adapter does not keep every finished run's repeat counts."""
+        if run_id is None:
+            return None
+        key = str(run_id)
+        ctx = self._runs.get(key)
+        if ctx is None:
+            from ..context import ToolContext
+
+            ctx = self._runs[key] = ToolContext(run_id=key)
+            while len(self._runs) > MAX_RUNS:
+                old, _ = self._runs.popitem(last=False)
+                self.invoker.forget(old)
+        else:
+            self._runs.move_to_end(key)
+        return ctx
 
     @property
     def registry(self) -> Any:
@@ -83,15 +107,17 @@ class Bridge:
             raise box["exc"]
         return box["env"]  # type: ignore[no-any-return]
 
-    def text(self, name: str, envelope: Mapping[str, Any]) -> str:
-        """What the model reads of an envelope, as text."""
-        return tool_result_text(envelope, max_chars=result_limit(self.registry, name))
-
-    def parts(self, name: str, envelope: Mapping[str, Any]) -> list[Any] | None:
-        """The parts of a successful result holding media (``str`` / ``ToolImage`` /
-        ``ToolFile``; an item over the byte limit replaced by a notice), None otherwise."""
-        parts = _media_parts(envelope, result_limit(self.registry, name))
-        return None if parts is None else within_limit(parts, media_limit(self.registry, name))
+    def read(self, name: str, envelope: Mapping[str, Any]) -> tuple[bool, Any]:
+        """``(ok, what the model reads)``: the text of the envelope (the value's rendering within
+        the tool's character limit, or the error's message), or for a successful result holding
+        images or files its parts (``str`` / ``ToolImage`` / ``ToolFile``, an item over the byte
+        limit replaced by a notice)."""
+        limit = result_limit(self.registry, name)
+        ok = bool(envelope.get("ok"))
+        if ok and has_media(envelope.get("value")):
+            parts = _media_parts(envelope, limit) or []
+            return True, within_limit(parts, media_limit(self.registry, name))
+        return ok, tool_result_text(envelope, max_chars=limit)
 
 
 def schema_of(tool: Any) -> dict[str, Any]:

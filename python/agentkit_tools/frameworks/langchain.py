@@ -35,13 +35,6 @@ def _require() -> Any:
     return langchain_core.tools
 
 
-def _default_context(run_manager: Any) -> Any:
-    from ..context import ToolContext
-
-    run_id = getattr(run_manager, "parent_run_id", None)
-    return ToolContext(run_id=str(run_id)) if run_id is not None else None
-
-
 def _blocks(parts: list[Any]) -> list[dict[str, Any]]:
     from ..media import ToolImage
 
@@ -75,10 +68,10 @@ def _tool_class() -> Any:
         _make_ctx: Any = PrivateAttr()
 
         def _finish(self, env: dict[str, Any]) -> Any:
-            if not env.get("ok"):
-                raise lc.ToolException(self._bridge.text(self.name, env))
-            parts = self._bridge.parts(self.name, env)
-            return self._bridge.text(self.name, env) if parts is None else _blocks(parts)
+            ok, read = self._bridge.read(self.name, env)
+            if not ok:
+                raise lc.ToolException(read)
+            return read if isinstance(read, str) else _blocks(read)
 
         def _run(self, run_manager: Any = None, **kwargs: Any) -> Any:
             env = self._bridge.call_sync(self.name, kwargs, None, self._make_ctx(run_manager))
@@ -103,7 +96,7 @@ def tools(source: Any, *, invoker: Any = None, context: Callable[[Any], Any] | N
     for tool in bridge.tools:
         lc_tool = cls(name=tool.name, description=tool.description, args_schema=schema_of(tool))
         lc_tool._bridge = bridge
-        lc_tool._make_ctx = context or _default_context
+        lc_tool._make_ctx = context or (lambda rm: bridge.context(getattr(rm, "parent_run_id", None)))
         out.append(lc_tool)
     return out
 

@@ -94,7 +94,7 @@ def _invoke(bridge: Bridge, tool: Any, strict: bool, make_ctx: Callable[[Any], A
 
     async def on_invoke_tool(tool_ctx: Any, input_json: str) -> Any:
         arguments: Any = input_json
-        if strict:
+        if strict and "null" in input_json:  # no null token: nothing to drop
             try:
                 parsed = json.loads(input_json) if input_json else {}
             except ValueError:
@@ -102,7 +102,7 @@ def _invoke(bridge: Bridge, tool: Any, strict: bool, make_ctx: Callable[[Any], A
             if isinstance(parsed, dict):
                 arguments = from_strict_arguments(tool, parsed)
         env = await bridge.call(name, arguments or {}, getattr(tool_ctx, "tool_call_id", None), make_ctx(tool_ctx))
-        parts = bridge.parts(name, env)
-        return bridge.text(name, env) if parts is None else _outputs(parts)
+        read = bridge.read(name, env)[1]
+        return read if isinstance(read, str) else _outputs(read)
 
     return on_invoke_tool

@@ -34,13 +34,6 @@ def _require() -> Any:
     return pydantic_ai
 
 
-def _default_context(run_ctx: Any) -> Any:
-    from ..context import ToolContext
-
-    run_id = getattr(run_ctx, "run_id", None)
-    return ToolContext(run_id=str(run_id)) if run_id is not None else None
-
-
 def _content(parts: list[Any]) -> list[Any]:
     from pydantic_ai import BinaryContent
 
@@ -54,7 +47,7 @@ def tools(source: Any, *, invoker: Any = None, context: Callable[[Any], Any] | N
     registry lacks one of the tools."""
     pai = _require()
     bridge = Bridge(source, invoker)
-    make_ctx = context or _default_context
+    make_ctx = context or (lambda run_ctx: bridge.context(getattr(run_ctx, "run_id", None)))
     out = []
     for tool in bridge.tools:
         out.append(
@@ -82,10 +75,10 @@ def _function(bridge: Bridge, name: str, make_ctx: Callable[[Any], Any]) -> Any:
 
     async def call(run_ctx: Any, **arguments: Any) -> Any:
         env = await bridge.call(name, arguments, getattr(run_ctx, "tool_call_id", None), make_ctx(run_ctx))
-        if not env.get("ok"):
-            raise ToolFailed(bridge.text(name, env))
-        parts = bridge.parts(name, env)
-        return bridge.text(name, env) if parts is None else _content(parts)
+        ok, read = bridge.read(name, env)
+        if not ok:
+            raise ToolFailed(read)
+        return read if isinstance(read, str) else _content(read)
 
     call.__name__ = name
     return call
