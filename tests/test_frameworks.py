@@ -209,3 +209,18 @@ async def test_adapter_forgets_the_oldest_runs(monkeypatch: pytest.MonkeyPatch) 
     assert (await bridge.call(*call, ctx=bridge.context("run-a")))["ok"] is True
     third = await bridge.call(*call, ctx=bridge.context("run-a"))
     assert third["error"]["code"] == "repeated_call"
+
+
+def test_adapter_media_over_the_limit_is_a_notice() -> None:
+    from agentkit_tools.frameworks.langchain import tools
+
+    [t] = tools(ToolRegistry([label], max_media_bytes=4))
+    assert t.invoke({"sku": "SKU-1"}) == [
+        {"type": "text", "text": "label of SKU-1"},
+        {
+            "type": "text",
+            "text": f"[image: image/png, {len(PNG)} bytes not sent: over the limit of 4 bytes for one image in a tool "
+            "result. Ask the tool for a smaller image (a lower resolution, a crop, fewer pages) if it offers that; "
+            "otherwise tell the user it was too large to show.]",
+        },
+    ]
