@@ -282,10 +282,35 @@ async def test_round_trip_through_our_serve_mcp_over_http() -> None:
         url = line.split(" on ")[1].strip()
         async with MCPToolset.http(url, prefix="inv_") as tools:
             await check_inventory(tools)
-        async with MCPToolset.http(url, prefix="inv_", headers={"X-Test": "1"}) as tools:
-            assert len(tools.tools()) == 3
+        with_headers = MCPToolset.http(url, prefix="inv_", headers={"X-Test": "1"})
+        for _ in range(2):  # a toolset connects anew each time it is entered
+            async with with_headers as tools:
+                assert len(tools.tools()) == 3
     finally:
         proc.terminate()
         proc.wait(timeout=15)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+async def test_tools_of_a_server_served_again_over_mcp() -> None:
+    """A proxy: an MCP server's tools, validated and run through our Invoker, served by our own
+    MCP server and read with the SDK's client (structured content and images survive)."""
+    from mcp import Client
+
+    from agentkit_tools.mcp_server import build_server
+
+    server, seen = weather_server()
+    async with MCPToolset(server, prefix="wx_", include=["forecast", "radar"]) as tools:
+        async with Client(build_server(tools.registry())) as proxy:
+            listed = {t.name: t for t in (await proxy.list_tools()).tools}
+            assert sorted(listed) == ["wx_forecast", "wx_radar"]
+            assert listed["wx_forecast"].annotations.read_only_hint is True
+            ok = await proxy.call_tool("wx_forecast", {"city": "Oslo"})
+            assert (ok.is_error, ok.structured_content) == (False, {"city": "Oslo", "high_c": 21.5})
+            picture = await proxy.call_tool("wx_radar", {})
+            assert picture.content == [types.ImageContent(data=ToolImage(PNG).base64(), mime_type="image/png")]
+            bad = await proxy.call_tool("wx_forecast", {"city": 3})
+            assert bad.is_error is True
+            assert bad.content[0].text.startswith("tool 'wx_forecast' call rejected: invalid argument(s): city: expected string")
+    assert seen == [{"forecast": {"city": "Oslo", "days": 1}}]  # the bad call never reached the server

@@ -230,6 +230,7 @@ class MCPToolset:
         self._tg: Any = None
         self._loop: Any = None
         self._lock: Any = None
+        self._http_headers: dict[str, str] = {}
 
     # ---------------------------------------------------------------- constructors
 
@@ -255,13 +256,9 @@ class MCPToolset:
         """The tools of a server at a streamable HTTP ``url``; ``headers`` are sent with every
         request (an ``Authorization`` header, say)."""
         _require_mcp()
-        if not headers:
-            return cls(url, **options)
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=dict(headers), timeout=30.0))
-        return cls(transport, **options)
+        toolset = cls(url, **options)
+        toolset._http_headers = dict(headers or {})
+        return toolset
 
     # ---------------------------------------------------------------- the session
 
@@ -275,7 +272,15 @@ class MCPToolset:
         self._loop = asyncio.get_running_loop()
         self._lock = anyio.Lock()
         try:
-            client = Client(self.server, message_handler=self._on_message, **self.client_options)
+            server = self.server
+            if self._http_headers:  # a transport of our own (closed after the session), per connection
+                import httpx2
+                from mcp.client.streamable_http import streamable_http_client
+
+                http = httpx2.AsyncClient(headers=self._http_headers, timeout=30.0)
+                stack.push_async_callback(http.aclose)
+                server = streamable_http_client(self.server, http_client=http)
+            client = Client(server, message_handler=self._on_message, **self.client_options)
             self.client = await stack.enter_async_context(client)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._tg.cancel_scope.cancel)
