@@ -9,11 +9,19 @@ pub const MAX_SPELLED_OUT: usize = 5;
 /// The registered name closest to `name`, when one is close enough to be a likely typo:
 /// a case-insensitive match, or an optimal-string-alignment distance of at most a third of the
 /// name's length (at least 1). Ties go to the alphabetically first name.
+///
+/// Linear in the length of `name` whatever it is: a candidate whose length differs from the
+/// name's by more than the budget cannot be within it and is skipped before any distance is
+/// computed (so a megabyte-long name costs one pass, not one distance per tool).
 pub fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let len = name.chars().count();
+    let budget = (len / 3).max(1);
     let lower = name.to_lowercase();
-    let budget = (name.chars().count() / 3).max(1);
     let mut best: Option<(usize, &'a str)> = None;
     for candidate in names {
+        if candidate.chars().count().abs_diff(len) > budget {
+            continue;
+        }
         let d = if candidate.to_lowercase() == lower {
             0
         } else {
@@ -26,8 +34,22 @@ pub fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Opti
     best.map(|(_, n)| n)
 }
 
-/// `unknown_tool`: names the closest match and lists every available tool (sorted).
+/// The most characters of a model-sent name echoed back in a message.
+pub const MAX_ECHOED_NAME_CHARS: usize = 64;
+
+/// `name` as quoted back to the model: at most [`MAX_ECHOED_NAME_CHARS`] characters, then
+/// `...` and the full length.
+pub fn echoed_name(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.char_indices().nth(MAX_ECHOED_NAME_CHARS) {
+        None => name.into(),
+        Some((cut, _)) => format!("{}... ({} characters)", &name[..cut], name.chars().count()).into(),
+    }
+}
+
+/// `unknown_tool`: names the closest match and lists every available tool (sorted). The name
+/// is echoed at most [`MAX_ECHOED_NAME_CHARS`] characters long.
 pub fn unknown_tool_message(name: &str, available: &[&str], did_you_mean: Option<&str>) -> String {
+    let name = echoed_name(name);
     let hint = did_you_mean.map(|n| format!(" Did you mean '{n}'?")).unwrap_or_default();
     if available.is_empty() {
         return format!("No tool named '{name}', and no tools are available. Answer without calling a tool.");
@@ -101,6 +123,20 @@ pub fn format_seconds(s: f64) -> String {
 mod tests {
     use super::*;
     use crate::validate::ArgumentProblems;
+
+    #[test]
+    fn long_names_are_cheap_and_echoed_short() {
+        let huge = "x".repeat(1_000_000);
+        let names: Vec<String> = (0..500).map(|i| format!("tool_{i}")).collect();
+        let started = std::time::Instant::now();
+        assert_eq!(closest(&huge, names.iter().map(String::as_str)), None);
+        let msg = unknown_tool_message(&huge, &["a"], None);
+        // generous bound on a hang: the quadratic version took seconds
+        assert!(started.elapsed().as_secs_f64() < 1.0);
+        assert_eq!(msg, format!("No tool named '{}... (1000000 characters)'. Available tools: a. Call one of those instead.", "x".repeat(64)));
+        assert_eq!(echoed_name("short"), "short");
+        assert_eq!(echoed_name(&"é".repeat(64)), "é".repeat(64));
+    }
 
     #[test]
     fn closest_names() {

@@ -2,7 +2,8 @@
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `dispatch`, `render`, `memory`)
 //! hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
-//! values and maps errors.
+//! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
+//! so the core builds and runs its tests with pyo3 absent.
 pub mod dispatch;
 pub mod docstring;
 pub mod memory;
@@ -11,11 +12,11 @@ pub mod providers;
 pub mod render;
 pub mod schema;
 pub mod validate;
+#[cfg(feature = "python")]
 mod py;
 
-use pyo3::prelude::*;
-
-#[pymodule]
-fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+#[cfg(feature = "python")]
+#[pyo3::pymodule]
+fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     py::register(m)
 }

@@ -3,7 +3,7 @@
 //! jitter, the per-tool circuit breaker, the egress host allow-list, and the model-facing
 //! messages of the refusals. No Python types: the binding (`crate::py::middleware`) converts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -108,127 +108,192 @@ pub fn args_hash(canonical: &str) -> String {
     hex(&Sha256::digest(canonical.as_bytes())[..8])
 }
 
-/// What identifies "the same call": the scope (run id), the tool name and the canonical arguments.
-pub type CallKey = (String, String, String);
+// ------------------------------------------------------------------ per-conversation state
 
-// ------------------------------------------------------------------ repeat detection
-
-/// Counts identical calls per (scope, tool name, canonical arguments).
-#[derive(Debug, Default)]
-pub struct RepeatCounter {
-    counts: HashMap<CallKey, u32>,
-}
-
-impl RepeatCounter {
-    /// Count one more call and return how many identical calls there have been, this one
-    /// included (1 for the first).
-    pub fn observe(&mut self, key: CallKey) -> u32 {
-        let n = self.counts.entry(key).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    /// Forget every count of `scope` (a finished conversation).
-    pub fn forget_scope(&mut self, scope: &str) {
-        self.counts.retain(|(s, _, _), _| s != scope);
-    }
-
-    pub fn len(&self) -> usize {
-        self.counts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-}
+/// The most conversations (scopes) whose repeat counts and idempotency window one Invoker keeps;
+/// beyond it the least recently used idle one is forgotten.
+pub const MAX_SCOPES: usize = 4096;
+/// The most distinct calls whose repeat count one conversation keeps; beyond it the oldest
+/// count is dropped (a loop repeats a recent call, so old counts matter least).
+pub const MAX_CALLS_PER_SCOPE: usize = 256;
 
 /// Whether a call seen `count` times (this one included) is refused by a guard of `limit`:
-/// the `limit`-th identical call and every later one (SPEC §7: the third, by default).
+/// the `limit`-th identical call and every later one (the third, by default).
 pub fn is_repeat(count: u32, limit: u32) -> bool {
     limit > 0 && count >= limit
 }
 
-// ------------------------------------------------------------------ idempotency
+/// A call inside one conversation: (tool name, canonical arguments).
+type Call = (String, String);
 
-/// The state of one key of the idempotency cache: a call in flight (with something its
-/// duplicates can wait on) or a successful result.
 #[derive(Debug)]
-pub enum Slot<V> {
-    Running(V),
-    Done(V),
+struct Scope<V> {
+    counts: HashMap<Call, u32>,
+    /// The order the counts were first seen, oldest first (what is dropped beyond the cap).
+    order: VecDeque<Call>,
+    /// The one open idempotency window: the last side-effecting call that succeeded, with its
+    /// result. Another side-effecting success replaces it (the world changed).
+    done: Option<(Call, V)>,
+    /// Side-effecting calls running now, with what their duplicates wait on.
+    running: HashMap<Call, V>,
+    touched: u64,
 }
 
-/// What `IdempotencyCache::claim` found.
+impl<V> Scope<V> {
+    fn new(touched: u64) -> Self {
+        Self { counts: HashMap::new(), order: VecDeque::new(), done: None, running: HashMap::new(), touched }
+    }
+}
+
+/// What [`Conversations::claim`] found.
 #[derive(Debug, PartialEq)]
 pub enum Claim<'a, V> {
-    /// A successful result is cached: return it, do not run the tool.
+    /// The same call succeeded and its window is open: return its result, do not run the tool.
     Hit(&'a V),
     /// An identical call is running: wait on this, then claim again.
     Pending(&'a V),
-    /// Nothing cached: the caller runs the tool, then calls `complete` or `release`.
+    /// Nothing to reuse: the caller runs the tool, then calls `complete` or `release`.
     Claimed,
 }
 
-/// The in-process cache of successful results of side-effecting tools, keyed by
-/// (scope, name, canonical arguments). Failures are never cached: `release` forgets the claim.
+/// The state the rules keep per conversation: how often each identical call was seen (repeat
+/// detection) and the idempotency window (the last successful side-effecting call and the calls
+/// in flight). Bounded: at most [`MAX_SCOPES`] conversations, each with at most
+/// [`MAX_CALLS_PER_SCOPE`] counts, one finished result and its calls in flight.
 #[derive(Debug)]
-pub struct IdempotencyCache<V> {
-    slots: HashMap<CallKey, Slot<V>>,
+pub struct Conversations<V> {
+    scopes: HashMap<String, Scope<V>>,
+    /// touched tick → scope, least recently used first.
+    lru: BTreeMap<u64, String>,
+    tick: u64,
+    max_scopes: usize,
+    max_calls: usize,
 }
 
-impl<V> Default for IdempotencyCache<V> {
+impl<V> Default for Conversations<V> {
     fn default() -> Self {
-        Self { slots: HashMap::new() }
+        Self::with_limits(MAX_SCOPES, MAX_CALLS_PER_SCOPE)
     }
 }
 
-impl<V> IdempotencyCache<V> {
-    /// Look `key` up; when absent, mark it running with `waiter` (what duplicates wait on).
-    pub fn claim(&mut self, key: CallKey, waiter: V) -> Claim<'_, V> {
-        use std::collections::hash_map::Entry;
-        match self.slots.entry(key) {
-            Entry::Occupied(e) => match e.into_mut() {
-                Slot::Done(v) => Claim::Hit(v),
-                Slot::Running(w) => Claim::Pending(w),
-            },
-            Entry::Vacant(e) => {
-                e.insert(Slot::Running(waiter));
-                Claim::Claimed
+impl<V> Conversations<V> {
+    pub fn with_limits(max_scopes: usize, max_calls: usize) -> Self {
+        Self { scopes: HashMap::new(), lru: BTreeMap::new(), tick: 0, max_scopes: max_scopes.max(1), max_calls: max_calls.max(1) }
+    }
+
+    fn scope(&mut self, scope: &str) -> &mut Scope<V> {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some(s) = self.scopes.get_mut(scope) {
+            self.lru.remove(&s.touched);
+            s.touched = tick;
+            self.lru.insert(tick, scope.to_owned());
+            return self.scopes.get_mut(scope).expect("present");
+        }
+        if self.scopes.len() >= self.max_scopes {
+            // The least recently used scope with no call in flight (its waiters must be woken by
+            // the call that runs, so such a scope stays).
+            let victim = self
+                .lru
+                .iter()
+                .find(|(_, name)| self.scopes.get(name.as_str()).is_none_or(|s| s.running.is_empty()))
+                .map(|(t, n)| (*t, n.clone()));
+            if let Some((t, name)) = victim {
+                self.lru.remove(&t);
+                self.scopes.remove(&name);
             }
         }
+        self.lru.insert(tick, scope.to_owned());
+        self.scopes.entry(scope.to_owned()).or_insert_with(|| Scope::new(tick))
     }
 
-    /// Store the successful result of a claimed call; returns the waiter to wake.
-    pub fn complete(&mut self, key: CallKey, value: V) -> Option<V> {
-        match self.slots.insert(key, Slot::Done(value)) {
-            Some(Slot::Running(w)) => Some(w),
-            _ => None,
+    /// Count one more identical call and return how many there have been, this one included.
+    pub fn observe(&mut self, scope: &str, name: &str, canonical: &str) -> u32 {
+        let max_calls = self.max_calls;
+        let s = self.scope(scope);
+        let call = (name.to_owned(), canonical.to_owned());
+        if let Some(n) = s.counts.get_mut(&call) {
+            *n = n.saturating_add(1);
+            return *n;
         }
-    }
-
-    /// Forget a claimed call that failed (or whose result lives elsewhere); returns the waiter.
-    pub fn release(&mut self, key: &CallKey) -> Option<V> {
-        match self.slots.remove(key) {
-            Some(Slot::Running(w)) => Some(w),
-            Some(done @ Slot::Done(_)) => {
-                // Never drop a cached success by accident.
-                self.slots.insert(key.clone(), done);
-                None
+        while s.counts.len() >= max_calls {
+            match s.order.pop_front() {
+                Some(old) => {
+                    s.counts.remove(&old);
+                }
+                None => break,
             }
-            None => None,
+        }
+        s.order.push_back(call.clone());
+        s.counts.insert(call, 1);
+        1
+    }
+
+    /// Forget every repeat count of `scope` (a side-effecting call succeeded: reading the world
+    /// again is legitimate).
+    pub fn reset_counts(&mut self, scope: &str) {
+        if let Some(s) = self.scopes.get_mut(scope) {
+            s.counts.clear();
+            s.order.clear();
         }
     }
 
-    pub fn forget_scope(&mut self, scope: &str) {
-        self.slots.retain(|(s, _, _), slot| s != scope || matches!(slot, Slot::Running(_)));
+    /// Look a side-effecting call up; when nothing is reusable, mark it running with `waiter`.
+    pub fn claim(&mut self, scope: &str, name: &str, canonical: &str, waiter: V) -> Claim<'_, V> {
+        let s = self.scope(scope);
+        let call = (name.to_owned(), canonical.to_owned());
+        if s.running.contains_key(&call) {
+            return Claim::Pending(&s.running[&call]);
+        }
+        if matches!(&s.done, Some((c, _)) if *c == call) {
+            return Claim::Hit(&s.done.as_ref().expect("checked").1);
+        }
+        s.running.insert(call, waiter);
+        Claim::Claimed
     }
 
-    pub fn len(&self) -> usize {
-        self.slots.len()
+    /// The claimed call succeeded: its window opens (when `keep`: the result is held here) and
+    /// every other one of the scope closes. Returns the waiter to wake.
+    pub fn complete(&mut self, scope: &str, name: &str, canonical: &str, value: Option<V>) -> Option<V> {
+        let s = self.scope(scope);
+        let call = (name.to_owned(), canonical.to_owned());
+        let waiter = s.running.remove(&call);
+        s.done = value.map(|v| (call, v));
+        waiter
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+    /// Close the scope's idempotency window (another side-effecting call succeeded).
+    pub fn close_window(&mut self, scope: &str) {
+        if let Some(s) = self.scopes.get_mut(scope) {
+            s.done = None;
+        }
+    }
+
+    /// Forget a claimed call that failed; returns the waiter to wake.
+    pub fn release(&mut self, scope: &str, name: &str, canonical: &str) -> Option<V> {
+        let s = self.scopes.get_mut(scope)?;
+        s.running.remove(&(name.to_owned(), canonical.to_owned()))
+    }
+
+    /// Forget a finished conversation (its calls in flight keep their claims).
+    pub fn forget(&mut self, scope: &str) {
+        let Some(s) = self.scopes.get_mut(scope) else { return };
+        if s.running.is_empty() {
+            let t = s.touched;
+            self.scopes.remove(scope);
+            self.lru.remove(&t);
+        } else {
+            s.counts.clear();
+            s.order.clear();
+            s.done = None;
+        }
+    }
+
+    /// `(repeat counts, idempotency entries (finished + running), scopes)`.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        let counts = self.scopes.values().map(|s| s.counts.len()).sum();
+        let idem = self.scopes.values().map(|s| s.running.len() + usize::from(s.done.is_some())).sum();
+        (counts, idem, self.scopes.len())
     }
 }
 
@@ -397,12 +462,58 @@ pub fn url_host(url: &str) -> Option<String> {
     Some(host.to_ascii_lowercase())
 }
 
-/// A host allow-list. Entries are host names (`api.example.com`, an exact match), `*.example.com`
-/// (any subdomain of example.com, not example.com itself), or IP literals; case-insensitive.
+/// A host allow-list. An entry covers itself and its subdomains (`example.com` allows
+/// `example.com` and `api.example.com`, never `example.com.evil.test` or `badexample.com`);
+/// `*.example.com` covers the subdomains only; an IP literal covers exactly itself.
+/// Case-insensitive. Private, loopback and link-local addresses (and `localhost`) are refused
+/// unless an entry names them exactly.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostAllowList {
     exact: Vec<String>,
+    /// Entries given as `*.x`: subdomains only (stored as `.x`).
     suffixes: Vec<String>,
+}
+
+/// Whether `host` is an IP literal: IPv6 (it has a `:`) or a dotted/numeric IPv4 form (the last
+/// label all digits or `0x..`: WHATWG URL parsers read such a host as an address).
+fn is_ip_literal(host: &str) -> bool {
+    if host.contains(':') {
+        return true;
+    }
+    let last = host.rsplit('.').next().unwrap_or("");
+    !last.is_empty()
+        && (last.chars().all(|c| c.is_ascii_digit())
+            || (last.starts_with("0x") && last[2..].chars().all(|c| c.is_ascii_hexdigit())))
+}
+
+/// Whether `host` names this machine or a private, loopback, link-local or unspecified address
+/// (the targets of server-side request forgery: `169.254.169.254`, `10.0.0.1`, `::1`, ...).
+/// Any IPv4 literal that is not in plain dotted-decimal form counts too (`2130706433`, `0x7f.1`
+/// both mean 127.0.0.1).
+pub fn is_internal_host(host: &str) -> bool {
+    use std::net::{IpAddr, Ipv4Addr};
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    if !is_ip_literal(host) {
+        return false;
+    }
+    let v4 = |ip: Ipv4Addr| {
+        ip.is_private() || ip.is_loopback() || ip.is_link_local() || ip.is_unspecified() || ip.is_broadcast()
+            || ip.octets()[0] == 0
+            || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64) // 100.64.0.0/10, shared
+    };
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => v4(ip),
+        Ok(IpAddr::V6(ip)) => {
+            if let Some(mapped) = ip.to_ipv4_mapped() {
+                return v4(mapped);
+            }
+            let first = ip.segments()[0];
+            ip.is_loopback() || ip.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
+        Err(_) => true, // an address in a form we do not read: refused unless listed
+    }
 }
 
 impl HostAllowList {
@@ -425,7 +536,15 @@ impl HostAllowList {
 
     /// Whether `host` (as returned by [`url_host`]) is allowed.
     pub fn allows(&self, host: &str) -> bool {
-        self.exact.iter().any(|e| e == host) || self.suffixes.iter().any(|s| host.len() > s.len() && host.ends_with(s.as_str()))
+        if self.exact.iter().any(|e| e == host) {
+            return true;
+        }
+        if is_internal_host(host) || is_ip_literal(host) {
+            return false; // addresses match only an entry naming them exactly
+        }
+        let covered = |suffix: &str| host.len() > suffix.len() && host.ends_with(suffix);
+        self.suffixes.iter().any(|s| covered(s))
+            || self.exact.iter().any(|e| !is_ip_literal(e) && host.len() > e.len() + 1 && host.ends_with(e.as_str()) && host.as_bytes()[host.len() - e.len() - 1] == b'.')
     }
 
     /// The entries as given back to the model (`*.x` for suffixes), exact ones first.
@@ -441,6 +560,8 @@ pub enum EgressDenial {
     NoHost,
     /// The host is not on the list.
     HostNotAllowed(String),
+    /// The host is private, loopback or link-local and no entry names it.
+    Internal(String),
 }
 
 /// Check the URL a tool is about to fetch against the allow-list.
@@ -448,6 +569,8 @@ pub fn check_egress(url: &str, allow: &HostAllowList) -> Result<String, EgressDe
     let host = url_host(url).ok_or(EgressDenial::NoHost)?;
     if allow.allows(&host) {
         Ok(host)
+    } else if is_internal_host(&host) {
+        Err(EgressDenial::Internal(host))
     } else {
         Err(EgressDenial::HostNotAllowed(host))
     }
@@ -569,6 +692,11 @@ pub fn egress_denied_message(tool: &str, url_arg: &str, denial: &EgressDenial, a
             "{tool} may not reach host '{host}': it is not on the allow-list ({list}). Do not retry \
              with this URL; use an allowed host or tell the user this host is not permitted."
         ),
+        EgressDenial::Internal(host) => format!(
+            "{tool} may not reach host '{host}': it is a private, loopback or link-local address, which \
+             is refused unless the allow-list names it ({list}). Do not retry with this URL; tell the \
+             user this host is not permitted."
+        ),
         EgressDenial::NoHost => format!(
             "{tool} needs an absolute URL with a host in '{url_arg}' (allowed hosts: {list}). Call it \
              again with a full URL such as https://host/path."
@@ -589,10 +717,6 @@ pub fn circuit_open_message(tool: &str, failures: u32, retry_after_s: f64) -> St
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn key(s: &str, n: &str, a: &str) -> CallKey {
-        (s.into(), n.into(), a.into())
-    }
 
     #[test]
     fn strings_are_escaped_exactly_as_serde_json_escapes_them() {
@@ -621,32 +745,62 @@ mod tests {
 
     #[test]
     fn repeat_counts_per_scope() {
-        let mut r = RepeatCounter::default();
-        assert_eq!(r.observe(key("a", "t", "{}")), 1);
-        assert_eq!(r.observe(key("a", "t", "{}")), 2);
-        assert_eq!(r.observe(key("b", "t", "{}")), 1);
-        assert_eq!(r.observe(key("a", "t", "{\"x\":1}")), 1);
-        assert_eq!(r.observe(key("a", "t", "{}")), 3);
+        let mut r: Conversations<u32> = Conversations::default();
+        assert_eq!(r.observe("a", "t", "{}"), 1);
+        assert_eq!(r.observe("a", "t", "{}"), 2);
+        assert_eq!(r.observe("b", "t", "{}"), 1);
+        assert_eq!(r.observe("a", "t", "{\"x\":1}"), 1);
+        assert_eq!(r.observe("a", "t", "{}"), 3);
         assert_eq!((is_repeat(2, 3), is_repeat(3, 3), is_repeat(4, 3), is_repeat(9, 0)), (false, true, true, false));
-        r.forget_scope("a");
-        assert_eq!(r.len(), 1);
-        assert_eq!(r.observe(key("a", "t", "{}")), 1);
+        r.reset_counts("a");
+        assert_eq!(r.observe("a", "t", "{}"), 1);
+        r.forget("a");
+        assert_eq!(r.sizes(), (1, 0, 1));
+        assert_eq!(r.observe("a", "t", "{}"), 1);
     }
 
     #[test]
-    fn idempotency_slots() {
-        let mut c: IdempotencyCache<u32> = IdempotencyCache::default();
-        let k = key("s", "send", "{}");
-        assert_eq!(c.claim(k.clone(), 7), Claim::Claimed);
-        assert_eq!(c.claim(k.clone(), 8), Claim::Pending(&7));
-        assert_eq!(c.release(&k), Some(7));
-        assert_eq!(c.claim(k.clone(), 9), Claim::Claimed);
-        assert_eq!(c.complete(k.clone(), 42), Some(9));
-        assert_eq!(c.claim(k.clone(), 10), Claim::Hit(&42));
-        assert_eq!(c.release(&k), None);
-        assert_eq!(c.claim(k.clone(), 11), Claim::Hit(&42));
-        c.forget_scope("s");
-        assert!(c.is_empty());
+    fn idempotency_window() {
+        let mut c: Conversations<u32> = Conversations::default();
+        assert_eq!(c.claim("s", "send", "{}", 7), Claim::Claimed);
+        assert_eq!(c.claim("s", "send", "{}", 8), Claim::Pending(&7));
+        assert_eq!(c.release("s", "send", "{}"), Some(7));
+        assert_eq!(c.claim("s", "send", "{}", 9), Claim::Claimed);
+        assert_eq!(c.complete("s", "send", "{}", Some(42)), Some(9));
+        assert_eq!(c.claim("s", "send", "{}", 10), Claim::Hit(&42));
+        assert_eq!(c.release("s", "send", "{}"), None);
+        // another side-effecting success closes the window of the first
+        assert_eq!(c.claim("s", "send", "{\"x\":1}", 11), Claim::Claimed);
+        assert_eq!(c.complete("s", "send", "{\"x\":1}", Some(43)), Some(11));
+        assert_eq!(c.claim("s", "send", "{}", 12), Claim::Claimed);
+        c.close_window("s");
+        assert_eq!(c.claim("s", "send", "{\"x\":1}", 13), Claim::Claimed);
+        assert_eq!(c.sizes(), (0, 2, 1));
+        c.forget("s"); // calls in flight keep their claims
+        assert_eq!(c.sizes(), (0, 2, 1));
+        c.release("s", "send", "{}");
+        c.release("s", "send", "{\"x\":1}");
+        c.forget("s");
+        assert_eq!(c.sizes(), (0, 0, 0));
+    }
+
+    #[test]
+    fn state_is_bounded() {
+        let mut c: Conversations<u32> = Conversations::with_limits(3, 2);
+        for i in 0..10 {
+            c.observe("a", "t", &i.to_string());
+        }
+        assert_eq!(c.sizes(), (2, 0, 1));
+        assert_eq!(c.observe("a", "t", "9"), 2);
+        assert_eq!(c.observe("a", "t", "0"), 1); // dropped long ago
+        assert_eq!(c.claim("busy", "t", "{}", 1), Claim::Claimed);
+        for i in 0..100 {
+            c.observe(&format!("run-{i}"), "t", "{}");
+        }
+        // the scope with a call in flight is never evicted
+        assert_eq!(c.sizes().2, 3);
+        assert_eq!(c.claim("busy", "t", "{}", 2), Claim::Pending(&1));
+        assert_eq!(c.observe("run-99", "t", "{}"), 2);
     }
 
     #[test]
@@ -720,6 +874,20 @@ mod tests {
         assert!(!allow.allows("docs.example.org"));
         assert!(!allow.allows("evildocs.example.org"));
         assert!(!allow.allows("example.com"));
+        assert!(allow.allows("v1.api.example.com")); // an entry covers its subdomains
+        assert!(!allow.allows("api.example.com.evil.test"));
+        assert!(!allow.allows("badapi.example.com"));
+        let open = HostAllowList::new(["example.com", "10.0.0.7", "localhost"]);
+        assert!(open.allows("example.com") && open.allows("a.b.example.com") && open.allows("10.0.0.7"));
+        assert!(open.allows("localhost") && !open.allows("10.0.0.8") && !open.allows("1.example.com.evil.test"));
+        for internal in ["169.254.169.254", "127.0.0.1", "10.1.2.3", "192.168.0.1", "::1", "fe80::1", "fc00::1",
+            "::ffff:127.0.0.1", "0.0.0.0", "2130706433", "0x7f.1", "app.localhost", "100.64.0.1"]
+        {
+            assert!(is_internal_host(internal), "{internal}");
+            let url = if internal.contains(':') { format!("http://[{internal}]/") } else { format!("http://{internal}/") };
+            assert_eq!(check_egress(&url, &open).unwrap_err(), EgressDenial::Internal(internal.into()));
+        }
+        assert!(!is_internal_host("8.8.8.8") && !is_internal_host("example.com") && !is_internal_host("2001:db8::1"));
         assert_eq!(check_egress("https://api.example.com/x", &allow), Ok("api.example.com".into()));
         assert_eq!(check_egress("https://evil.com", &allow), Err(EgressDenial::HostNotAllowed("evil.com".into())));
         assert_eq!(check_egress("nope", &allow), Err(EgressDenial::NoHost));

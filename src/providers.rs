@@ -73,8 +73,28 @@ pub struct ToolSpec<'a> {
     pub input_schema: &'a Value,
     /// The output schema, when the tool declares one.
     pub output_schema: Option<&'a Value>,
-    /// `(side_effecting, idempotent)` when known (MCP annotations are left out otherwise).
-    pub flags: Option<(bool, bool)>,
+    /// What the tool declared about its effects, when known (MCP annotations are left out
+    /// otherwise).
+    pub flags: Option<Effects>,
+}
+
+/// A tool's declared effects, for MCP's annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Effects {
+    pub side_effecting: bool,
+    pub idempotent: bool,
+    /// False for a tool made from a plain callable without a declaration: no read-only or
+    /// destructive hint is given for it (nobody classified it).
+    pub declared: bool,
+    /// For a side-effecting tool: whether it may destroy or overwrite (None: MCP's default, yes).
+    /// `Some(false)`: it only adds (`destructiveHint: false`).
+    pub destructive: Option<bool>,
+}
+
+impl Effects {
+    pub fn new(side_effecting: bool, idempotent: bool) -> Self {
+        Self { side_effecting, idempotent, declared: true, destructive: None }
+    }
 }
 
 /// Something a rendering could not express exactly.
@@ -167,17 +187,20 @@ pub fn render(provider: Provider, spec: &ToolSpec<'_>) -> Rendering {
                     });
                 }
             }
-            if let Some((side_effecting, idempotent)) = spec.flags {
+            if let Some(fx) = spec.flags {
                 // MCP's hints: a read-only tool changes nothing (so it is idempotent and not
-                // destructive); a side-effecting one may be destructive (MCP's own default).
-                entry.insert(
-                    "annotations".into(),
-                    json!({
-                        "readOnlyHint": !side_effecting,
-                        "destructiveHint": side_effecting,
-                        "idempotentHint": idempotent || !side_effecting,
-                    }),
-                );
+                // destructive); a side-effecting one may be destructive (MCP's own default)
+                // unless it said it only adds. A tool nobody classified gets no read-only or
+                // destructive hint at all.
+                let mut hints = Map::new();
+                if fx.declared {
+                    hints.insert("readOnlyHint".into(), (!fx.side_effecting).into());
+                    hints.insert("destructiveHint".into(), (fx.side_effecting && fx.destructive != Some(false)).into());
+                    hints.insert("idempotentHint".into(), (fx.idempotent || !fx.side_effecting).into());
+                } else {
+                    hints.insert("idempotentHint".into(), fx.idempotent.into());
+                }
+                entry.insert("annotations".into(), Value::Object(hints));
             }
             Value::Object(entry)
         }
@@ -784,7 +807,7 @@ mod tests {
             description: "Find things by name in the catalogue.",
             input_schema: schema,
             output_schema: None,
-            flags: Some((false, false)),
+            flags: Some(Effects::new(false, false)),
         }
     }
 
@@ -899,11 +922,18 @@ mod tests {
     fn mcp_annotations() {
         let schema = input();
         let mut s = spec(&schema);
-        s.flags = Some((true, false));
+        s.flags = Some(Effects::new(true, false));
         let out = json!({"type": "array"});
         s.output_schema = Some(&out);
         let r = render(Provider::Mcp, &s);
         assert_eq!(r.value["annotations"], json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false}));
+        s.flags = Some(Effects { destructive: Some(false), ..Effects::new(true, false) });
+        assert_eq!(
+            render(Provider::Mcp, &s).value["annotations"],
+            json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false})
+        );
+        s.flags = Some(Effects { declared: false, ..Effects::new(false, false) });
+        assert_eq!(render(Provider::Mcp, &s).value["annotations"], json!({"idempotentHint": false}));
         assert!(r.value.get("outputSchema").is_none());
         assert_eq!(r.findings.len(), 1);
     }

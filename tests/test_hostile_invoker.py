@@ -173,6 +173,12 @@ class BrokenStore:
             raise ConnectionError("redis down")
         self.sets.append(value)
 
+    async def compare_and_set(self, key: str, expected: Any, value: str) -> bool:
+        if self.set_raises:
+            raise ConnectionError("redis down")
+        self.sets.append(value)
+        return True
+
 
 def make_order(runs: list, result: Any = "ordered") -> Any:
     @tool(side_effecting=True)
@@ -201,11 +207,21 @@ async def test_a_broken_store_never_breaks_the_call(store):
     assert (env["ok"], env["value"], "deduplicated" in env, RUNS) == (True, "ordered", False, ["a"])
 
 
-async def test_store_returning_json_text_is_a_hit_without_running_the_tool():
-    store = BrokenStore(get_result='{"cached": [1, 2]}')
+async def test_a_result_another_worker_stored_is_a_hit_without_running_the_tool():
+    from agentkit_tools import _core
+    from agentkit_tools.stores import InMemoryStore
+
+    store = InMemoryStore()
     inv = Invoker(ToolRegistry([make_order(RUNS)]), middleware=[mw.idempotency(store)])
+    key = _core.idempotency_store_key(inv.default_scope, "order", '{"item":"a"}')
+    window = "agentkit-tools:idem-window:" + _core.idempotency_store_key(inv.default_scope, "", "")[20:]
+    await store.set(key, '{"s":"done","value":{"cached":[1,2]}}')
+    await store.set(window, key)
     env = await inv.invoke(call("order", item="a"))
     assert (env["value"], env["deduplicated"], RUNS) == ({"cached": [1, 2]}, True, [])
+    await store.set(window, "another call succeeded since")  # its window closed: the call runs
+    env = await inv.invoke(call("order", item="a"))
+    assert (env["value"], "deduplicated" in env, RUNS) == ("ordered", False, ["a"])
 
 
 async def test_a_non_json_result_is_not_stored_and_the_call_still_succeeds():

@@ -351,8 +351,10 @@ async def test_sync_body_returning_an_awaitable_is_awaited():
 async def test_sync_exceptions_cross_the_thread_hop_as_envelopes(registry):
     env = await Invoker(registry, middleware=[]).invoke({"id": "c", "name": "broken", "input": {"x": 1}})
     assert env["error"]["code"] == "internal_error"
-    started, idle = _core.pool_size()
-    assert started >= 1 and idle <= started
+    from agentkit_tools._runner import pool_sizes
+
+    threads, idle, stuck = pool_sizes()
+    assert threads >= 1 and idle <= threads and stuck == 0
 
 
 # ------------------------------------------------------------------ ToolContext
@@ -399,9 +401,10 @@ async def test_run_id_scopes_state_and_other_context_objects_work():
     n2 = await inv.invoke(call, object())  # no run_id: the Invoker's default scope
     assert [e["value"] for e in (a1, a2, b1, n1, n2)] == ["sent-1", "sent-1", "sent-2", "sent-3", "sent-3"]
     assert [e.get("deduplicated", False) for e in (a1, a2, b1, n1, n2)] == [False, True, False, False, True]
-    assert inv.state.sizes() == (3, 3, 0)
+    # repeat counts: each success reset its conversation's counts, the deduplicated repeats count
+    assert inv.state.sizes() == (2, 3, 0)
     inv.forget("a")
-    assert inv.state.sizes() == (2, 2, 0)
+    assert inv.state.sizes() == (1, 2, 0)
 
 
 def test_tool_call_hash_is_computed_lazily():
@@ -432,17 +435,24 @@ print("main done", flush=True)
 
 @pytest.mark.parametrize(
     "sleep_s,timeout_s,expected",
-    [("0", "30", "body done\n1\nmain done\n"), ("0.3", "0.05", "timeout\nmain done\nbody done\n")],
+    [("0", "30", "body done\n1\nmain done\n"), ("30", "0.05", "timeout\nmain done\n"), ("0.2", "0.05", None)],
 )
-def test_interpreter_exit_waits_for_worker_threads(tmp_path, sleep_s, timeout_s, expected):
+def test_interpreter_exit_never_waits_for_a_timed_out_worker_thread(tmp_path, sleep_s, timeout_s, expected):
     import subprocess
     import sys
+    import time
 
     script = tmp_path / "exit_race.py"
     script.write_text(EXIT_SCRIPT)
-    for _ in range(3):  # the race with finalization used to abort the process most of the time
+    for _ in range(5):  # a worker thread waking while the interpreter finalizes must not crash it
+        started = time.monotonic()
         proc = subprocess.run([sys.executable, str(script), sleep_s, timeout_s], capture_output=True, text=True, timeout=60)
-        assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, "")
+        if expected is None:  # the body may or may not finish before the process is gone
+            assert proc.stdout in ("timeout\nmain done\n", "timeout\nmain done\nbody done\n")
+            assert (proc.returncode, proc.stderr) == (0, "")
+        else:
+            assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, "")
+        assert time.monotonic() - started < 20  # not the body's 30 s
 
 
 def test_non_blocking_tools_run_on_the_event_loop() -> None:

@@ -216,7 +216,8 @@ def test_cli_registry_mcp(cli_module: str, capsys: pytest.CaptureFixture[str]) -
             "name": "lookup",
             "description": "Report how many units of one SKU are in stock today.",
             "inputSchema": LOOKUP_ANTHROPIC["input_schema"],
-            "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
+            # a plain function nobody classified: no read-only or destructive hint
+            "annotations": {"idempotentHint": False},
         },
         {
             "name": "reserve",
@@ -278,4 +279,6 @@ def test_method_decorated_in_its_class_body_is_reported() -> None:
     assert [(f.code, f.subject) for f in lint(Kit.__dict__["make"])] == [("unbound_method", "cls")]
     # Reached through an instance (or the class, for cls), the tool binds and is clean.
     assert lint(Kit().search) == [] and lint(Kit.make) == []
-    assert lint(FunctionTool.from_callable(Kit.search.func.__get__(Kit()))) == []
+    # made without a declaration of its effects: reported
+    assert [f.code for f in lint(FunctionTool.from_callable(Kit.search.func.__get__(Kit())))] == ["undeclared_effects"]
+    assert lint(FunctionTool.from_callable(Kit.search.func.__get__(Kit()), side_effecting=False)) == []

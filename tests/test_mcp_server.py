@@ -237,7 +237,7 @@ async def test_tools_registered_later_are_listed() -> None:
 
     async with Client(server) as client:
         assert (await client.list_tools()).tools == []
-        reg.register(FunctionTool.from_callable(ping))
+        reg.register(FunctionTool.from_callable(ping, side_effecting=False))
         listed = await client.list_tools()
         assert [wire(t) for t in listed.tools] == [
             {

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -298,8 +299,11 @@ async def test_repeat_limit_invalid_calls_and_forget():
         return q
 
     inv = Invoker(ToolRegistry([look]), middleware=[mw.repeat_guard(limit=2)])
-    for _ in range(3):  # invalid calls are not counted
-        assert (await inv.invoke(call("look", q=1)))["error"]["code"] == "invalid_arguments"
+    # an identical invalid call counts like any other: the loop models get stuck in
+    assert (await inv.invoke(call("look", q=1)))["error"]["code"] == "invalid_arguments"
+    assert [(await inv.invoke(call("look", q=1)))["error"]["code"] for _ in range(2)] == ["repeated_call"] * 2
+    assert (await inv.invoke(call("nope", q=1)))["error"]["code"] == "unknown_tool"
+    assert (await inv.invoke(call("nope", q=1)))["error"]["code"] == "repeated_call"
     assert (await inv.invoke(call("look", q="a")))["ok"] is True
     assert (await inv.invoke(call("look", q="a")))["error"]["code"] == "repeated_call"
     inv.forget(inv.default_scope)
@@ -393,7 +397,7 @@ async def test_shared_store_deduplicates_across_invokers():
     )
     key = "agentkit-tools:idem:" + hashlib.sha256('conv-1\0send\0{"to":"bob"}'.encode()).hexdigest()
     assert _core.idempotency_store_key("conv-1", "send", '{"to":"bob"}') == key
-    assert await store.get(key) == '{"receipt":1,"to":"bob"}'
+    assert await store.get(key) == '{"s":"done","value":{"receipt":1,"to":"bob"}}'
 
 
 async def test_store_failures_are_not_cached_and_non_json_results_are_not_stored():
@@ -401,9 +405,10 @@ async def test_store_failures_are_not_cached_and_non_json_results_are_not_stored
     runs = Counter()
     inv = Invoker(ToolRegistry([make_send(runs, fail_first=1)]), middleware=[mw.idempotency(store)])
     assert (await inv.invoke(call("send", to="x")))["ok"] is False
-    assert store._data == {}
+    key = _core.idempotency_store_key(inv.default_scope, "send", '{"to":"x"}')
+    assert store._data == {key: '{"s":"free"}'}  # the claim released, nothing cached
     assert (await inv.invoke(call("send", to="x")))["ok"] is True
-    assert len(store._data) == 1
+    assert json.loads(store._data[key]) == {"s": "done", "value": {"receipt": 2, "to": "x"}}
 
     @tool(side_effecting=True)
     def make_set() -> Any:
@@ -614,6 +619,7 @@ async def test_async_body_is_cancelled_at_its_deadline():
             "message": "slow_report did not finish within 0.05s. Do not retry immediately; tell the user the backend is slow.",
         },
     }
+    await asyncio.sleep(0)  # the cancelled body runs its clean-up on its own, after the caller has its answer
     assert observed == ["cancelled"]
 
 
@@ -695,8 +701,10 @@ async def test_a_body_that_swallows_its_cancellation_keeps_the_task_usable():
         return "slept"
 
     inv = Invoker(ToolRegistry([stubborn]), middleware=[mw.timeout()])
+    started = time.perf_counter()
     env = await inv.invoke(call("stubborn"))
-    assert env["value"] == "ignored the deadline"
+    # past its deadline a call is never a success, whatever the body returns later
+    assert env["error"]["code"] == "timeout" and time.perf_counter() - started < 1.0
     task = asyncio.current_task()
     assert task is not None and getattr(task, "cancelling", lambda: 0)() == 0  # 3.11+
     await asyncio.sleep(0.01)  # the task was not left with a pending cancellation
@@ -763,16 +771,17 @@ async def test_empty_egress_allow_list_denies_every_url_and_audit_says_refused()
 # ------------------------------------------------------------------ the default chain end to end
 
 
-async def test_default_chain_order_dedup_is_recorded_and_repeat_wins_on_the_third_call():
+async def test_default_chain_order_dedup_is_recorded_and_repeat_wins_after_the_success():
     runs = Counter()
     records: list[dict] = []
     send = make_send(runs)
     inv = Invoker(ToolRegistry([send]), middleware=[mw.audit(records.append), *mw.default_chain()[1:]])
-    envs = [await inv.invoke(call("send", to="bob")) for _ in range(3)]
+    envs = [await inv.invoke(call("send", to="bob")) for _ in range(4)]
+    # the success resets the counts (the world changed); the deduplicated repeats count
     assert [(r["decision"], r["outcome"]) for r in records] == [
-        ("executed", "ok"), ("deduplicated", "ok"), ("refused", "repeated_call"),
+        ("executed", "ok"), ("deduplicated", "ok"), ("deduplicated", "ok"), ("refused", "repeated_call"),
     ]
-    assert [e.get("deduplicated", False) for e in envs[:2]] == [False, True]
+    assert [e.get("deduplicated", False) for e in envs[:3]] == [False, True, True]
     assert runs.n == 1
 
 

@@ -20,11 +20,12 @@ from typing import Any, Literal, final
 from typing_extensions import Self
 
 __all__ = [
-    "Completions",
     "CoreRegistry",
     "CoreTool",
     "DeadlineQueue",
     "EgressPolicy",
+    "MAX_CALLS_PER_SCOPE",
+    "MAX_SCOPES",
     "MAX_SPELLED_OUT",
     "MIN_DESCRIPTION_CHARS",
     "FORMAT_PATTERNS",
@@ -42,16 +43,13 @@ __all__ = [
     "deep_freeze",
     "define_function_tool",
     "define_tool",
-    "drain_pool",
     "error_envelope",
     "idempotency_store_key",
     "memory_parse_call",
     "ok_envelope",
     "parse_docstring",
-    "pool_size",
     "render_tool",
     "strip_strict_nulls",
-    "submit_sync",
     "truncate",
     "url_host",
 ]
@@ -287,12 +285,14 @@ def render_tool(
     description: str,
     parameters: Any,
     output_schema: Any = None,
-    flags: tuple[bool, bool] | None = None,
+    flags: tuple[bool, bool, bool | None, bool | None] | None = None,
 ) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
     """Render one tool for ``provider`` (a name of ``PROVIDERS``; ``openai-chat`` and
     ``openai-chat-strict`` are accepted aliases). ``parameters``/``output_schema`` are JSON
-    Schema objects; ``flags`` is ``(side_effecting, idempotent)`` when known (it sets the MCP
-    ``readOnlyHint``/``destructiveHint``/``idempotentHint`` annotations).
+    Schema objects; ``flags`` is ``(side_effecting, idempotent, declared, destructive)`` when
+    known (it sets the MCP ``readOnlyHint``/``destructiveHint``/``idempotentHint`` annotations;
+    an undeclared tool gets no read-only or destructive hint; ``destructive=False`` gives
+    ``destructiveHint: false`` to a side-effecting tool; None for either means the default).
 
     Returns ``(rendering, findings)``: the provider's tools-list entry, and ``(provider, schema
     path, message)`` for each part the provider cannot express and was weakened (the validator
@@ -333,24 +333,35 @@ def url_host(url: str) -> str | None:
 
 @final
 class MiddlewareState:
-    """The state the Invoker's middleware share across calls (one per Invoker):
-    repeat counts and the idempotency cache per ``(scope, tool name, canonical arguments)``,
-    and a circuit breaker per tool. Used from the event loop's thread only."""
+    """The state the Invoker's middleware share across calls (one per Invoker): per conversation
+    (scope), the repeat counts of identical calls and the idempotency window (the last
+    successful side-effecting call and the calls in flight); a circuit breaker per tool. Bounded:
+    at most ``MAX_SCOPES`` conversations (the least recently used one without a call in flight
+    is forgotten first), each with the counts of its last ``MAX_CALLS_PER_SCOPE`` distinct
+    calls. Used from the event loop's thread only."""
 
     def __new__(cls) -> Self: ...
     def repeat_check(self, scope: str, name: str, canonical: str, limit: int) -> dict[str, Any] | None:
         """Count the call; the ``repeated_call`` envelope (``tool``, ``count``) when it is the
-        ``limit``-th or a later identical call of ``scope``, else None.
-        Raises ``OverflowError`` for a negative ``limit``."""
+        ``limit``-th or a later identical call of ``scope``, else None. Raises
+        ``OverflowError`` for a negative ``limit``."""
+
+    def repeat_reset(self, scope: str) -> None:
+        """Forget every repeat count of ``scope`` (a side-effecting call succeeded there)."""
 
     def idem_claim(self, scope: str, name: str, canonical: str, waiter: Any) -> tuple[int, Any]:
         """Look a side-effecting call up: ``(0, None)`` claimed (run it, then
-        ``idem_complete`` or ``idem_release``), ``(1, value)`` a cached success, ``(2,
-        waiter)`` an identical call in flight (await that waiter, then claim again)."""
+        ``idem_complete`` or ``idem_release``), ``(1, value)`` the same call succeeded and its
+        window is open, ``(2, waiter)`` an identical call in flight (await that waiter, then
+        claim again)."""
 
-    def idem_complete(self, scope: str, name: str, canonical: str, value: Any) -> Any:
-        """Cache the successful ``value`` of a claimed call; returns the claim's waiter (to
-        wake) or None."""
+    def idem_complete(self, scope: str, name: str, canonical: str, value: Any, keep: bool = True) -> Any:
+        """The claimed call succeeded: its window opens with ``value`` (not held with
+        ``keep=False``: the result lives in a shared store) and any other window of ``scope``
+        closes. Returns the claim's waiter (to wake) or None."""
+
+    def idem_close(self, scope: str) -> None:
+        """Close the idempotency window of ``scope``."""
 
     def idem_release(self, scope: str, name: str, canonical: str) -> Any:
         """Drop a claim (the call failed: failures are never cached); returns the waiter or
@@ -367,10 +378,19 @@ class MiddlewareState:
         neutral). Returns whether the circuit is now open."""
 
     def forget(self, scope: str) -> None:
-        """Drop the repeat counts and cached results of a finished conversation."""
+        """Drop the repeat counts and cached results of a finished conversation (its calls in
+        flight keep their claims)."""
 
     def sizes(self) -> tuple[int, int, int]:
-        """``(repeat keys, idempotency keys, breakers)``: sizes for tests and monitoring."""
+        """``(repeat keys, idempotency entries, breakers)``: sizes for tests and monitoring."""
+
+    def scopes(self) -> int:
+        """How many conversations are held (at most ``MAX_SCOPES``)."""
+
+#: The most conversations one Invoker keeps state for.
+MAX_SCOPES: int
+#: The most distinct calls whose repeat count one conversation keeps.
+MAX_CALLS_PER_SCOPE: int
 
 @final
 class RetryPolicy:
@@ -442,41 +462,6 @@ class DeadlineQueue:
         """The earliest pending deadline in seconds, or None."""
 
     def __len__(self) -> int: ...
-
-@final
-class Completions:
-    """Where the sync bodies run for one event loop hand their outcomes back: a worker queues
-    ``(future, ok, value)`` and, with the GIL already released, writes a byte to a socket the
-    loop watches (``loop.add_reader(c.fileno(), c.drain, resolve)``). Raises ``OSError`` when
-    the socket pair cannot be created."""
-
-    def __init__(self) -> None: ...
-    def fileno(self) -> int:
-        """The file descriptor to watch for readability."""
-    def drain(self, resolve: Callable[[Any, bool, Any], None]) -> None:
-        """Read the wake-up bytes and call ``resolve(fut, ok, value)`` for every outcome queued
-        so far, in completion order; an error from ``resolve`` is raised after all were given."""
-
-def submit_sync(
-    run: Callable[..., Any],
-    func: Callable[[Any, Any], Any],
-    a: Any,
-    b: Any,
-    done: Completions,
-    fut: Any,
-) -> None:
-    """Run ``run(func, a, b)`` (``run`` is a ``contextvars.Context.run``) on a worker thread of
-    the core's pool and hand ``(fut, ok, value)`` back through ``done`` (``ok`` False:
-    ``value`` is the exception raised). The pool grows on demand up to 8 threads per CPU (at
-    least 32, at most 256); its threads live for the process. Raises ``RuntimeError`` when no
-    worker thread can be started."""
-
-def pool_size() -> tuple[int, int]:
-    """``(threads started, threads idle)`` of the worker pool."""
-
-def drain_pool() -> None:
-    """Wait, with the GIL released, until every submitted sync body has finished (registered
-    with ``atexit``: a worker touching Python during interpreter finalization would abort)."""
 
 # ---------------------------------------------------------------------- memory
 

@@ -17,7 +17,7 @@ from . import _core
 from .dispatch import render_result
 from .errors import ToolDefinitionError
 from .schema import ToolSchema
-from .tools import _NAME_RE, FunctionTool
+from .tools import FunctionTool, check_tool_name
 
 __all__ = ["as_tool", "TASK_DESCRIPTION"]
 
@@ -98,11 +98,7 @@ def as_tool(
             f"as_tool: {runnable!r} has no run method; pass an object with "
             "`async run(task, ctx)` (an agent, a workflow or a loop)"
         )
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ToolDefinitionError(
-            f"tool name {name!r} is not accepted by model providers: use 1-64 characters from "
-            "a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
-        )
+    check_tool_name(name)
     text = description.strip() if description else ""
     if not text:
         doc = _docstring(runnable)

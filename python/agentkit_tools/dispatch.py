@@ -1,20 +1,25 @@
 """``dispatch``: one tool call in, one envelope out, never an exception.
 
 The lookup, validation and every envelope of the failure ladder are built by the Rust core;
-this module only runs the tool body under its deadline.
+the body runs the way it does under the Invoker (``agentkit_tools._runner``): a sync body on the
+process's worker pool, an async body (and an async approver) on one long-lived event loop kept
+for synchronous callers, so clients bound to that loop (a Redis connection pool) keep working
+from one call to the next.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import inspect
 import json
-import os
+import logging
 import time
 from typing import Any, Mapping
 
 from . import _core
+from ._runner import _PLAIN, BodyFailed, is_function_tool, run_body, run_on_background_loop, run_sync_in_worker
 from .errors import ToolTimeoutError
+from .invoker import error_envelope as _error_envelope
+from .middleware import host_approved
 
 __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 
@@ -23,57 +28,53 @@ DEFAULT_TIMEOUT_S = 10.0
 
 _clock = time.perf_counter
 _ok_envelope = _core.ok_envelope
-
-_POOL = concurrent.futures.ThreadPoolExecutor(
-    max_workers=min(64, (os.cpu_count() or 2) * 8), thread_name_prefix="agentkit-tool"
-)
-
-
-def _run_body(tool: Any, kwargs: Mapping[str, Any], ctx: Any, timeout_s: float) -> Any:
-    """Run a validated call in a worker thread (sync body) or a private event loop (async body)."""
-    run_validated = getattr(tool, "run_validated", None)
-    if run_validated is not None and not getattr(tool, "_is_async", False):
-        # A sync FunctionTool: call the body directly in this worker thread.
-        result = tool.fn(kwargs, ctx)
-        if hasattr(result, "__await__"):
-            result = asyncio.run(_await(result))
-        return tool.check_output(result, ctx)
-
-    async def run_async() -> Any:
-        coro = run_validated(kwargs, ctx) if run_validated is not None else tool.run(kwargs, ctx)
-        # Not ``wait_for``: a ``TimeoutError`` the body raises itself must stay the body's, not
-        # read as our deadline expiring.
-        task = asyncio.ensure_future(coro)
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-        if not done:
-            task.cancel()
-            await asyncio.wait({task})
-            raise ToolTimeoutError(tool.name, timeout_s)
-        return task.result()
-
-    return asyncio.run(run_async())
+_log = logging.getLogger("agentkit_tools.middleware")
+_STOP = (KeyboardInterrupt, SystemExit)
 
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
-def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict[str, Any]:
+def _approved(tool: Any, call: Any, kwargs: Any, ctx: Any, approver: Any) -> bool:
+    """The approval gate, as the Invoker's ``approval`` middleware applies it."""
+    call_id = call.get("id", call.get("call_id")) if isinstance(call, dict) else None
+    if host_approved(call, ctx, tool.name, call_id):
+        return True
+    if approver is None:
+        return False
+    try:
+        answer = approver(tool, kwargs, ctx)
+        if inspect.isawaitable(answer):
+            answer = run_on_background_loop(_await(answer))
+    except Exception:
+        _log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
+        return False
+    return answer is True  # only the boolean True approves
+
+
+def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approver: Any = None) -> dict[str, Any]:
     """Run one tool call synchronously and return its envelope; never raises.
 
     ``call`` is ``{"id", "name", "input"}`` (Anthropic; ``input`` a mapping or JSON text), or
     the OpenAI shapes ``{"id", "function": {"name", "arguments"}}`` and ``{"call_id", "name",
     "arguments"}``. The result is ``{"ok": True, "value": ..., "elapsed_ms": float}`` or
-    ``{"ok": False, "error": {"code", "message", ...}}`` with the codes listed in docs/errors.md. The body runs
-    in a worker thread under the tool's ``timeout_s`` (default 10 s): a sync body that overruns is
-    abandoned, not killed (its thread finishes on its own); an async body is cancelled. A sync
-    tool with the attribute ``non_blocking = True`` is called in the caller's thread instead (no
-    thread hop; its deadline cannot interrupt it). A
-    ``TimeoutError`` raised by the body itself is the body's failure (``internal_error``), not
-    our deadline. Every exception of the body becomes an envelope, ``BaseException``s included,
-    except ``KeyboardInterrupt`` and ``SystemExit``: those are requests to stop the program and
-    propagate (as ``asyncio`` treats them). Stateless: approval, repeat detection, idempotency
-    and retry live in ``Invoker``.
+    ``{"ok": False, "error": {"code", "message", ...}}`` with the codes listed in docs/errors.md.
+
+    Steps: look the tool up, validate the arguments, the approval gate, run the body under the
+    tool's ``timeout_s`` (default 10 s), check the output. A ``requires_approval`` tool runs only
+    when the call carries ``"approved": True`` (a key of the call, set by the host), when
+    ``ctx.approvals`` names the tool or the call id, or when ``approver(tool, args, ctx)`` (sync
+    or async) returns ``True``; otherwise the envelope is ``approval_required``.
+
+    A sync body runs on a worker thread (a tool with ``non_blocking = True`` in the caller's
+    thread); at its deadline the envelope is ``timeout`` and the thread is left to finish on its
+    own, its result discarded. An async body runs on a long-lived event loop of the process and is
+    cancelled at its deadline, without the caller waiting for its clean-up. A ``TimeoutError``
+    raised by the body itself is the body's failure, not our deadline. Every exception becomes an
+    envelope, ``BaseException`` subclasses included, except ``KeyboardInterrupt`` and ``SystemExit``
+    (the process is being stopped). Stateless: repeat detection, idempotency and retry need
+    state and live in ``Invoker``.
     """
     try:
         ok, tool, kwargs, core = registry._core.prepare(call)
@@ -81,54 +82,45 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None) -> dict
         return {"ok": False, "error": {"code": "invalid_call", "message": f"{exc}. Send a tool call with a name and its arguments."}}
     if not ok:
         return tool  # type: ignore[no-any-return]
-    timeout_s = getattr(tool, "timeout_s", None) or DEFAULT_TIMEOUT_S
-    started = _clock()
-    if (
-        getattr(tool, "non_blocking", False) is True
-        and getattr(tool, "run_validated", None) is not None
-        and getattr(tool, "_is_async", True) is False
-    ):
-        # A sync FunctionTool declared non-blocking (pure computation): called in the caller's
-        # thread, no thread hop; its deadline cannot interrupt it (as with ``Invoker(...,
-        # inline=...)``). An awaitable it returns is awaited on a worker thread's own loop.
-        try:
-            value = tool.fn(kwargs, ctx)
-            if hasattr(value, "__await__"):
-                pending = _POOL.submit(asyncio.run, _await(value))
-                try:
-                    value = pending.result(timeout=timeout_s)
-                except concurrent.futures.TimeoutError:
-                    if pending.done():
-                        raise
-                    raise ToolTimeoutError(tool.name, timeout_s) from None
-            value = tool.check_output(value, ctx)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            return _error_envelope(tool.name, exc, core)
-        return _ok_envelope(value, (_clock() - started) * 1000.0)  # type: ignore[no-any-return]
-    future = _POOL.submit(_run_body, tool, kwargs, ctx, timeout_s)
+    name = tool.name
     try:
-        # An async body enforces its own deadline (and is cancelled); the extra second only
-        # guards against a loop that never yields.
-        value = future.result(timeout=timeout_s if not getattr(tool, "_is_async", False) else timeout_s + 1.0)
-    except (KeyboardInterrupt, SystemExit):
-        raise
+        if getattr(tool, "requires_approval", False) and not _approved(tool, call, kwargs, ctx, approver):
+            return _core.approval_envelope(name, _core.canonical_args(kwargs)[0])  # type: ignore[no-any-return]
+        timeout_s = getattr(tool, "timeout_s", None) or DEFAULT_TIMEOUT_S
+        started = _clock()
+        if is_function_tool(tool) and getattr(tool, "_is_async", True) is False:
+            if getattr(tool, "non_blocking", False) is True:
+                try:
+                    value = tool.fn(kwargs, ctx)
+                except Exception:
+                    raise
+                except BaseException as exc:
+                    raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+            else:
+                value = run_sync_in_worker(tool.fn, kwargs, ctx, timeout_s, name)
+            if type(value) not in _PLAIN and inspect.isawaitable(value):
+                left = timeout_s - (_clock() - started)
+                if left <= 0:
+                    raise ToolTimeoutError(name, timeout_s)
+                value = run_on_background_loop(_finish_awaitable(tool, value, left))
+            elif _clock() - started > timeout_s:
+                raise ToolTimeoutError(name, timeout_s)  # nothing past the deadline is a success
+            value = tool.check_output(value, ctx)
+        else:
+            value = run_on_background_loop(run_body(tool, kwargs, ctx, timeout_s))
+    except Exception as exc:
+        return _error_envelope(name, exc, core)
     except BaseException as exc:
-        if isinstance(exc, concurrent.futures.TimeoutError) and not future.done():
-            exc = ToolTimeoutError(tool.name, timeout_s)  # our deadline, not the body's error
-        return _error_envelope(tool.name, exc, core)
+        if isinstance(exc, _STOP):
+            raise
+        return _error_envelope(name, exc, core)
     return _ok_envelope(value, (_clock() - started) * 1000.0)  # type: ignore[no-any-return]
 
 
-def _error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, Any]:
-    """The envelope of a failed call; an exception too broken to describe (its attributes
-    raise) still yields an ``internal_error`` envelope."""
-    try:
-        return _core.error_envelope(tool_name, exc, core)  # type: ignore[no-any-return]
-    except Exception:
-        broken = RuntimeError(f"{type(exc).__qualname__} (its details cannot be read)")
-        return _core.error_envelope(tool_name, broken, None)  # type: ignore[no-any-return]
+async def _finish_awaitable(tool: Any, awaitable: Any, limit: float) -> Any:
+    from ._runner import _await_coro
+
+    return await _await_coro(_await(awaitable), limit, tool.name)
 
 
 def render_result(result: Any, *, max_chars: int = 2000) -> str:

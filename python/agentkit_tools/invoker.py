@@ -4,209 +4,70 @@
 and always returns an envelope; ``await invoke_many(calls, ctx)`` runs a model turn's calls
 concurrently and returns their envelopes in call order.
 
-Where a tool body runs:
+How a tool body runs (the same on every path; see ``agentkit_tools._runner``):
 
-- an ``async`` body is awaited on the event loop (cancelled on its deadline);
-- a sync body runs on a worker thread of the Rust core's pool, which hands the outcome back to
-  the loop through a socket it watches (written after the worker released the GIL), cheaper
-  than ``asyncio.to_thread`` (see ``benches/thread_hop.py``); the caller's ``contextvars``
-  (OpenTelemetry's current span among them) are copied into the thread as
-  ``asyncio.to_thread`` does;
+- an ``async`` body runs as its own task on the caller's event loop; at its deadline the caller
+  gets ``timeout`` at once and the body is cancelled without the caller waiting for its
+  clean-up;
+- a sync body runs on a worker thread of the process's pool (daemon threads: a body still
+  running never keeps the interpreter from exiting); at its deadline the caller gets
+  ``timeout`` and the thread runs on until the function returns, its result discarded; a queued
+  call whose deadline passed never starts; the caller's ``contextvars`` are copied into the
+  thread as ``asyncio.to_thread`` does;
 - a sync body of a tool declared non-blocking (``Invoker(..., inline={"name", ...})`` or a tool
-  attribute ``non_blocking = True``) is called directly on the event loop: no thread hop at all,
-  but it blocks the loop while it runs and its deadline cannot interrupt it.
-
-A sync body that outlives its deadline keeps its worker thread until it returns (Python cannot
-kill a thread); interpreter exit waits for such bodies, as it does for ``asyncio.to_thread``'s.
+  attribute ``non_blocking = True``) is called directly on the event loop: no thread hop, but
+  it blocks the loop while it runs and its deadline cannot interrupt it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import collections.abc
-import contextvars
-import inspect
 import logging
 import time
 import uuid
-import weakref
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from .errors import ToolTimeoutError
+from ._runner import BodyFailed, run_body
 from .frozen import FrozenDict, FrozenList
-from .middleware import (
-    Handler,
-    Middleware,
-    ToolCall,
-    _Approval,
-    _Audit,
-    _Egress,
-    _Idempotency,
-    _RepeatGuard,
-    _Retry,
-    _Timeout,
-    default_chain,
-    retry_safe,
-)
+from .middleware import Handler, Middleware, ToolCall, default_chain
 
 __all__ = ["Invoker"]
 
 _log = logging.getLogger("agentkit_tools.invoker")
-
-
-def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    """Complete ``fut`` on the loop's thread with a worker's result (unless it was cancelled)."""
-    if fut.done():
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        if isinstance(value, StopIteration):
-            # A future refuses StopIteration (TypeError in this callback, the caller would wait
-            # forever); Python 3.12+ converts it this way.
-            err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
-            err.__cause__ = value
-            value = err
-        fut.set_exception(value)
-
-
-# Interpreter exit waits for sync bodies still running on the pool (as it does for the threads of
-# asyncio.to_thread): a Rust thread touching Python during finalization would abort the process.
-atexit.register(_core.drain_pool)
-
-
-def run_in_worker(fn: Any, a: Any, b: Any) -> asyncio.Future[Any]:
-    """``fn(a, b)`` on a worker thread of the core's pool (a tool body: ``fn(args, ctx)``);
-    returns a future of the running loop with its result or exception. The caller's context
-    variables are copied into the thread. The worker hands the outcome back through a socket
-    the loop watches, written after it has released the GIL (``_core.Completions``)."""
-    loop = asyncio.get_running_loop()
-    state = _state_of(loop)
-    done = state.completions
-    if done is None:  # the loop's first sync body
-        done = state.completions = _core.Completions()
-        loop.add_reader(done.fileno(), done.drain, _resolve)
-    fut = loop.create_future()
-    _core.submit_sync(contextvars.copy_context().run, fn, a, b, done, fut)
-    return fut
-
-
-class _Deadlines:
-    """All pending call deadlines of one event loop behind a single timer. The queue lives in
-    the Rust core; arming one asyncio timer per call would cost more than the rest of the
-    middleware chain together."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weakly: ``_LOOPS`` is keyed weakly by the loop, a strong reference in the value
-        # would keep every loop (and its queue) alive forever.
-        self.loop = weakref.proxy(loop)
-        self.queue = _core.DeadlineQueue()
-        self.armed_at: float | None = None
-        # also weakly: a timer handle holds its loop (the loop holds the handle while armed)
-        self.handle: weakref.ref[asyncio.TimerHandle] | None = None
-
-    def add(self, when: float, deadline: _Deadline) -> int:
-        token: int = self.queue.push(when, deadline)
-        if self.armed_at is None or when < self.armed_at:
-            self._arm(when)
-        return token
-
-    def _arm(self, when: float) -> None:
-        handle = None if self.handle is None else self.handle()
-        if handle is not None:
-            handle.cancel()
-        self.armed_at = when
-        self.handle = weakref.ref(self.loop.call_at(when, self._fire))
-
-    def _fire(self) -> None:
-        self.handle = self.armed_at = None
-        # asyncio runs a timer up to one clock resolution early
-        for deadline in self.queue.pop_expired(self.loop.time() + _CLOCK_RESOLUTION):
-            deadline.expire()
-        nxt = self.queue.next_deadline()
-        if nxt is not None:
-            self._arm(nxt)
-
-
-_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
-#: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
+_STOP = (KeyboardInterrupt, SystemExit)
+#: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
+#: told apart from a CancelledError raised by a middleware.
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
 
 
-class _LoopState:
-    """What the Invoker keeps per event loop: its call deadlines, and where the worker threads
-    hand their outcomes back (created with the loop's first sync body)."""
-
-    __slots__ = ("deadlines", "completions")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.deadlines = _Deadlines(loop)
-        self.completions: Any = None
-
-
-_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
-#: The last loop looked up and its state (the usual case: one loop), without keeping it alive.
-_LAST: tuple[weakref.ref[asyncio.AbstractEventLoop], _LoopState] | None = None
+def error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, Any]:
+    """The envelope of a failed call; an exception too broken to describe (its attributes
+    raise) still yields an ``internal_error`` envelope."""
+    if type(exc) is BodyFailed:
+        exc = exc.exc
+    try:
+        return _core.error_envelope(tool_name, exc, core)  # type: ignore[no-any-return]
+    except Exception:
+        broken = RuntimeError(f"{type(exc).__qualname__} (its details cannot be read)")
+        return _core.error_envelope(tool_name, broken, None)  # type: ignore[no-any-return]
 
 
-def _state_of(loop: asyncio.AbstractEventLoop) -> _LoopState:
-    global _LAST
-    last = _LAST
-    if last is not None and last[0]() is loop:
-        return last[1]
-    state = _LOOPS.get(loop)
-    if state is None:
-        state = _LOOPS[loop] = _LoopState(loop)
-    _LAST = (weakref.ref(loop), state)
-    return state
+def _fault_envelope(exc: BaseException) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": f"The call could not be completed: {type(exc).__qualname__}: {exc}. This is "
+            "a fault in the agent's tooling, not in your arguments; do not retry.",
+        },
+    }
 
 
-class _Deadline:
-    """``with _Deadline(limit, name): result = await body``: at most ``limit`` seconds for the
-    awaits inside (None: no limit). On expiry the awaiting task is cancelled at its current
-    ``await`` (an async body sees ``CancelledError``; the future of a sync body is abandoned)
-    and the block raises ``ToolTimeoutError``. A ``TimeoutError`` raised by the body itself
-    passes through unchanged (it is the tool's, and retriable). A plain context manager, not a
-    coroutine, so it adds no frame to every resumption of the body."""
-
-    __slots__ = ("limit", "name", "task", "expired", "deadlines", "token", "cancelling")
-
-    def __init__(self, limit: float | None, name: str) -> None:
-        self.limit = limit
-        self.name = name
-        self.task: asyncio.Task[Any] | None = None
-        self.expired = False
-
-    def __enter__(self) -> _Deadline:
-        if self.limit is None:
-            return self
-        task = asyncio.current_task()
-        if task is None:  # not inside a task: nothing to cancel, so no deadline
-            return self
-        loop = task.get_loop()
-        self.task = task
-        self.deadlines = deadlines = _state_of(loop).deadlines
-        self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
-        self.token = deadlines.add(loop.time() + self.limit, self)
-        return self
-
-    def expire(self) -> None:
-        self.expired = True
-        self.task.cancel()  # type: ignore[union-attr]
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.task is None:
-            return
-        self.deadlines.queue.remove(self.token)
-        if self.expired:
-            if _COUNTS_CANCELS:  # this cancellation is consumed here
-                if self.task.uncancel() > self.cancelling:
-                    return  # the caller cancelled too: its CancelledError propagates (as asyncio.timeout)
-            if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
-                raise ToolTimeoutError(self.name, self.limit) from None  # type: ignore[arg-type]
-        # else: the body swallowed the cancellation and returned; its result stands
+def _caller_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
 
 
 #: ``isinstance`` against ``typing.Mapping`` goes through typing's slow ``__subclasscheck__``;
@@ -238,63 +99,6 @@ def _call_id(call: Any) -> Any:
     return call.get("call_id") if cid is None else cid
 
 
-#: Results that are never awaitable: ``inspect.isawaitable`` (an ABC check) is skipped for them.
-_PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
-
-
-class _FastLane:
-    """The built-in chain fused into one coroutine for the calls it would only pass through.
-
-    Built when every middleware of the chain is a built-in one, each at most once, with
-    ``repeat_guard`` outside ``retry`` and ``retry`` outside ``timeout`` (their default order).
-    A call takes the lane when nothing would observe its audit record and none of approval,
-    idempotency or egress applies to its tool (no ``requires_approval``, not side-effecting, no
-    ``url_arg``) and ``retry`` keeps no circuit breaker: then the chain reduces to the repeat
-    check, the retry loop and the per-attempt deadline, run here without one coroutine per
-    middleware. Every other call goes down the composed chain; both give the same envelope.
-    """
-
-    __slots__ = ("audit", "approval", "idempotency", "egress", "repeat_limit", "policy", "sleep", "timeout")
-
-    def __init__(self, chain: Sequence[Middleware]) -> None:
-        kinds = {type(mw): mw for mw in chain}
-        self.audit: _Audit | None = kinds.get(_Audit)  # type: ignore[assignment]
-        self.approval = _Approval in kinds
-        self.idempotency = _Idempotency in kinds
-        self.egress = _Egress in kinds
-        guard: _RepeatGuard | None = kinds.get(_RepeatGuard)  # type: ignore[assignment]
-        self.repeat_limit = None if guard is None else guard.limit
-        retry: _Retry | None = kinds.get(_Retry)  # type: ignore[assignment]
-        self.policy = None if retry is None else retry.policy  # read once, as retry's wrap does
-        self.sleep = asyncio.sleep if retry is None or retry.sleep is None else retry.sleep
-        self.timeout: _Timeout | None = kinds.get(_Timeout)  # type: ignore[assignment]
-
-    @classmethod
-    def of(cls, chain: Sequence[Middleware]) -> _FastLane | None:
-        """The lane for ``chain``, or None when the chain holds anything else."""
-        builtin = (_Audit, _Approval, _RepeatGuard, _Idempotency, _Retry, _Timeout, _Egress)
-        kinds = [type(mw) for mw in chain]
-        if any(k not in builtin for k in kinds) or len(set(kinds)) != len(kinds):
-            return None
-        if any("wrap" in getattr(mw, "__dict__", ()) for mw in chain):  # a wrap replaced on the instance
-            return None
-        order = [k for k in kinds if k in (_RepeatGuard, _Retry, _Timeout)]
-        if order != sorted(order, key=(_RepeatGuard, _Retry, _Timeout).index):
-            return None
-        retry = next((mw for mw in chain if isinstance(mw, _Retry)), None)
-        if retry is not None and retry.breaker_threshold is not None:
-            return None
-        return cls(chain)
-
-    def takes(self, tool: Any) -> bool:
-        """Whether a call of ``tool`` skips approval, idempotency and egress."""
-        return not (
-            (self.approval and getattr(tool, "requires_approval", False))
-            or (self.idempotency and getattr(tool, "side_effecting", False))
-            or (self.egress and getattr(tool, "url_arg", None))
-        )
-
-
 class Invoker:
     """Runs tool calls through a middleware chain; never raises into the agent loop.
 
@@ -306,7 +110,10 @@ class Invoker:
 
     The state of repeat detection, idempotency and the circuit breakers lives in the Invoker
     (``state``), scoped by ``ctx.run_id``; calls without a context or run id share one default
-    scope per Invoker. ``forget(run_id)`` drops a finished conversation's state.
+    scope per Invoker. It is bounded: per conversation the counts of the last 256 distinct calls
+    and one open idempotency window (plus the calls in flight), and at most 4,096 conversations
+    (the least recently used one without a call in flight is forgotten first).
+    ``forget(run_id)`` drops a finished conversation's state at once.
     """
 
     def __init__(
@@ -330,7 +137,6 @@ class Invoker:
         for mw in reversed(self.middleware):
             handler = mw.wrap(self, handler)
         self._entry = handler
-        self._lane = _FastLane.of(self.middleware)
 
     def __repr__(self) -> str:
         return f"Invoker({len(self.registry)} tools, middleware={list(self.middleware)!r})"
@@ -342,8 +148,10 @@ class Invoker:
     # ---------------------------------------------------------------- entry points
 
     async def invoke(self, call: Mapping[str, Any], ctx: Any = None) -> dict[str, Any]:
-        """Run one tool call; returns its envelope, never raises (cancellation of the
-        awaiting task propagates as usual).
+        """Run one tool call; returns its envelope, never raises. ``KeyboardInterrupt`` and
+        ``SystemExit`` propagate (the process is being stopped), and so does the cancellation of
+        the awaiting task; anything else — a ``CancelledError`` or another ``BaseException`` a
+        tool body raised itself included — becomes an envelope.
 
         ``call``: ``{"id", "name", "input"}`` (Anthropic; ``input`` a mapping or JSON text),
         ``{"id", "function": {"name", "arguments"}}`` (OpenAI Chat; ``arguments`` JSON text) or
@@ -352,68 +160,15 @@ class Invoker:
         True``) or ``{"ok": False, "error": {"code", "message", ...}}``.
         """
         try:
-            lane = self._lane
-            if lane is None or (lane.audit is not None and lane.audit.observed(ctx)):
-                return await self._entry(self._start(call, ctx))
-            try:
-                ok, tool, args, core, canonical = self.registry._core.admit(call, FrozenDict, FrozenList)
-            except Exception:  # not a dict: the chain answers with its envelope
-                return await self._entry(self._start(call, ctx))
-            # The composed chain reads the scope of every call it is given (a failing ctx.run_id
-            # fails the call there): so does the lane.
-            scope = self._scope(ctx)
-            if not ok:  # unknown tool, invalid arguments: no middleware acts on it
-                return tool  # type: ignore[no-any-return]
-            if not lane.takes(tool):
-                return await self._entry(self._prepared(call, ctx, tool, args, core, canonical))
-            # The fast lane: the chain reduced to the repeat check, the retry loop and the deadline,
-            # each read at the moment the composed chain reads it.
-            name = tool.name
-            if lane.repeat_limit is not None:
-                refused = self.state.repeat_check(scope, name, canonical, lane.repeat_limit)
-                if refused is not None:
-                    return refused  # type: ignore[no-any-return]
-            policy = lane.policy
-            safe = policy is not None and retry_safe(tool)  # once, before the first attempt
-            attempt = 0
-            while True:
-                attempt += 1
-                # before the body (a ctx.deadline is cut from now), outside the body's try
-                limit = None if lane.timeout is None else lane.timeout.limit(tool, ctx)
-                started = time.perf_counter()
-                try:
-                    if self._inline(tool):  # no coroutine: the deadline could not interrupt the body
-                        result = tool.fn(args, ctx)
-                        if type(result) not in _PLAIN and inspect.isawaitable(result):
-                            with _Deadline(limit, name):
-                                result = await result
-                        value = tool.check_output(result, ctx)
-                    else:
-                        value = await self._run_body(tool, args, ctx, limit, inline=False)
-                except Exception as exc:
-                    if isinstance(exc, StopIteration):  # what leaving _run_body's frame makes of it (PEP 479)
-                        err = RuntimeError("coroutine raised StopIteration")
-                        err.__cause__ = exc
-                        exc = err
-                    env: dict[str, Any] = _core.error_envelope(name, exc, core)
-                    if policy is None:
-                        return env
-                    delay = policy.decide(exc, safe, attempt)[1]
-                    if delay is None:
-                        return env
-                else:
-                    return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
-                await lane.sleep(delay)  # outside the except block, as in retry (no exception context)
+            return await self._entry(self._start(call, ctx))
         except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
             _log.exception("Invoker failed on a call of %r", _call_name(call))
-            return {
-                "ok": False,
-                "error": {
-                    "code": "internal_error",
-                    "message": f"The call could not be completed: {type(exc).__qualname__}: {exc}. This is "
-                    "a fault in the agent's tooling, not in your arguments; do not retry.",
-                },
-            }
+            return _fault_envelope(exc)
+        except BaseException as exc:
+            if isinstance(exc, _STOP) or (isinstance(exc, asyncio.CancelledError) and _caller_cancelled()):
+                raise
+            _log.exception("Invoker failed on a call of %r", _call_name(call))
+            return _fault_envelope(exc)
 
     async def invoke_many(self, calls: Iterable[Mapping[str, Any]], ctx: Any = None) -> list[dict[str, Any]]:
         """Run a model turn's calls concurrently; the envelopes come back in call order."""
@@ -456,10 +211,12 @@ class Invoker:
         call.attempts += 1
         started = time.perf_counter()
         try:
-            value = await self._run_body(tool, call.args, call.ctx, call.timeout_s, self._inline(tool))
+            value = await run_body(tool, call.args, call.ctx, call.timeout_s, self._inline(tool))
         except Exception as exc:
+            if type(exc) is BodyFailed:
+                exc = exc.exc
             call.exc = exc
-            return _core.error_envelope(tool.name, exc, call.core)  # type: ignore[no-any-return]
+            return error_envelope(tool.name, exc, call.core)
         return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
 
     def _inline(self, tool: Any) -> bool:
@@ -471,25 +228,3 @@ class Invoker:
             and not getattr(tool, "_is_async", False)
             and (tool.name in self.inline or getattr(tool, "non_blocking", False) is True)
         )
-
-    async def _run_body(self, tool: Any, args: Any, ctx: Any, limit: float | None, inline: bool) -> Any:
-        """Run the body once within ``limit`` seconds (None: no deadline) and check its result;
-        ``inline``: ``self._inline(tool)``, as the caller found it."""
-        fn = getattr(tool, "fn", None)
-        check = getattr(tool, "check_output", None)
-        name = tool.name
-        if fn is None or check is None:  # any other Tool: its own run(args, ctx)
-            with _Deadline(limit, name):
-                return await tool.run(args, ctx)
-        if getattr(tool, "_is_async", False):
-            with _Deadline(limit, name):
-                result = await fn(args, ctx)
-        elif inline:
-            result = fn(args, ctx)
-        else:
-            with _Deadline(limit, name):
-                result = await run_in_worker(fn, args, ctx)
-        if type(result) not in _PLAIN and inspect.isawaitable(result):
-            with _Deadline(limit, name):
-                result = await result
-        return check(result, ctx)

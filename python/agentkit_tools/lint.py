@@ -22,6 +22,7 @@ CODES: dict[str, str] = {
     "non_json_default": "a default JSON cannot represent; the schema does not show it",
     "weakened_rendering": "a provider rendering could not express part of the schema",
     "unbound_method": "the function's first parameter is self/cls but nothing binds it",
+    "undeclared_effects": "nobody said whether the tool changes the world; it is treated as read-only",
     "lint_error": "lint itself failed on this tool (a bug in lint, reported instead of raised)",
 }
 
@@ -68,6 +69,17 @@ def lint(target: Any) -> list[LintFinding]:
 def _lint_tool(t: Any) -> list[LintFinding]:
     name = str(getattr(t, "name", ""))
     out: list[LintFinding] = []
+    if getattr(t, "effects_declared", True) is False:
+        out.append(
+            LintFinding(
+                name,
+                "undeclared_effects",
+                "",
+                "the tool was made without side_effecting=: it runs as read-only, MCP clients get no "
+                "read-only or destructive hint for it and it is never retried; declare "
+                "side_effecting=True/False (or read_only=) when making it",
+            )
+        )
     schema = getattr(t, "schema", None)
     description = (getattr(t, "description", None) or getattr(schema, "description", "") or "").strip()
     if len(description) < _core.MIN_DESCRIPTION_CHARS:

@@ -85,7 +85,8 @@ def call_tool_result(
     if structured:
         data = _jsonable(envelope.get("value"))
         return types.CallToolResult(
-            content=[types.TextContent(text=render_result(data, max_chars=max_chars))], structured_content=data
+            content=[types.TextContent(text=tool_result_text(envelope, max_chars=max_chars, value=data))],
+            structured_content=data,
         )
     return types.CallToolResult(content=[types.TextContent(text=tool_result_text(envelope, max_chars=max_chars))])
 

@@ -1,4 +1,5 @@
-"""The Invoker's middleware chain.
+"""The Invoker's middleware chain: the rules every tool call goes through (see
+``docs/middleware.md``).
 
 Each constructor returns a ``Middleware``; an ``Invoker`` composes them outermost first around
 the call of the tool body. The default chain is ``[audit(), approval(), repeat_guard(),
@@ -15,7 +16,14 @@ Envelopes of the refusals (``{"ok": False, "error": {...}}``):
 - ``repeated_call`` (``tool``, ``count``): the same call for the ``limit``-th time in a
   conversation; the model is told to stop and explain the problem to the user;
 - ``egress_denied`` (``tool``, ``host`` when the URL has one, ``allowed``);
-- ``circuit_open`` (``tool``, ``retriable: False``): the tool's circuit breaker is open.
+- ``circuit_open`` (``tool``, ``retriable: False``): the tool's circuit breaker is open;
+- ``backend_saturated`` (``retriable: False``): every worker thread is held by sync calls that
+  overran their deadline, so the call was not run.
+
+Effects are per call: a tool may implement ``is_read_only_call(args) -> bool`` (``args``: the
+validated arguments) to say that one particular call changes nothing (``FileTool``: ``view``).
+Such a call is never deduplicated, does not reset repeat counts and may be retried. Without the
+method the tool's ``side_effecting`` flag decides.
 
 A successful result served from the idempotency cache is ``{"ok": True, "value": <first
 result>, "elapsed_ms": ..., "deduplicated": True}``.
@@ -65,12 +73,13 @@ class ToolCall:
     the run context, ``scope`` the repeat/idempotency scope (``ctx.run_id`` or the Invoker's
     default), ``attempts`` how many times the body was started, ``exc`` the exception of the last
     failed attempt, ``timeout_s`` the deadline of one attempt (set by ``timeout``; None: none).
-    ``canonical`` and ``args_hash`` are computed on first use.
+    ``canonical`` and ``args_hash`` are computed on first use; ``read_only`` says whether this
+    call changes nothing (per call, see :func:`call_is_read_only`).
     """
 
     __slots__ = (
         "call", "call_id", "name", "tool", "args", "raw_args", "core", "ctx", "scope", "rejection",
-        "attempts", "exc", "timeout_s", "_canonical", "_hash",
+        "attempts", "exc", "timeout_s", "_canonical", "_hash", "_read_only",
     )
 
     def __init__(
@@ -101,6 +110,15 @@ class ToolCall:
         self.timeout_s: float | None = None
         self._canonical: str | None = None
         self._hash: str | None = None
+        self._read_only: bool | None = None
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this call changes nothing (see :func:`call_is_read_only`)."""
+        ro = self._read_only
+        if ro is None:
+            ro = self._read_only = call_is_read_only(self.tool, self.args)
+        return ro
 
     def _digest(self) -> None:
         if self._canonical is not None:  # given by the Invoker: only the hash is missing
@@ -128,6 +146,30 @@ class ToolCall:
 
 
 Handler = Callable[[ToolCall], Awaitable[dict[str, Any]]]
+
+
+def call_is_read_only(tool: Any, args: Any) -> bool:
+    """Whether one call of ``tool`` with the validated ``args`` changes nothing.
+
+    A tool may decide per call with a method ``is_read_only_call(args) -> bool`` (``FileTool``:
+    its ``view`` command); without one, or when it raises, the tool's ``side_effecting`` flag
+    decides. A read-only call is never deduplicated, does not reset repeat counts and may be
+    retried."""
+    if tool is None:
+        return True
+    hook = getattr(tool, "is_read_only_call", None)
+    if hook is not None:
+        try:
+            return bool(hook(args))
+        except Exception:
+            _mw_log.warning("%r.is_read_only_call failed; its side_effecting flag decides", tool, exc_info=True)
+    return not getattr(tool, "side_effecting", False)
+
+
+def effects_declared(tool: Any) -> bool:
+    """Whether ``tool`` says if it changes the world (False for ``from_callable``/``from_tools``
+    on a plain function without a declaration)."""
+    return getattr(tool, "effects_declared", True) is not False
 
 
 class Middleware:
@@ -319,7 +361,7 @@ class _Approval(Middleware):
             tool = call.tool
             if tool is None or not getattr(tool, "requires_approval", False):
                 return await nxt(call)
-            if call.call.get("approved") is True or _is_approved(call.ctx, call.name, call.call_id):  # type: ignore[arg-type]
+            if host_approved(call.call, call.ctx, call.name, call.call_id):  # type: ignore[arg-type]
                 return await nxt(call)
             if approver is not None:
                 try:
@@ -336,12 +378,19 @@ class _Approval(Middleware):
         return handle
 
 
+def host_approved(call: Any, ctx: Any, name: str, call_id: Any) -> bool:
+    """Whether the host approved this call already: the call dict's ``"approved": True`` (a key
+    of the call, never of the model's arguments) or ``ctx.approvals`` naming the tool or call id."""
+    return (isinstance(call, dict) and call.get("approved") is True) or _is_approved(ctx, name, call_id)
+
+
 def approval(approver: Callable[..., Any] | None = None) -> Middleware:
     """The approval gate: a tool with ``requires_approval=True`` runs only when the host marked
     the call ``"approved": True`` (a key of the call dict, never of the model's arguments), when
     ``ctx.approvals`` (a collection, not a bare string) contains the tool name or the call id, or
     when ``approver(tool, args, ctx)`` (sync or async) returns ``True`` (the boolean: any other
-    value, truthy or not, refuses). Otherwise the tool is not run and the envelope is
+    value, truthy or not, refuses). ``dispatch(..., approver=...)`` applies the same gate.
+    Otherwise the tool is not run and the envelope is
     ``approval_required`` naming the tool and its arguments (what to ask the user). An approver
     that raises refuses (logged)."""
     return _Approval(approver)
@@ -362,11 +411,17 @@ class _RepeatGuard(Middleware):
         state, limit = invoker.state, self.limit
 
         async def handle(call: ToolCall) -> dict[str, Any]:
-            if call.tool is not None:
-                refused = state.repeat_check(call.scope, call.name, call.canonical, limit)
-                if refused is not None:
-                    return refused  # type: ignore[no-any-return]
-            return await nxt(call)
+            name = call.name
+            if name is None:  # not a tool call at all (no name): nothing to count
+                return await nxt(call)
+            scope = call.scope
+            refused = state.repeat_check(scope, name, call.canonical, limit)
+            if refused is not None:
+                return refused  # type: ignore[no-any-return]
+            env = await nxt(call)
+            if env.get("ok") and call.tool is not None and "deduplicated" not in env and not call.read_only:
+                state.repeat_reset(scope)  # the world changed: reading it again is legitimate
+            return env
 
         return handle
 
@@ -376,61 +431,111 @@ class _RepeatGuard(Middleware):
 
 def repeat_guard(limit: int = 3) -> Middleware:
     """Repeat detection per conversation (scope ``ctx.run_id``): the ``limit``-th identical call
-    (same tool, same canonical arguments; the third by default) and every later one is not run
-    and returns ``repeated_call``, telling the model to stop and explain the problem to the user.
-    Calls rejected before reaching a tool (unknown tool, invalid arguments) are not counted.
-    ``Invoker.forget(run_id)`` drops a finished conversation's counts."""
+    (same tool name, same canonical arguments; the third by default) and every later one is not
+    run and returns ``repeated_call``, telling the model to stop and explain the problem to the
+    user. Identical calls count whatever their outcome — an unknown tool or invalid arguments
+    sent again and again is the loop models get stuck in. A side-effecting call that succeeds
+    resets every count of the conversation (the world changed, so reading it again is
+    legitimate); a read-only call (see ``is_read_only_call``) does not. The counts are bounded:
+    the last 256 distinct calls per conversation and 4,096 conversations per Invoker (the least
+    recently used is forgotten first); ``Invoker.forget(run_id)`` drops one at once."""
     return _RepeatGuard(limit)
 
 
 # ------------------------------------------------------------------ idempotency
 
-_MISS = object()
+class _SharedClaim:
+    """The claim of one side-effecting call in a shared store, so that across workers it runs once.
+
+    Records (JSON text) under ``agentkit-tools:idem:<sha256 of scope, name, arguments>``:
+    ``{"s": "running", "owner", "until"}`` while a worker runs it (``until``: the lease's end,
+    Unix seconds), ``{"s": "done", "value"}`` after a success, ``{"s": "free"}`` after a failure.
+    The claim is taken with the store's ``compare_and_set``, so two workers cannot both take it;
+    a second worker polls until the first one's result is there (or its lease ran out: a crashed
+    worker, then it claims the call itself). The conversation's open window is the key under
+    ``agentkit-tools:idem-window:<sha256 of scope>``: a finished result is reused only while it
+    is the last side-effecting success of the conversation."""
+
+    POLL_S = 0.05
+
+    def __init__(self, store: Any, scope: str, name: str, canonical: str, lease_s: float) -> None:
+        self.store = store
+        self.key = _core.idempotency_store_key(scope, name, canonical)
+        self.window = "agentkit-tools:idem-window:" + _core.idempotency_store_key(scope, "", "")[20:]
+        self.lease_s = lease_s
+        self.mine: str | None = None
+
+    async def acquire(self) -> tuple[bool, Any]:
+        """``(True, value)`` for a result to reuse, ``(False, None)`` once claimed."""
+        store = self.store
+        text = await store.get(self.key)
+        while True:
+            rec = _load(text)
+            state = rec.get("s") if isinstance(rec, dict) else None
+            if state == "done" and await store.get(self.window) == self.key:
+                return True, rec.get("value")  # type: ignore[union-attr]
+            if state == "running" and float(rec.get("until", 0)) > time.time():  # type: ignore[union-attr]
+                await asyncio.sleep(self.POLL_S)  # another worker runs it: wait for its result
+                text = await store.get(self.key)
+                continue
+            mine = json.dumps({"s": "running", "owner": os.urandom(8).hex(), "until": time.time() + self.lease_s})
+            if await store.compare_and_set(self.key, text, mine):
+                self.mine = mine
+                return False, None
+            text = await store.get(self.key)
+
+    async def finish(self, env: dict[str, Any]) -> None:
+        store, mine = self.store, self.mine
+        if mine is None:
+            return
+        if env.get("ok"):
+            try:
+                done = json.dumps({"s": "done", "value": env.get("value")}, ensure_ascii=False, separators=(",", ":"))
+            except (TypeError, ValueError):
+                _mw_log.warning("result of %s is not JSON; not stored for deduplication", self.key)
+            else:
+                if await store.compare_and_set(self.key, mine, done):
+                    await store.set(self.window, self.key)
+                return
+        await store.compare_and_set(self.key, mine, '{"s":"free"}')
+
+
+def _load(text: Any) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
 
 
 class _Idempotency(Middleware):
     name = "idempotency"
 
-    def __init__(self, store: Any) -> None:
-        if store is not None and not (callable(getattr(store, "get", None)) and callable(getattr(store, "set", None))):
-            raise TypeError(f"idempotency: store must have async get(key) and set(key, value), got {store!r}")
+    def __init__(self, store: Any, lease_s: float = 60.0) -> None:
+        if store is not None and not all(
+            callable(getattr(store, m, None)) for m in ("get", "set", "compare_and_set")
+        ):
+            raise TypeError(
+                f"idempotency: store must have async get(key), set(key, value) and "
+                f"compare_and_set(key, expected, value) (a StorePort), got {store!r}"
+            )
+        if not lease_s > 0:
+            raise ValueError(f"idempotency: lease_s must be > 0 seconds, got {lease_s}")
         self.store = store
+        self.lease_s = lease_s
 
     def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        state, store = invoker.state, self.store
+        state, store, lease_s = invoker.state, self.store, self.lease_s
 
         def hit(value: Any, started: float) -> dict[str, Any]:
             env = _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)
             env["deduplicated"] = True
             return env  # type: ignore[no-any-return]
 
-        async def store_get(key: str) -> Any:
-            try:
-                raw = await store.get(key)
-            except Exception:
-                _mw_log.warning("idempotency store get(%r) failed; running the tool", key, exc_info=True)
-                return _MISS
-            if raw is None:
-                return _MISS
-            try:
-                return json.loads(raw)
-            except (TypeError, ValueError):
-                return _MISS
-
-        async def store_set(key: str, value: Any) -> None:
-            try:
-                text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-            except (TypeError, ValueError):
-                _mw_log.warning("result of %s is not JSON; not stored for deduplication", key)
-                return
-            try:
-                await store.set(key, text)
-            except Exception:
-                _mw_log.warning("idempotency store set(%r) failed", key, exc_info=True)
-
         async def handle(call: ToolCall) -> dict[str, Any]:
             tool = call.tool
-            if tool is None or not getattr(tool, "side_effecting", False):
+            if tool is None or call.read_only:
                 return await nxt(call)
             started = time.perf_counter()
             scope, name, canonical = call.scope, call.name, call.canonical
@@ -443,19 +548,32 @@ class _Idempotency(Middleware):
                 if claim == 0:
                     break
                 await asyncio.shield(found)  # an identical call is running: wait, then look again
-            key = _core.idempotency_store_key(scope, name, canonical) if store is not None else None
             env: dict[str, Any] | None = None
+            cached = False
             try:
-                if key is not None:
-                    cached = await store_get(key)
-                    if cached is not _MISS:
-                        return hit(cached, started)
+                shared = None
+                if store is not None:
+                    lease = max(lease_s, 3 * (getattr(tool, "timeout_s", None) or 10.0) + 5.0)
+                    shared = _SharedClaim(store, scope, name, canonical, lease)
+                    try:
+                        found_done, value = await shared.acquire()
+                    except Exception:
+                        _mw_log.warning("idempotency store failed on %s; running the tool", name, exc_info=True)
+                        shared = None
+                    else:
+                        if found_done:
+                            cached = True
+                            env = hit(value, started)
+                            return env
                 env = await nxt(call)
-                if env.get("ok") and key is not None:
-                    await store_set(key, env.get("value"))
+                if shared is not None:
+                    try:
+                        await shared.finish(env)
+                    except Exception:
+                        _mw_log.warning("idempotency store failed recording %s", name, exc_info=True)
             finally:
-                if env is not None and env.get("ok") and key is None:
-                    woken = state.idem_complete(scope, name, canonical, env.get("value"))
+                if env is not None and env.get("ok") and not cached:
+                    woken = state.idem_complete(scope, name, canonical, env.get("value"), store is None)
                 else:
                     woken = state.idem_release(scope, name, canonical)
                 if woken is not None and not woken.done():
@@ -465,28 +583,39 @@ class _Idempotency(Middleware):
         return handle
 
 
-def idempotency(store: Any = None) -> Middleware:
-    """Deduplication of side-effecting tools on (scope, tool name, canonical arguments): a repeat
-    of a call that succeeded returns the first result with ``"deduplicated": True`` and the tool
-    is not run; an identical call that arrives while the first is running waits for it. Failures
-    are never cached (the next identical call runs the tool).
+def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:
+    """Deduplication of side-effecting calls on (conversation, tool name, canonical arguments).
 
-    ``store=None``: an in-process cache held by the Invoker (results kept as the objects the tool
-    returned). Any StorePort (async ``get(key)`` / ``set(key, value)`` of ``str``; Redis for many
-    workers) shares results between processes: the value is stored as JSON under
-    ``agentkit-tools:idem:<sha256>`` and returned as decoded JSON; a result that is not JSON is
-    not stored; a failing store is logged and the tool runs. The store is read before the call
-    and written after it, without a lock across processes: two workers that run the same call
-    at the same moment may both run it (within one Invoker, an identical call in flight is
-    waited for). Read-only tools pass through."""
-    return _Idempotency(store)
+    A repeat of a call that succeeded returns the first result with ``"deduplicated": True``
+    and the tool is not run — while that call's window is open: it closes when another
+    side-effecting call succeeds in the same conversation (the world changed, so the same call
+    now means a new action). What the model reads of a deduplicated result starts with one
+    sentence saying that this exact call already ran and was not run again. Identical calls in
+    flight at once run the tool once (the others wait for its result). Failures are never
+    cached. Read-only calls pass through, including read-only calls of a side-effecting tool
+    (``is_read_only_call``).
+
+    ``store=None``: in-process, held by the Invoker (the result object itself). A StorePort
+    (async ``get``, ``set``, ``compare_and_set``; Redis or Postgres for many workers) shares the
+    deduplication between processes: the call is claimed atomically with ``compare_and_set``
+    before the tool runs, so of two workers receiving the same call one runs it and the other
+    waits for its result (both return it); the claim is a lease of ``lease_s`` seconds (at least
+    three times the tool's ``timeout_s`` plus 5), after which a crashed worker's claim is taken
+    over. Results are stored as JSON (a result that is not JSON is not shared); a failing store
+    is logged and the tool runs. Raises ``TypeError`` for a store without those methods,
+    ``ValueError`` for ``lease_s <= 0``."""
+    return _Idempotency(store, lease_s)
 
 
 # ------------------------------------------------------------------ retry
 
-def retry_safe(tool: Any) -> bool:
-    """Whether running ``tool`` again is safe: it is read-only or declared idempotent."""
-    return not getattr(tool, "side_effecting", False) or bool(getattr(tool, "idempotent", False))
+def retry_safe(tool: Any, args: Any = None) -> bool:
+    """Whether running this call of ``tool`` again is safe: the tool is declared idempotent, or
+    the call is read-only (``is_read_only_call(args)``, else the tool's flags) and the tool
+    declared its effects (a ``from_callable`` tool without a declaration is never retried)."""
+    if getattr(tool, "idempotent", False):
+        return True
+    return effects_declared(tool) and call_is_read_only(tool, args)
 
 
 class _Retry(Middleware):
@@ -523,7 +652,7 @@ class _Retry(Middleware):
             tool = call.tool
             if tool is None:
                 return await nxt(call)
-            safe = retry_safe(tool)
+            safe = bool(getattr(tool, "idempotent", False)) or (effects_declared(tool) and call.read_only)
             attempt = 0
             while True:
                 if threshold is not None:
@@ -569,8 +698,9 @@ def retry(
     Retried: ``ToolError(retriable=True)``, ``ConnectionError``, a ``TimeoutError`` raised by the
     body, and the ``transient`` classes, decided by exception type, never by message text. Never
     retried: our own deadline expiry (``ToolTimeoutError``: the model is told the backend is
-    slow), argument and output-shape errors, any other exception. Only tools that are read-only
-    or ``idempotent`` are retried. At most ``max_attempts`` attempts (the first included); before
+    slow), argument and output-shape errors, any other exception. Only calls that are read-only
+    (``is_read_only_call``, else the tool's flags; never a tool whose effects were not declared)
+    or of an ``idempotent`` tool are retried. At most ``max_attempts`` attempts (the first included); before
     attempt n+1 it waits a full-jitter delay, uniform in ``[0, min(cap_s, base_s * 2**(n-1)))``
     seconds, through ``sleep`` (default ``asyncio.sleep``; inject one in tests). The audit
     record's ``attempts`` counts the attempts; the envelope is the last attempt's.
@@ -623,7 +753,10 @@ def timeout(default_s: float = 10.0) -> Middleware:
     current ``await``). A sync body runs in a worker thread that Python cannot kill: the wait
     for it is bounded, the call returns ``timeout`` on time, and the thread runs on until the
     function returns by itself (its result is discarded). Tools run inline (``Invoker(...,
-    inline=...)``) block the event loop and cannot be interrupted at all."""
+    inline=...)``) block the event loop and cannot be interrupted (a result they return after
+    the deadline is still reported as ``timeout``). The ``timeout`` envelope comes at the
+    deadline, not after the body's cancellation clean-up; a call past its deadline is never
+    reported as a success; a thread left running never keeps the interpreter from exiting."""
     return _Timeout(default_s)
 
 
@@ -659,9 +792,13 @@ class _Egress(Middleware):
 
 def egress(allow: Iterable[str] = ()) -> Middleware:
     """A host allow-list for tools with ``url_arg``: before the call, the host of
-    ``args[url_arg]`` must be on ``allow`` (``"api.example.com"`` exactly, or ``"*.example.com"``
-    for any subdomain; case-insensitive; ports ignored), else the tool is not run and the
-    envelope is ``egress_denied``. A value that is not an absolute URL with a host (or whose
+    ``args[url_arg]`` must be covered by ``allow``, else the tool is not run and the envelope is
+    ``egress_denied``. An entry covers itself and its subdomains (``"example.com"`` allows
+    ``api.example.com``, never ``example.com.evil.test``); ``"*.example.com"`` covers only the
+    subdomains; an IP address covers exactly itself. Case-insensitive; ports ignored. Private,
+    loopback and link-local addresses and ``localhost`` (``10.0.0.1``, ``127.0.0.1``,
+    ``169.254.169.254``, ``::1``, and numeric forms such as ``2130706433``) are refused unless
+    an entry names them exactly. A value that is not an absolute URL with a host (or whose
     host a URL parser would rewrite: percent-escapes, non-ASCII) is denied too. The host is read
     the way WHATWG URL parsers read it (userinfo dropped; ``\\`` ends the authority). An empty
     ``allow`` denies every URL. Tools without ``url_arg`` pass through."""

@@ -74,7 +74,13 @@ def _render(tool: Any, provider: str) -> tuple[dict[str, Any], list[Finding]]:
     if cache is not None and provider in cache:
         return cache[provider]
     schema = tool.schema
-    flags = (bool(getattr(tool, "side_effecting", False)), bool(getattr(tool, "idempotent", False)))
+    destructive = getattr(tool, "destructive", None)
+    flags = (
+        bool(getattr(tool, "side_effecting", False)),
+        bool(getattr(tool, "idempotent", False)),
+        getattr(tool, "effects_declared", True) is not False,
+        None if destructive is None else bool(destructive),
+    )
     value, found = _core.render_tool(
         provider, schema.name, schema.description, schema.parameters, _output_schema(tool), flags
     )

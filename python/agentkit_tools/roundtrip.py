@@ -54,6 +54,7 @@ __all__ = [
     "openai_responses_tool_results",
     "result_limit",
     "tool_result_text",
+    "DEDUPLICATED_NOTICE",
 ]
 
 #: The limit of a rendered result when neither the tool nor the registry sets one.
@@ -83,12 +84,26 @@ def result_limit(registry: Any, name: Any) -> int:
     return int(limit or DEFAULT_MAX_RESULT_CHARS)
 
 
-def tool_result_text(envelope: Mapping[str, Any], *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+#: The sentence that opens what the model reads of a deduplicated success (``"deduplicated":
+#: True``): the call was not run again, so the model must not report a second effect.
+DEDUPLICATED_NOTICE = (
+    "This exact call already ran earlier in this conversation and was not run again; "
+    "the result below is from that earlier run.\n"
+)
+
+
+def tool_result_text(envelope: Mapping[str, Any], *, max_chars: int = DEFAULT_MAX_RESULT_CHARS, value: Any = None) -> str:
     """The text the model reads for one call: ``render_result(envelope["value"],
     max_chars=max_chars)`` when ``envelope["ok"]``, else ``envelope["error"]["message"]`` (the
-    actionable message; the error code when a message is missing)."""
+    actionable message; the error code when a message is missing). A deduplicated success
+    starts with one sentence saying that this exact call already ran in this conversation and
+    was not run again (``DEDUPLICATED_NOTICE``; the limit applies to the result after it).
+    ``value``: render this instead of ``envelope["value"]`` (the MCP server passes the JSON data
+    of a structured result). The Anthropic and OpenAI round-trips and the MCP server all use
+    this function."""
     if envelope.get("ok"):
-        return render_result(envelope.get("value"), max_chars=max_chars)
+        text = render_result(envelope.get("value") if value is None else value, max_chars=max_chars)
+        return DEDUPLICATED_NOTICE + text if envelope.get("deduplicated") else text
     error = envelope.get("error") or {}
     return str(error.get("message") or error.get("code") or "the tool call failed")
 

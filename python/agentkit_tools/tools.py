@@ -33,7 +33,32 @@ else:
     P = ParamSpec("P")
     R = TypeVar("R")
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def check_tool_name(name: Any) -> None:
+    """The one tool-name rule (every way of making a tool applies it): 1-64 characters from
+    a-z, A-Z, 0-9, '_' and '-', the whole name (a trailing newline included). Raises
+    ``ToolDefinitionError``."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise ToolDefinitionError(
+            f"tool name {name!r} is not accepted by model providers: use 1-64 characters "
+            "from a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
+        )
+
+
+class _Undeclared:
+    """The default of ``from_callable(side_effecting=...)``: False (the reference's default), but
+    remembered as "not declared"."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "False"
+
+
+_UNDECLARED: Any = _Undeclared()
 _CO_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 
 
@@ -163,6 +188,14 @@ class FunctionTool(Generic[P, R]):
     #: A sync body that never blocks (pure computation): the Invoker calls it on the event loop
     #: instead of hopping to a worker thread. Leave False for anything doing I/O.
     non_blocking: bool = False
+    #: False when nobody said whether the tool changes the world (``from_callable`` or
+    #: ``from_tools`` on a plain function without ``side_effecting=``): it is treated as
+    #: read-only, but lint reports it, its MCP annotations give no read-only/destructive hint
+    #: and the retry middleware does not repeat it.
+    effects_declared: bool = True
+    #: For a side-effecting tool: whether it may destroy or overwrite data (None: assume so, MCP's
+    #: default). ``False`` says it only adds (``create_event``): MCP ``destructiveHint: false``.
+    destructive: bool | None = None
     #: The user's function, when built from one.
     func: Callable[P, R] | None = field(default=None, repr=False)
     _core: Any = field(default=None, repr=False, compare=False)
@@ -212,7 +245,9 @@ class FunctionTool(Generic[P, R]):
                 timeout_s=self.timeout_s,
                 max_result_chars=self.max_result_chars,
                 non_blocking=self.non_blocking,
+                destructive=self.destructive,
             )
+            bound.effects_declared = self.effects_declared
             try:
                 if self._bound is None:
                     self._bound = weakref.WeakKeyDictionary()
@@ -248,11 +283,15 @@ class FunctionTool(Generic[P, R]):
         return await self.run_validated(self._core.validate(args), ctx)
 
     async def run_validated(self, kwargs: Mapping[str, Any], ctx: Any = None) -> Any:
-        """``run`` for arguments that were already validated by the dispatcher."""
+        """``run`` for arguments that were already validated by the dispatcher. A sync body runs
+        on the worker pool every path uses (no deadline here: ``timeout_s`` is the
+        dispatcher's)."""
         if self._is_async:
             result = await self.fn(kwargs, ctx)
         else:
-            result = await asyncio.to_thread(self.fn, kwargs, ctx)
+            from ._runner import in_worker
+
+            result = await in_worker(self.fn, kwargs, ctx)
             if inspect.isawaitable(result):
                 result = await result
         return self.check_output(result, ctx)
@@ -308,7 +347,7 @@ class FunctionTool(Generic[P, R]):
         *,
         name: str | None = None,
         description: str | None = None,
-        side_effecting: bool | None = False,
+        side_effecting: bool | None = _UNDECLARED,
         idempotent: bool = False,
         requires_approval: bool = False,
         caps: tuple[str, ...] = (),
@@ -317,6 +356,7 @@ class FunctionTool(Generic[P, R]):
         timeout_s: float | None = None,
         max_result_chars: int | None = None,
         non_blocking: bool = False,
+        destructive: bool | None = None,
     ) -> FunctionTool[P, R]:
         """Turn a Python callable into a tool.
 
@@ -327,17 +367,19 @@ class FunctionTool(Generic[P, R]):
         ``RunContext``/``Ctx``/``ToolContext``) receives the run context and is not advertised;
         ``**kwargs`` receives undeclared keys.
 
+        Effects: ``side_effecting`` left out keeps the read-only default but marks the tool as
+        undeclared (``effects_declared=False``: lint reports it, MCP gets no read-only or
+        destructive hint, retry does not repeat it); ``side_effecting=None`` counts as declared
+        (False). ``destructive=False`` says a side-effecting tool only adds (MCP
+        ``destructiveHint: false``).
+
         Raises ``ToolDefinitionError``: a name outside ``^[a-zA-Z0-9_-]{1,64}$``, a generator
         function (sync or async: a call returns one result), ``*args``, a
         description under 30 characters, a TODO/FIXME/XXX/HACK line in the docstring the model
         would read, a ``url_arg`` that is not a parameter.
         """
         info = introspect(func, name or None)
-        if not _NAME_RE.fullmatch(info.name):
-            raise ToolDefinitionError(
-                f"tool name {info.name!r} is not accepted by model providers: use 1-64 characters "
-                "from a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
-            )
+        check_tool_name(info.name)
         if (
             bool(func.__code__.co_flags & _CO_GENERATORS)
             if type(func) is types.FunctionType
@@ -381,6 +423,8 @@ class FunctionTool(Generic[P, R]):
             "timeout_s": timeout_s,
             "max_result_chars": max_result_chars,
             "non_blocking": non_blocking,
+            "effects_declared": side_effecting is not _UNDECLARED,
+            "destructive": destructive,
             "func": func,
             "_core": core,
             "_is_async": info.is_async,
@@ -471,6 +515,7 @@ def tool(
     max_result_chars: int | None = ...,
     non_blocking: bool = ...,
     registry: Any = ...,
+    destructive: bool | None = ...,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -491,6 +536,7 @@ def tool(
     max_result_chars: int | None = ...,
     non_blocking: bool = ...,
     registry: Any = ...,
+    destructive: bool | None = ...,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -510,6 +556,7 @@ def tool(
     max_result_chars: int | None = None,
     non_blocking: bool = False,
     registry: Any = None,
+    destructive: bool | None = None,
 ) -> Any:
     """Declare a tool: ``@tool(side_effecting=...)`` returns a decorator, ``tool(fn,
     side_effecting=...)`` the ``FunctionTool``.
@@ -517,8 +564,9 @@ def tool(
     Declaring whether the tool changes the world is mandatory: ``side_effecting=`` or its inverse
     ``read_only=``; ``side_effecting=None`` counts as declared (False). ``timeout_s`` is the
     per-call deadline in seconds (None: the dispatcher's 10 s); ``non_blocking=True`` lets the
-    Invoker run a sync body on the event loop (only for pure computation); ``registry`` also
-    registers the tool there. Raises ``ToolDefinitionError`` (missing or contradictory declaration, and every
+    Invoker run a sync body on the event loop (only for pure computation); ``destructive=False``
+    says a side-effecting tool only adds, never destroys or overwrites (MCP ``destructiveHint:
+    false``; None: it may, MCP's default); ``registry`` also registers the tool there. Raises ``ToolDefinitionError`` (missing or contradictory declaration, and every
     ``from_callable`` check).
     """
     if side_effecting is _REQUIRED and read_only is None:
@@ -549,6 +597,7 @@ def tool(
             timeout_s=timeout_s,
             max_result_chars=max_result_chars,
             non_blocking=non_blocking,
+            destructive=destructive,
         )
         if registry is not None:
             registry.register(t)

@@ -1,29 +1,20 @@
 //! Binding of the Invoker's middleware core (`crate::middleware`): the per-Invoker state
 //! (repeat counts, idempotency cache, circuit breakers), argument hashing, retry decisions,
-//! the egress check, the refusal envelopes, and the worker pool that runs sync tool bodies off
-//! the event loop and completes an asyncio future. Conversions only: the rules live in the core.
+//! the egress check and the refusal envelopes. Conversions only: the rules live in the core.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
 use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use serde_json::Value;
 
-use crate::middleware::{
-    self as core, CircuitBreaker, Claim, EgressDenial, FailureKind, HostAllowList, IdempotencyCache, RepeatCounter,
-};
+use crate::middleware::{self as core, CircuitBreaker, Claim, Conversations, EgressDenial, FailureKind, HostAllowList};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MiddlewareState>()?;
-    m.add_class::<Completions>()?;
     m.add_class::<RetryPolicy>()?;
     m.add_class::<EgressPolicy>()?;
     m.add_class::<DeadlineQueue>()?;
@@ -32,9 +23,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(idempotency_store_key, m)?)?;
     m.add_function(wrap_pyfunction!(approval_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(url_host, m)?)?;
-    m.add_function(wrap_pyfunction!(submit_sync, m)?)?;
-    m.add_function(wrap_pyfunction!(pool_size, m)?)?;
-    m.add_function(wrap_pyfunction!(drain_pool, m)?)?;
+    m.add("MAX_SCOPES", core::MAX_SCOPES)?;
+    m.add("MAX_CALLS_PER_SCOPE", core::MAX_CALLS_PER_SCOPE)?;
     Ok(())
 }
 
@@ -176,17 +166,13 @@ fn now_s() -> f64 {
     START.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
-fn key(scope: &str, name: &str, canonical: &str) -> core::CallKey {
-    (scope.to_owned(), name.to_owned(), canonical.to_owned())
-}
 
-/// The state the Invoker's middleware share across calls: repeat counts and the idempotency
-/// cache per (scope, tool name, canonical arguments), and a circuit breaker per tool name.
+/// The state the Invoker's rules share across calls: per conversation, repeat counts and the
+/// idempotency window (see `core::Conversations`, bounded), and a circuit breaker per tool name.
 /// Used from the event loop's thread only.
 #[pyclass(module = "agentkit_tools._core")]
 pub struct MiddlewareState {
-    repeats: RepeatCounter,
-    results: IdempotencyCache<Py<PyAny>>,
+    conversations: Conversations<Py<PyAny>>,
     breakers: HashMap<String, CircuitBreaker>,
 }
 
@@ -194,7 +180,7 @@ pub struct MiddlewareState {
 impl MiddlewareState {
     #[new]
     fn new() -> Self {
-        Self { repeats: RepeatCounter::default(), results: IdempotencyCache::default(), breakers: HashMap::new() }
+        Self { conversations: Conversations::default(), breakers: HashMap::new() }
     }
 
     /// Count the call; return the `repeated_call` envelope when it is the `limit`-th (or a
@@ -207,7 +193,7 @@ impl MiddlewareState {
         canonical: &str,
         limit: u32,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let count = self.repeats.observe(key(scope, name, canonical));
+        let count = self.conversations.observe(scope, name, canonical);
         if !core::is_repeat(count, limit) {
             return Ok(None);
         }
@@ -216,8 +202,14 @@ impl MiddlewareState {
         refusal(py, "repeated_call", &msg, &extra).map(Some)
     }
 
+    /// Forget the repeat counts of `scope` (a side-effecting call succeeded in it).
+    fn repeat_reset(&mut self, scope: &str) {
+        self.conversations.reset_counts(scope);
+    }
+
     /// Look a side-effecting call up: `(0, None)` claimed (run it, then `idem_complete` or
-    /// `idem_release`), `(1, value)` a cached success, `(2, waiter)` an identical call in flight.
+    /// `idem_release`), `(1, value)` the same call succeeded and its window is open, `(2,
+    /// waiter)` an identical call in flight.
     fn idem_claim(
         &mut self,
         py: Python<'_>,
@@ -226,21 +218,29 @@ impl MiddlewareState {
         canonical: &str,
         waiter: Py<PyAny>,
     ) -> (u8, Py<PyAny>) {
-        match self.results.claim(key(scope, name, canonical), waiter) {
+        match self.conversations.claim(scope, name, canonical, waiter) {
             Claim::Claimed => (0, py.None()),
             Claim::Hit(v) => (1, v.clone_ref(py)),
             Claim::Pending(w) => (2, w.clone_ref(py)),
         }
     }
 
-    /// Cache the successful `value`; returns the waiter of the claim (or None).
-    fn idem_complete(&mut self, py: Python<'_>, scope: &str, name: &str, canonical: &str, value: Py<PyAny>) -> Py<PyAny> {
-        self.results.complete(key(scope, name, canonical), value).unwrap_or_else(|| py.None())
+    /// The claimed call succeeded: hold `value` (None with `keep=False`: the result lives in a
+    /// shared store) as the scope's open window, closing any other. Returns the waiter (or None).
+    #[pyo3(signature = (scope, name, canonical, value, keep=true))]
+    fn idem_complete(&mut self, py: Python<'_>, scope: &str, name: &str, canonical: &str, value: Py<PyAny>, keep: bool) -> Py<PyAny> {
+        let value = keep.then_some(value);
+        self.conversations.complete(scope, name, canonical, value).unwrap_or_else(|| py.None())
     }
 
-    /// Drop a claim (the call failed, or its result lives in a shared store); returns the waiter.
+    /// Drop a claim (the call failed); returns the waiter.
     fn idem_release(&mut self, py: Python<'_>, scope: &str, name: &str, canonical: &str) -> Py<PyAny> {
-        self.results.release(&key(scope, name, canonical)).unwrap_or_else(|| py.None())
+        self.conversations.release(scope, name, canonical).unwrap_or_else(|| py.None())
+    }
+
+    /// Close the idempotency window of `scope` (a side-effecting call succeeded there).
+    fn idem_close(&mut self, scope: &str) {
+        self.conversations.close_window(scope);
     }
 
     /// The `circuit_open` envelope when the tool's breaker refuses a call now, else None.
@@ -281,13 +281,18 @@ impl MiddlewareState {
 
     /// Forget the repeat counts and cached results of a finished conversation.
     fn forget(&mut self, scope: &str) {
-        self.repeats.forget_scope(scope);
-        self.results.forget_scope(scope);
+        self.conversations.forget(scope);
     }
 
-    /// `(repeat keys, idempotency keys, breakers)`: sizes, for tests and monitoring.
+    /// `(repeat keys, idempotency entries, breakers)`: sizes, for tests and monitoring.
     fn sizes(&self) -> (usize, usize, usize) {
-        (self.repeats.len(), self.results.len(), self.breakers.len())
+        let (counts, idem, _) = self.conversations.sizes();
+        (counts, idem, self.breakers.len())
+    }
+
+    /// How many conversations are held (at most `MAX_SCOPES`).
+    fn scopes(&self) -> usize {
+        self.conversations.sizes().2
     }
 }
 
@@ -409,7 +414,7 @@ impl EgressPolicy {
         let allowed = self.allow.entries();
         let msg = core::egress_denied_message(tool, url_arg, &denial, &allowed);
         let mut extra = vec![("tool", PyString::new(py, tool).into_any())];
-        if let EgressDenial::HostNotAllowed(h) = &denial {
+        if let EgressDenial::HostNotAllowed(h) | EgressDenial::Internal(h) = &denial {
             extra.push(("host", PyString::new(py, h).into_any()));
         }
         extra.push(("allowed", allowed.into_pyobject(py)?.into_any()));
@@ -457,207 +462,3 @@ impl DeadlineQueue {
     }
 }
 
-// ------------------------------------------------------------------ the worker pool
-
-/// One sync tool body to run: `run(func, a, b)` in a worker thread (`run` is a
-/// `contextvars.Context.run`); its outcome goes to `done` for the future `fut`.
-struct Job {
-    run: Py<PyAny>,
-    func: Py<PyAny>,
-    a: Py<PyAny>,
-    b: Py<PyAny>,
-    fut: Py<PyAny>,
-    done: Arc<Handback>,
-    /// An idle worker was promised to this job when it was submitted (`Pool::idle` already
-    /// counts it as taken).
-    reserved: bool,
-}
-
-/// A sync body's outcome for its future: `(future, ok, result or exception)`.
-type Outcome = (Py<PyAny>, bool, Py<PyAny>);
-
-/// The outcomes of one event loop's sync bodies, on their way back to it: `(future, ok, result
-/// or exception)`. A worker queues its outcome and, with the GIL already released, writes one
-/// byte to a socket the loop watches (`loop.add_reader(fileno, drain)`). Completing through
-/// `loop.call_soon_threadsafe` instead would need the GIL again after its socket send, which
-/// the loop's thread holds by then: one more thread hand-off per call.
-struct Handback {
-    outcomes: Mutex<Vec<Outcome>>,
-    /// A wake-up byte is on its way and not yet read: later outcomes need no other.
-    signaled: AtomicBool,
-    reader: UnixStream,
-    writer: UnixStream,
-}
-
-impl Handback {
-    fn push(&self, outcome: Outcome) {
-        // A poisoned lock only means a worker panicked while pushing: the queue is still whole.
-        self.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(outcome);
-    }
-
-    fn wake(&self) {
-        if !self.signaled.swap(true, Ordering::AcqRel) {
-            // Non-blocking; a full socket buffer already holds a wake-up.
-            let _ = (&self.writer).write(&[1]);
-        }
-    }
-}
-
-/// Where the sync bodies run for one event loop hand their outcomes back (see `Handback`).
-#[pyclass(frozen, module = "agentkit_tools._core")]
-struct Completions {
-    inner: Arc<Handback>,
-}
-
-#[pymethods]
-impl Completions {
-    #[new]
-    fn new() -> PyResult<Self> {
-        let (reader, writer) = UnixStream::pair()?;
-        reader.set_nonblocking(true)?;
-        writer.set_nonblocking(true)?;
-        let inner = Handback { outcomes: Mutex::new(Vec::new()), signaled: AtomicBool::new(false), reader, writer };
-        Ok(Self { inner: Arc::new(inner) })
-    }
-
-    /// The file descriptor the event loop watches for readability.
-    fn fileno(&self) -> i32 {
-        self.inner.reader.as_raw_fd()
-    }
-
-    /// Read the wake-up bytes, then call `resolve(fut, ok, value)` for every outcome queued so
-    /// far, in completion order (the loop's reader callback). An error from `resolve` is raised
-    /// after every outcome has been handed over.
-    fn drain(&self, resolve: &Bound<'_, PyAny>) -> PyResult<()> {
-        let inner = &self.inner;
-        let mut buf = [0u8; 64];
-        while let Ok(n) = (&inner.reader).read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
-        // After the read and before taking the queue: a worker that queues later writes again.
-        inner.signaled.store(false, Ordering::Release);
-        let outcomes = std::mem::take(&mut *inner.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        let mut first_error = None;
-        for (fut, ok, value) in outcomes {
-            if let Err(e) = resolve.call1((fut, ok, value)) {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-}
-
-struct Pool {
-    tx: Sender<Job>,
-    rx: Receiver<Job>,
-    /// Workers waiting for a job and not yet promised to one.
-    idle: AtomicUsize,
-    total: AtomicUsize,
-    /// Jobs submitted and not yet finished.
-    in_flight: AtomicUsize,
-    max: usize,
-}
-
-/// The most worker threads (tool bodies block on I/O, so more than the CPU count).
-fn max_workers() -> usize {
-    std::thread::available_parallelism().map_or(8, |n| n.get()).saturating_mul(8).clamp(32, 256)
-}
-
-static POOL: OnceLock<Pool> = OnceLock::new();
-
-fn pool() -> &'static Pool {
-    POOL.get_or_init(|| {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        Pool { tx, rx, idle: AtomicUsize::new(0), total: AtomicUsize::new(0), in_flight: AtomicUsize::new(0), max: max_workers() }
-    })
-}
-
-/// A worker keeps its Python thread state for its whole life and releases the GIL only while
-/// it waits for a job: attaching per job would create and destroy a thread state each time.
-fn worker(rx: Receiver<Job>) {
-    let p = pool();
-    Python::attach(|py| {
-        let mut next = py.detach(|| {
-            p.idle.fetch_add(1, Ordering::AcqRel);
-            rx.recv().ok()
-        });
-        while let Some(Job { run, func, a, b, fut, done, reserved }) = next {
-            if !reserved {
-                // Nobody took this worker off the idle count for this job: it does so itself.
-                let _ = p.idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-            }
-            let (ok, value) = match run.bind(py).call1((func, a, b)) {
-                Ok(v) => (true, v.unbind()),
-                Err(e) => (false, e.into_value(py).into_any()),
-            };
-            done.push((fut, ok, value));
-            drop(run);
-            // From here to the next job without the GIL: the loop's thread, woken, takes it at
-            // once instead of waiting for this worker to hand it back.
-            next = py.detach(|| {
-                done.wake();
-                p.idle.fetch_add(1, Ordering::AcqRel);
-                p.in_flight.fetch_sub(1, Ordering::AcqRel);
-                rx.recv().ok()
-            });
-        }
-    });
-}
-
-/// Wait, with the GIL released, until every submitted job has finished (registered with
-/// `atexit` by `agentkit_tools.invoker`). Before Python 3.14, a thread that touches Python
-/// while the interpreter finalizes is ended with `pthread_exit`, which aborts the process when
-/// it unwinds through Rust frames; so, as with `asyncio.to_thread`'s executor, interpreter exit
-/// waits for sync tool bodies that are still running.
-#[pyfunction]
-fn drain_pool(py: Python<'_>) {
-    let Some(p) = POOL.get() else { return };
-    py.detach(|| {
-        while p.in_flight.load(Ordering::Acquire) > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    });
-}
-
-/// Run `run(func, a, b)` on a worker thread of the core's pool and hand `(fut, ok, value)`
-/// back through `done` (`ok` False: `value` is the exception raised), whose `drain` completes
-/// the future on its loop. The pool grows on demand (an idle worker is reused, else a new
-/// thread starts, up to 8 per CPU, at least 32) and its threads live for the process; a body
-/// that never returns keeps its thread.
-#[pyfunction]
-fn submit_sync(
-    run: Py<PyAny>,
-    func: Py<PyAny>,
-    a: Py<PyAny>,
-    b: Py<PyAny>,
-    done: &Bound<'_, Completions>,
-    fut: Py<PyAny>,
-) -> PyResult<()> {
-    let p = pool();
-    let reserved = p.idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
-    if !reserved && p.total.load(Ordering::Acquire) < p.max {
-        let n = p.total.fetch_add(1, Ordering::AcqRel);
-        let rx = p.rx.clone();
-        let spawned = std::thread::Builder::new().name(format!("agentkit-tool-{n}")).spawn(move || worker(rx));
-        if let Err(e) = spawned {
-            p.total.fetch_sub(1, Ordering::AcqRel);
-            if n == 0 {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a worker thread: {e}")));
-            }
-        }
-    }
-    p.in_flight.fetch_add(1, Ordering::AcqRel);
-    let done = done.get().inner.clone();
-    p.tx.send(Job { run, func, a, b, fut, done, reserved }).map_err(|e| {
-        p.in_flight.fetch_sub(1, Ordering::AcqRel);
-        pyo3::exceptions::PyRuntimeError::new_err(format!("worker pool closed: {e}"))
-    })
-}
-
-/// `(threads started, threads idle)` of the worker pool.
-#[pyfunction]
-fn pool_size() -> (usize, usize) {
-    POOL.get().map_or((0, 0), |p| (p.total.load(Ordering::Acquire), p.idle.load(Ordering::Acquire)))
-}

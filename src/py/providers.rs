@@ -9,7 +9,8 @@ use crate::providers::{self, Provider, ToolSpec};
 type PyFinding = (String, String, String);
 
 /// Render one tool for `provider` (see `crate::providers::Provider::parse` for the names).
-/// `flags` is `(side_effecting, idempotent)` when known (it sets the MCP annotations).
+/// `flags` is `(side_effecting, idempotent, declared, destructive)` when known (it sets the MCP
+/// annotations; `declared` None counts as True, `destructive` None is MCP's default).
 ///
 /// Returns `(rendering, [(provider, path, message), ...])`: the provider's tool entry as a dict
 /// and what it had to weaken. Raises `ValueError` for an unknown provider or a schema that is not
@@ -23,7 +24,7 @@ fn render_tool<'py>(
     description: &str,
     parameters: &Bound<'py, PyAny>,
     output_schema: Option<&Bound<'py, PyAny>>,
-    flags: Option<(bool, bool)>,
+    flags: Option<(bool, bool, Option<bool>, Option<bool>)>,
 ) -> PyResult<(Bound<'py, PyAny>, Vec<PyFinding>)> {
     let which = Provider::parse(provider).ok_or_else(|| {
         PyValueError::new_err(format!(
@@ -41,7 +42,12 @@ fn render_tool<'py>(
         description,
         input_schema: &input,
         output_schema: output.as_ref(),
-        flags,
+        flags: flags.map(|(side_effecting, idempotent, declared, destructive)| crate::providers::Effects {
+            side_effecting,
+            idempotent,
+            declared: declared.unwrap_or(true),
+            destructive,
+        }),
     };
     let r = py.detach(|| providers::render(which, &spec));
     let findings = r.findings.into_iter().map(|f| (f.provider.to_owned(), f.path, f.message)).collect();

@@ -424,7 +424,9 @@ impl CoreTool {
         error.set_item(intern!(py, "code"), intern!(py, "invalid_arguments"))?;
         error.set_item(intern!(py, "message"), message)?;
         error.set_item(intern!(py, "errors"), items)?;
-        error.set_item(intern!(py, "schema"), self.parameters.bind(py))?;
+        // Plain dicts and lists (the envelope is JSON-like data throughout), a fresh copy per
+        // envelope so a host that edits it changes nothing here.
+        error.set_item(intern!(py, "schema"), to_py(py, self.validator.schema())?)?;
         failure(py, error)
     }
 }

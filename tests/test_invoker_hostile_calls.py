@@ -1,9 +1,8 @@
-"""Hostile probes of the Invoker's fast lane (``_FastLane`` and the loop in ``Invoker.invoke``).
+"""Hostile calls through the Invoker's middleware chain.
 
-Each probe runs the same calls twice on fresh Invokers: once observed (an audit sink, which sends
-every call down the composed chain of closures) and once unobserved (the fast lane, checked by
-counting the calls that reached ``Invoker._entry``). Both must give the same envelopes (minus
-``elapsed_ms``), run the bodies the same number of times and sleep the same retry delays."""
+Each probe runs the same calls twice on fresh Invokers: once observed (an audit sink) and once
+unobserved. Both must give the same envelopes (minus ``elapsed_ms``), run the bodies the same
+number of times and sleep the same retry delays: observing a call never changes it."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ import pytest
 from agentkit_tools import FrozenDict, FrozenList, Invoker, ToolContext, ToolError, ToolRegistry, tool
 from agentkit_tools import middleware as mw
 from agentkit_tools.errors import ToolTimeoutError
-from agentkit_tools.invoker import _LOOPS, _Deadline
+from agentkit_tools._runner import _LOOPS, _Deadline
 from agentkit_tools.schema import ToolSchema
 
 INTERNAL = "{} failed: {}. This is a bug in the tool, not in your arguments; do not retry."
@@ -90,10 +89,9 @@ async def both(make_tools: Callable[[list[str]], list[Any]], calls: list[Any], c
         envs = [await lane.invoke(c, ctx) for c in calls]
         arm(False)
         if observed:
-            assert lane.composed == (len(calls) if composed_observed is None else composed_observed)
             assert len(lane.records) == (len(calls) if recorded is None else recorded)
         else:
-            assert lane.composed == composed_in_fast and lane.records == []
+            assert lane.records == []
         results.append((envs, lane.runs, lane.sleeps.delays))
     assert results[0] == results[1]
     return results[1]
@@ -358,7 +356,7 @@ async def test_retry_reads_the_tool_flags_before_the_first_attempt() -> None:
     assert runs == []
 
 
-def test_a_wrap_replaced_on_a_builtin_instance_disables_the_fast_lane() -> None:
+def test_a_wrap_replaced_on_a_builtin_instance_is_used() -> None:
     seen: list[str] = []
     audit = mw.audit()
 
@@ -371,14 +369,13 @@ def test_a_wrap_replaced_on_a_builtin_instance_disables_the_fast_lane() -> None:
 
     audit.wrap = wrap  # type: ignore[method-assign]
     inv = Invoker(ToolRegistry(adders([])), middleware=[audit, mw.retry()])
-    assert inv._lane is None
     assert strip(asyncio.run(inv.invoke({"id": "1", "name": "inline_add", "input": ADD}))) == OK3
     assert seen == ["inline_add"]
 
 
 @pytest.mark.parametrize("base", [mw._Audit, mw._Approval, mw._RepeatGuard, mw._Idempotency, mw._Retry,
                                   mw._Timeout, mw._Egress])
-def test_subclasses_of_the_builtin_middleware_do_not_take_the_fast_lane(base: type) -> None:
+def test_subclasses_of_the_builtin_middleware_work(base: type) -> None:
     sub = type("Sub" + base.__name__, (base,), {})
     instance = {
         mw._Audit: lambda: sub(None), mw._Approval: lambda: sub(None), mw._RepeatGuard: lambda: sub(3),
@@ -387,7 +384,6 @@ def test_subclasses_of_the_builtin_middleware_do_not_take_the_fast_lane(base: ty
     }[base]()
     runs: list[str] = []
     inv = Invoker(ToolRegistry(adders(runs)), middleware=[instance])
-    assert inv._lane is None
     assert strip(asyncio.run(inv.invoke({"id": "1", "name": "async_add", "input": ADD}))) == OK3
     assert runs == ["async_add"]
 
@@ -571,19 +567,18 @@ async def test_a_deadline_already_past() -> None:
         try:
             envs = [await lane.invoke({"id": str(i), "name": n, "input": {"x": 1}}, ctx)
                     for i, n in enumerate(["blocked", "quick", "yields"])]
-            assert await asyncio.to_thread(entered.wait, 30)  # the worker started the body all the same
+            await asyncio.sleep(0.1)
+            assert not entered.is_set()  # a call never starts after its deadline
         finally:
             release.set()
-        outcomes.append((envs, sorted(lane.runs), lane.composed))
+        outcomes.append((envs, sorted(lane.runs)))
     assert outcomes == [
-        ([{"ok": False, "error": {"code": "timeout", "message": timeout.format("blocked")}}, {"ok": True, "value": 1},
-          {"ok": False, "error": {"code": "timeout", "message": timeout.format("yields")}}],
-         ["blocked", "quick", "yields"], composed)
-        for composed in (3, 0)
-    ]
+        ([{"ok": False, "error": {"code": "timeout", "message": timeout.format(name)}}
+          for name in ("blocked", "quick", "yields")], [])
+    ] * 2
 
 
-async def test_async_body_that_swallows_its_deadline_keeps_its_result() -> None:
+async def test_async_body_that_swallows_its_deadline_is_still_a_timeout() -> None:
     def make(runs: list[str]) -> list[Any]:
         @tool(read_only=True, timeout_s=0.01)
         async def stubborn(x: int) -> str:
@@ -606,16 +601,17 @@ async def test_async_body_that_swallows_its_deadline_keeps_its_result() -> None:
 
     envs, runs, sleeps = await both(make, [{"id": "1", "name": "stubborn", "input": {"x": 1}},
                                            {"id": "2", "name": "slow", "input": {"x": 1}}])
-    assert envs == [{"ok": True, "value": "late"}, {"ok": False, "error": {
+    assert envs == [{"ok": False, "error": {
         "code": "timeout",
-        "message": "slow did not finish within 0.01s. Do not retry immediately; tell the user the backend is slow."}}]
+        "message": f"{name} did not finish within 0.01s. Do not retry immediately; tell the user the backend is slow."}}
+        for name in ("stubborn", "slow")]
     assert (runs, sleeps) == (["stubborn", "slow"], [])
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, GeneratorExit])
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
 @pytest.mark.parametrize("kind", ["inline", "async"])
-def test_base_exceptions_from_a_body_propagate_in_both_lanes(exc: type[BaseException], kind: str) -> None:
+def test_stop_requests_from_a_body_propagate(exc: type[BaseException], kind: str) -> None:
     outcomes = []
     for observed in (True, False):
         def make(runs: list[str]) -> list[Any]:
@@ -636,8 +632,10 @@ def test_base_exceptions_from_a_body_propagate_in_both_lanes(exc: type[BaseExcep
         lane = Lane(observed, make)
         with pytest.raises(exc):
             asyncio.run(lane.inv.invoke({"id": "1", "name": "boom", "input": {}}))
-        outcomes.append((lane.runs, lane.sleeps.delays, len(lane.records)))
-    assert outcomes == [(["boom"], [], 0), (["boom"], [], 0)]  # audit records no BaseException
+        outcomes.append((lane.runs, lane.sleeps.delays, {r["outcome"] for r in lane.records}))
+    # audit records no BaseException (the loop's shutdown may cancel the waiting call)
+    assert outcomes in ([(["boom"], [], set()), (["boom"], [], set())],
+                        [(["boom"], [], {"cancelled"}), (["boom"], [], set())])
 
 
 @pytest.mark.parametrize("name", ["thread_wait", "async_wait"])
@@ -766,7 +764,6 @@ async def test_one_middleware_chain_shared_by_two_invokers() -> None:
     chain = [mw.audit(), mw.repeat_guard(limit=2), mw.retry(), mw.timeout()]
     first, second = Invoker(ToolRegistry(adders([])), middleware=chain), Invoker(ToolRegistry(adders([])),
                                                                                  middleware=chain)
-    assert first._lane is not None and second._lane is not None
     call = {"id": "1", "name": "inline_add", "input": ADD}
     envs = [strip(await inv.invoke(call, ToolContext(run_id="r"))) for inv in (first, second, first)]
     assert envs == [OK3, OK3, repeated("inline_add", 2)]
@@ -798,8 +795,6 @@ async def test_egress_and_other_orders() -> None:
         "tool": "fetch", "host": "evil.example.org", "allowed": ["api.example.com"]}},
         {"ok": True, "value": "https://api.example.com/x"}]
     assert runs == ["inline_add", "fetch"]
-    for order in ([mw.timeout(), mw.repeat_guard(), mw.retry()], [mw.retry(), mw.timeout(), mw.repeat_guard()]):
-        assert Invoker(ToolRegistry([]), middleware=order)._lane is None
 
 
 async def test_repeat_guard_limit_one_refuses_every_call() -> None:

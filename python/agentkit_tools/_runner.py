@@ -1,0 +1,539 @@
+"""How a tool body runs — the same way on every path (``Invoker``, ``dispatch``,
+``FunctionTool.run``, the MCP server, the command line).
+
+- An ``async`` body runs as its own task on the caller's event loop. The caller waits for it up
+  to the deadline; at the deadline the caller gets ``timeout`` at once and the body is cancelled
+  without waiting for its clean-up (a ``finally`` that awaits, or a body that swallows the
+  cancellation, cannot hold the caller). A result that arrives after the deadline is discarded.
+- A sync body runs on a worker thread of one process-wide pool (or, for a tool declared
+  ``non_blocking``, directly on the caller's thread: no hop, and no deadline can interrupt it).
+  Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
+  on until the function returns, its result discarded. A queued call whose deadline passed
+  before a worker was free never starts.
+- Worker threads are daemon threads: a body still running never keeps the interpreter from
+  exiting (it is stopped with the process, like any daemon thread).
+- Pool limits: at most ``MAX_WORKERS`` threads run calls that are within their deadline (more
+  calls queue). A thread whose call overran its deadline stops counting against that limit, up
+  to ``MAX_STUCK`` such threads; when every thread is held by an overrun call and no other may
+  start, a sync call is refused with ``backend_saturated`` instead of waiting for a timeout.
+
+The caller's ``contextvars`` are copied into the worker thread (as ``asyncio.to_thread`` does).
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import contextvars
+import inspect
+import os
+import queue
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Callable
+
+from . import _core
+from .errors import ToolError, ToolTimeoutError
+
+__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "in_worker", "BodyFailed"]
+
+#: Threads that run sync bodies within their deadline (tool bodies block on I/O, so more than the
+#: CPU count): 8 per CPU, at least 32, at most 256.
+MAX_WORKERS = min(256, max(32, (os.cpu_count() or 4) * 8))
+#: Threads whose call overran its deadline that the pool tolerates on top of ``MAX_WORKERS``.
+MAX_STUCK = 256
+
+_monotonic = time.monotonic
+
+
+class BackendSaturatedError(ToolError):
+    """Every worker thread is held by a tool call that overran its deadline: the call was not
+    run (code ``backend_saturated``, not retriable right away)."""
+
+    def __init__(self, tool_name: str, stuck: int) -> None:
+        super().__init__(
+            f"{tool_name} was not run: all {stuck} worker threads are held by earlier tool calls that "
+            "overran their deadline and have not returned. Do not retry now; tell the user the service "
+            "is overloaded.",
+            code="backend_saturated",
+            retriable=False,
+        )
+
+
+class BodyFailed(Exception):
+    """Carries a ``BaseException`` a tool body raised (``CancelledError`` it raised itself, a
+    custom ``BaseException`` subclass) through code that must tell it apart from the caller's own
+    cancellation; ``exc`` is the original."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(exc)
+        self.exc = exc
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    return exc.exc if type(exc) is BodyFailed else exc
+
+
+_STOP = (KeyboardInterrupt, SystemExit)
+
+# ------------------------------------------------------------------ the worker pool
+
+_QUEUED, _RUNNING, _ABANDONED, _DONE = 0, 1, 2, 3
+
+
+class _Job:
+    __slots__ = ("run", "fn", "a", "b", "deadline", "done", "state", "reserved")
+
+    def __init__(self, fn: Any, a: Any, b: Any, deadline: float | None, done: Callable[[bool, Any], Any]) -> None:
+        self.run = contextvars.copy_context().run
+        self.fn = fn
+        self.a = a
+        self.b = b
+        self.deadline = deadline
+        self.done = done
+        self.state = _QUEUED
+        self.reserved = False
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads = 0  # alive
+        self.idle = 0  # waiting for a job and not promised to one
+        self.stuck = 0  # running a call whose caller gave up at its deadline
+        self.pid = os.getpid()
+
+    def submit(self, job: _Job) -> bool:
+        """Queue ``job``; False when the pool is saturated (nothing could ever run it soon)."""
+        spawn = False
+        with self.lock:
+            if self.idle > 0:
+                self.idle -= 1
+                job.reserved = True
+            elif self.threads - self.stuck < MAX_WORKERS:
+                if self.threads >= MAX_WORKERS + MAX_STUCK:
+                    if self.threads == self.stuck:
+                        return False
+                else:
+                    self.threads += 1
+                    spawn = True
+        self.jobs.put(job)
+        if spawn:
+            try:
+                threading.Thread(target=self._work, name=f"agentkit-tool-{self.threads}", daemon=True).start()
+            except RuntimeError:  # cannot start a thread (interpreter shutting down, limits)
+                with self.lock:
+                    self.threads -= 1
+        return True
+
+    def give_up(self, job: _Job) -> None:
+        """The caller stopped waiting (deadline): a queued job never starts; a running one
+        stops counting against ``MAX_WORKERS``."""
+        with self.lock:
+            if job.state == _QUEUED:
+                job.state = _DONE
+            elif job.state == _RUNNING:
+                job.state = _ABANDONED
+                self.stuck += 1
+
+    def _work(self) -> None:
+        lock, get = self.lock, self.jobs.get
+        while True:
+            job = get()
+            with lock:
+                if not job.reserved and self.idle > 0:
+                    self.idle -= 1
+                skip = job.state != _QUEUED or (job.deadline is not None and _monotonic() >= job.deadline)
+                job.state = _DONE if skip else _RUNNING
+            if not skip:
+                try:
+                    ok, value = True, job.run(job.fn, job.a, job.b)
+                except Exception as exc:
+                    ok, value = False, exc
+                except BaseException as exc:  # noqa: B036 - handed to the caller, never lost
+                    ok, value = False, exc if isinstance(exc, _STOP) else BodyFailed(exc)
+                with lock:
+                    abandoned = job.state == _ABANDONED
+                    if abandoned:
+                        self.stuck -= 1
+                    job.state = _DONE
+                if not abandoned:
+                    try:
+                        job.done(ok, value)
+                    except Exception:  # the caller's loop is gone: nobody waits for it
+                        pass
+                job = value = None  # type: ignore[assignment]
+            with lock:
+                self.idle += 1
+
+    def sizes(self) -> tuple[int, int, int]:
+        with self.lock:
+            return self.threads, self.idle, self.stuck
+
+
+_POOL = _Pool()
+
+
+def _pool() -> _Pool:
+    global _POOL
+    if _POOL.pid != os.getpid():  # a forked child has none of the parent's threads
+        _POOL = _Pool()
+    return _POOL
+
+
+def pool_sizes() -> tuple[int, int, int]:
+    """``(threads, idle, stuck)`` of the worker pool."""
+    return _pool().sizes()
+
+
+# ------------------------------------------------------------------ running on an event loop
+
+
+def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if fut.done():
+        return
+    if ok:
+        fut.set_result(value)
+    elif isinstance(value, StopIteration):
+        # A future refuses StopIteration (Python 3.12+ converts it the same way).
+        err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
+        err.__cause__ = value
+        fut.set_exception(err)
+    else:
+        fut.set_exception(value)
+
+
+def _cancelled_error(task: asyncio.Task[Any]) -> BaseException:
+    try:
+        task.result()
+    except asyncio.CancelledError as exc:
+        return exc
+    return asyncio.CancelledError()  # pragma: no cover
+
+
+def _relay(waiter: asyncio.Future[Any], task: asyncio.Task[Any]) -> None:
+    """Hand an async body's outcome to the caller's waiter (a done callback of its task)."""
+    if task.cancelled():
+        if not waiter.done():  # the body cancelled itself: a failure of the body, not the caller's
+            waiter.set_exception(BodyFailed(_cancelled_error(task)))
+        return
+    exc = task.exception()  # retrieved, so an abandoned task's failure is not logged as lost
+    if waiter.done():
+        return
+    if exc is None:
+        waiter.set_result(task.result())
+    elif isinstance(exc, Exception) or isinstance(exc, _STOP):
+        waiter.set_exception(exc)
+    else:
+        waiter.set_exception(BodyFailed(exc))
+
+
+_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
+#: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
+_COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
+#: Python 3.12+: a task may start eagerly (a body that never suspends finishes without a
+#: round trip through the loop).
+_EAGER = sys.version_info >= (3, 12)
+
+
+class _Deadlines:
+    """All pending call deadlines of one event loop behind a single timer (the queue lives in the
+    Rust core; one asyncio timer per call would cost more than the rest of the call)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.proxy(loop)
+        self.queue = _core.DeadlineQueue()
+        self.armed_at: float | None = None
+        self.handle: weakref.ref[asyncio.TimerHandle] | None = None
+
+    def add(self, when: float, deadline: _Deadline) -> int:
+        token: int = self.queue.push(when, deadline)
+        if self.armed_at is None or when < self.armed_at:
+            handle = None if self.handle is None else self.handle()
+            if handle is not None:
+                handle.cancel()
+            self.armed_at = when
+            self.handle = weakref.ref(self.loop.call_at(when, self._fire))
+        return token
+
+    def _fire(self) -> None:
+        self.handle = self.armed_at = None
+        for deadline in self.queue.pop_expired(self.loop.time() + _CLOCK_RESOLUTION):
+            deadline.expire()
+        nxt = self.queue.next_deadline()
+        if nxt is not None:
+            self.armed_at = nxt
+            self.handle = weakref.ref(self.loop.call_at(nxt, self._fire))
+
+
+_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
+_LAST: tuple[Any, _Deadlines] | None = None
+
+
+def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    global _LAST
+    last = _LAST
+    if last is not None and last[0]() is loop:
+        return last[1]
+    state = _LOOPS.get(loop)
+    if state is None:
+        state = _LOOPS[loop] = _Deadlines(loop)
+    _LAST = (weakref.ref(loop), state)
+    return state
+
+
+class _Deadline:
+    """``with _Deadline(limit, name): await waiter``: at most ``limit`` seconds (None: none).
+    On expiry the awaiting task is cancelled at its ``await`` and the block raises
+    ``ToolTimeoutError``; the caller's own cancellation (arriving at the same time too)
+    propagates. The awaited thing is never the body itself, so the body's clean-up never holds
+    the caller."""
+
+    __slots__ = ("limit", "name", "task", "expired", "deadlines", "token", "cancelling")
+
+    def __init__(self, limit: float | None, name: str) -> None:
+        self.limit = limit
+        self.name = name
+        self.task: asyncio.Task[Any] | None = None
+        self.expired = False
+
+    def __enter__(self) -> _Deadline:
+        if self.limit is None:
+            return self
+        task = asyncio.current_task()
+        if task is None:
+            return self
+        loop = task.get_loop()
+        self.task = task
+        self.deadlines = _deadlines_of(loop)
+        self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
+        self.token = self.deadlines.add(loop.time() + self.limit, self)
+        return self
+
+    def expire(self) -> None:
+        self.expired = True
+        self.task.cancel()  # type: ignore[union-attr]
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.task is None:
+            return
+        self.deadlines.queue.remove(self.token)
+        if self.expired:
+            if _COUNTS_CANCELS and self.task.uncancel() > self.cancelling:
+                return  # the caller was cancelled too: its CancelledError propagates
+            if exc_type is None or issubclass(exc_type, asyncio.CancelledError):
+                # Past the deadline nothing is reported as a success.
+                raise ToolTimeoutError(self.name, self.limit) from None  # type: ignore[arg-type]
+
+
+#: Results that are never awaitable: ``inspect.isawaitable`` (an ABC check) is skipped for them.
+_PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
+
+
+def is_function_tool(tool: Any) -> bool:
+    return getattr(tool, "fn", None) is not None and getattr(tool, "check_output", None) is not None
+
+
+async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
+    """Await ``coro`` as its own task within ``limit`` seconds; at the deadline cancel it and
+    raise ``ToolTimeoutError`` without waiting for it."""
+    loop = asyncio.get_running_loop()
+    if _EAGER:
+        task = asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
+        if task.done():  # finished without suspending
+            if task.cancelled():
+                raise BodyFailed(_cancelled_error(task))
+            exc = task.exception()
+            if exc is None:
+                return task.result()
+            raise exc if isinstance(exc, (Exception, *_STOP)) else BodyFailed(exc)
+    else:
+        task = loop.create_task(coro)
+    waiter = loop.create_future()
+    task.add_done_callback(lambda t: _relay(waiter, t))
+    try:
+        with _Deadline(limit, name):
+            return await waiter
+    except BaseException:
+        if not task.done():
+            task.cancel()  # not awaited: its clean-up runs on without the caller
+        raise
+
+
+async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    call_soon = loop.call_soon_threadsafe
+    job = _Job(fn, a, b, None if limit is None else _monotonic() + limit, lambda ok, v: call_soon(_resolve, fut, ok, v))
+    pool = _pool()
+    if not pool.submit(job):
+        raise BackendSaturatedError(name, MAX_STUCK)
+    try:
+        with _Deadline(limit, name):
+            return await fut
+    except BaseException:
+        pool.give_up(job)
+        raise
+
+
+async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, inline: bool = False) -> Any:
+    """Run ``tool``'s body once on validated ``args`` within ``limit`` seconds (None: no
+    deadline) and check its result against the output schema; returns the value. Raises what the
+    body raised (a ``BaseException`` that is not an ``Exception`` comes wrapped in
+    ``BodyFailed``, except ``KeyboardInterrupt``/``SystemExit``), ``ToolTimeoutError`` at the
+    deadline, ``BackendSaturatedError`` when no worker can take a sync body. ``inline``: call a
+    sync body on this thread."""
+    name = tool.name
+    if limit is not None and limit <= 0:
+        raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
+    if not is_function_tool(tool):  # any other Tool: its own run(args, ctx)
+        return await _await_coro(tool.run(args, ctx), limit, name)
+    fn = tool.fn
+    if getattr(tool, "_is_async", False):
+        try:
+            coro = fn(args, ctx)
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+        result = await _await_coro(coro, limit, name)
+    elif inline:
+        started = _monotonic()
+        try:
+            result = fn(args, ctx)
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+        if limit is not None and _monotonic() - started > limit:
+            raise ToolTimeoutError(name, limit)  # nothing past the deadline is a success
+    else:
+        result = await _await_worker(tool, fn, args, ctx, limit, name)
+    if type(result) not in _PLAIN and inspect.isawaitable(result):
+        result = await _await_coro(_as_coro(result), limit, name)
+    return tool.check_output(result, ctx)
+
+
+async def _as_coro(awaitable: Any) -> Any:
+    return await awaitable
+
+
+async def in_worker(fn: Any, a: Any, b: Any) -> Any:
+    """``fn(a, b)`` on a worker thread of the pool, no deadline (``FunctionTool.run``)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    call_soon = loop.call_soon_threadsafe
+    job = _Job(fn, a, b, None, lambda ok, v: call_soon(_resolve, fut, ok, v))
+    pool = _pool()
+    if not pool.submit(job):
+        raise BackendSaturatedError(getattr(fn, "__name__", "the tool"), MAX_STUCK)
+    try:
+        return await fut
+    except BaseException:
+        pool.give_up(job)
+        raise
+
+
+# ------------------------------------------------------------------ the synchronous caller
+
+
+class _Slot:
+    """A one-shot hand-off from a worker to a thread that waits (GIL released while it does)."""
+
+    __slots__ = ("lock", "ok", "value")
+
+    def __init__(self) -> None:
+        self.lock = _thread.allocate_lock()
+        self.lock.acquire()
+        self.ok = False
+        self.value: Any = None
+
+    def __call__(self, ok: bool, value: Any) -> None:
+        self.ok = ok
+        self.value = value
+        self.lock.release()
+
+
+def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:
+    """``fn(a, b)`` on a worker thread, waited for from a thread without an event loop, within
+    ``limit`` seconds; raises as :func:`run_body`."""
+    if limit is not None and limit <= 0:
+        raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
+    slot = _Slot()
+    job = _Job(fn, a, b, None if limit is None else _monotonic() + limit, slot)
+    pool = _pool()
+    if not pool.submit(job):
+        raise BackendSaturatedError(name, MAX_STUCK)
+    try:
+        finished = slot.lock.acquire(timeout=-1 if limit is None else max(limit, 0.0))
+    except BaseException:
+        pool.give_up(job)
+        raise
+    if not finished:  # a result handed over after this point is discarded: it is late
+        pool.give_up(job)
+        raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
+    if slot.ok:
+        return slot.value
+    raise slot.value
+
+
+# ------------------------------------------------------------------ a loop for synchronous callers
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_THREAD: int | None = None
+_LOOP_PID: int | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The process's long-lived event loop for synchronous callers (``dispatch``), on a daemon
+    thread: async bodies, async approvers and the clients they bind to it (a Redis connection
+    pool) keep working from one call to the next."""
+    global _LOOP, _LOOP_THREAD, _LOOP_PID
+    loop = _LOOP
+    if loop is not None and _LOOP_PID == os.getpid():
+        return loop
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP_PID != os.getpid():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def serve() -> None:
+                global _LOOP_THREAD
+                asyncio.set_event_loop(loop)
+                _LOOP_THREAD = threading.get_ident()
+                loop.call_soon(ready.set)
+                while True:
+                    try:
+                        loop.run_forever()
+                    except BaseException:  # noqa: BLE001 - a body's KeyboardInterrupt/SystemExit:
+                        continue  # it reached its caller through the call's future; keep serving
+
+            threading.Thread(target=serve, name="agentkit-dispatch-loop", daemon=True).start()
+            ready.wait()
+            _LOOP, _LOOP_PID = loop, os.getpid()
+    return _LOOP  # type: ignore[return-value]
+
+
+def on_background_loop() -> bool:
+    return _LOOP_THREAD is not None and threading.get_ident() == _LOOP_THREAD and _LOOP_PID == os.getpid()
+
+
+def run_on_background_loop(coro: Any) -> Any:
+    """Run ``coro`` on :func:`background_loop` and wait for its result (this thread blocks).
+    Raises ``RuntimeError`` when called from that loop's own thread (it would wait forever)."""
+    if on_background_loop():
+        coro.close()
+        raise RuntimeError(
+            "dispatch() was called from inside a tool running under dispatch(); await Invoker.invoke() "
+            "there instead"
+        )
+    fut = asyncio.run_coroutine_threadsafe(coro, background_loop())
+    try:
+        return fut.result()
+    except BaseException:
+        fut.cancel()
+        raise
