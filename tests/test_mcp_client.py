@@ -135,7 +135,14 @@ async def test_tools_of_an_mcpserver_register_and_run_through_the_invoker() -> N
         message = await anthropic_tool_results(
             {"content": [{"type": "tool_use", "id": "t1", "name": "wx_radar", "input": {}}]}, inv
         )
-        assert message["content"][0]["content"][0]["type"] == "image"
+        # the same call again in this conversation (the radar tool declares no read-only hint, so
+        # it counts as side-effecting): deduplicated, and the model is told so before the image
+        parts = message["content"][0]["content"]
+        assert [p["type"] for p in parts] == ["text", "image"]
+        assert parts[0]["text"] == (
+            "This exact call already ran earlier in this conversation and was not run again; the result "
+            "below is from that earlier run."
+        )
 
         # the sync dispatcher runs it too, from a thread of its own
         env = await anyio.to_thread.run_sync(dispatch, {"name": "wx_add_note", "input": {"text": "calm"}}, registry)
