@@ -542,3 +542,44 @@ def test_a_union_converts_with_its_first_matching_member() -> None:
     assert run(first_unit, {"u": "celsius"}) == "<Unit.C: 'celsius'>"
     assert run(first_unit, {"u": "kelvin"}) == "'kelvin'"
     assert run(first_text, {"u": "celsius"}) == "'celsius'"
+
+
+# ------------------------------------------------------------------ 5. output schema == structured result
+
+
+class Order(pydantic.BaseModel):
+    order_id: str = pydantic.Field(serialization_alias="orderId")
+    qty: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_units(self) -> int:
+        return self.qty * 2
+
+
+async def test_mcp_output_schema_matches_the_structured_result_for_the_official_client() -> None:
+    from mcp import Client
+
+    from agentkit_tools.mcp_server import build_server
+
+    @tool(side_effecting=False)
+    def get_order(order_id: str) -> Order:
+        """Look up an order by its identifier and return it."""
+        return Order(order_id=order_id, qty=3)
+
+    assert get_order.to_mcp()["outputSchema"] == {
+        "type": "object",
+        "properties": {"orderId": {"type": "string"}, "qty": {"type": "integer"}, "total_units": {"type": "integer"}},
+        "required": ["orderId", "qty", "total_units"],
+        "additionalProperties": False,
+    }
+    # The official client validates structuredContent against the advertised outputSchema.
+    async with Client(build_server(ToolRegistry([get_order]))) as client:
+        result = await client.call_tool("get_order", {"order_id": "A1"})
+    assert result.structured_content == {"orderId": "A1", "qty": 3, "total_units": 6}
+    # The input side is unchanged: a returned dict is still checked in the model's field names.
+    from_dict = FunctionTool.from_callable(
+        lambda: {"order_id": "B", "qty": 1}, name="g", description="Return an order built from a plain dict here.",
+        output_schema=Order,
+    )
+    assert await from_dict.run({}) == Order(order_id="B", qty=1)

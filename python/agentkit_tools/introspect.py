@@ -465,7 +465,10 @@ class _Defs:
     """State of one introspection: `$defs` for genuinely recursive structured types, their
     converters, and struct fields whose hint could not be expressed."""
 
-    def __init__(self) -> None:
+    def __init__(self, serialization: bool = False) -> None:
+        #: Schemas of the serialised form (what a result becomes as JSON: pydantic's
+        #: serialization aliases and computed fields, every field present) instead of the input form.
+        self.serialization = serialization
         self.active: list[Any] = []
         self.defs: dict[str, dict[str, Any]] = {}
         self.names: dict[Any, str] = {}
@@ -669,9 +672,15 @@ def _json_type_of(values: list[Any]) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
-def schema_for(tp: Any) -> dict[str, Any]:
+def output_schema_for(tp: Any) -> dict[str, Any]:
+    """The JSON Schema of what a value of ``tp`` becomes as JSON (a tool's structured result):
+    ``schema_for`` in the serialised form, see ``_struct_fields``."""
+    return schema_for(tp, serialization=True)
+
+
+def schema_for(tp: Any, *, serialization: bool = False) -> dict[str, Any]:
     """The JSON Schema fragment for one type hint."""
-    defs = _Defs()
+    defs = _Defs(serialization)
     schema, _, desc = _schema(tp, defs)
     if desc:
         schema = {**schema, "description": desc}
@@ -1039,7 +1048,7 @@ def _structured(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None,
         subst = {}
         if cls is not tp:
             subst = dict(zip(getattr(cls, "__parameters__", ()), typing.get_args(tp)))
-        fields = _struct_fields(cls, kind)
+        fields = _struct_fields(cls, kind, defs.serialization)
         docs = _field_docs(cls)
         props: dict[str, Any] = {}
         required: list[str] = []
@@ -1146,8 +1155,21 @@ def _is_type_alias(tp: Any) -> bool:
     return cls.__name__ == "TypeAliasType" and cls.__module__ in ("typing", "typing_extensions")
 
 
-def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str | None]]:
-    """(name, hint, has default, default, description) per field, in declaration order."""
+def _struct_fields(cls: type, kind: str, serialization: bool = False) -> list[tuple[str, Any, bool, Any, str | None]]:
+    """(name, hint, has default, default, description) per field, in declaration order. With
+    ``serialization``, the fields of the serialised form: every field is present (none has a
+    default to fall back on), pydantic's serialization aliases and computed fields, dataclass
+    fields outside ``__init__`` too."""
+    out = _struct_fields_of(cls, kind, serialization)
+    if not serialization:
+        return out
+    if kind == "pydantic":
+        for name, info in getattr(cls, "model_computed_fields", {}).items():
+            out.append((info.alias or name, info.return_type, False, _NO_DEFAULT, info.description))
+    return [(n, h, False, _NO_DEFAULT, d) for n, h, _, _, d in out]
+
+
+def _struct_fields_of(cls: type, kind: str, serialization: bool) -> list[tuple[str, Any, bool, Any, str | None]]:
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception:
@@ -1155,7 +1177,7 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
     out: list[tuple[str, Any, bool, Any, str | None]] = []
     if kind == "dataclass":
         for f in dataclasses.fields(cls):
-            if not f.init:
+            if not f.init and not serialization:
                 continue
             has = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
             # A factory makes a fresh value per call: no one value is advertised.
@@ -1185,7 +1207,7 @@ def _struct_fields(cls: type, kind: str) -> list[tuple[str, Any, bool, Any, str 
             has = not info.is_required()
             # A default_factory runs per call (pydantic's own schema shows no default for it).
             default = info.default if has and info.default_factory is None else _NO_DEFAULT
-            key = info.alias or name
+            key = (info.serialization_alias if serialization else None) or info.alias or name
             out.append((key, ann, has, default, info.description))
     elif kind == "attrs":
         import attrs

@@ -55,16 +55,16 @@ def _provider(provider: str, strict: bool = False, api: str = "chat") -> str:
 def _output_schema(tool: Any) -> Any:
     check = getattr(tool, "_output", None)
     if check is not None:
-        return dict(check.schema)
+        return dict(check.advertised)
     spec = getattr(tool, "output_schema", None)
     if spec is None:
         return None
     if isinstance(spec, Mapping):
         return dict(spec)
-    from .introspect import schema_for
+    from .introspect import output_schema_for
 
     try:
-        return schema_for(spec)
+        return output_schema_for(spec)
     except Exception:
         return None
 

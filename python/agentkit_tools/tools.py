@@ -113,6 +113,16 @@ class _OutputCheck:
             self.cls = None if is_typeddict(spec) else spec
             self.expected = getattr(spec, "__name__", str(spec))
         self.schema = schema
+        #: The schema of the result as JSON (what MCP's structuredContent carries): the serialised
+        #: form of a class (pydantic's serialization aliases and computed fields).
+        self.advertised = schema
+        if not isinstance(spec, Mapping):
+            from .introspect import output_schema_for
+
+            try:
+                self.advertised = output_schema_for(spec)
+            except Exception:
+                pass
         self.validator = _core.SchemaValidator(schema)
 
     def check(self, tool_name: str, value: Any) -> Any:
