@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import logging
 import time
 from typing import Any, Mapping
@@ -30,6 +31,7 @@ _clock = time.perf_counter
 _ok_envelope = _core.ok_envelope
 _log = logging.getLogger("agentkit_tools.middleware")
 _STOP = (KeyboardInterrupt, SystemExit)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 async def _await(awaitable: Any) -> Any:
@@ -147,7 +149,10 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
             text = json.dumps(result, default=_text, ensure_ascii=False)
         except (ValueError, RecursionError):  # a circular or too deeply nested value
             text = _text(result)
-    return _core.truncate(text, max_chars)  # type: ignore[no-any-return]
+    try:
+        return _core.truncate(text, max_chars)  # type: ignore[no-any-return]
+    except UnicodeEncodeError:  # a lone surrogate (not text): shown as U+FFFD, never an exception
+        return _core.truncate(_SURROGATE.sub("\ufffd", text), max_chars)  # type: ignore[no-any-return]
 
 
 def _json_text(value: Any) -> str:

@@ -128,7 +128,11 @@ class ToolCall:
         try:
             self._canonical, self._hash = _core.canonical_args(source)
         except Exception:
-            self._canonical, self._hash = _core.canonical_args(repr(source))
+            try:  # not JSON (a rejected call's raw arguments): its repr stands for it
+                text = repr(source).encode("utf-8", "backslashreplace").decode("utf-8")
+            except Exception:  # nested too deeply to print, a broken __repr__
+                text = f"<unreadable {type(source).__qualname__}>"
+            self._canonical, self._hash = _core.canonical_args(text)
 
     @property
     def canonical(self) -> str:
@@ -490,14 +494,45 @@ class _SharedClaim:
             return
         if env.get("ok"):
             try:
-                done = json.dumps({"s": "done", "value": env.get("value")}, ensure_ascii=False, separators=(",", ":"))
-            except (TypeError, ValueError):
-                _mw_log.warning("result of %s is not JSON; not stored for deduplication", self.key)
+                done = json.dumps(
+                    {"s": "done", "value": env.get("value")}, ensure_ascii=False, separators=(",", ":"), default=_json_default
+                )
+            except (TypeError, ValueError, RecursionError):
+                _mw_log.warning("result of %s cannot be stored as JSON; not shared for deduplication", self.key)
             else:
-                if await store.compare_and_set(self.key, mine, done):
-                    await store.set(self.window, self.key)
+                # The window first: a worker waiting for this result must find it open once it
+                # sees the result.
+                await store.set(self.window, self.key)
+                await store.compare_and_set(self.key, mine, done)
                 return
         await store.compare_and_set(self.key, mine, '{"s":"free"}')
+
+
+async def _window_open(store: Any, scope: str, name: str, canonical: str) -> bool:
+    """Whether the shared store still has this call as its conversation's open window."""
+    claim = _SharedClaim(store, scope, name, canonical, 1.0)
+    try:
+        return bool(await store.get(claim.window) == claim.key)
+    except Exception:
+        _mw_log.warning("idempotency store failed reading the window of %s", name, exc_info=True)
+        return False
+
+
+def _json_default(value: Any) -> Any:
+    """JSON data for a result that is not plain JSON (a dataclass, a pydantic model, a
+    datetime): what another worker reads back is this data."""
+    try:
+        from pydantic_core import to_jsonable_python
+    except ImportError:
+        to_jsonable_python = None
+    if to_jsonable_python is not None:
+        return to_jsonable_python(value, fallback=str)
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    isoformat = getattr(value, "isoformat", None)
+    return isoformat() if callable(isoformat) else str(value)
 
 
 def _load(text: Any) -> Any:
@@ -544,7 +579,10 @@ class _Idempotency(Middleware):
                 waiter = loop.create_future()
                 claim, found = state.idem_claim(scope, name, canonical, waiter)
                 if claim == 1:
-                    return hit(found, started)
+                    if store is None or await _window_open(store, scope, name, canonical):
+                        return hit(found, started)
+                    state.idem_close(scope)  # another worker's side effect closed it: look again
+                    continue
                 if claim == 0:
                     break
                 await asyncio.shield(found)  # an identical call is running: wait, then look again
@@ -573,7 +611,9 @@ class _Idempotency(Middleware):
                         _mw_log.warning("idempotency store failed recording %s", name, exc_info=True)
             finally:
                 if env is not None and env.get("ok") and not cached:
-                    woken = state.idem_complete(scope, name, canonical, env.get("value"), store is None)
+                    # Held here too (this worker's repeats read back the object the tool returned,
+                    # the store's window permitting); other workers read the stored JSON.
+                    woken = state.idem_complete(scope, name, canonical, env.get("value"))
                 else:
                     woken = state.idem_release(scope, name, canonical)
                 if woken is not None and not woken.done():
