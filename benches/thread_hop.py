@@ -4,7 +4,7 @@ Measures, per call, on one event loop, calls awaited one after another (latency,
 throughput):
 
 - ``asyncio.to_thread(fn, a, b)``: the baseline way to run a sync tool off the loop;
-- ``run_in_worker(fn, a, b)``: the Rust core's worker pool completing an asyncio future;
+- ``in_worker(fn, a, b)``: the package's worker pool (daemon threads) completing an asyncio future;
 - a direct call on the loop (what ``Invoker(..., inline=...)`` does for non-blocking tools);
 - ``Invoker.invoke`` of a trivial tool: bare (``middleware=[]``) and with the full default chain
   (audit, approval, repeat guard, idempotency, retry, timeout), each with the tool run through
@@ -28,7 +28,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from agentkit_tools import Invoker, ToolRegistry, tool
-from agentkit_tools.invoker import run_in_worker
+from agentkit_tools._runner import in_worker
 
 
 def body(args: Any, ctx: Any) -> int:
@@ -83,7 +83,7 @@ async def main(calls: int, repeat: int) -> dict[str, float]:
     hop = await measure(
         {
             "asyncio.to_thread(fn, args, ctx)": lambda i: asyncio.to_thread(body, i, None),
-            "run_in_worker(fn, args, ctx)  [Rust pool]": lambda i: run_in_worker(body, i, None),
+            "in_worker(fn, args, ctx)  [worker pool]": lambda i: in_worker(body, i, None),
             "direct call on the loop  [inline]": direct,
         },
         calls,

@@ -480,3 +480,48 @@ def test_non_blocking_tools_run_on_the_event_loop() -> None:
     assert where.non_blocking is True and where_blocking.non_blocking is False
     assert on_loop == loop_thread
     assert off_loop != loop_thread
+
+
+async def test_crossings_into_the_core_per_default_chain_call() -> None:
+    """The calls from Python into the Rust core during one default-chain call, counted with a
+    profile hook: lookup+validation+freezing+canonical text in one, the repeat count, the
+    deadline's entry and removal, the envelope. (The worker thread of a sync body is not
+    profiled; it makes no call into the core.)"""
+    import sys
+    from collections import Counter
+
+    @tool(read_only=True)
+    async def add_async(a: int, b: int) -> int:
+        """Add two integers and return their sum to the caller."""
+        return a + b
+
+    @tool(read_only=True)
+    def add_sync(a: int, b: int) -> int:
+        """Add two integers and return their sum to the caller."""
+        return a + b
+
+    inv = Invoker(ToolRegistry([add_async, add_sync]))
+    for name in ("add_async", "add_sync"):
+        await inv.invoke({"id": "0", "name": name, "input": {"a": 0, "b": 0}})
+        seen: Counter[str] = Counter()
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            owner = getattr(arg, "__self__", None)
+            if event == "c_call" and (
+                getattr(arg, "__module__", None) == "agentkit_tools._core" or type(owner).__module__ == "agentkit_tools._core"
+            ):
+                seen[arg.__qualname__] += 1
+
+        sys.setprofile(profile)
+        try:
+            env = await inv.invoke({"id": "1", "name": name, "input": {"a": 3, "b": 4}})
+        finally:
+            sys.setprofile(None)
+        assert env["value"] == 7
+        assert dict(seen) == {
+            "CoreRegistry.admit": 1,
+            "MiddlewareState.repeat_check": 1,
+            "DeadlineQueue.push": 1,
+            "DeadlineQueue.remove": 1,
+            "ok_envelope": 1,
+        }
