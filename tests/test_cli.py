@@ -291,3 +291,41 @@ def test_replay_of_a_clean_trace_exits_0(tmp_path: pathlib.Path) -> None:
         "1 line: 1 replayed (1 ok, 0 failed), 1 same as recorded, 0 differ, 0 not run, 0 skipped\n",
         "",
     )
+
+
+REFUND = '{"order_id": "A-7", "cents": 500}'
+REFUND_REFUSED = (
+    "refund needs the user's approval before it runs, and it was not run. Ask the user whether to allow "
+    'refund with arguments {"cents":500,"order_id":"A-7"}; call it again only after they approve.'
+)
+
+
+def test_call_refuses_a_tool_that_requires_approval_unless_approved(tmp_path: pathlib.Path) -> None:
+    outbox = tmp_path / "outbox"
+    proc = cli("call", SHOP, REFUND, "--tool", "refund", outbox=outbox)
+    assert (proc.returncode, proc.stderr) == (1, "")
+    assert envelope_of(proc) == {
+        "ok": False,
+        "error": {"code": "approval_required", "message": REFUND_REFUSED, "tool": "refund"},
+    }
+    assert not outbox.exists()
+    # Approving another tool approves nothing here.
+    proc = cli("call", SHOP, REFUND, "--tool", "refund", "--approve", "send_email", outbox=outbox)
+    assert envelope_of(proc)["error"]["code"] == "approval_required"
+    assert not outbox.exists()
+    proc = cli("call", SHOP, REFUND, "--tool", "refund", "--approve", "refund", outbox=outbox)
+    assert (proc.returncode, envelope_of(proc)) == (0, {"ok": True, "value": "refunded 500 cents on A-7"})
+    assert outbox.read_text() == "refund 500 on A-7\n"
+
+
+def test_replay_runs_an_approved_tool(mixed_trace: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    outbox = tmp_path / "outbox"
+    proc = cli("replay", str(mixed_trace), "--tools", SHOP, "--approve", "refund", outbox=outbox)
+    assert (proc.returncode, proc.stderr) == (1, "")
+    assert proc.stdout.splitlines()[1:4] == [
+        "2: send_email -> not run (side-effecting; pass --run-side-effects or --approve send_email to run it)",
+        NOT_JSON,
+        "4: refund -> ok  [same as recorded]",
+    ]
+    assert outbox.read_text() == "refund 500 on A-7\n"
+

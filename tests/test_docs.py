@@ -301,3 +301,15 @@ def test_nothing_points_outside_the_repository() -> None:
         if re.search(r"SPEC|DESIGN\.md", line)
     ]
     assert hits == []
+
+
+def test_readme_first_example_prints_what_it_shows(tmp_path: Path) -> None:
+    """The first example's envelope, schema included, is plain data (shown wrapped)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    code, shown = re.search(r"## Define a tool\n\n```python\n(.*?)```\n\nprints \(one line, wrapped here\):\n\n```\n(.*?)```", text, re.S).groups()
+    script = tmp_path / "first.py"
+    script.write_text(code, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == " ".join(line.strip() for line in shown.splitlines())
+    assert "FrozenDict" not in proc.stdout

@@ -200,21 +200,11 @@ def _call_of(entry: Any) -> tuple[dict[str, Any] | None, Any, str | None]:
     return call, recorded, None
 
 
-def _read_only_call(tool: Any, kwargs: Any) -> bool:
-    """Whether this call of ``tool`` changes nothing (per call when the tool can say so)."""
-    hook = getattr(tool, "is_read_only_call", None)
-    if hook is not None:
-        try:
-            return bool(hook(kwargs))
-        except Exception:
-            pass
-    return not getattr(tool, "side_effecting", False)
-
-
 def run_replay(args: argparse.Namespace) -> int:
     """Replay ``args.trace`` on ``args.tools``; returns the exit status."""
     from .cli_target import CliError, load, registry_of
     from .dispatch import dispatch
+    from .middleware import call_is_read_only
 
     registry = registry_of(load(args.tools))
     _check_names(registry, args.approve)
@@ -247,7 +237,7 @@ def run_replay(args: argparse.Namespace) -> int:
             continue
         name = tool.name if ok else _name_of(call)
         held = ""
-        if ok and not _read_only_call(tool, kwargs) and not (args.run_side_effects or name in approved):
+        if ok and not call_is_read_only(tool, kwargs) and not (args.run_side_effects or name in approved):
             held = f"side-effecting; pass --run-side-effects or --approve {name} to run it"
         elif ok and getattr(tool, "requires_approval", False) and name not in approved:
             held = f"requires approval; pass --approve {name} to run it"
