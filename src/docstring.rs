@@ -797,6 +797,13 @@ mod tests {
     }
 
     #[test]
+    fn text_below_the_cut_is_seen() {
+        assert!(has_cut_text("\n---\nFor humans."));
+        assert!(!has_cut_text("Summary.\n---\n   \n"));
+        assert!(!has_cut_text("Summary.\n\nReturns\n---\nA number."));
+    }
+
+    #[test]
     fn numpy_three_dash_underline_is_not_the_cut() {
         let doc = "Count the open tickets of a team.\n\nParameters\n---\nteam : str\n    The team's slug.\n\nReturns\n---\nThe number of open tickets.\n";
         assert_eq!(

@@ -911,6 +911,32 @@ mod tests {
     }
 
     #[test]
+    fn gemini_names() {
+        for ok in ["scan", "_scan", "scan_3d", "a.b:c-d"] {
+            assert!(gemini_name_ok(ok), "{ok}");
+        }
+        for bad in ["3d_scan", "-scan", "", "a b", &"a".repeat(65)] {
+            assert!(!gemini_name_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn strict_refs_stand_alone() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"root": {"$ref": "#/$defs/Node", "description": "The root."}},
+            "required": ["root"],
+            "additionalProperties": false,
+            "$defs": {"Node": {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"], "additionalProperties": false}}
+        });
+        let r = render(Provider::OpenAiChat { strict: true }, &spec(&schema));
+        assert_eq!(
+            r.value["function"]["parameters"]["properties"]["root"],
+            json!({"description": "The root.", "anyOf": [{"$ref": "#/$defs/Node"}]})
+        );
+    }
+
+    #[test]
     fn strips_strict_nulls() {
         let schema = input();
         let mut args = json!({"q": "x", "limit": null, "tags": null, "when": "2024-01-01", "kind": 1});

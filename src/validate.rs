@@ -1462,6 +1462,31 @@ mod tests {
     }
 
     #[test]
+    fn echoed_names_are_capped_and_none_is_said() {
+        let mut out = String::new();
+        push_capped_names(&mut out, &[]);
+        assert_eq!(out, "<none>");
+        let names: Vec<String> = (0..25).map(|i| format!("k{i}")).collect();
+        let mut out = String::new();
+        push_capped_names(&mut out, &names);
+        assert!(out.starts_with("['k0', 'k1', "), "{out}");
+        assert!(out.ends_with("'k19', ... and 5 more]"), "{out}");
+        let mut out = String::new();
+        push_capped_names(&mut out, &["é".repeat(70)]);
+        assert_eq!(out, format!("['{}...']", "é".repeat(64)));
+    }
+
+    #[test]
+    fn a_missing_offset_is_recognised() {
+        for s in ["2024-05-01T12:00:00", "2024-05-01t12:00", "2024-05-01 12:00:00.5"] {
+            assert!(lacks_offset(&json!(s)), "{s}");
+        }
+        for s in ["2024-05-01T12:00:00Z", "2024-05-01T12:00:00+01:00", "2024-05-01T12:00:00-05:00", "May 1", "2024-05-01"] {
+            assert!(!lacks_offset(&json!(s)), "{s}");
+        }
+    }
+
+    #[test]
     fn path_notation() {
         let segs = vec![Seg::Key("a".into()), Seg::Index(0), Seg::Key("b c".into()), Seg::Key("d".into())];
         assert_eq!(display_path(&segs), "a[0][\"b c\"].d");

@@ -382,6 +382,20 @@ def test_run_accepts_members_and_instances_of_the_declared_types() -> None:
     assert err.value.invalid == (("reading.value", 'expected number, got string "warm"'),)
 
 
+def test_run_accepts_instances_nested_in_containers() -> None:
+    @tool(side_effecting=False)
+    def average(readings: list[Reading]) -> str:
+        """Average a list of temperature readings for display."""
+        return repr(readings)
+
+    assert run(average, {"readings": [Reading(1.0, Unit.C), {"value": 2.0, "unit": Unit.F}]}) == (
+        "[Reading(value=1.0, unit=<Unit.C: 'celsius'>), Reading(value=2.0, unit=<Unit.F: 'fahrenheit'>)]"
+    )
+    with pytest.raises(ToolArgumentError) as err:
+        run(average, {"readings": [Reading("warm", Unit.C)]})  # type: ignore[arg-type]
+    assert err.value.invalid == (("readings[0].value", 'expected number, got string "warm"'),)
+
+
 # ------------------------------------------------------------------ 13. the --- cut and the floor
 
 

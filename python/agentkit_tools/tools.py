@@ -290,7 +290,14 @@ class FunctionTool(Generic[P, R]):
             # An in-process caller may pass Python values (Enum members, dataclass instances,
             # datetimes, tuples): checked as their JSON form, converted back for the body.
             args = json_form(args) if isinstance(args, Mapping) else args
-        return await self.run_validated(self._core.validate(args), ctx)
+        try:
+            kwargs = self._core.validate(args)
+        except ToolArgumentError as exc:
+            # The same deeper inside (a list of dataclass instances holding Enum members).
+            if not (isinstance(args, Mapping) and len(exc.invalid) == 1 and exc.invalid[0][0] == "<arguments>"):
+                raise
+            kwargs = self._core.validate(json_form(args))
+        return await self.run_validated(kwargs, ctx)
 
     async def run_validated(self, kwargs: Mapping[str, Any], ctx: Any = None) -> Any:
         """``run`` for arguments that were already validated by the dispatcher. A sync body runs
