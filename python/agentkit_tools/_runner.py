@@ -522,18 +522,32 @@ def on_background_loop() -> bool:
     return _LOOP_THREAD is not None and threading.get_ident() == _LOOP_THREAD and _LOOP_PID == os.getpid()
 
 
-def run_on_background_loop(coro: Any) -> Any:
+#: How long past a call's deadline a synchronous caller waits for the loop to answer before it
+#: answers ``timeout`` itself (an async body that blocks the loop cannot be cancelled).
+_LOOP_GRACE_S = 0.25
+
+
+def run_on_background_loop(coro: Any, limit: float | None = None, name: str = "") -> Any:
     """Run ``coro`` on :func:`background_loop` and wait for its result (this thread blocks).
-    Raises ``RuntimeError`` when called from that loop's own thread (it would wait forever)."""
+    With ``limit`` (seconds), a loop that has not answered ``limit`` plus a quarter second later
+    (an async body blocking it) is not waited for: ``ToolTimeoutError(name, limit)``. Raises
+    ``RuntimeError`` when called from that loop's own thread (it would wait forever)."""
     if on_background_loop():
         coro.close()
         raise RuntimeError(
             "dispatch() was called from inside a tool running under dispatch(); await Invoker.invoke() "
             "there instead"
         )
+    import concurrent.futures
+
     fut = asyncio.run_coroutine_threadsafe(coro, background_loop())
     try:
-        return fut.result()
+        return fut.result(None if limit is None else limit + _LOOP_GRACE_S)
+    except concurrent.futures.TimeoutError:
+        if fut.done():
+            raise  # the body's own TimeoutError
+        fut.cancel()
+        raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
     except BaseException:
         fut.cancel()
         raise

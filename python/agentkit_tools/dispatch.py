@@ -104,12 +104,12 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
                 left = timeout_s - (_clock() - started)
                 if left <= 0:
                     raise ToolTimeoutError(name, timeout_s)
-                value = run_on_background_loop(_finish_awaitable(tool, value, left))
+                value = run_on_background_loop(_finish_awaitable(tool, value, left), left, name)
             elif _clock() - started > timeout_s:
                 raise ToolTimeoutError(name, timeout_s)  # nothing past the deadline is a success
             value = tool.check_output(value, ctx)
         else:
-            value = run_on_background_loop(run_body(tool, kwargs, ctx, timeout_s))
+            value = run_on_background_loop(run_body(tool, kwargs, ctx, timeout_s), timeout_s, name)
     except Exception as exc:
         return _error_envelope(name, exc, core)
     except BaseException as exc:

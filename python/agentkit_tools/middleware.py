@@ -156,17 +156,26 @@ def call_is_read_only(tool: Any, args: Any) -> bool:
     """Whether one call of ``tool`` with the validated ``args`` changes nothing.
 
     A tool may decide per call with a method ``is_read_only_call(args) -> bool`` (``FileTool``:
-    its ``view`` command); without one, or when it raises, the tool's ``side_effecting`` flag
-    decides. A read-only call is never deduplicated, does not reset repeat counts and may be
+    its ``view`` command); without one, or when it raises or answers anything but a bool (an
+    ``async`` method included), the tool's ``side_effecting`` flag decides (fail safe). A read-only call is never deduplicated, does not reset repeat counts and may be
     retried."""
     if tool is None:
         return True
     hook = getattr(tool, "is_read_only_call", None)
     if hook is not None:
         try:
-            return bool(hook(args))
+            answer = hook(args)
         except Exception:
             _mw_log.warning("%r.is_read_only_call failed; its side_effecting flag decides", tool, exc_info=True)
+        else:
+            if answer is True or answer is False:
+                return answer
+            close = getattr(answer, "close", None)
+            if inspect.iscoroutine(answer) and close is not None:
+                close()  # an async hook: its answer cannot be waited for here
+            _mw_log.warning(
+                "%r.is_read_only_call returned %r, not a bool; its side_effecting flag decides", tool, type(answer)
+            )
     return not getattr(tool, "side_effecting", False)
 
 
