@@ -518,10 +518,13 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         finally:
             sys.setprofile(None)
         assert env["value"] == 7
-        assert dict(seen) == {
+        expected = {
             "CoreRegistry.admit": 1,
             "MiddlewareState.repeat_check": 1,
             "DeadlineQueue.push": 1,
             "DeadlineQueue.remove": 1,
             "ok_envelope": 1,
         }
+        if inv.middleware[0].observed(None):  # a tracer provider or DEBUG log set by another test
+            expected["args_hash"] = 1
+        assert dict(seen) == expected
