@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
-from agentkit_tools import Invoker, ToolRegistry, dispatch
+from agentkit_tools import Invoker, Tool, ToolRegistry, dispatch
 from agentkit_tools.mcp_client import MCPTool, MCPToolset
 from agentkit_tools.media import ToolImage
 from agentkit_tools.roundtrip import anthropic_tool_results
@@ -89,7 +89,7 @@ async def test_tools_of_an_mcpserver_register_and_run_through_the_invoker() -> N
         assert [t.name for t in tools.tools()] == ["wx_add_note", "wx_alerts_list", "wx_forecast", "wx_radar", "wx_station"]
         registry = tools.registry()
         fc = registry.get("wx_forecast")
-        assert isinstance(fc, MCPTool) and fc.remote_name == "forecast"
+        assert isinstance(fc, MCPTool) and isinstance(fc, Tool) and fc.remote_name == "forecast"
         assert (fc.side_effecting, fc.idempotent, fc.destructive) == (False, True, False)
         note = registry.get("wx_add_note")
         assert (note.side_effecting, note.idempotent, note.destructive) == (True, False, False)
