@@ -174,6 +174,13 @@ def test_absent_arguments_in_any_form_are_the_empty_call(path: Any, empty: Any) 
     assert SEEN == {"n": 0, "ns": [], "pick": "one", "pair": (0, "")}
 
 
+def test_a_call_without_an_input_key_is_the_empty_call() -> None:
+    for call in ({"id": "c", "name": "numbers"}, {"id": "c", "function": {"name": "numbers"}}):
+        SEEN.clear()
+        assert dispatch(call, REG)["ok"] is True
+        assert SEEN == {"n": 0, "ns": [], "pick": "one", "pair": (0, "")}
+
+
 # ------------------------------------------------------------------ hostile numbers of names
 
 
