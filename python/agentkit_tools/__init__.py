@@ -2,6 +2,10 @@
 
 A drop-in for ``agentkit.tools``: the same public names, signatures and exceptions. The hot path
 (validation, dispatch, registry order, the memory tree) runs in a Rust core.
+
+The project's README and its docs/ folder are the user guide: every envelope error code with an
+example (docs/errors.md), the middleware rules, the memory tool, provider renderings and the
+``agentkit-tools`` command line.
 """
 
 from __future__ import annotations
