@@ -329,3 +329,16 @@ def test_replay_runs_an_approved_tool(mixed_trace: pathlib.Path, tmp_path: pathl
     ]
     assert outbox.read_text() == "refund 500 on A-7\n"
 
+
+
+def test_replay_never_takes_a_recorded_approval_as_given(tmp_path: pathlib.Path) -> None:
+    """A trace's ``"approved": true`` was the approval of the original run, not of this one."""
+    trace = tmp_path / "approved.jsonl"
+    trace.write_text('{"id": "1", "name": "refund", "input": {"order_id": "A-7", "cents": 500}, "approved": true}\n')
+    outbox = tmp_path / "outbox"
+    proc = cli("replay", str(trace), "--tools", SHOP, "--run-side-effects", outbox=outbox)
+    assert (proc.returncode, proc.stdout.splitlines()[0]) == (
+        0,
+        "1: refund -> not run (requires approval; pass --approve refund to run it)",
+    )
+    assert not outbox.exists()
