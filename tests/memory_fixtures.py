@@ -144,7 +144,7 @@ def lines_file(n: int, prefix: str = "line") -> str:
 async def _worker(kind: str, url: str, namespace: str, index: int, edits: int) -> dict:
     from agentkit_tools.memory import StoreFiles
 
-    store = RedisStore(url, namespace="proc-test") if kind == "redis" else PostgresStore(url, table=PG_TABLE)
+    store = _proc_store(kind, url)
     try:
         files = StoreFiles(store, namespace=namespace)
         await store.get("warm-up")  # connect before the start signal
@@ -156,10 +156,34 @@ async def _worker(kind: str, url: str, namespace: str, index: int, edits: int) -
             )
         return {"commands": files.stats.commands, "attempts": files.stats.attempts}
     finally:
-        await store.aclose()
+        close = getattr(store, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _proc_store(kind: str, url: str):
+    """The store a cross-process worker opens: ``url`` is a directory for ``file``."""
+    if kind == "file":
+        return FileStore(url)
+    if kind == "redis":
+        return RedisStore(url, namespace="proc-test")
+    return PostgresStore(url, table=PG_TABLE)
+
+
+async def _kill_writer(directory: str) -> None:
+    """Writes big values to a FileStore forever (the SIGKILL test kills it mid-write)."""
+    store = FileStore(directory)
+    print("ready", flush=True)
+    i = 0
+    while True:
+        i += 1
+        await store.set(f"k{i % 4}", "x" * 4_000_000)
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "kill-writer":
+        asyncio.run(_kill_writer(sys.argv[2]))
+        sys.exit(0)
     kind, url, namespace, index, edits = sys.argv[1:6]
     result = asyncio.run(_worker(kind, url, namespace, int(index), int(edits)))
     print(json.dumps(result), flush=True)

@@ -666,15 +666,16 @@ def test_memory_hostile_edits(t: FileTool) -> None:
 
     range_err = ("MemoryCommandError: view_range {r} is out of range for /memories/a.txt, which has 3 line(s); pass "
                  "[start, end] with 1 <= start <= end <= 3 (end may be -1 for the last line), or omit view_range to read the whole file")
-    insert_err = ("MemoryCommandError: insert_line {n} is out of range for /memories/a.txt, which has 3 line(s); pass 0 "
-                  "to insert at the top or a value from 1 to 3 to insert after that line")
+    insert_err = ("MemoryCommandError: insert_line {n} is out of range for /memories/a.txt, which has 4 line(s) "
+                  "counting an empty last line after a final line break; pass 0 to insert at the top or a value from "
+                  "1 to 4 to insert after that line")
     assert asyncio.run(go()) == [
         "ok: File created successfully at /memories/a.txt (9 bytes).",
         "ok: File created successfully at /memories/．．/x (25 bytes).",
         range_err.format(r="[2, 1]"),
         range_err.format(r="[0, 1]"),
-        "ok: l3",
-        "ok: l1\nl2\nl3",
+        "ok:      3\tl3",
+        "ok:      1\tl1\n     2\tl2\n     3\tl3",
         "MemoryCommandError: old_str is empty; pass the exact text to replace in /memories/a.txt, copied from a view of the file",
         "MemoryCommandError: old_str occurs 3 times in /memories/a.txt (at lines 1, 2, 3); it must occur exactly once: "
         "add surrounding context to old_str so it matches only the place you mean",
@@ -693,12 +694,13 @@ def test_memory_hostile_edits(t: FileTool) -> None:
 
 
 def test_memory_limits_exactly_at_the_boundary() -> None:
-    t = FileTool(StoreFiles(InMemoryStore(), namespace="limits", max_bytes=10, max_files=2))
+    # Paths count: "/memories/a" and "/memories/b" are 11 bytes each.
+    t = FileTool(StoreFiles(InMemoryStore(), namespace="limits", max_bytes=32, max_files=2))
 
     async def go() -> list[str]:
         return [
-            await attempt(t, command="create", path="a", file_text="é" * 5),  # 10 UTF-8 bytes: exactly the limit
-            await attempt(t, command="create", path="b", file_text=""),  # 2 files: exactly the limit
+            await attempt(t, command="create", path="a", file_text="é" * 5),  # 11 + 10 UTF-8 bytes
+            await attempt(t, command="create", path="b", file_text=""),  # 32 bytes, 2 files: exactly the limits
             await attempt(t, command="create", path="c", file_text=""),
             await attempt(t, command="insert", path="b", insert_line=0, insert_text="x"),
         ]

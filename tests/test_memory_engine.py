@@ -153,21 +153,26 @@ def test_str_replace(files):
     with pytest.raises(MemoryCommandError) as info:
         run(files.str_replace("f", "c = 1", "c = 2"))
     assert info.value.code == "no_match"
-    assert run(files.str_replace("f", "b = 1\n")) == "The file /memories/f has been edited."
+    assert run(files.str_replace("f", "b = 1\n", "")) == "The file /memories/f has been edited."
     assert files.files() == {"/memories/f": "a = 2\n"}
 
 
 def test_insert(files):
     run(files.create("f", "a\nb"))
     assert run(files.insert("f", 0, "top")) == "Text inserted after line 0 of /memories/f."
-    assert run(files.insert("f", 3, "end")) == "Text inserted after line 3 of /memories/f."
-    assert files.files() == {"/memories/f": "top\na\nb\nend\n"}
+    # After the last line, as agentkit.tools does it: the inserted text's line break is dropped.
+    assert run(files.insert("f", 3, "end\n")) == "Text inserted after line 3 of /memories/f."
+    assert files.files() == {"/memories/f": "top\na\nb\nend"}
     with pytest.raises(MemoryCommandError) as info:
         run(files.insert("f", 5, "x"))
     assert str(info.value) == (
-        "insert_line 5 is out of range for /memories/f, which has 4 line(s); pass 0 to insert at the top or a "
-        "value from 1 to 4 to insert after that line"
+        "insert_line 5 is out of range for /memories/f, which has 4 line(s) counting an empty last line after "
+        "a final line break; pass 0 to insert at the top or a value from 1 to 4 to insert after that line"
     )
+    # A file that ends with a line break keeps it.
+    run(files.create("g", "a\nb\n"))
+    run(files.insert("g", 2, "end\n"))
+    assert files.files()["/memories/g"] == "a\nb\nend\n"
 
 
 def test_delete_and_rename(files):
@@ -188,50 +193,96 @@ def test_delete_and_rename(files):
 
 
 def test_limits(files):
-    f = InMemoryFiles(max_bytes=5, max_files=1)
+    f = InMemoryFiles(max_bytes=16, max_files=1)  # "/memories/a" is 11 bytes: paths count
     run(f.create("a", "12345"))
     with pytest.raises(MemoryLimitError) as info:
         run(f.insert("a", 0, ""))
-    assert (info.value.limit, info.value.maximum, info.value.used, info.value.requested) == ("max_bytes", 5, 5, 6)
+    assert (info.value.limit, info.value.maximum, info.value.used, info.value.requested) == ("max_bytes", 16, 16, 17)
+    g = InMemoryFiles(max_files=1)
+    run(g.create("a", "12345"))
     with pytest.raises(MemoryLimitError) as info:
-        run(f.create("b", ""))
+        run(g.create("b", ""))
     assert (info.value.limit, info.value.maximum, info.value.used, info.value.requested) == ("max_files", 1, 1, 2)
-    assert f.files() == {"/memories/a": "12345"}
+    assert f.files() == g.files() == {"/memories/a": "12345"}
+
+
+def test_path_names_count_toward_max_bytes_and_are_capped():
+    f = InMemoryFiles(max_bytes=100)
+    long = "/memories/" + "n" * 80
+    run(f.create(long, ""))
+    with pytest.raises(MemoryLimitError) as info:
+        run(f.create(long + "2", ""))
+    assert (info.value.used, info.value.requested) == (90, 181)
+    g = InMemoryFiles()
+    with pytest.raises(MemoryCommandError) as info:
+        run(g.create("/memories/" + "x" * 1015, ""))
+    assert (info.value.code, str(info.value)) == (
+        "path_too_long",
+        "path is 1025 bytes long; a memory path may be at most 1024 bytes (UTF-8, root included): choose a "
+        "shorter name",
+    )
+    run(g.create("/memories/" + "x" * 1014, ""))
+
+
+def test_control_characters_in_paths_are_refused():
+    f = InMemoryFiles()
+    with pytest.raises(MemoryPermissionError) as info:
+        run(f.create("/memories/notes\n/memories/passwords.md", "x"))
+    assert info.value.code == "permission_denied"
+    assert str(info.value) == (
+        "path \"/memories/notes\\n/memories/passwords.md\" contains the control character U+000A; memory paths "
+        "are plain names under /memories without line breaks, tabs or other control characters"
+    )
+    for bad in ("a\tb", "a\rb", "a\x1b[31m", "a\x7f", "a\x85"):
+        with pytest.raises(PermissionError):
+            run(f.create(bad, "x"))
+    assert f.files() == {}
+    assert run(f.view("/memories")) == ""
 
 
 def test_tree_document_and_counters():
     tree = _core.MemoryTree("/memories", max_bytes=100, max_files=10)
-    assert tree.apply("create", path="a", file_text="ü") == "File created successfully at /memories/a (2 bytes)."
-    assert (tree.bytes, tree.file_count, tree.root) == (2, 1, "/memories")
+    assert tree.apply("create", {"path": "a", "file_text": "ü"}) == "File created successfully at /memories/a (2 bytes)."
+    assert (tree.bytes, tree.file_count, tree.root) == (2 + 11, 1, "/memories")
     assert tree.to_json() == '{"format":"agentkit-memory-tree","version":1,"root":"/memories","files":{"/memories/a":"ü"}}'
     with pytest.raises(MemoryCommandError, match="unexpected argument\\(s\\) colour"):
-        tree.apply("view", path="a", colour="red")
+        tree.apply("view", {"path": "a", "colour": "red"})
     with pytest.raises(MemoryCommandError, match='unknown command "move"'):
-        tree.apply("move", path="a")
+        tree.apply("move", {"path": "a"})
 
 
 # ------------------------------------------------------------------ argument checks
 
 
-def test_parse_call_returns_the_backend_method_and_kwargs():
-    assert _core.memory_parse_call({"command": "view", "path": "/memories"}) == (
+def test_parse_call_returns_the_backend_method_and_resolved_positional_args():
+    assert _core.memory_parse_call({"command": "view", "path": "/memories/"}) == ("view", ("/memories", None))
+    assert _core.memory_parse_call({"command": "view", "path": "a", "view_range": [1, -1]}) == (
         "view",
-        {"path": "/memories", "view_range": None},
+        ("/memories/a", (1, -1)),
     )
-    assert _core.memory_parse_call({"command": "rename", "path": "a", "new_path": "b"}) == (
+    assert _core.memory_parse_call({"command": "rename", "path": "a", "new_path": "b/../c"}) == (
         "rename",
-        {"old_path": "a", "new_path": "b"},
+        ("/memories/a", "/memories/c"),
     )
+    assert _core.memory_parse_call({"command": "delete", "path": "x"}, "/notes") == ("delete", ("/notes/x",))
+    with pytest.raises(MemoryPermissionError):
+        _core.memory_parse_call({"command": "view", "path": "/"})
+    with pytest.raises(MemoryPermissionError):
+        _core.memory_parse_call({"command": "rename", "path": "a", "new_path": "/etc/x"})
     # JSON nulls count as absent (strict-mode renderings send every key).
     full = {k: None for k in ["path", "file_text", "overwrite", "old_str", "new_str", "insert_line",
                               "insert_text", "view_range", "old_path", "new_path"]}
     assert _core.memory_parse_call({**full, "command": "create", "path": "x", "file_text": "t"}) == (
         "create",
-        {"path": "x", "file_text": "t", "overwrite": False},
+        ("/memories/x", "t", False),
     )
     assert _core.memory_parse_call({"command": "insert", "path": "x", "insert_line": 2, "insert_text": "t"}) == (
         "insert",
-        {"path": "x", "insert_line": 2, "insert_text": "t"},
+        ("/memories/x", 2, "t"),
+    )
+    assert _core.memory_parse_call({"command": "str_replace", "path": "x", "old_str": "a", "new_str": ""}) == (
+        "str_replace",
+        ("/memories/x", "a", ""),
     )
 
 
@@ -241,6 +292,8 @@ def test_parse_call_returns_the_backend_method_and_kwargs():
         ({}, "missing_argument", "missing required argument command; pass one of view, create, str_replace, insert, delete, rename"),
         ({"command": "create", "path": "x"}, "missing_argument",
          'command "create" is missing required argument(s) file_text; it takes path, file_text, overwrite (required: path, file_text)'),
+        ({"command": "str_replace", "path": "x", "old_str": "a"}, "missing_argument",
+         'command "str_replace" is missing required argument(s) new_str; it takes path, old_str, new_str (required: path, old_str, new_str)'),
         ({"command": "view", "path": "x", "old_str": "a"}, "unexpected_argument",
          'command "view" does not take old_str; it takes path, view_range. Remove the others and call again'),
         ({"command": "insert", "path": "x", "insert_line": "3", "insert_text": "t"}, "invalid_argument",
@@ -279,7 +332,7 @@ _ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(_ops)
 def test_failed_commands_change_nothing_and_byte_counts_stay_exact(ops):
-    tree = _core.MemoryTree("/memories", max_bytes=12, max_files=3)
+    tree = _core.MemoryTree("/memories", max_bytes=40, max_files=3)
     for op in ops:
         before = tree.files()
         kwargs = {
@@ -290,11 +343,12 @@ def test_failed_commands_change_nothing_and_byte_counts_stay_exact(ops):
             "rename": lambda o: dict(old_path=o[1], new_path=o[2]),
         }[op[0]](op)
         try:
-            tree.apply(op[0], **kwargs)
+            tree.apply(op[0], kwargs)
         except (ValueError, PermissionError, FileNotFoundError):
             assert tree.files() == before
         after = tree.files()
-        assert tree.bytes == sum(len(t.encode("utf-8")) for t in after.values())
+        size = lambda files: sum(len(p.encode()) + len(t.encode()) for p, t in files.items())  # noqa: E731
+        assert tree.bytes == size(after)
         assert tree.file_count == len(after)
-        assert tree.bytes <= 12 or tree.bytes <= sum(len(t.encode()) for t in before.values())
+        assert tree.bytes <= 40 or tree.bytes <= size(before)
         assert tree.file_count <= 3

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from memory_fixtures import (
     SERVER_KINDS,
     STORE_KINDS,
     GatedStore,
+    _proc_store,
     LosingStore,
     lines_file,
     open_store,
@@ -101,11 +104,45 @@ async def test_store_port_large_and_unicode_values(store):
     await store.delete(k)
 
 
-async def test_store_port_rejects_non_string_values(store):
-    with pytest.raises(TypeError, match="store value must be a str, got bytes"):
-        await store.set(unique_namespace(), b"bytes")
-    with pytest.raises(TypeError, match="store value must be a str, got int"):
-        await store.compare_and_set(unique_namespace(), None, 5)
+async def test_store_port_takes_any_json_value_compared_by_canonical_json(store):
+    k = unique_namespace()
+    doc = {"b": [1, 2.5, None, True], "a": {"z": "é", "y": {}}}
+    await store.set(k, doc)
+    got = await store.get(k)
+    assert got == doc
+    got["b"].append("mutated")  # a value read is a copy: the store does not change
+    assert await store.get(k) == doc
+    # Same items in another order: the same value.
+    assert await store.compare_and_set(k, {"a": {"y": {}, "z": "é"}, "b": [1, 2.5, None, True]}, [1, "two"]) is True
+    assert await store.get(k) == [1, "two"]
+    assert await store.compare_and_set(k, [1, "two", 3], 0) is False
+    assert await store.compare_and_set(k, [1, "two"], 1) is True
+    # 1.0 and True are other JSON values than 1.
+    assert await store.compare_and_set(k, 1.0, "x") is False
+    assert await store.compare_and_set(k, True, "x") is False
+    assert await store.get(k) == 1 and type(await store.get(k)) is int
+    for value in (0.5, False, "", -7, 2**70):
+        await store.set(k, value)
+        assert await store.get(k) == value and type(await store.get(k)) is type(value)
+    # null stored counts as absent for compare_and_set(expected=None).
+    await store.set(k, None)
+    assert await store.get(k) is None
+    assert await store.compare_and_set(k, None, "after-null") is True
+    assert await store.get(k) == "after-null"
+    await store.delete(k)
+
+
+async def test_store_port_refuses_values_that_are_not_json(store):
+    k = unique_namespace()
+    with pytest.raises(TypeError, match="store values must be JSON values"):
+        await store.set(k, b"bytes")
+    with pytest.raises(TypeError, match="store values must be JSON values"):
+        await store.compare_and_set(k, None, {1, 2})
+    with pytest.raises(ValueError, match="NaN and infinity have no JSON form"):
+        await store.set(k, float("nan"))
+    with pytest.raises(ValueError, match="store keys must be non-empty strings, got ''"):
+        await store.get("")
+    assert await store.get(k) is None
 
 
 async def test_concurrent_cas_on_one_key_exactly_one_wins(store):
@@ -131,8 +168,8 @@ def test_file_store_names_are_safe_and_writes_atomic(tmp_path):
         assert await fs.compare_and_set("a", "1", "2")
 
     asyncio.run(go())
-    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["k-..%2F..%2Fetc%2Fpasswd", "k-a"]
-    assert (tmp_path / "d" / "k-a").read_text() == "2"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [".lock", "k-..%2F..%2Fetc%2Fpasswd", "k-a"]
+    assert (tmp_path / "d" / "k-a").read_text() == '"2"'  # the canonical JSON of the value
     # Durable: a new FileStore on the same directory sees the data.
     assert asyncio.run(FileStore(tmp_path / "d").get("a")) == "2"
 
@@ -181,7 +218,9 @@ async def test_every_error_changes_nothing(store):
         (files.rename(F, "/memories/other.md"), MemoryExistsError, "already_exists"),
         (files.str_replace(F, "a", "z"), MemoryCommandError, "ambiguous_match"),
         (files.str_replace(F, "zzz", "z"), MemoryCommandError, "no_match"),
-        (files.insert(F, 4, "x"), MemoryCommandError, "out_of_range"),
+        (files.insert(F, 5, "x"), MemoryCommandError, "out_of_range"),
+        (files.create("/memories/a\nb", "x"), MemoryPermissionError, "permission_denied"),
+        (files.create("/memories/" + "x" * 1100, "x"), MemoryCommandError, "path_too_long"),
         (files.view(F, [0, 1]), MemoryCommandError, "out_of_range"),
     ]
     for coro, cls, code in cases:
@@ -202,25 +241,27 @@ async def test_every_error_changes_nothing(store):
 
 
 async def test_limits_refuse_and_change_nothing(store):
-    files = StoreFiles(store, namespace=unique_namespace(), max_bytes=10, max_files=2)
+    # "/memories/a" and "/memories/b" are 11 bytes each: paths count as well as texts.
+    files = StoreFiles(store, namespace=unique_namespace(), max_bytes=32, max_files=2)
     await files.create("/memories/a", "12345678")
     before = await store.get(files.key)
     with pytest.raises(MemoryLimitError) as info:
         await files.create("/memories/b", "xyz")
     e = info.value
-    assert (e.limit, e.maximum, e.used, e.requested, e.code) == ("max_bytes", 10, 8, 11, "memory_limit")
+    assert (e.limit, e.maximum, e.used, e.requested, e.code) == ("max_bytes", 32, 19, 33, "memory_limit")
     assert isinstance(e, ValueError)
     assert str(e) == (
-        "memory limit max_bytes=10 exceeded: the tree holds 8 bytes of text and this create on /memories/b "
-        "would make it 11 bytes (+3); nothing was changed. Shorten or delete files under /memories, then try again"
+        "memory limit max_bytes=32 exceeded: the tree holds 19 bytes (file texts and paths) and this create "
+        "on /memories/b would make it 33 bytes (+14); nothing was changed. Shorten or delete files under "
+        "/memories, then try again"
     )
-    assert e.details == {"limit": "max_bytes", "maximum": 10, "used": 8, "requested": 11}
+    assert e.details == {"limit": "max_bytes", "maximum": 32, "used": 19, "requested": 33}
     assert await store.get(files.key) == before
     await files.create("/memories/b", "")
     with pytest.raises(MemoryLimitError) as info:
-        await files.create("/memories/c", "")
+        await StoreFiles(store, namespace=files.namespace, max_files=2).create("/memories/c", "")
     assert (info.value.limit, info.value.maximum, info.value.used, info.value.requested) == ("max_files", 2, 2, 3)
-    # max_bytes counts UTF-8 bytes: "é" is 2 bytes, so 8 + 2 = 10 fits but 8 + 3 does not.
+    # max_bytes counts UTF-8 bytes: "é" is 2 bytes, so 30 + 2 = 32 fits but 30 + 3 does not.
     await files.create("/memories/b", "é", overwrite=True)
     with pytest.raises(MemoryLimitError):
         await files.str_replace("/memories/b", "é", "é!")
@@ -348,7 +389,7 @@ async def test_store_returning_wrong_types_is_a_clear_type_error():
         async def compare_and_set(self, key, expected, value):
             return "yes"
 
-    with pytest.raises(TypeError, match=r'store.get\("memory:n"\) returned int, expected str or None'):
+    with pytest.raises(TypeError, match=r"store.get returned int, expected the tree document \(str or dict\) or None"):
         await StoreFiles(BadGet(), namespace="n").view("/memories")
     with pytest.raises(TypeError, match=r"returned str, expected bool"):
         await StoreFiles(BadCas(), namespace="n").create(F, "x")
@@ -386,11 +427,12 @@ async def test_redis_store_accepts_a_client_and_prefixes_keys():
     store = RedisStore(client=client, namespace=ns)
     try:
         assert await store.compare_and_set("k", None, "v") is True
-        assert await client.get(f"{ns}:k") == "v"
+        assert await client.get(f"{ns}:k") == '"v"'  # the canonical JSON of the value
         assert await store.get("k") == "v"
-        assert await store.compare_and_set("k", "v", "w") is True
+        assert await store.compare_and_set("k", "v", {"b": 1, "a": [2]}) is True
+        assert await client.get(f"{ns}:k") == '{"a":[2],"b":1}'
         await store.aclose()  # does not close a client it does not own
-        assert await client.get(f"{ns}:k") == "w"
+        assert await client.get(f"{ns}:k") == '{"a":[2],"b":1}'
     finally:
         await client.delete(f"{ns}:k")
         await client.aclose()
@@ -406,10 +448,10 @@ async def test_postgres_store_accepts_a_pool_and_creates_its_table():
         try:
             assert await store.compare_and_set("k", None, "v") is True
             assert await store.compare_and_set("k", None, "v2") is False
-            assert await store.compare_and_set("k", "v", "w") is True
+            assert await store.compare_and_set("k", "v", {"b": 1, "a": "w"}) is True
             async with pool.connection() as conn:
                 rows = await (await conn.execute(f"SELECT key, value FROM {table}")).fetchall()
-            assert rows == [("k", "w")]
+            assert rows == [("k", '{"a":"w","b":1}')]
         finally:
             async with pool.connection() as conn:
                 await conn.execute(f"DROP TABLE IF EXISTS {table}")
@@ -420,11 +462,11 @@ async def test_postgres_store_accepts_a_pool_and_creates_its_table():
 # ------------------------------------------------------------------ many processes
 
 
-@pytest.mark.parametrize("server", SERVER_KINDS)
-async def test_four_processes_fifty_edits_each_lose_nothing(server):
+@pytest.mark.parametrize("server", ["file", *SERVER_KINDS])
+async def test_four_processes_fifty_edits_each_lose_nothing(server, tmp_path):
     procs, edits = 4, 50
-    url = REDIS_URL if server == "redis" else POSTGRES_DSN
-    store = RedisStore(url, namespace="proc-test") if server == "redis" else PostgresStore(url, table=PG_TABLE)
+    url = {"file": str(tmp_path / "shared"), "redis": REDIS_URL, "postgres": POSTGRES_DSN}[server]
+    store = _proc_store(server, url)
     ns = unique_namespace()
     files = StoreFiles(store, namespace=ns)
     text = "".join(f"p{p}-{j:03d}: todo\n" for p in range(procs) for j in range(edits))
@@ -463,4 +505,44 @@ async def test_four_processes_fifty_edits_each_lose_nothing(server):
             if c.poll() is None:
                 c.kill()
         await store.delete(files.key)
-        await store.aclose()
+        close = getattr(store, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def test_file_store_removes_orphans_of_a_writer_killed_mid_write(tmp_path):
+    """A real SIGKILL while big values are being written: the next FileStore opened on the
+    directory removes the temporary files the dead writer left, and every key still holds a
+    complete value."""
+    directory = tmp_path / "killed"
+    worker = Path(__file__).with_name("memory_fixtures.py")
+    orphans_seen = 0
+    for round_ in range(6):
+        child = subprocess.Popen(
+            [sys.executable, str(worker), "kill-writer", str(directory)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout.readline().strip() == "ready", child.stderr.read()
+            deadline = time.monotonic() + 20
+            # Kill it while a temporary file exists: mid-write.
+            while not any(n.startswith(".tmp-") for n in os.listdir(directory)):
+                assert time.monotonic() < deadline, "the writer never started a write"
+                time.sleep(0.001)
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=20)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        assert child.returncode == -signal.SIGKILL
+        left = sorted(n for n in os.listdir(directory) if n.startswith(".tmp-"))
+        orphans_seen += len(left)
+        store = FileStore(directory)
+        assert store.orphans_removed == len(left)
+        assert sorted(n for n in os.listdir(directory) if n.startswith(".tmp-")) == []
+        for k in range(4):
+            value = asyncio.run(store.get(f"k{k}"))
+            assert value in (None, "x" * 4_000_000), (round_, k, None if value is None else len(value))
+    assert orphans_seen >= 1

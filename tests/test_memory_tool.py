@@ -1,6 +1,6 @@
 """The ``memory`` tool itself: its definition (name, schema, attributes), ``run`` with every
-command and every argument mistake, the error classes, and a call through the dispatcher
-(SPEC §10, §11 "Memory")."""
+command and every argument mistake, the error classes, backends written to ``agentkit.tools``'
+signatures, and a call through the dispatcher."""
 
 from __future__ import annotations
 
@@ -84,14 +84,18 @@ def test_run_every_command():
         "File created successfully at /memories/todo.md (8 bytes)."
     )
     assert r(command="view", path="/memories") == "/memories/todo.md"
-    assert r(command="view", path="/memories/todo.md", view_range=[2, 2]) == "- b"
+    # The model reads files with 1-based line numbers (the backend returns the plain text).
+    assert r(command="view", path="/memories/todo.md") == "     1\t- a\n     2\t- b"
+    assert run(t.backend.view("/memories/todo.md")) == "- a\n- b\n"
+    assert r(command="view", path="/memories/todo.md", view_range=[2, 2]) == "     2\t- b"
     assert r(command="str_replace", path="/memories/todo.md", old_str="- a", new_str="- a (done)") == (
         "The file /memories/todo.md has been edited."
     )
     assert r(command="insert", path="/memories/todo.md", insert_line=2, insert_text="- c") == (
         "Text inserted after line 2 of /memories/todo.md."
     )
-    assert r(command="view", path="/memories/todo.md") == "- a (done)\n- b\n- c\n"
+    assert r(command="view", path="/memories/todo.md") == "     1\t- a (done)\n     2\t- b\n     3\t- c"
+    assert t.backend.files() == {"/memories/todo.md": "- a (done)\n- b\n- c\n"}
     assert r(command="rename", old_path="/memories/todo.md", new_path="/memories/done.md") == (
         "Renamed /memories/todo.md to /memories/done.md."
     )
@@ -99,14 +103,16 @@ def test_run_every_command():
         "Renamed /memories/done.md to /memories/archive/done.md."
     )
     assert r(command="delete", path="/memories/archive") == "Deleted directory /memories/archive (1 file(s))."
-    assert r(command="view", path="/memories") == ""
+    assert r(command="view", path="/memories") == "The directory /memories is empty."
+    assert r(command="create", path="/memories/e.md", file_text="") == "File created successfully at /memories/e.md (0 bytes)."
+    assert r(command="view", path="/memories/e.md") == "The file /memories/e.md is empty."
 
 
 def test_run_accepts_json_text_frozen_values_and_nulls():
     t = FileTool()
     assert run(t.run('{"command": "create", "path": "a", "file_text": "1\\n2\\n"}', None)).startswith("File created")
     args = FrozenDict({"command": "view", "path": "a", "view_range": FrozenList([2, 2]), "file_text": None})
-    assert run(t.run(args, None)) == "2"
+    assert run(t.run(args, None)) == "     2\t2"
     with pytest.raises(MemoryCommandError) as info:
         run(t.run("{not json", None))
     assert info.value.code == "invalid_argument"
@@ -122,7 +128,13 @@ def test_run_accepts_json_text_frozen_values_and_nulls():
     "args, cls, code, message",
     [
         ({"command": "str_replace", "path": "f"}, MemoryCommandError, "missing_argument",
-         'command "str_replace" is missing required argument(s) old_str; it takes path, old_str, new_str (required: path, old_str)'),
+         'command "str_replace" is missing required argument(s) old_str, new_str; it takes path, old_str, new_str (required: path, old_str, new_str)'),
+        ({"command": "str_replace", "path": "f", "old_str": "x"}, MemoryCommandError, "missing_argument",
+         'command "str_replace" is missing required argument(s) new_str; it takes path, old_str, new_str (required: path, old_str, new_str)'),
+        ({"command": "view", "path": "/"}, MemoryPermissionError, "permission_denied",
+         'path "/" is outside the memory directory /memories; use a path under /memories/ (relative paths are joined under it)'),
+        ({"command": "create", "path": "/memories/notes\n/memories/passwords.md", "file_text": "x"}, MemoryPermissionError,
+         "permission_denied", 'path "/memories/notes\\n/memories/passwords.md" contains the control character U+000A; memory paths are plain names under /memories without line breaks, tabs or other control characters'),
         ({"command": "str_replace", "path": "f", "old_str": "x", "new_str": "y"}, MemoryCommandError, "ambiguous_match",
          "old_str occurs 2 times in /memories/f (at lines 1, 2); it must occur exactly once: add surrounding context to old_str so it matches only the place you mean"),
         ({"command": "view", "path": "nope"}, MemoryNotFoundError, "not_found",
@@ -152,6 +164,7 @@ def test_error_classes_keep_the_standard_bases():
     assert issubclass(MemoryPermissionError, PermissionError)
     assert issubclass(MemoryNotFoundError, FileNotFoundError)
     assert issubclass(MemoryExistsError, ValueError)
+    assert issubclass(MemoryExistsError, FileExistsError)
     assert issubclass(MemoryCommandError, ValueError)
     assert issubclass(MemoryLimitError, ValueError)
     assert issubclass(StoreConflictError, RuntimeError)
@@ -192,3 +205,102 @@ def test_through_the_dispatcher():
     assert (esc["ok"], esc["error"]["code"]) == (False, "permission_denied")
     unknown = dispatch({"id": "4", "name": "memory", "input": {"command": "view", "colour": "red"}}, reg)
     assert (unknown["ok"], unknown["error"]["code"]) == (False, "invalid_arguments")
+
+
+def test_tool_name_is_exported_where_agentkit_tools_has_it():
+    from agentkit_tools.file_tool import TOOL_NAME, FileTool as FT, InMemoryFiles as IMF
+    from agentkit_tools.memory import TOOL_NAME as T2
+
+    assert (TOOL_NAME, T2, FT, IMF) == ("memory", "memory", FileTool, InMemoryFiles)
+    assert FileTool().name == FileTool().schema.name == TOOL_NAME
+
+
+def test_create_over_an_existing_file_raises_file_exists_error():
+    t = FileTool()
+    run(t.run({"command": "create", "path": "/memories/note.md", "file_text": "original"}))
+    with pytest.raises(FileExistsError) as info:
+        run(t.run({"command": "create", "path": "/memories/note.md", "file_text": "replacement"}))
+    assert isinstance(info.value, MemoryExistsError) and isinstance(info.value, ValueError)
+    assert info.value.code == "already_exists"
+    with pytest.raises(FileExistsError):
+        run(t.backend.create("/memories/note.md", "z"))
+    assert t.backend.files() == {"/memories/note.md": "original"}
+
+
+def test_in_memory_files_takes_root_positionally():
+    f = InMemoryFiles("/notes")
+    assert f.root == "/notes"
+    run(f.create("/notes/a", "x"))
+    assert run(f.view("/")) == "/notes/a"  # "/" lists everything, as agentkit's runtime asks
+    assert run(StoreFiles(InMemoryStore(), namespace="n").view("/")) == ""
+
+
+class ReferenceStyleFiles:
+    """A backend written to agentkit.tools' signatures: view(path), rename(path, new_path),
+    str_replace without a default, create with keyword-only overwrite."""
+
+    def __init__(self):
+        self.files: dict[str, str] = {}
+        self.calls: list[tuple] = []
+
+    async def view(self, path):
+        self.calls.append(("view", path))
+        return self.files.get(path, "\n".join(sorted(self.files)))
+
+    async def create(self, path, file_text, *, overwrite=False):
+        self.calls.append(("create", path, file_text, overwrite))
+        self.files[path] = file_text
+        return f"created {path}"
+
+    async def str_replace(self, path, old_str, new_str):
+        self.calls.append(("str_replace", path, old_str, new_str))
+        self.files[path] = self.files[path].replace(old_str, new_str, 1)
+        return f"edited {path}"
+
+    async def insert(self, path, insert_line, insert_text):
+        self.calls.append(("insert", path, insert_line, insert_text))
+        return f"inserted into {path}"
+
+    async def delete(self, path):
+        self.calls.append(("delete", path))
+        return f"deleted {path}"
+
+    async def rename(self, path, new_path):
+        self.calls.append(("rename", path, new_path))
+        self.files[new_path] = self.files.pop(path)
+        return f"renamed {path} -> {new_path}"
+
+
+def test_backend_with_the_reference_signatures_is_called_as_the_reference_does():
+    b = ReferenceStyleFiles()
+    t = FileTool(b)
+    r = lambda **a: run(t.run(a))  # noqa: E731
+    assert r(command="create", path="n.md", file_text="a\nb") == "created /memories/n.md"
+    assert r(command="view", path="/memories/n.md") == "a\nb"  # a foreign backend's text, as given
+    assert r(command="str_replace", path="n.md", old_str="a", new_str="A") == "edited /memories/n.md"
+    assert r(command="insert", path="n.md", insert_line=1, insert_text="x") == "inserted into /memories/n.md"
+    assert r(command="rename", path="n.md", new_path="m/../o.md") == "renamed /memories/n.md -> /memories/o.md"
+    assert r(command="delete", path="/memories/o.md/") == "deleted /memories/o.md"
+    assert b.calls == [
+        ("create", "/memories/n.md", "a\nb", False),
+        ("view", "/memories/n.md"),
+        ("str_replace", "/memories/n.md", "a", "A"),
+        ("insert", "/memories/n.md", 1, "x"),
+        ("rename", "/memories/n.md", "/memories/o.md"),
+        ("delete", "/memories/o.md"),
+    ]
+    # Paths are confined before a foreign backend sees them.
+    for bad in ("/etc/passwd", "../x", "/", "a\x00b", "a\nb"):
+        with pytest.raises(PermissionError):
+            r(command="view", path=bad)
+    assert len(b.calls) == 6
+
+
+def test_is_read_only_call_is_true_for_view_only():
+    t = FileTool()
+    assert t.is_read_only_call({"command": "view", "path": "/memories"}) is True
+    assert t.is_read_only_call(FrozenDict({"command": "view", "path": "/memories", "view_range": [1, 2]})) is True
+    for command in ("create", "str_replace", "insert", "delete", "rename"):
+        assert t.is_read_only_call({"command": command, "path": "/memories/a"}) is False
+    assert t.is_read_only_call({}) is False
+    assert t.side_effecting is True  # the tool as a whole stays side-effecting

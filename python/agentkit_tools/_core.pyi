@@ -29,6 +29,7 @@ __all__ = [
     "MAX_SPELLED_OUT",
     "MIN_DESCRIPTION_CHARS",
     "FORMAT_PATTERNS",
+    "MemoryCasLoop",
     "MemoryStoreEngine",
     "MemoryTree",
     "MiddlewareState",
@@ -465,12 +466,16 @@ class DeadlineQueue:
 
 # ---------------------------------------------------------------------- memory
 
-def memory_parse_call(args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Check one call of the ``memory`` tool and return the backend method and its keyword
-    arguments, e.g. ``("rename", {"old_path": ..., "new_path": ...})`` (``path`` is accepted as
-    an alias of ``old_path``). Raises ``MemoryCommandError`` (a ``ValueError`` and a
-    ``ToolError``) naming every missing, misplaced or ill-typed argument, ``TypeError`` when
-    ``args`` is not a dict."""
+def memory_parse_call(args: Mapping[str, Any], root: str = "/memories") -> tuple[str, tuple[Any, ...]]:
+    """Check one call of the ``memory`` tool, resolve its paths under ``root`` and return the
+    backend method and its positional arguments: ``("view", (path, view_range | None))``,
+    ``("create", (path, file_text, overwrite))``, ``("str_replace", (path, old_str, new_str))``,
+    ``("insert", (path, insert_line, insert_text))``, ``("delete", (path,))``,
+    ``("rename", (old_path, new_path))`` (``path`` is accepted as an alias of ``old_path``).
+    Raises ``MemoryCommandError`` (a ``ValueError`` and a ``ToolError``) naming every missing,
+    misplaced or ill-typed argument or a path over 1,024 bytes, ``MemoryPermissionError`` for a
+    path outside ``root`` or with a control character, ``TypeError`` when ``args`` is not a
+    dict."""
 
 @final
 class MemoryTree:
@@ -479,13 +484,15 @@ class MemoryTree:
 
     def __new__(cls, root: str = "/memories", *, max_bytes: int = 8388608, max_files: int = 4096) -> Self:
         """``root``: the POSIX directory every path is confined under. ``max_bytes``: the
-        total UTF-8 bytes of all file texts; ``max_files``: the file count. Raises
+        total UTF-8 bytes of all file paths and texts; ``max_files``: the file count. Raises
         ``ValueError`` for a bad root or negative limits."""
 
-    def apply(self, command: str, **kwargs: Any) -> str:
+    def apply(self, command: str, kwargs: Mapping[str, Any] | None = None, numbered: bool = False) -> str:
         """Apply ``view``/``create``/``str_replace``/``insert``/``delete``/``rename`` with its
-        arguments; returns the result text. Raises ``MemoryPermissionError`` (a path outside
-        root), ``MemoryNotFoundError``, ``MemoryExistsError``, ``MemoryCommandError``,
+        arguments (a dict); returns the result text. ``numbered=True``: a view answers as the
+        ``memory`` tool shows the model (a file's lines numbered ``"{n:>6}\\t{line}"`` from 1,
+        an empty directory or file said to be empty). Raises ``MemoryPermissionError`` (a path
+        outside root), ``MemoryNotFoundError``, ``MemoryExistsError``, ``MemoryCommandError``,
         ``MemoryLimitError``."""
 
     def to_json(self) -> str:
@@ -496,7 +503,7 @@ class MemoryTree:
 
     @property
     def bytes(self) -> int:
-        """Total UTF-8 bytes of all file texts."""
+        """Total UTF-8 bytes of all file paths and texts (what ``max_bytes`` bounds)."""
 
     @property
     def file_count(self) -> int:
@@ -514,7 +521,6 @@ class MemoryStoreEngine:
 
     def __new__(
         cls,
-        store: Any,
         key: str,
         *,
         root: str = "/memories",
@@ -522,16 +528,48 @@ class MemoryStoreEngine:
         max_files: int = 4096,
         max_attempts: int = 32,
     ) -> Self:
-        """``store``: a StorePort (async ``get`` and ``compare_and_set``); ``max_attempts``:
-        1-100000 compare-and-set attempts per command. Raises ``ValueError`` for out-of-range
-        limits or a bad root."""
+        """``key``: the store key of the tree document; ``max_attempts``: 1-100000
+        compare-and-set attempts per command. Raises ``ValueError`` for out-of-range limits or a
+        bad root."""
 
-    def apply(self, command: str, **kwargs: Any) -> Awaitable[tuple[str, int]]:
-        """Apply one command through the compare-and-set loop; an awaitable of ``(result
-        text, attempts)`` (``attempts - 1`` lost races were retried). Raises the errors of
-        ``MemoryTree.apply``, and ``StoreConflictError`` when every attempt lost its race
-        (nothing is written), ``TypeError`` when the store returns the wrong types."""
+    def begin(self, command: str, kwargs: Mapping[str, Any] | None = None, numbered: bool = False) -> MemoryCasLoop:
+        """Start one command's loop (arguments checked as by ``MemoryTree.apply``). The caller
+        drives it on its own event loop::
+
+            while True:
+                doc = await store.get(key)
+                value = loop.on_get(doc)
+                if value is None: break
+                delay = loop.on_cas(await store.compare_and_set(key, doc, value))
+                if delay is None: break
+                await asyncio.sleep(delay)
+            loop.text
+        """
 
     @property
     def key(self) -> str:
         """The store key of the tree document."""
+
+@final
+class MemoryCasLoop:
+    """One command's compare-and-set loop (see ``MemoryStoreEngine.begin``)."""
+
+    def on_get(self, doc: Any) -> str | None:
+        """Feed what ``store.get`` returned (``None``, the document text, or the document as a
+        dict). ``None``: finished, the answer is in ``text``; a ``str``: the new document to
+        write with ``compare_and_set(key, doc, value)``. Raises the command's error (nothing is
+        written), ``MemoryCorruptError`` for a document this version cannot read,
+        ``TypeError`` for a value of another type."""
+
+    def on_cas(self, won: Any) -> float | None:
+        """Feed what ``compare_and_set`` returned (a bool). ``None``: finished; a float: the
+        seconds to wait (0.0 for none) before reading again. Raises ``StoreConflictError``
+        when every attempt lost its race, ``TypeError`` for a non-bool."""
+
+    @property
+    def text(self) -> str | None:
+        """The answer for the model once finished."""
+
+    @property
+    def attempts(self) -> int:
+        """Read-apply cycles used so far (1 = no lost race)."""

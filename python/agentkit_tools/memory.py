@@ -9,11 +9,16 @@ Backends share one async protocol (:class:`MemoryBackend`):
 
 - :class:`InMemoryFiles` — a tree held in this process.
 - :class:`StoreFiles` — the whole tree of one namespace is one JSON document in a
-  :class:`~agentkit_tools.stores.StorePort`, changed only by compare-and-set. The loop (in the
-  Rust core) reads the document, applies the command, and writes with compare-and-set; on a lost
-  race it re-applies the command to the fresh document, so concurrent edits from many tasks,
-  processes or machines never lose an update. It gives up after ``max_attempts`` (32) cycles with
-  :class:`StoreConflictError`, having written nothing.
+  :class:`~agentkit_tools.stores.StorePort`, changed only by compare-and-set. The loop (decided
+  in the Rust core, driven on the caller's event loop) reads the document, applies the command,
+  and writes with compare-and-set; on a lost race it re-applies the command to the fresh
+  document, so concurrent edits from many tasks, processes or machines never lose an update. It
+  gives up after ``max_attempts`` (32) cycles with :class:`StoreConflictError`, having written
+  nothing.
+
+Limits: ``max_bytes`` counts the UTF-8 bytes of every file's path and text; ``max_files`` the
+files; a path is at most 1,024 bytes (as sent and once joined under the root); control
+characters in a path are refused like ``..`` escapes. See ``docs/memory.md``.
 
 Errors are raised as classes that are both the standard Python exception the spec names
 (``PermissionError``, ``FileNotFoundError``, ``ValueError``, ``RuntimeError``) and a
@@ -23,6 +28,7 @@ tool-result envelopes the model can act on. A failed command never changes anyth
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
@@ -33,6 +39,7 @@ from .schema import ToolSchema
 from .stores import StorePort
 
 __all__ = [
+    "TOOL_NAME",
     "FileTool",
     "MemoryBackend",
     "InMemoryFiles",
@@ -47,7 +54,12 @@ __all__ = [
     "MemoryCorruptError",
 ]
 
+TOOL_NAME = "memory"
+"""The tool's name, fixed by Anthropic's memory-tool contract (what the model calls)."""
+
 DEFAULT_MAX_BYTES = 8_388_608
+MAX_PATH_BYTES = 1024
+"""The longest memory path, in UTF-8 bytes, as sent and once joined under the root."""
 DEFAULT_MAX_FILES = 4096
 DEFAULT_MAX_ATTEMPTS = 32
 
@@ -56,8 +68,9 @@ DEFAULT_MAX_ATTEMPTS = 32
 
 
 class MemoryPermissionError(ToolError, PermissionError):
-    """A path escapes the memory root (``..``, another root, a backslash, a NUL byte), or the
-    command would delete or move the root itself. ``code="permission_denied"``."""
+    """A path escapes the memory root (``..``, another root, a backslash, a NUL byte or another
+    control character), or the command would delete or move the root itself.
+    ``code="permission_denied"``."""
 
     def __init__(self, message: str, *, code: str = "permission_denied") -> None:
         super().__init__(message, code=code)
@@ -70,9 +83,12 @@ class MemoryNotFoundError(ToolError, FileNotFoundError):
         super().__init__(message, code=code)
 
 
-class MemoryExistsError(ToolError, ValueError):
+class MemoryExistsError(ToolError, FileExistsError, ValueError):
     """The target exists: ``create`` without ``overwrite=True``, or ``rename`` onto an existing
-    path ("... already exists; delete it first"). ``code="already_exists"``."""
+    path ("... already exists; delete it first"). ``code="already_exists"``.
+
+    Both a ``FileExistsError`` (what code written for ``agentkit.tools`` catches from
+    ``create``) and a ``ValueError`` (what it catches from ``rename``)."""
 
     def __init__(self, message: str, *, code: str = "already_exists") -> None:
         super().__init__(message, code=code)
@@ -82,15 +98,16 @@ class MemoryCommandError(ToolError, ValueError):
     """A model mistake in a command's arguments. ``code`` says which: ``missing_argument``,
     ``unexpected_argument``, ``invalid_argument``, ``no_match`` / ``ambiguous_match``
     (``str_replace``'s ``old_str`` found zero or several times; the message says how many),
-    ``out_of_range`` (``insert_line``, ``view_range``), ``is_a_directory``, ``not_a_directory``."""
+    ``out_of_range`` (``insert_line``, ``view_range``), ``is_a_directory``, ``not_a_directory``,
+    ``path_too_long`` (over 1,024 bytes)."""
 
     def __init__(self, message: str, *, code: str = "invalid_argument") -> None:
         super().__init__(message, code=code)
 
 
 class MemoryLimitError(ToolError, ValueError):
-    """The command would grow the tree past ``max_bytes`` (UTF-8 bytes of all file texts) or
-    ``max_files``; nothing was changed. ``code="memory_limit"``.
+    """The command would grow the tree past ``max_bytes`` (UTF-8 bytes of all file paths and
+    texts) or ``max_files``; nothing was changed. ``code="memory_limit"``.
 
     Attributes: ``limit`` (``"max_bytes"`` or ``"max_files"``), ``maximum`` (the configured
     limit), ``used`` (the tree's use before the command), ``requested`` (what the command would
@@ -137,66 +154,74 @@ class MemoryCorruptError(RuntimeError):
 
 @runtime_checkable
 class MemoryBackend(Protocol):
-    """The async protocol every memory backend implements; each method returns the result text
-    for the model and raises the errors of this module (nothing changes on an error)."""
-
-    root: str
+    """The async protocol every memory backend implements (the signatures of
+    ``agentkit.tools``' ``InMemoryFiles``); each method returns the result text and raises the
+    errors of this module (nothing changes on an error). :class:`FileTool` resolves and confines
+    every path before it calls a backend, and calls ``view(path)`` without a range,
+    ``view(path, view_range)`` with one, and every other method with positional arguments
+    (``overwrite`` by keyword), so a backend written to those signatures works."""
 
     async def view(self, path: str, view_range: Optional[Sequence[int]] = None) -> str: ...
 
     async def create(self, path: str, file_text: str, overwrite: bool = False) -> str: ...
 
-    async def str_replace(self, path: str, old_str: str, new_str: str = "") -> str: ...
+    async def str_replace(self, path: str, old_str: str, new_str: str) -> str: ...
 
     async def insert(self, path: str, insert_line: int, insert_text: str) -> str: ...
 
     async def delete(self, path: str) -> str: ...
 
-    async def rename(self, old_path: str, new_path: str) -> str: ...
+    async def rename(self, path: str, new_path: str) -> str: ...
 
 
 class _Commands:
     """The six commands, each a thin call of ``_apply`` (which the Rust core executes)."""
 
-    async def _apply(self, command: str, **kwargs: Any) -> str:  # pragma: no cover - abstract
+    root: str
+
+    async def _apply(self, command: str, kwargs: dict[str, Any], numbered: bool = False) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
     async def view(self, path: str, view_range: Optional[Sequence[int]] = None) -> str:
-        """A directory: the sorted paths of the files below it, one per line (``""`` when empty).
-        A file: its text; with ``view_range=[start, end]`` (1-based, inclusive; ``end=-1`` = last
-        line) those lines joined by ``\\n``.
+        """A directory: the sorted paths of the files below it, one per line (``""`` when empty;
+        ``"/"`` lists every file under the root). A file: its text; with
+        ``view_range=[start, end]`` (1-based, inclusive; ``end=-1`` = last line) those lines
+        joined by ``\\n``. (The ``memory`` tool shows the model the same with line numbers.)
 
         Raises MemoryNotFoundError, MemoryPermissionError, MemoryCommandError (``out_of_range``,
         ``is_a_directory`` for a range on a directory)."""
-        return await self._apply("view", path=path, view_range=view_range)
+        return await self._apply("view", {"path": path, "view_range": view_range})
 
     async def create(self, path: str, file_text: str, overwrite: bool = False) -> str:
         """Writes a file (parent directories are implicit). Refuses an existing file unless
-        ``overwrite=True`` (MemoryExistsError), a directory or the root (MemoryCommandError
-        ``is_a_directory``), a path below a file (``not_a_directory``); MemoryLimitError when
-        the tree would outgrow ``max_bytes``/``max_files``."""
-        return await self._apply("create", path=path, file_text=file_text, overwrite=overwrite)
+        ``overwrite=True`` (MemoryExistsError, also a FileExistsError), a directory or the root
+        (MemoryCommandError ``is_a_directory``), a path below a file (``not_a_directory``);
+        MemoryLimitError when the tree would outgrow ``max_bytes``/``max_files``."""
+        return await self._apply("create", {"path": path, "file_text": file_text, "overwrite": overwrite})
 
-    async def str_replace(self, path: str, old_str: str, new_str: str = "") -> str:
+    async def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """Replaces the only occurrence of ``old_str`` with ``new_str`` (``""`` deletes it).
         Zero or several occurrences (overlapping ones count) → MemoryCommandError ``no_match`` /
         ``ambiguous_match`` saying how many and on which lines."""
-        return await self._apply("str_replace", path=path, old_str=old_str, new_str=new_str)
+        return await self._apply("str_replace", {"path": path, "old_str": old_str, "new_str": new_str})
 
     async def insert(self, path: str, insert_line: int, insert_text: str) -> str:
-        """Inserts ``insert_text`` as whole lines after line ``insert_line`` (0 = at the top;
-        the file's line count = at the end). Out of range → MemoryCommandError ``out_of_range``."""
-        return await self._apply("insert", path=path, insert_line=insert_line, insert_text=insert_text)
+        """Inserts ``insert_text`` (its trailing line breaks dropped) as a line after line
+        ``insert_line`` of the text split on ``\\n`` (0 = at the top; a text ending in ``\\n``
+        has an empty last line, so ``"a\\nb\\n"`` takes 0 to 3). Out of range →
+        MemoryCommandError ``out_of_range``."""
+        return await self._apply("insert", {"path": path, "insert_line": insert_line, "insert_text": insert_text})
 
     async def delete(self, path: str) -> str:
         """Deletes a file, or a directory with every file below it. The root is refused
         (MemoryPermissionError)."""
-        return await self._apply("delete", path=path)
+        return await self._apply("delete", {"path": path})
 
-    async def rename(self, old_path: str, new_path: str) -> str:
-        """Moves a file or directory. Refuses an existing ``new_path`` (MemoryExistsError:
-        "... already exists; delete it first"), the root, and moving a directory into itself."""
-        return await self._apply("rename", old_path=old_path, new_path=new_path)
+    async def rename(self, path: str, new_path: str) -> str:
+        """Moves a file or directory from ``path`` to ``new_path``. Refuses an existing
+        ``new_path`` (MemoryExistsError: "... already exists; delete it first"), the root, and
+        moving a directory into itself."""
+        return await self._apply("rename", {"old_path": path, "new_path": new_path})
 
 
 class InMemoryFiles(_Commands):
@@ -204,14 +229,14 @@ class InMemoryFiles(_Commands):
 
     Args:
         root: the directory every path is confined under (default ``/memories``).
-        max_bytes: limit on the UTF-8 bytes of all file texts (default 8 MiB).
+        max_bytes: limit on the UTF-8 bytes of all file paths and texts (default 8 MiB).
         max_files: limit on the number of files (default 4096).
     """
 
     def __init__(
         self,
-        *,
         root: str = "/memories",
+        *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_files: int = DEFAULT_MAX_FILES,
     ) -> None:
@@ -220,8 +245,8 @@ class InMemoryFiles(_Commands):
         self.max_bytes = max_bytes
         self.max_files = max_files
 
-    async def _apply(self, command: str, **kwargs: Any) -> str:
-        return self._tree.apply(command, **kwargs)
+    async def _apply(self, command: str, kwargs: dict[str, Any], numbered: bool = False) -> str:
+        return self._tree.apply(command, kwargs, numbered)
 
     def files(self) -> dict[str, str]:
         """A snapshot ``{path: text}``, sorted by path."""
@@ -255,12 +280,15 @@ class StoreFiles(_Commands):
         namespace: fixed by the host (for example a user or project id): the tree lives at store
             key ``memory:<namespace>``. Nothing the model sends can reach another namespace.
         root: the directory every path is confined under (default ``/memories``).
-        max_bytes: limit on the UTF-8 bytes of all file texts (default 8388608).
+        max_bytes: limit on the UTF-8 bytes of all file paths and texts (default 8388608).
         max_files: limit on the number of files (default 4096).
         max_attempts: compare-and-set cycles before :class:`StoreConflictError` (default 32).
 
-    The loop runs in the Rust core and awaits the store's coroutines; between lost races it backs
-    off with full jitter (1 ms doubling up to 50 ms). ``stats`` counts commands and attempts.
+    The tree is stored as its JSON text (a string value; a document stored as a JSON object is
+    read too). Each command reads it with ``store.get``, applies the command in the Rust core,
+    and writes with ``store.compare_and_set`` against the exact value read; the store is awaited
+    on the caller's event loop. Between lost races it backs off with full jitter (1 ms doubling
+    up to 50 ms). ``stats`` counts commands and attempts.
     """
 
     def __init__(
@@ -282,23 +310,37 @@ class StoreFiles(_Commands):
         self.max_files = max_files
         self.max_attempts = max_attempts
         self._engine = _core.MemoryStoreEngine(
-            store, self.key, root=root, max_bytes=max_bytes, max_files=max_files, max_attempts=max_attempts
+            self.key, root=root, max_bytes=max_bytes, max_files=max_files, max_attempts=max_attempts
         )
         self.root: str = _core.MemoryTree(root).root
         self.stats = CasStats()
 
-    async def _apply(self, command: str, **kwargs: Any) -> str:
-        text, attempts = await self._engine.apply(command, **kwargs)
-        self.stats.commands += 1
-        self.stats.attempts += attempts
-        return text
+    async def _apply(self, command: str, kwargs: dict[str, Any], numbered: bool = False) -> str:
+        loop = self._engine.begin(command, kwargs, numbered)
+        store, key = self.store, self.key
+        while True:
+            doc = await store.get(key)
+            value = loop.on_get(doc)
+            if value is None:
+                break
+            delay = loop.on_cas(await store.compare_and_set(key, doc, value))
+            if delay is None:
+                break
+            if delay:
+                await asyncio.sleep(delay)
+        stats = self.stats
+        stats.commands += 1
+        stats.attempts += loop.attempts
+        return loop.text  # type: ignore[no-any-return]
 
     async def files(self) -> dict[str, str]:
         """A snapshot ``{path: text}`` read from the store."""
         doc = await self.store.get(self.key)
         if doc is None:
             return {}
-        return dict(json.loads(doc)["files"])
+        if isinstance(doc, str):
+            doc = json.loads(doc)
+        return dict(doc["files"])
 
     def __repr__(self) -> str:
         return f"StoreFiles({self.store!r}, namespace={self.namespace!r}, root={self.root!r})"
@@ -315,8 +357,8 @@ def _description(root: str) -> str:
         "conversations and is shared with other runs. At the start of a task, view the directory "
         "to see what you already know; record progress, decisions and facts worth keeping as you "
         "go, and keep the files short and organised.\n"
-        "Commands: view (list a directory, or read a file; view_range=[start, end] reads lines "
-        "start..end, 1-based), create (write a new file with file_text; refuses to replace an "
+        "Commands: view (list a directory, or read a file with numbered lines; view_range=[start, end] "
+        "reads lines start..end, 1-based), create (write a new file with file_text; refuses to replace an "
         "existing file unless overwrite=true), str_replace (replace old_str, which must occur "
         "exactly once, with new_str), insert (insert insert_text after line insert_line; 0 = top), "
         "delete (a file or directory), rename (old_path to new_path; never overwrites).\n"
@@ -355,7 +397,7 @@ def _parameters(root: str) -> dict[str, Any]:
             },
             "new_str": {
                 "type": "string",
-                "description": "str_replace: the replacement text (empty deletes old_str).",
+                "description": "str_replace: the replacement text (required; an empty string deletes old_str).",
             },
             "insert_line": {
                 "type": "integer",
@@ -364,7 +406,7 @@ def _parameters(root: str) -> dict[str, Any]:
             },
             "insert_text": {
                 "type": "string",
-                "description": "insert: the text to insert, as whole lines.",
+                "description": "insert: the text to insert as a new line (a trailing line break is dropped).",
             },
             "view_range": {
                 "type": "array",
@@ -393,7 +435,7 @@ class FileTool:
 
     Args:
         backend: a :class:`MemoryBackend` (:class:`InMemoryFiles`, :class:`StoreFiles`, or your
-            own); default: a fresh ``InMemoryFiles(root=root)``.
+            own); default: a fresh ``InMemoryFiles(root)``.
         root: the directory every path is confined under. Must match the backend's ``root``.
 
     Side-effecting, not idempotent. ``run(args, ctx)`` checks the arguments of the selected
@@ -402,7 +444,7 @@ class FileTool:
     ``code``, so the dispatcher reports it to the model with the next step to take.
     """
 
-    name = "memory"
+    name = TOOL_NAME
     side_effecting = True
     idempotent = False
     requires_approval = False
@@ -415,7 +457,7 @@ class FileTool:
     def __init__(self, backend: Optional[MemoryBackend] = None, *, root: str = "/memories") -> None:
         normalised = _core.MemoryTree(root).root
         if backend is None:
-            backend = InMemoryFiles(root=normalised)
+            backend = InMemoryFiles(normalised)
         else:
             backend_root = getattr(backend, "root", normalised)
             if isinstance(backend_root, str) and backend_root.rstrip("/") != normalised:
@@ -428,9 +470,22 @@ class FileTool:
         self.description = _description(normalised)
         self.schema = ToolSchema(self.name, self.description, _parameters(normalised))
 
+    def is_read_only_call(self, args: Mapping[str, Any]) -> bool:
+        """Whether this particular call only reads: True for ``command == "view"``.
+
+        ``args`` is the call's validated arguments mapping. The Invoker asks this per call, so a
+        ``view`` is never deduplicated, does not reset repeat counts and may be retried, while
+        every other command stays side-effecting. Any tool may define this method."""
+        return args.get("command") == "view"
+
     async def run(self, args: Any, ctx: Any = None) -> str:
         """Executes one call. ``args``: the model's arguments (a mapping, or its JSON text).
-        Returns the result text; raises the errors of this module."""
+
+        Checks the selected command's arguments and resolves every path under ``root`` (``..``
+        escapes, other roots, backslashes and control characters → MemoryPermissionError)
+        before the backend is called. Returns the result text: for a ``view`` of a file on this
+        module's backends, its lines with 1-based numbers (``"     1\\tfirst line"``); an empty
+        directory says that it is empty. Raises the errors of this module."""
         if isinstance(args, (str, bytes, bytearray)):
             try:
                 args = json.loads(args)
@@ -446,8 +501,19 @@ class FileTool:
                 f'{{"command": "view", "path": "{self.root}"}}',
                 code="invalid_argument",
             )
-        method, kwargs = _core.memory_parse_call(dict(args))
-        return await getattr(self.backend, method)(**kwargs)
+        method, params = _core.memory_parse_call(dict(args), self.root)
+        backend = self.backend
+        if method == "view":
+            path, view_range = params
+            if isinstance(backend, _Commands):
+                return await backend._apply("view", {"path": path, "view_range": view_range}, True)
+            if view_range is None:
+                return await backend.view(path)  # type: ignore[no-any-return]
+            return await backend.view(path, list(view_range))  # type: ignore[no-any-return]
+        if method == "create":
+            path, file_text, overwrite = params
+            return await backend.create(path, file_text, overwrite=overwrite)  # type: ignore[no-any-return]
+        return await getattr(backend, method)(*params)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"FileTool({self.backend!r})"

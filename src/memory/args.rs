@@ -42,7 +42,7 @@ fn signature(command: &str) -> (&'static [&'static str], &'static [&'static str]
     match command {
         "view" => (&["path"], &["view_range"]),
         "create" => (&["path", "file_text"], &["overwrite"]),
-        "str_replace" => (&["path", "old_str"], &["new_str"]),
+        "str_replace" => (&["path", "old_str", "new_str"], &[]),
         "insert" => (&["path", "insert_line", "insert_text"], &[]),
         "delete" => (&["path"], &[]),
         "rename" => (&["old_path", "new_path"], &["path"]),
@@ -166,6 +166,7 @@ impl CommandArgs {
             "view" => Command::View {
                 path: s(self.path),
                 view_range: self.view_range,
+                numbered: false,
             },
             "create" => Command::Create {
                 path: s(self.path),

@@ -11,9 +11,15 @@ use super::tree::Tree;
 pub enum Command {
     /// A directory: the sorted paths of the files below it, one per line. A file: its text, or
     /// lines `start..=end` (1-based; `end = -1` means the last line) joined by `\n`.
+    ///
+    /// `numbered` is the answer the `memory` tool gives the model: a file's lines carry 1-based
+    /// line numbers (`{n:>6}\t{line}`), and an empty directory or file says so. The backend
+    /// methods answer with the plain text (`numbered: false`). The path `/` (backends only; the
+    /// tool refuses it) lists every file under the root.
     View {
         path: String,
         view_range: Option<(i64, i64)>,
+        numbered: bool,
     },
     /// Writes a file; refuses an existing one unless `overwrite`.
     Create {
@@ -27,7 +33,9 @@ pub enum Command {
         old_str: String,
         new_str: String,
     },
-    /// Inserts `insert_text` as whole lines after line `insert_line` (0 = at the top).
+    /// Inserts `insert_text` (its trailing line breaks dropped) as a line after line
+    /// `insert_line` of the text split on `\n` (0 = at the top; a text ending in `\n` has an empty
+    /// last line).
     Insert {
         path: String,
         insert_line: i64,
@@ -55,6 +63,38 @@ impl Command {
     pub fn is_read_only(&self) -> bool {
         matches!(self, Command::View { .. })
     }
+
+    /// The same command with every path resolved under `root` (normalised and confined), as the
+    /// `memory` tool does before any command reaches a backend it did not write.
+    pub fn resolved(self, root: &Root) -> Result<Command, MemoryError> {
+        Ok(match self {
+            Command::View { path, view_range, numbered } => Command::View {
+                path: root.resolve("path", &path)?,
+                view_range,
+                numbered,
+            },
+            Command::Create { path, file_text, overwrite } => Command::Create {
+                path: root.resolve("path", &path)?,
+                file_text,
+                overwrite,
+            },
+            Command::StrReplace { path, old_str, new_str } => Command::StrReplace {
+                path: root.resolve("path", &path)?,
+                old_str,
+                new_str,
+            },
+            Command::Insert { path, insert_line, insert_text } => Command::Insert {
+                path: root.resolve("path", &path)?,
+                insert_line,
+                insert_text,
+            },
+            Command::Delete { path } => Command::Delete { path: root.resolve("path", &path)? },
+            Command::Rename { old_path, new_path } => Command::Rename {
+                old_path: root.resolve("old_path", &old_path)?,
+                new_path: root.resolve("new_path", &new_path)?,
+            },
+        })
+    }
 }
 
 /// The six command names, in schema order.
@@ -70,7 +110,7 @@ pub const COMMANDS: [&str; 6] = [
 /// Size limits of one tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Maximum total UTF-8 bytes of all file texts.
+    /// Maximum total UTF-8 bytes of all file paths and texts.
     pub max_bytes: u64,
     /// Maximum number of files.
     pub max_files: u64,
@@ -98,7 +138,11 @@ pub struct Outcome {
 pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome, MemoryError> {
     let root = tree.root().clone();
     match cmd {
-        Command::View { path, view_range } => view(tree, &root, path, *view_range),
+        Command::View {
+            path,
+            view_range,
+            numbered,
+        } => view(tree, &root, path, *view_range, *numbered),
         Command::Create {
             path,
             file_text,
@@ -125,7 +169,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                      insert to edit it, or pick another path"
                 )));
             }
-            check_limits(tree, limits, cmd.name(), &p, Some(file_text))?;
+            check_write(tree, limits, cmd.name(), &p, file_text)?;
             let text = if existed {
                 format!("File {p} overwritten ({} bytes).", file_text.len())
             } else {
@@ -170,7 +214,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                     next.push_str(new_str);
                     next.push_str(&current[at + old_str.len()..]);
                     let changed = next != current;
-                    check_limits(tree, limits, cmd.name(), &p, Some(&next))?;
+                    check_write(tree, limits, cmd.name(), &p, &next)?;
                     if changed {
                         tree.insert_file(p.clone(), next);
                     }
@@ -203,33 +247,28 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
         } => {
             let p = root.resolve("path", path)?;
             let current = file_text(tree, &p, "insert")?;
-            let lines: Vec<&str> = current.split_inclusive('\n').collect();
+            let lines: Vec<&str> = current.split('\n').collect();
             let n = lines.len() as i64;
             if *insert_line < 0 || *insert_line > n {
                 return Err(MemoryError::invalid(
                     "out_of_range",
                     format!(
-                        "insert_line {insert_line} is out of range for {p}, which has {n} line(s); \
-                         pass 0 to insert at the top or a value from 1 to {n} to insert after that line"
+                        "insert_line {insert_line} is out of range for {p}, which has {n} line(s) \
+                         counting an empty last line after a final line break; pass 0 to insert at the \
+                         top or a value from 1 to {n} to insert after that line"
                     ),
                 ));
             }
             let k = *insert_line as usize;
-            let mut next = String::with_capacity(current.len() + insert_text.len() + 2);
-            for l in &lines[..k] {
+            let new_line = insert_text.trim_end_matches('\n');
+            let mut next = String::with_capacity(current.len() + new_line.len() + 1);
+            for (i, l) in lines[..k].iter().chain(std::iter::once(&new_line)).chain(lines[k..].iter()).enumerate() {
+                if i > 0 {
+                    next.push('\n');
+                }
                 next.push_str(l);
             }
-            if !next.is_empty() && !next.ends_with('\n') {
-                next.push('\n');
-            }
-            next.push_str(insert_text);
-            if !insert_text.ends_with('\n') {
-                next.push('\n');
-            }
-            for l in &lines[k..] {
-                next.push_str(l);
-            }
-            check_limits(tree, limits, cmd.name(), &p, Some(&next))?;
+            check_write(tree, limits, cmd.name(), &p, &next)?;
             tree.insert_file(p.clone(), next);
             Ok(Outcome {
                 changed: true,
@@ -287,6 +326,10 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                 ));
             }
             check_parents_are_dirs(tree, &root, &new)?;
+            let moved_files = if is_file { 1 } else { tree.below(&old).count() as u64 };
+            // Only the paths change: each moved file's path grows (or shrinks) by the same amount.
+            let growth = (new.len() as i64 - old.len() as i64) * moved_files as i64;
+            check_size(tree, limits, cmd.name(), &new, growth, 0)?;
             if is_file {
                 let text = tree.remove_file(&old).unwrap_or_default();
                 tree.insert_file(new.clone(), text);
@@ -316,13 +359,23 @@ fn view(
     root: &Root,
     path: &str,
     range: Option<(i64, i64)>,
+    numbered: bool,
 ) -> Result<Outcome, MemoryError> {
-    let p = root.resolve("path", path)?;
+    let p = if path == "/" && !numbered {
+        root.as_str().to_string()
+    } else {
+        root.resolve("path", path)?
+    };
     if let Some(text) = tree.get(&p) {
         let Some((start, end)) = range else {
+            let text = if numbered {
+                number_lines(&p, text, 1)
+            } else {
+                text.to_string()
+            };
             return Ok(Outcome {
                 changed: false,
-                text: text.to_string(),
+                text,
             });
         };
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
@@ -342,6 +395,9 @@ fn view(
         if out.ends_with('\n') {
             out.pop();
         }
+        if numbered {
+            out = number_lines(&p, &out, start as usize);
+        }
         return Ok(Outcome {
             changed: false,
             text: out,
@@ -355,12 +411,35 @@ fn view(
             ));
         }
         let listing: Vec<&str> = tree.below(&p).map(|(k, _)| k.as_str()).collect();
+        let text = if numbered && listing.is_empty() {
+            format!("The directory {p} is empty.")
+        } else {
+            listing.join("\n")
+        };
         return Ok(Outcome {
             changed: false,
-            text: listing.join("\n"),
+            text,
         });
     }
     Err(not_found(root, &p))
+}
+
+/// The text as the `memory` tool shows it to the model: each line prefixed with its 1-based
+/// number (the first line is `first`), right-aligned in six columns and a tab, as Anthropic's
+/// memory-tool reference implementation shows files. A final line break adds no empty line.
+pub fn number_lines(p: &str, text: &str, first: usize) -> String {
+    if text.is_empty() {
+        return format!("The file {p} is empty.");
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let mut out = String::with_capacity(text.len() + 8 * (body.len() / 32 + 1));
+    for (i, line) in body.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("{:>6}\t{line}", first + i));
+    }
+    out
 }
 
 fn not_found(root: &Root, p: &str) -> MemoryError {
@@ -431,34 +510,34 @@ fn line_of(text: &str, at: usize) -> usize {
         + 1
 }
 
-/// Refuses a write of `new_text` to `p` that would grow the tree past a limit. Shrinking (or
-/// equal) use is always allowed, even when the tree is already over a lowered limit.
-fn check_limits(
+/// Refuses a write of `new_text` to file `p` that would grow the tree past a limit.
+fn check_write(
     tree: &Tree,
     limits: &Limits,
     command: &str,
     p: &str,
-    new_text: Option<&String>,
+    new_text: &str,
 ) -> Result<(), MemoryError> {
-    let old_len = tree.get(p).map_or(0, |t| t.len() as u64);
-    let exists = tree.get(p).is_some();
-    let used_bytes = tree.bytes();
-    let new_bytes = used_bytes.saturating_sub(old_len) + new_text.map_or(0, |t| t.len() as u64);
-    if new_bytes > limits.max_bytes && new_bytes > used_bytes {
-        return Err(limit_error(
-            LimitInfo { limit: "max_bytes", maximum: limits.max_bytes, used: used_bytes, requested: new_bytes },
-            format!(
-                "memory limit max_bytes={} exceeded: the tree holds {used_bytes} bytes of text and this \
-                 {command} on {p} would make it {new_bytes} bytes ({:+}); nothing was changed. Shorten or \
-                 delete files under {}, then try again",
-                limits.max_bytes,
-                new_bytes as i128 - used_bytes as i128,
-                tree.root().as_str()
-            ),
-        ));
-    }
+    let (growth, new_files) = match tree.get(p) {
+        Some(old) => (new_text.len() as i64 - old.len() as i64, 0),
+        None => ((p.len() + new_text.len()) as i64, 1),
+    };
+    check_size(tree, limits, command, p, growth, new_files)
+}
+
+/// Refuses a change that grows the tree by `growth` bytes (paths and texts) and `new_files`
+/// files past a limit (the file count is checked first). Shrinking (or equal) use is always allowed, even when the tree is
+/// already over a lowered limit.
+fn check_size(
+    tree: &Tree,
+    limits: &Limits,
+    command: &str,
+    p: &str,
+    growth: i64,
+    new_files: u64,
+) -> Result<(), MemoryError> {
     let used_files = tree.file_count();
-    let new_files = used_files + u64::from(!exists && new_text.is_some());
+    let new_files = used_files + new_files;
     if new_files > limits.max_files && new_files > used_files {
         return Err(limit_error(
             LimitInfo { limit: "max_files", maximum: limits.max_files, used: used_files, requested: new_files },
@@ -467,6 +546,21 @@ fn check_limits(
                  {command} would make it {new_files}; nothing was changed. Delete or merge files under \
                  {}, then try again",
                 limits.max_files,
+                tree.root().as_str()
+            ),
+        ));
+    }
+    let used_bytes = tree.bytes();
+    let new_bytes = (used_bytes as i64 + growth).max(0) as u64;
+    if new_bytes > limits.max_bytes && new_bytes > used_bytes {
+        return Err(limit_error(
+            LimitInfo { limit: "max_bytes", maximum: limits.max_bytes, used: used_bytes, requested: new_bytes },
+            format!(
+                "memory limit max_bytes={} exceeded: the tree holds {used_bytes} bytes (file texts and \
+                 paths) and this {command} on {p} would make it {new_bytes} bytes ({:+}); nothing was \
+                 changed. Shorten or delete files under {}, then try again",
+                limits.max_bytes,
+                new_bytes as i128 - used_bytes as i128,
                 tree.root().as_str()
             ),
         ));

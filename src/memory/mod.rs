@@ -14,7 +14,7 @@ pub mod tree;
 
 pub use args::CommandArgs;
 pub use cas::{CasConfig, CasDone, CasLoop, Step};
-pub use command::{apply, Command, Limits, Outcome};
+pub use command::{apply, number_lines, Command, Limits, Outcome};
 pub use error::{ErrorKind, LimitInfo, MemoryError};
 pub use path::Root;
 pub use tree::Tree;

@@ -3,6 +3,11 @@
 //! Nothing here touches an operating-system file system: paths are keys of the tree document.
 use super::error::MemoryError;
 
+/// The longest path accepted, in UTF-8 bytes, both as sent and after it is joined under the
+/// root and normalised. Far above any useful note name, and it keeps one hostile name from
+/// filling the tree (path names count toward `max_bytes` too).
+pub const MAX_PATH_BYTES: usize = 1024;
+
 /// The memory root, e.g. `/memories`: absolute, normalised, not `/` itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root {
@@ -47,6 +52,23 @@ impl Root {
             || (path.starts_with(&self.path) && path[self.path.len()..].starts_with('/'))
     }
 
+    /// True when `path` may be a key of a stored tree: normalised, strictly below the root, no
+    /// NUL byte or backslash. Deliberately not the stricter rules for new paths (control
+    /// characters, length), so a tree written by an older version stays readable.
+    pub fn holds_stored(&self, path: &str) -> bool {
+        if path.contains('\0') || path.contains('\\') || !path.starts_with('/') {
+            return false;
+        }
+        match split_normalised(path) {
+            Some(parts) => {
+                parts.len() > self.parts.len()
+                    && parts[..self.parts.len()] == self.parts[..]
+                    && format!("/{}", parts.join("/")) == path
+            }
+            None => false,
+        }
+    }
+
     /// Resolves a path the model sent to a normalised absolute path under the root.
     ///
     /// Relative paths join under the root; `.` and empty segments vanish; `..` pops a segment.
@@ -63,10 +85,20 @@ impl Root {
                 ),
             ));
         }
+        if input.len() > MAX_PATH_BYTES {
+            return Err(too_long(arg, input.len()));
+        }
         if input.contains('\0') {
             return Err(MemoryError::permission(format!(
                 "{arg} {input:?} contains a NUL byte; use a plain path under {}",
                 self.path
+            )));
+        }
+        if let Some(c) = input.chars().find(|c| c.is_control()) {
+            return Err(MemoryError::permission(format!(
+                "{arg} {input:?} contains the control character U+{:04X}; memory paths are plain \
+                 names under {} without line breaks, tabs or other control characters",
+                c as u32, self.path
             )));
         }
         if input.contains('\\') {
@@ -93,8 +125,22 @@ impl Root {
         if parts.len() < self.parts.len() || parts[..self.parts.len()] != self.parts[..] {
             return Err(outside());
         }
-        Ok(format!("/{}", parts.join("/")))
+        let resolved = format!("/{}", parts.join("/"));
+        if resolved.len() > MAX_PATH_BYTES {
+            return Err(too_long(arg, resolved.len()));
+        }
+        Ok(resolved)
     }
+}
+
+fn too_long(arg: &str, len: usize) -> MemoryError {
+    MemoryError::invalid(
+        "path_too_long",
+        format!(
+            "{arg} is {len} bytes long; a memory path may be at most {MAX_PATH_BYTES} bytes \
+             (UTF-8, root included): choose a shorter name"
+        ),
+    )
 }
 
 /// Splits an absolute path into normalised segments; None when `..` climbs above `/`.
@@ -203,6 +249,42 @@ mod tests {
             e.message,
             "old_path \"a\\\\b\" contains a backslash; memory paths are POSIX paths separated by / under /memories"
         );
+    }
+
+    #[test]
+    fn control_characters_are_refused_like_escapes() {
+        let r = root();
+        for bad in ["/memories/notes\n/memories/passwords.md", "a\tb", "a\rb", "a\u{7f}", "a\u{85}b"] {
+            let e = r.resolve("path", bad).unwrap_err();
+            assert_eq!((e.kind, e.code), (ErrorKind::PermissionDenied, "permission_denied"), "{bad:?}");
+        }
+        let e = r.resolve("path", "/memories/notes\n/memories/passwords.md").unwrap_err();
+        assert_eq!(
+            e.message,
+            "path \"/memories/notes\\n/memories/passwords.md\" contains the control character U+000A; \
+             memory paths are plain names under /memories without line breaks, tabs or other control characters"
+        );
+        assert_eq!(r.resolve("path", "/memories/caf\u{e9} \u{1f600}.md").unwrap(), "/memories/caf\u{e9} \u{1f600}.md");
+    }
+
+    #[test]
+    fn path_length_is_capped_as_sent_and_resolved() {
+        let r = root();
+        let longest = format!("/memories/{}", "a".repeat(MAX_PATH_BYTES - "/memories/".len()));
+        assert_eq!(r.resolve("path", &longest).unwrap(), longest);
+        let e = r.resolve("path", &format!("{longest}b")).unwrap_err();
+        assert_eq!((e.kind, e.code), (ErrorKind::InvalidArgument, "path_too_long"));
+        assert_eq!(
+            e.message,
+            "path is 1025 bytes long; a memory path may be at most 1024 bytes (UTF-8, root included): \
+             choose a shorter name"
+        );
+        // relative: fits as sent, too long once joined under the root
+        let rel = "a".repeat(MAX_PATH_BYTES - 5);
+        let e = r.resolve("new_path", &rel).unwrap_err();
+        assert_eq!(e.message, "new_path is 1029 bytes long; a memory path may be at most 1024 bytes (UTF-8, root included): choose a shorter name");
+        let e = r.resolve("path", &"x".repeat(1 << 20)).unwrap_err();
+        assert_eq!(e.code, "path_too_long");
     }
 
     #[test]

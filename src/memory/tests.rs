@@ -24,12 +24,14 @@ fn view(p: &str) -> Command {
     Command::View {
         path: p.into(),
         view_range: None,
+        numbered: false,
     }
 }
 fn view_range(p: &str, a: i64, b: i64) -> Command {
     Command::View {
         path: p.into(),
         view_range: Some((a, b)),
+        numbered: false,
     }
 }
 fn create(p: &str, x: &str) -> Command {
@@ -182,7 +184,7 @@ fn create_writes_and_refuses_clobber() {
         }
     );
     assert_eq!(t.get("/memories/notes/a.md"), Some("héllo"));
-    assert_eq!(t.bytes(), 6);
+    assert_eq!(t.bytes(), 6 + 20); // text and path
     fails(
         &mut t,
         create("/memories/notes/a.md", "other"),
@@ -201,7 +203,7 @@ fn create_writes_and_refuses_clobber() {
         "File /memories/notes/a.md overwritten (3 bytes)."
     );
     assert_eq!(t.get("/memories/notes/a.md"), Some("new"));
-    assert_eq!(t.bytes(), 3);
+    assert_eq!(t.bytes(), 3 + 20);
     assert_eq!(t.file_count(), 1);
 }
 
@@ -258,7 +260,7 @@ fn str_replace_exactly_once() {
             .unwrap()
             .changed
     );
-    assert_eq!(t.bytes(), 12);
+    assert_eq!(t.bytes(), 12 + 11);
 }
 
 #[test]
@@ -331,10 +333,17 @@ fn insert_adds_whole_lines() {
     assert_eq!(t.get("/memories/f"), Some("top\na\nmid\nb\n"));
     run(&mut t, insert("/memories/f", 4, "end1\nend2")).unwrap();
     assert_eq!(t.get("/memories/f"), Some("top\na\nmid\nb\nend1\nend2\n"));
-    // A last line without a newline gets one before the inserted text.
+    // A text without a final line break gets none: the inserted line's own break is dropped.
     let mut u = tree_with(&[("/memories/g", "x\ny")]);
     run(&mut u, insert("/memories/g", 2, "z")).unwrap();
-    assert_eq!(u.get("/memories/g"), Some("x\ny\nz\n"));
+    assert_eq!(u.get("/memories/g"), Some("x\ny\nz"));
+    let mut u = tree_with(&[("/memories/g", "a\nb")]);
+    run(&mut u, insert("/memories/g", 2, "end\n")).unwrap();
+    assert_eq!(u.get("/memories/g"), Some("a\nb\nend"));
+    // After the empty last line of a text that ends with a line break.
+    let mut u = tree_with(&[("/memories/g", "a\nb\n")]);
+    run(&mut u, insert("/memories/g", 3, "end\n")).unwrap();
+    assert_eq!(u.get("/memories/g"), Some("a\nb\n\nend"));
     let mut e = tree_with(&[("/memories/e", "")]);
     run(&mut e, insert("/memories/e", 0, "first")).unwrap();
     assert_eq!(e.get("/memories/e"), Some("first\n"));
@@ -344,11 +353,12 @@ fn insert_adds_whole_lines() {
 fn insert_line_must_be_in_range() {
     let mut t = tree_with(&[("/memories/f", "a\nb\n")]);
     let msg3 =
-        "insert_line 3 is out of range for /memories/f, which has 2 line(s); pass 0 to insert at \
-                the top or a value from 1 to 2 to insert after that line";
+        "insert_line 4 is out of range for /memories/f, which has 3 line(s) counting an empty last \
+         line after a final line break; pass 0 to insert at the top or a value from 1 to 3 to insert \
+         after that line";
     fails(
         &mut t,
-        insert("/memories/f", 3, "x"),
+        insert("/memories/f", 4, "x"),
         ErrorKind::InvalidArgument,
         "out_of_range",
         msg3,
@@ -378,7 +388,7 @@ fn delete_files_and_directories_never_the_root() {
         "Deleted directory /memories/d (2 file(s))."
     );
     assert_eq!(t.files().keys().collect::<Vec<_>>(), vec!["/memories/dd"]);
-    assert_eq!(t.bytes(), 1);
+    assert_eq!(t.bytes(), 1 + 12);
     fails(&mut t, delete("/memories"), ErrorKind::PermissionDenied, "permission_denied",
         "refusing to delete the memory root /memories; delete the files or directories below it one by one");
     fails(&mut t, delete("/memories/x/.."), ErrorKind::PermissionDenied, "permission_denied",
@@ -424,7 +434,7 @@ fn rename_files_and_directories() {
             ("/memories/sub/b", "1")
         ]
     );
-    assert_eq!(t.bytes(), 3);
+    assert_eq!(t.bytes(), 3 + 13 + 15 + 15);
 }
 
 #[test]
@@ -466,11 +476,13 @@ fn rename_refusals() {
 
 #[test]
 fn max_bytes_refuses_growth_and_changes_nothing() {
+    // "/memories/a" and "/memories/b" are 11 bytes each: paths count as well as texts.
     let limits = Limits {
-        max_bytes: 10,
+        max_bytes: 30,
         max_files: 100,
     };
     let mut t = tree_with(&[("/memories/a", "12345678")]);
+    assert_eq!(t.bytes(), 19);
     let before = t.clone();
     let e = apply(&mut t, &create("/memories/b", "xyz"), &limits).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit);
@@ -479,41 +491,62 @@ fn max_bytes_refuses_growth_and_changes_nothing() {
         e.limit,
         Some(LimitInfo {
             limit: "max_bytes",
-            maximum: 10,
-            used: 8,
-            requested: 11
+            maximum: 30,
+            used: 19,
+            requested: 33
         })
     );
     assert_eq!(
         e.message,
-        "memory limit max_bytes=10 exceeded: the tree holds 8 bytes of text and this create on /memories/b \
-         would make it 11 bytes (+3); nothing was changed. Shorten or delete files under /memories, then try again"
+        "memory limit max_bytes=30 exceeded: the tree holds 19 bytes (file texts and paths) and this \
+         create on /memories/b would make it 33 bytes (+14); nothing was changed. Shorten or delete files \
+         under /memories, then try again"
     );
     assert_eq!(t, before);
-    let e = apply(&mut t, &replace("/memories/a", "1", "1234"), &limits).unwrap_err();
+    let e = apply(&mut t, &replace("/memories/a", "1", "1234567890123"), &limits).unwrap_err();
     assert_eq!(
         e.limit,
         Some(LimitInfo {
             limit: "max_bytes",
-            maximum: 10,
-            used: 8,
-            requested: 11
+            maximum: 30,
+            used: 19,
+            requested: 31
         })
     );
     assert_eq!(t, before);
-    // Exactly at the limit is fine.
-    apply(&mut t, &create("/memories/b", "xy"), &limits).unwrap();
-    assert_eq!(t.bytes(), 10);
+    // Exactly at the limit is fine: an empty file costs its path.
+    apply(&mut t, &create("/memories/b", ""), &limits).unwrap();
+    assert_eq!(t.bytes(), 30);
     let e = apply(&mut t, &insert("/memories/b", 0, ""), &limits).unwrap_err();
     assert_eq!(
         e.limit,
         Some(LimitInfo {
             limit: "max_bytes",
-            maximum: 10,
-            used: 10,
-            requested: 11
+            maximum: 30,
+            used: 30,
+            requested: 31
         })
     );
+    // A rename that lengthens a path grows the tree; one that shortens it is always allowed.
+    let e = apply(&mut t, &rename("/memories/b", "/memories/bb"), &limits).unwrap_err();
+    assert_eq!(
+        e.limit,
+        Some(LimitInfo {
+            limit: "max_bytes",
+            maximum: 30,
+            used: 30,
+            requested: 31
+        })
+    );
+    assert_eq!(
+        e.message,
+        "memory limit max_bytes=30 exceeded: the tree holds 30 bytes (file texts and paths) and this \
+         rename on /memories/bb would make it 31 bytes (+1); nothing was changed. Shorten or delete files \
+         under /memories, then try again"
+    );
+    apply(&mut t, &rename("/memories/b", "/memories/c/../b2"), &limits).unwrap_err();
+    apply(&mut t, &rename("/memories/a", "/memories/x"), &limits).unwrap();
+    assert_eq!(t.bytes(), 30);
     // Shrinking is always allowed, even over a lowered limit.
     let tight = Limits {
         max_bytes: 5,
@@ -521,11 +554,60 @@ fn max_bytes_refuses_growth_and_changes_nothing() {
     };
     apply(
         &mut t,
-        &replace("/memories/a", "12345678", "1234567"),
+        &replace("/memories/x", "12345678", "1234567"),
         &tight,
     )
     .unwrap();
-    assert_eq!(t.bytes(), 9);
+    assert_eq!(t.bytes(), 29);
+}
+
+#[test]
+fn empty_files_with_long_names_cannot_outgrow_max_bytes() {
+    let limits = Limits {
+        max_bytes: 100,
+        max_files: 100,
+    };
+    let mut t = Tree::empty(root());
+    let long = format!("/memories/{}", "n".repeat(80));
+    apply(&mut t, &create(&long, ""), &limits).unwrap();
+    assert_eq!(t.bytes(), 90);
+    let e = apply(&mut t, &create(&format!("{long}2"), ""), &limits).unwrap_err();
+    assert_eq!(
+        e.limit,
+        Some(LimitInfo {
+            limit: "max_bytes",
+            maximum: 100,
+            used: 90,
+            requested: 181
+        })
+    );
+    assert_eq!(t.file_count(), 1);
+}
+
+// ---------------------------------------------------------------- the tool's view (numbered)
+
+#[test]
+fn numbered_view_for_the_model() {
+    let mut t = tree_with(&[("/memories/f", "one\ntwo\nthree\n"), ("/memories/e", ""), ("/memories/g", "x\n\ny")]);
+    let nv = |p: &str, r: Option<(i64, i64)>| Command::View {
+        path: p.into(),
+        view_range: r,
+        numbered: true,
+    };
+    assert_eq!(run(&mut t, nv("/memories/f", None)).unwrap().text, "     1\tone\n     2\ttwo\n     3\tthree");
+    assert_eq!(run(&mut t, nv("/memories/f", Some((2, -1)))).unwrap().text, "     2\ttwo\n     3\tthree");
+    assert_eq!(run(&mut t, nv("/memories/g", None)).unwrap().text, "     1\tx\n     2\t\n     3\ty");
+    assert_eq!(run(&mut t, nv("/memories/e", None)).unwrap().text, "The file /memories/e is empty.");
+    // Directories list as the backends do; an empty one says so.
+    assert_eq!(run(&mut t, nv("/memories", None)).unwrap().text, "/memories/e\n/memories/f\n/memories/g");
+    assert_eq!(
+        run(&mut Tree::empty(root()), nv("/memories", None)).unwrap().text,
+        "The directory /memories is empty."
+    );
+    // "/" lists everything for a backend caller, never for the tool.
+    assert_eq!(run(&mut t, view("/")).unwrap().text, "/memories/e\n/memories/f\n/memories/g");
+    assert_eq!(run(&mut t, nv("/", None)).unwrap_err().code, "permission_denied");
+    assert_eq!(number_lines("/memories/h", &"l\n".repeat(1_000_000), 1).lines().last(), Some("1000000\tl"));
 }
 
 #[test]
@@ -576,8 +658,8 @@ fn str_replace_over_max_bytes_reports_exact_numbers() {
         Some(LimitInfo {
             limit: "max_bytes",
             maximum: 10,
-            used: 8,
-            requested: 11
+            used: 8 + 11,
+            requested: 11 + 11
         })
     );
 }
@@ -602,7 +684,8 @@ fn args_build_each_command() {
         a.into_command().unwrap(),
         Command::View {
             path: "/memories/f".into(),
-            view_range: Some((1, 2))
+            view_range: Some((1, 2)),
+            numbered: false,
         }
     );
     let a = CommandArgs {
@@ -621,6 +704,7 @@ fn args_build_each_command() {
     let a = CommandArgs {
         path: Some("f".into()),
         old_str: Some("a".into()),
+        new_str: Some("".into()),
         ..args("str_replace")
     };
     assert_eq!(
@@ -699,8 +783,8 @@ fn args_errors_name_every_problem() {
     .into_command()
     .unwrap_err();
     assert_eq!((e.code, e.message.as_str()), ("missing_argument",
-        "command \"str_replace\" is missing required argument(s) old_str; it takes path, old_str, new_str \
-         (required: path, old_str)"));
+        "command \"str_replace\" is missing required argument(s) old_str, new_str; it takes path, old_str, \
+         new_str (required: path, old_str, new_str)"));
     let e = CommandArgs {
         path: Some("f".into()),
         file_text: Some("x".into()),
@@ -1036,7 +1120,7 @@ fn cas_limits_refuse_inside_the_loop() {
             limit: "max_bytes",
             maximum: 4,
             used: 0,
-            requested: 5
+            requested: 5 + 11
         })
     );
     assert_eq!(s.cas_calls, 0);

@@ -32,8 +32,8 @@ struct DocIn {
     files: BTreeMap<String, String>,
 }
 
-/// One memory tree: files (path → text) under a root, with its total UTF-8 byte count kept up
-/// to date.
+/// One memory tree: files (path → text) under a root, with its size (the UTF-8 bytes of every
+/// file's path and text, the figure `max_bytes` bounds) kept up to date.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
     root: Root,
@@ -83,8 +83,7 @@ impl Tree {
         }
         let mut bytes = 0u64;
         for (path, text) in &parsed.files {
-            let ok =
-                matches!(root.resolve("path", path), Ok(ref p) if p == path && p != root.as_str());
+            let ok = root.holds_stored(path);
             if !ok {
                 return Err(MemoryError::corrupt(format!(
                     "the stored memory tree holds the path {path:?}, which is not a normalised \
@@ -92,7 +91,7 @@ impl Tree {
                     root.as_str()
                 )));
             }
-            bytes += text.len() as u64;
+            bytes += (path.len() + text.len()) as u64;
         }
         Ok(Tree {
             root: root.clone(),
@@ -116,7 +115,7 @@ impl Tree {
     pub fn root(&self) -> &Root {
         &self.root
     }
-    /// Total UTF-8 bytes of all file texts.
+    /// Total UTF-8 bytes of all file paths and texts (what `max_bytes` bounds).
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
@@ -143,14 +142,16 @@ impl Tree {
     }
 
     pub(crate) fn insert_file(&mut self, path: String, text: String) {
+        let plen = path.len() as u64;
         self.bytes += text.len() as u64;
-        if let Some(old) = self.files.insert(path, text) {
-            self.bytes -= old.len() as u64;
+        match self.files.insert(path, text) {
+            Some(old) => self.bytes -= old.len() as u64,
+            None => self.bytes += plen,
         }
     }
     pub(crate) fn remove_file(&mut self, path: &str) -> Option<String> {
         let old = self.files.remove(path)?;
-        self.bytes -= old.len() as u64;
+        self.bytes -= (path.len() + old.len()) as u64;
         Some(old)
     }
 }
@@ -180,7 +181,7 @@ mod tests {
         let mut t = Tree::empty(root());
         t.insert_file("/memories/z".into(), "é".into());
         t.insert_file("/memories/a/b".into(), "xyz".into());
-        assert_eq!(t.bytes(), 5);
+        assert_eq!(t.bytes(), 5 + 11 + 13);
         let doc = t.to_json();
         assert_eq!(
             doc,
@@ -192,9 +193,9 @@ mod tests {
         assert!(back.is_dir("/memories"));
         assert!(!back.is_dir("/memories/z"));
         t.insert_file("/memories/z".into(), "ab".into());
-        assert_eq!(t.bytes(), 5);
+        assert_eq!(t.bytes(), 5 + 11 + 13);
         assert_eq!(t.remove_file("/memories/z"), Some("ab".into()));
-        assert_eq!(t.bytes(), 3);
+        assert_eq!(t.bytes(), 3 + 13);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Binding of the memory core (`crate::memory`): argument conversion, exception mapping, the
-//! in-process `MemoryTree` and `MemoryStoreEngine`, whose `apply` drives the compare-and-set loop
-//! from Rust by awaiting the Python store's coroutines (pyo3-async-runtimes on a tokio runtime).
-//! No decisions are made here: the loop (`crate::memory::CasLoop`) says what to call next.
+//! in-process `MemoryTree`, and `MemoryStoreEngine`, which hands out one `MemoryCasLoop` per
+//! command: the sans-IO compare-and-set loop (`crate::memory::CasLoop`), stepped by a short
+//! Python driver that awaits the store on the caller's own event loop. No decisions are made
+//! here and no Python coroutine is ever awaited from a Rust thread.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -11,16 +12,22 @@ use pyo3::exceptions::{
     PyFileNotFoundError, PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
 use crate::memory::{
     apply, CasConfig, CasLoop, Command, CommandArgs, ErrorKind, Limits, MemoryError, Root, Step,
     Tree,
 };
 
+/// Seconds, as Python's `asyncio.sleep` takes them.
+fn seconds(d: std::time::Duration) -> f64 {
+    d.as_secs_f64()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMemoryTree>()?;
     m.add_class::<PyMemoryStoreEngine>()?;
+    m.add_class::<PyMemoryCasLoop>()?;
     m.add_function(wrap_pyfunction!(memory_parse_call, m)?)?;
     Ok(())
 }
@@ -151,6 +158,7 @@ fn parse_command<'py>(
     py: Python<'py>,
     command: Option<String>,
     items: impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    numbered: bool,
 ) -> PyResult<Command> {
     let mut a = CommandArgs {
         command,
@@ -187,7 +195,17 @@ fn parse_command<'py>(
             _ => a.unknown.push(key),
         }
     }
-    a.into_command().map_err(|e| to_py_err(py, e))
+    match a.into_command() {
+        Ok(Command::View {
+            path, view_range, ..
+        }) => Ok(Command::View {
+            path,
+            view_range,
+            numbered,
+        }),
+        Ok(c) => Ok(c),
+        Err(e) => Err(to_py_err(py, e)),
+    }
 }
 
 fn kwargs_items<'py>(
@@ -196,63 +214,52 @@ fn kwargs_items<'py>(
     kwargs.map(|d| d.iter().collect()).unwrap_or_default()
 }
 
-/// Checks one call's arguments (a mapping of the `memory` tool's schema) and returns the
-/// backend method to call and its keyword arguments, e.g. `("rename", {"old_path": ..., "new_path": ...})`.
+/// Checks one call's arguments (a mapping of the `memory` tool's schema) and resolves its paths
+/// under `root`; returns the backend method and its positional arguments, e.g.
+/// `("rename", ("/memories/a.md", "/memories/b.md"))` or `("view", ("/memories/a.md", None))`.
 ///
 /// Raises `MemoryCommandError` (a `ValueError` and a `ToolError`) naming every missing,
-/// misplaced or ill-typed argument.
+/// misplaced or ill-typed argument, and `MemoryPermissionError` for a path outside the root.
 #[pyfunction]
+#[pyo3(signature = (args, root = "/memories"))]
 fn memory_parse_call<'py>(
     py: Python<'py>,
     args: &Bound<'py, PyAny>,
-) -> PyResult<(String, Bound<'py, PyDict>)> {
+    root: &str,
+) -> PyResult<(String, Bound<'py, PyTuple>)> {
     let d = args.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(
             "memory tool arguments must be a dict (a JSON object); pass them as one",
         )
     })?;
-    let cmd = parse_command(py, None, d.iter())?;
-    let kw = PyDict::new(py);
+    let root = self::root(root)?;
+    let cmd = parse_command(py, None, d.iter(), false)?
+        .resolved(&root)
+        .map_err(|e| to_py_err(py, e))?;
     let name = cmd.name().to_string();
-    match cmd {
-        Command::View { path, view_range } => {
-            kw.set_item("path", path)?;
-            kw.set_item("view_range", view_range)?;
-        }
+    let params = match cmd {
+        Command::View {
+            path, view_range, ..
+        } => (path, view_range).into_pyobject(py)?,
         Command::Create {
             path,
             file_text,
             overwrite,
-        } => {
-            kw.set_item("path", path)?;
-            kw.set_item("file_text", file_text)?;
-            kw.set_item("overwrite", overwrite)?;
-        }
+        } => (path, file_text, overwrite).into_pyobject(py)?,
         Command::StrReplace {
             path,
             old_str,
             new_str,
-        } => {
-            kw.set_item("path", path)?;
-            kw.set_item("old_str", old_str)?;
-            kw.set_item("new_str", new_str)?;
-        }
+        } => (path, old_str, new_str).into_pyobject(py)?,
         Command::Insert {
             path,
             insert_line,
             insert_text,
-        } => {
-            kw.set_item("path", path)?;
-            kw.set_item("insert_line", insert_line)?;
-            kw.set_item("insert_text", insert_text)?;
-        }
-        Command::Delete { path } => kw.set_item("path", path)?,
-        Command::Rename { old_path, new_path } => {
-            kw.set_item("old_path", old_path)?;
-            kw.set_item("new_path", new_path)?;
-        }
-    }
-    Ok((name, kw))
+        } => (path, insert_line, insert_text).into_pyobject(py)?,
+        Command::Delete { path } => (path,).into_pyobject(py)?,
+        Command::Rename { old_path, new_path } => (old_path, new_path).into_pyobject(py)?,
+    };
+    Ok((name, params))
 }
 
 fn limits(max_bytes: i64, max_files: i64) -> PyResult<Limits> {
@@ -294,18 +301,21 @@ impl PyMemoryTree {
     }
 
     /// Applies one command (`view`, `create`, `str_replace`, `insert`, `delete`, `rename`) with
-    /// its keyword arguments; returns the result text.
-    #[pyo3(signature = (command, **kwargs))]
+    /// its arguments (a dict); returns the result text. `numbered=True`: a view answers as the
+    /// `memory` tool shows it to the model (line numbers; an empty directory or file says so).
+    #[pyo3(signature = (command, kwargs = None, numbered = false))]
     fn apply(
         &self,
         py: Python<'_>,
         command: &str,
         kwargs: Option<&Bound<'_, PyDict>>,
+        numbered: bool,
     ) -> PyResult<String> {
         let cmd = parse_command(
             py,
             Some(command.to_string()),
             kwargs_items(kwargs).into_iter(),
+            numbered,
         )?;
         let mut tree = self.tree.lock().unwrap_or_else(|p| p.into_inner());
         apply(&mut tree, &cmd, &self.limits)
@@ -330,7 +340,7 @@ impl PyMemoryTree {
             .clone()
     }
 
-    /// Total UTF-8 bytes of all file texts.
+    /// Total UTF-8 bytes of all file paths and texts (what `max_bytes` bounds).
     #[getter]
     fn bytes(&self) -> u64 {
         self.tree.lock().unwrap_or_else(|p| p.into_inner()).bytes()
@@ -373,7 +383,6 @@ fn next_seed() -> u64 {
 /// The compare-and-set engine of `StoreFiles`: one tree document at `key` of a StorePort.
 #[pyclass(module = "agentkit_tools._core", name = "MemoryStoreEngine", frozen)]
 struct PyMemoryStoreEngine {
-    store: Py<PyAny>,
     key: String,
     root: Root,
     limits: Limits,
@@ -382,10 +391,11 @@ struct PyMemoryStoreEngine {
 
 #[pymethods]
 impl PyMemoryStoreEngine {
+    /// `key`: the store key of the tree document; `max_attempts`: read-apply cycles before
+    /// `StoreConflictError` (1 to 100000).
     #[new]
-    #[pyo3(signature = (store, key, *, root = "/memories", max_bytes = 8_388_608, max_files = 4096, max_attempts = 32))]
+    #[pyo3(signature = (key, *, root = "/memories", max_bytes = 8_388_608, max_files = 4096, max_attempts = 32))]
     fn new(
-        store: Py<PyAny>,
         key: String,
         root: &str,
         max_bytes: i64,
@@ -402,7 +412,6 @@ impl PyMemoryStoreEngine {
             ..CasConfig::default()
         };
         Ok(PyMemoryStoreEngine {
-            store,
             key,
             root: self::root(root)?,
             limits: limits(max_bytes, max_files)?,
@@ -410,30 +419,40 @@ impl PyMemoryStoreEngine {
         })
     }
 
-    /// Applies one command through the store's compare-and-set loop. Returns an awaitable of
-    /// `(result_text, attempts)`; `attempts - 1` is the number of lost races retried.
-    #[pyo3(signature = (command, **kwargs))]
-    fn apply<'py>(
+    /// Starts one command's compare-and-set loop (arguments as a dict; `numbered` as for
+    /// `MemoryTree.apply`). The caller drives it: `get` the document, `on_get(doc)`, and while
+    /// that asks for a write, `compare_and_set` and `on_cas(won)`.
+    #[pyo3(signature = (command, kwargs = None, numbered = false))]
+    fn begin(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         command: &str,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        kwargs: Option<&Bound<'_, PyDict>>,
+        numbered: bool,
+    ) -> PyResult<PyMemoryCasLoop> {
         let cmd = parse_command(
             py,
             Some(command.to_string()),
             kwargs_items(kwargs).into_iter(),
+            numbered,
         )?;
-        let machine = CasLoop::new(
+        let mut machine = CasLoop::new(
             self.root.clone(),
             cmd,
             self.limits,
             self.config,
             next_seed(),
         );
-        let store = self.store.clone_ref(py);
-        let key = self.key.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, drive(store, key, machine))
+        // The first step is always a read of the document.
+        match machine.start() {
+            Step::Get => Ok(PyMemoryCasLoop {
+                machine,
+                text: None,
+            }),
+            other => Err(PyRuntimeError::new_err(format!(
+                "memory compare-and-set loop started with {other:?}; this is a bug"
+            ))),
+        }
     }
 
     /// The store key of the tree document.
@@ -443,60 +462,104 @@ impl PyMemoryStoreEngine {
     }
 }
 
-/// Performs the store calls the loop asks for, awaiting the Python coroutines from Rust.
-async fn drive(store: Py<PyAny>, key: String, mut m: CasLoop) -> PyResult<(String, u32)> {
-    let mut step = m.start();
-    loop {
-        step = match step {
-            Step::Get => {
-                let fut = Python::attach(|py| {
-                    pyo3_async_runtimes::tokio::into_future(
-                        store.bind(py).call_method1("get", (key.as_str(),))?,
-                    )
-                })?;
-                let value = fut.await?;
-                let doc = Python::attach(|py| -> PyResult<Option<String>> {
-                    let v = value.bind(py);
-                    if v.is_none() {
-                        return Ok(None);
-                    }
-                    match v.cast::<PyString>() {
-                        Ok(s) => Ok(Some(s.to_str()?.to_owned())),
-                        Err(_) => Err(PyTypeError::new_err(format!(
-                            "store.get({key:?}) returned {}, expected str or None; fix the StorePort implementation",
-                            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                        ))),
-                    }
-                })?;
-                m.on_get(doc)
+/// One command's compare-and-set loop, stepped from Python (see `MemoryStoreEngine.begin`).
+#[pyclass(module = "agentkit_tools._core", name = "MemoryCasLoop")]
+struct PyMemoryCasLoop {
+    machine: CasLoop,
+    text: Option<String>,
+}
+
+impl PyMemoryCasLoop {
+    /// Maps a step to what Python does next: `Ok(None)` = finished, `Ok(Some(..))` per caller.
+    fn finish(&mut self, py: Python<'_>, step: Step) -> PyResult<Option<Step>> {
+        match step {
+            Step::Done(done) => {
+                self.text = Some(done.text);
+                Ok(None)
             }
-            Step::CompareAndSet { expected, value } => {
-                let fut = Python::attach(|py| {
-                    pyo3_async_runtimes::tokio::into_future(
-                        store
-                            .bind(py)
-                            .call_method1("compare_and_set", (key.as_str(), expected, value))?,
-                    )
-                })?;
-                let result = fut.await?;
-                let won = Python::attach(|py| -> PyResult<bool> {
-                    let v = result.bind(py);
-                    if !v.is_instance_of::<PyBool>() {
-                        return Err(PyTypeError::new_err(format!(
-                            "store.compare_and_set({key:?}, ...) returned {}, expected bool; fix the StorePort implementation",
-                            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                        )));
-                    }
-                    v.is_truthy()
-                })?;
-                m.on_cas(won)
-            }
-            Step::Sleep(d) => {
-                tokio::time::sleep(d).await;
-                m.on_slept()
-            }
-            Step::Done(done) => return Ok((done.text, done.attempts)),
-            Step::Failed(e) => return Err(Python::attach(|py| to_py_err(py, e))),
+            Step::Failed(e) => Err(to_py_err(py, e)),
+            other => Ok(Some(other)),
         }
+    }
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
+}
+
+#[pymethods]
+impl PyMemoryCasLoop {
+    /// Feeds the value `store.get(key)` returned: `None` (absent), the document's JSON text, or
+    /// the document as a decoded JSON object. Returns `None` when the command is finished (the
+    /// answer is in `text`; nothing to write), or the new document text to write with
+    /// `store.compare_and_set(key, doc, value)` (pass back exactly the `doc` that was read).
+    fn on_get(&mut self, py: Python<'_>, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let text: Option<String> = if doc.is_none() {
+            None
+        } else if let Ok(s) = doc.cast::<PyString>() {
+            Some(s.to_str()?.to_owned())
+        } else if doc.is_instance_of::<PyDict>() {
+            let v: serde_json::Value = pythonize::depythonize(doc).map_err(|e| {
+                PyTypeError::new_err(format!(
+                    "the stored memory tree is a mapping that is not JSON ({e}); inspect the store key"
+                ))
+            })?;
+            Some(v.to_string())
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "store.get returned {}, expected the tree document (str or dict) or None; fix the \
+                 StorePort implementation",
+                type_name(doc)
+            )));
+        };
+        let step = self.machine.on_get(text);
+        match self.finish(py, step)? {
+            None => Ok(None),
+            Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
+            Some(other) => Err(PyRuntimeError::new_err(format!(
+                "memory compare-and-set loop asked for {other:?} after a read; this is a bug"
+            ))),
+        }
+    }
+
+    /// Feeds the result of `store.compare_and_set` (a bool). Returns `None` when the command is
+    /// finished (the answer is in `text`), or the seconds to wait (0.0: none) before reading
+    /// the document again. Raises `StoreConflictError` when every attempt was lost.
+    fn on_cas(&mut self, py: Python<'_>, won: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+        if !won.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "store.compare_and_set returned {}, expected bool; fix the StorePort implementation",
+                type_name(won)
+            )));
+        }
+        let step = self.machine.on_cas(won.is_truthy()?);
+        match self.finish(py, step)? {
+            None => Ok(None),
+            Some(Step::Get) => Ok(Some(0.0)),
+            Some(Step::Sleep(d)) => match self.machine.on_slept() {
+                Step::Get => Ok(Some(seconds(d))),
+                other => Err(PyRuntimeError::new_err(format!(
+                    "memory compare-and-set loop asked for {other:?} after a wait; this is a bug"
+                ))),
+            },
+            Some(other) => Err(PyRuntimeError::new_err(format!(
+                "memory compare-and-set loop asked for {other:?} after a write; this is a bug"
+            ))),
+        }
+    }
+
+    /// The answer for the model, once finished (`None` before).
+    #[getter]
+    fn text(&self) -> Option<String> {
+        self.text.clone()
+    }
+
+    /// Read-apply cycles used so far (1 = no lost race).
+    #[getter]
+    fn attempts(&self) -> u32 {
+        self.machine.attempts()
     }
 }
