@@ -22,7 +22,7 @@ use super::tree::Tree;
 /// Retry policy of the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CasConfig {
-    /// Read-apply-write cycles before giving up with a conflict error (SPEC §11: 32).
+    /// Read-apply-write cycles before giving up with a conflict error.
     pub max_attempts: u32,
     /// Backoff after the first lost race is drawn uniformly from `[0, base]`, doubling per loss...
     pub backoff_base: Duration,

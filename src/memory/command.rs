@@ -1,4 +1,4 @@
-//! The pure command engine: one memory command applied to a tree (SPEC §10, §11 "Memory").
+//! The pure command engine: one memory command applied to a tree.
 //!
 //! `apply` validates everything and builds the new content before it mutates anything, so an
 //! error always leaves the tree exactly as it was.

@@ -1,4 +1,4 @@
-//! The memory tree and its compare-and-set loop (SPEC §10, §11 "Memory"). Pure Rust: no pyo3.
+//! The memory tree and its compare-and-set loop. Pure Rust: no pyo3.
 //!
 //! - [`path`]: lexical normalisation and confinement of paths under the root.
 //! - [`tree`]: the tree document (path → text) and its JSON form.

@@ -1,4 +1,4 @@
-//! Lexical path normalisation and confinement under the memory root (SPEC §10, §11).
+//! Lexical path normalisation and confinement under the memory root.
 //!
 //! Nothing here touches an operating-system file system: paths are keys of the tree document.
 use super::error::MemoryError;
