@@ -546,3 +546,36 @@ def test_file_store_removes_orphans_of_a_writer_killed_mid_write(tmp_path):
             value = asyncio.run(store.get(f"k{k}"))
             assert value in (None, "x" * 4_000_000), (round_, k, None if value is None else len(value))
     assert orphans_seen >= 1
+
+
+async def test_memory_sequence_through_the_default_invoker_reads_fresh_text(store):
+    """A view is a read-only call: the default Invoker never answers it from the idempotency
+    cache nor counts it as a repeat, so every view shows the store's current text."""
+    from agentkit_tools import Invoker, ToolRegistry
+    from agentkit_tools.memory import FileTool
+
+    inv = Invoker(ToolRegistry([FileTool(StoreFiles(store, namespace=unique_namespace()))]))
+    view = {"command": "view", "path": F}
+    steps = [
+        {"command": "create", "path": F, "file_text": "a\nb\n"},
+        view,
+        {"command": "str_replace", "path": F, "old_str": "b", "new_str": "B"},
+        view,
+        {"command": "insert", "path": F, "insert_line": 2, "insert_text": "c"},
+        view,
+        view,
+    ]
+    out = []
+    for i, args in enumerate(steps):
+        env = await inv.invoke({"id": f"c{i}", "name": "memory", "input": args})
+        out.append((env["ok"], env.get("value"), env.get("deduplicated", False)))
+    fresh = "     1\ta\n     2\tB\n     3\tc"
+    assert out == [
+        (True, f"File created successfully at {F} (4 bytes).", False),
+        (True, "     1\ta\n     2\tb", False),
+        (True, f"The file {F} has been edited.", False),
+        (True, "     1\ta\n     2\tB", False),
+        (True, f"Text inserted after line 2 of {F}.", False),
+        (True, fresh, False),
+        (True, fresh, False),
+    ]
