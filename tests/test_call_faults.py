@@ -708,3 +708,39 @@ async def test_at_the_cap_of_stuck_threads_the_model_is_told_the_backend_is_satu
     assert ok_body(env) == {"ok": True, "value": f"name of SKU-{n}"}
 
 
+def test_dispatch_deadline_holds_when_an_async_body_blocks_its_loop():
+    """An async body that blocks (``time.sleep`` in ``async def``, a common mistake) cannot be
+    cancelled, but ``dispatch`` is synchronous: its caller still gets ``timeout`` at about the
+    deadline, and another async tool dispatched meanwhile from another thread is answered within
+    its own deadline (never ``ok`` long after it)."""
+
+    @tool(read_only=True, timeout_s=0.5)
+    async def blocks_loop(x: int) -> int:
+        """Block the event loop for three seconds (a blocking call inside async def)."""
+        time.sleep(3)
+        return x
+
+    @tool(read_only=True, timeout_s=1.0)
+    async def quick_async(x: int) -> int:
+        """Answer at once, asynchronously."""
+        return x
+
+    reg = ToolRegistry([blocks_loop, quick_async])
+    out: dict[str, Any] = {}
+
+    def blocked() -> None:
+        started = time.monotonic()
+        out["env"] = dispatch({"id": "b", "name": "blocks_loop", "input": {"x": 1}}, reg)
+        out["took"] = time.monotonic() - started
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    other = dispatch({"id": "q", "name": "quick_async", "input": {"x": 2}}, reg)
+    other_took = time.monotonic() - started
+    thread.join(30)
+    assert out["env"] == timeout_envelope("blocks_loop", "0.5")
+    assert out["took"] < 2.0, out["took"]
+    assert other_took < 2.0, (other_took, other)
+    assert other == timeout_envelope("quick_async", "1") or ok_body(other) == {"ok": True, "value": 2}

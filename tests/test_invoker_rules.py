@@ -1,4 +1,4 @@
-"""The rules of the default Invoker chain as a user meets them: per-call effects, visible
+"""The rules of the default Invoker chain as a user meets them: fresh memory reads, visible
 deduplication, the idempotency window, a repeat guard that stops real loops, approval on every
 path, one side effect across workers, and tools whose effects nobody declared.
 
@@ -23,8 +23,11 @@ from typing import Any
 import pytest
 
 from agentkit_tools import (
+    FileTool,
     FunctionTool,
+    InMemoryFiles,
     Invoker,
+    StoreFiles,
     ToolContext,
     ToolError,
     ToolRegistry,
@@ -39,9 +42,10 @@ from agentkit_tools.roundtrip import (
     tool_result_text,
 )
 
-from memory_fixtures import NO_REDIS, REDIS_URL
+from memory_fixtures import NO_REDIS, REDIS_URL, STORE_KINDS, open_store, unique_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
+F = "/memories/notes.md"
 
 
 def body_of(env: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +72,23 @@ def repeated(name: str) -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------ per-call effects
+# ------------------------------------------------------------------ memory: fresh reads
+# The memory tool shows a file with 1-based line numbers, as Anthropic's memory-tool reference
+# does: the number right-aligned in six columns, a tab, the line.
+
+
+def test_file_tool_says_which_calls_are_read_only():
+    memory = FileTool()
+    assert memory.is_read_only_call({"command": "view", "path": "/memories"}) is True
+    assert memory.is_read_only_call({"command": "view", "path": F, "view_range": [1, 2]}) is True
+    for args in (
+        {"command": "create", "path": F, "file_text": "x"},
+        {"command": "str_replace", "path": F, "old_str": "a", "new_str": "b"},
+        {"command": "insert", "path": F, "insert_line": 0, "insert_text": "x"},
+        {"command": "delete", "path": F},
+        {"command": "rename", "old_path": F, "new_path": "/memories/b.md"},
+    ):
+        assert memory.is_read_only_call(args) is False, args
 
 
 class Payments:
@@ -148,6 +168,84 @@ async def test_a_third_party_read_only_call_is_never_deduplicated():
     envs = [await inv.invoke(c("pay", i, invoice="I-1", lookup=True)) for i in range(2)]
     assert [body_of(e) for e in envs] == [{"ok": True, "value": "I-1 is open"}] * 2
     assert pay.runs == ["I-1", "I-1"]
+
+
+@pytest.fixture(params=["files", *STORE_KINDS])
+async def memory_tool(request, tmp_path):
+    """``(FileTool, read_files)`` on InMemoryFiles and on StoreFiles over every store;
+    ``read_files()`` returns the backend's ``{path: text}``."""
+    if request.param == "files":
+        backend = InMemoryFiles()
+
+        async def read() -> dict[str, str]:
+            return backend.files()
+
+        yield FileTool(backend), read
+        return
+    async with open_store(request.param, tmp_path) as store:
+        files = StoreFiles(store, namespace=unique_namespace())
+        yield FileTool(files), files.files
+
+
+async def test_memory_sequence_reads_fresh_through_default_invoker(memory_tool):
+    memory, read_files = memory_tool
+    inv = Invoker(ToolRegistry([memory]))
+    ctx = ToolContext(run_id=f"mem-{uuid.uuid4().hex}")
+    n = iter(range(1000))
+
+    async def call(**args: Any) -> dict[str, Any]:
+        return await inv.invoke({"id": f"m{next(n)}", "name": "memory", "input": args}, ctx)
+
+    view = {"command": "view", "path": F}
+    created = await call(command="create", path=F, file_text="alpha\nbeta\n")
+    assert created["ok"] is True and "deduplicated" not in created, created
+
+    first = await call(**view)
+    assert first["ok"] is True and "deduplicated" not in first, first
+    assert first["value"] == "     1\talpha\n     2\tbeta"
+
+    edited = await call(command="str_replace", path=F, old_str="alpha", new_str="gamma")
+    assert edited["ok"] is True and "deduplicated" not in edited, edited
+
+    second = await call(**view)  # the same arguments as the first view: must read the edit
+    assert second["ok"] is True and "deduplicated" not in second, second
+    assert second["value"] == "     1\tgamma\n     2\tbeta"
+
+    inserted = await call(command="insert", path=F, insert_line=2, insert_text="delta")
+    assert inserted["ok"] is True and "deduplicated" not in inserted, inserted
+
+    third = await call(**view)  # the third identical view: the world changed in between, it runs
+    assert third["ok"] is True and "deduplicated" not in third, third
+    assert third["value"] == "     1\tgamma\n     2\tbeta\n     3\tdelta"
+    assert tool_result_text(third) == third["value"]
+    assert await read_files() == {F: "gamma\nbeta\ndelta\n"}
+
+
+async def test_memory_identical_views_with_nothing_between_still_stop_at_the_third(memory_tool):
+    memory, _ = memory_tool
+    inv = Invoker(ToolRegistry([memory]))
+    ctx = ToolContext(run_id=f"mem-{uuid.uuid4().hex}")
+    await inv.invoke({"id": "c", "name": "memory", "input": {"command": "create", "path": F, "file_text": "x\n"}}, ctx)
+    view = {"name": "memory", "input": {"command": "view", "path": F}}
+    envs = [await inv.invoke({"id": f"v{i}", **view}, ctx) for i in range(3)]
+    assert [e["ok"] for e in envs] == [True, True, False]
+    assert all("deduplicated" not in e for e in envs[:2])
+    assert envs[2] == repeated("memory")
+
+
+async def test_memory_repeated_create_is_deduplicated_while_its_window_is_open():
+    """A side-effecting memory call keeps its deduplication: the same create sent again right
+    after is not run again (and the model is told so), while a view in between does not close
+    the window."""
+    backend = InMemoryFiles()
+    inv = Invoker(ToolRegistry([FileTool(backend)]))
+    create = {"name": "memory", "input": {"command": "create", "path": F, "file_text": "x\n"}}
+    a = await inv.invoke({"id": "a", **create})
+    v = await inv.invoke({"id": "v", "name": "memory", "input": {"command": "view", "path": F}})
+    b = await inv.invoke({"id": "b", **create})
+    assert a["ok"] is True and v["ok"] is True
+    assert b["ok"] is True and b["deduplicated"] is True and b["value"] == a["value"]
+    assert backend.files() == {F: "x\n"}
 
 
 # ------------------------------------------------------------------ visible deduplication
