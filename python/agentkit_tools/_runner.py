@@ -206,29 +206,28 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
-def _cancelled_error(task: asyncio.Task[Any]) -> BaseException:
+async def _relayed(coro: Any, waiter: asyncio.Future[Any]) -> None:
+    """The body task: await ``coro`` and hand its outcome to the caller's waiter from inside the
+    task's own step (a done callback would cost one more pass of the event loop per call). An
+    outcome that arrives once the caller has gone (its deadline passed) is dropped: the task
+    ends without an exception to be logged as lost."""
     try:
-        task.result()
+        result = await coro
     except asyncio.CancelledError as exc:
-        return exc
-    return asyncio.CancelledError()  # pragma: no cover
-
-
-def _relay(waiter: asyncio.Future[Any], task: asyncio.Task[Any]) -> None:
-    """Hand an async body's outcome to the caller's waiter (a done callback of its task)."""
-    if task.cancelled():
         if not waiter.done():  # the body cancelled itself: a failure of the body, not the caller's
-            waiter.set_exception(BodyFailed(_cancelled_error(task)))
-        return
-    exc = task.exception()  # retrieved, so an abandoned task's failure is not logged as lost
-    if waiter.done():
-        return
-    if exc is None:
-        waiter.set_result(task.result())
-    elif isinstance(exc, Exception) or isinstance(exc, _STOP):
-        waiter.set_exception(exc)
+            waiter.set_exception(BodyFailed(exc))
+        raise
+    except Exception as exc:
+        if not waiter.done():
+            waiter.set_exception(exc)
+    except BaseException as exc:
+        if not waiter.done():
+            waiter.set_exception(exc if isinstance(exc, _STOP) else BodyFailed(exc))
+        if isinstance(exc, _STOP):
+            raise  # the process is being stopped: the loop sees it too, as for any task
     else:
-        waiter.set_exception(BodyFailed(exc))
+        if not waiter.done():
+            waiter.set_result(result)
 
 
 _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
@@ -341,19 +340,13 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
     """Await ``coro`` as its own task within ``limit`` seconds; at the deadline cancel it and
     raise ``ToolTimeoutError`` without waiting for it."""
     loop = asyncio.get_running_loop()
-    if _EAGER:
-        task = asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
-        if task.done():  # finished without suspending
-            if task.cancelled():
-                raise BodyFailed(_cancelled_error(task))
-            exc = task.exception()
-            if exc is None:
-                return task.result()
-            raise exc if isinstance(exc, (Exception, *_STOP)) else BodyFailed(exc)
-    else:
-        task = loop.create_task(coro)
     waiter = loop.create_future()
-    task.add_done_callback(lambda t: _relay(waiter, t))
+    if _EAGER:
+        task = asyncio.Task(_relayed(coro, waiter), loop=loop, eager_start=True)  # type: ignore[call-arg]
+        if waiter.done():  # finished without suspending
+            return waiter.result()
+    else:
+        task = loop.create_task(_relayed(coro, waiter))
     try:
         with _Deadline(limit, name):
             return await waiter

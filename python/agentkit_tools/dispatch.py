@@ -9,6 +9,7 @@ from one call to the next.
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import json
 import re
@@ -32,6 +33,9 @@ _ok_envelope = _core.ok_envelope
 _log = logging.getLogger("agentkit_tools.middleware")
 _STOP = (KeyboardInterrupt, SystemExit)
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Values ``render_result`` renders themselves (never their ``.output``/``.outputs``); built once,
+#: not per call (a union built in the ``isinstance`` check cost more than the rest of the render).
+_RENDERED_AS_IS = (str, collections.abc.Mapping, list, tuple, int, float, bool)
 
 
 async def _await(awaitable: Any) -> Any:
@@ -134,7 +138,7 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
     ends with a notice telling the model to narrow its arguments; the notice counts toward the
     limit.
     """
-    if not isinstance(result, str | Mapping | list | tuple | int | float | bool) and result is not None:
+    if result is not None and not isinstance(result, _RENDERED_AS_IS):
         if hasattr(result, "output"):
             result = result.output
         elif isinstance(getattr(result, "outputs", None), Mapping):
