@@ -33,7 +33,7 @@ the client (MCP elicitation) when the client can, and refuses the call when it c
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``serve-mcp`` command to an ``argparse`` subparsers object; returns its parser
     (``run`` is set as its ``func`` default)."""
-    from .cli_target import TARGET_HELP, paragraph
+    from .cli_target import TARGET_HELP, add_approve_option, paragraph
 
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-mcp",
@@ -51,13 +51,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="the address --http binds to (default: 127.0.0.1)")
     p.add_argument("--name", default="agentkit-tools", help="the server name reported to clients")
-    p.add_argument(
-        "--approve",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="allow the tool NAME to run although it requires approval; repeat for several tools",
-    )
+    add_approve_option(p)
     p.set_defaults(func=run)
     return p
 

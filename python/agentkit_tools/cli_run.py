@@ -51,7 +51,7 @@ _UNCOMPARED = frozenset({"elapsed_ms"})
 
 def add_parsers(subparsers: Any) -> None:
     """Add the ``call`` and ``replay`` commands to an ``argparse`` subparsers object."""
-    from .cli_target import TARGET_HELP, paragraph
+    from .cli_target import TARGET_HELP, add_approve_option, paragraph
 
     raw = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
@@ -67,13 +67,7 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("arguments", metavar="JSON", help="the call's arguments as a JSON object")
     p.add_argument("--tool", metavar="NAME", help="which tool to call when the target holds several")
-    p.add_argument(
-        "--approve",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="allow the tool NAME to run although it requires approval; repeat for several tools",
-    )
+    add_approve_option(p)
     p.set_defaults(func=run_call)
 
     p = subparsers.add_parser(
@@ -95,7 +89,7 @@ def add_parsers(subparsers: Any) -> None:
         action="store_true",
         help="run side-effecting calls too (tools that require approval still need --approve NAME)",
     )
-    p.add_argument("--approve", metavar="NAME", action="append", default=[], help=APPROVE_HELP)
+    add_approve_option(p, APPROVE_HELP)
     p.set_defaults(func=run_replay)
 
 

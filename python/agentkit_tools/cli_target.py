@@ -27,6 +27,11 @@ TARGET_HELP = (
 )
 
 
+def add_approve_option(parser: Any, help: str = "allow the tool NAME to run although it requires approval; repeat for several tools") -> None:
+    """The repeatable ``--approve NAME`` option shared by ``call``, ``replay`` and ``serve-mcp``."""
+    parser.add_argument("--approve", metavar="NAME", action="append", default=[], help=help)
+
+
 def paragraph(text: str) -> str:
     """``text`` wrapped at 88 columns, for a ``--help`` description."""
     import textwrap
