@@ -1,7 +1,7 @@
 //! The Invoker's middleware, pure logic (SPEC §7, §11 "Dispatch and Invoker"): canonical
 //! arguments and their hash, repeat detection, the idempotency cache, retry backoff with full
-//! jitter, the per-tool circuit breaker, the egress host allow-list, and the model-facing
-//! messages of the refusals. No Python types: the binding (`crate::py::middleware`) converts.
+//! jitter, the per-tool circuit breaker, the egress host allow-list (the model-facing
+//! messages of the refusals are in `crate::errors`). No Python types: the binding (`crate::py::middleware`) converts.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -666,53 +666,6 @@ impl<V> DeadlineQueue<V> {
     }
 }
 
-// ------------------------------------------------------------------ messages
-
-/// `approval_required`: the tool was not run; what to ask the user.
-pub fn approval_required_message(tool: &str, canonical_args: &str) -> String {
-    format!(
-        "{tool} needs the user's approval before it runs, and it was not run. Ask the user whether \
-         to allow {tool} with arguments {canonical_args}; call it again only after they approve."
-    )
-}
-
-/// `repeated_call`: the same call again, `count` times in this conversation.
-pub fn repeated_call_message(tool: &str, count: u32) -> String {
-    format!(
-        "{tool} has now been called {count} times with these same arguments in this conversation, \
-         and it was not run again. Stop calling it; explain the problem to the user instead."
-    )
-}
-
-/// `egress_denied`: the URL's host is not allowed, or the URL has no host to check.
-pub fn egress_denied_message(tool: &str, url_arg: &str, denial: &EgressDenial, allowed: &[String]) -> String {
-    let list = if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") };
-    match denial {
-        EgressDenial::HostNotAllowed(host) => format!(
-            "{tool} may not reach host '{host}': it is not on the allow-list ({list}). Do not retry \
-             with this URL; use an allowed host or tell the user this host is not permitted."
-        ),
-        EgressDenial::Internal(host) => format!(
-            "{tool} may not reach host '{host}': it is a private, loopback or link-local address, which \
-             is refused unless the allow-list names it ({list}). Do not retry with this URL; tell the \
-             user this host is not permitted."
-        ),
-        EgressDenial::NoHost => format!(
-            "{tool} needs an absolute URL with a host in '{url_arg}' (allowed hosts: {list}). Call it \
-             again with a full URL such as https://host/path."
-        ),
-    }
-}
-
-/// `circuit_open`: the breaker refuses calls for `retry_after_s` more seconds.
-pub fn circuit_open_message(tool: &str, failures: u32, retry_after_s: f64) -> String {
-    let secs = crate::dispatch::format_seconds((retry_after_s * 10.0).ceil() / 10.0);
-    format!(
-        "{tool} is failing repeatedly ({failures} failures in a row) and is paused for {secs}s. Do not \
-         call it now; tell the user the service is unavailable and try later."
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -912,24 +865,5 @@ mod tests {
         assert_eq!(q.remove(d), Some("nan"));
         assert!(q.is_empty() && q.heap.is_empty());
         let _ = c;
-    }
-
-    #[test]
-    fn messages() {
-        assert_eq!(
-            repeated_call_message("search", 3),
-            "search has now been called 3 times with these same arguments in this conversation, and it \
-             was not run again. Stop calling it; explain the problem to the user instead."
-        );
-        assert_eq!(
-            circuit_open_message("fetch", 5, 29.96),
-            "fetch is failing repeatedly (5 failures in a row) and is paused for 30s. Do not call it now; \
-             tell the user the service is unavailable and try later."
-        );
-        assert_eq!(
-            egress_denied_message("fetch", "url", &EgressDenial::HostNotAllowed("evil.com".into()), &["a.com".into()]),
-            "fetch may not reach host 'evil.com': it is not on the allow-list (a.com). Do not retry with \
-             this URL; use an allowed host or tell the user this host is not permitted."
-        );
     }
 }

@@ -14,6 +14,7 @@ accepted on input). Envelopes are plain dicts: ``{"ok": True, "value", "elapsed_
 ``{"ok": False, "error": {"code", "message", ...}}``.
 """
 
+import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, final
 
@@ -39,13 +40,18 @@ __all__ = [
     "__version__",
     "approval_envelope",
     "args_hash",
+    "backend_saturated_message",
+    "call_parts",
     "canonical_args",
+    "codes",
     "copy_json",
     "deep_freeze",
     "define_function_tool",
     "define_tool",
     "error_envelope",
+    "fault_envelope",
     "idempotency_store_key",
+    "invalid_call_envelope",
     "memory_parse_call",
     "ok_envelope",
     "parse_docstring",
@@ -255,6 +261,32 @@ def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = N
     ``timeout``, ``ToolError`` → its own ``code`` with ``retriable`` and its details merged,
     ``ToolShapeError`` → ``output_mismatch``, anything else → ``internal_error`` ("a bug in the
     tool, not in your arguments; do not retry")."""
+
+def fault_envelope(exc: BaseException) -> dict[str, Any]:
+    """The ``internal_error`` envelope for a fault of the tooling around a tool (a middleware
+    raised ``exc``): it names the exception and tells the model not to retry."""
+
+def invalid_call_envelope(problem: str | None = None) -> dict[str, Any]:
+    """The ``invalid_call`` envelope: ``problem`` says what is wrong with the call (the text of
+    the ``TypeError`` ``CoreRegistry.prepare``/``admit`` raised); None: the call names no tool."""
+
+def call_parts(call: object) -> tuple[Any, str | None, Any]:
+    """``(id, name, arguments)`` of a call in any accepted shape (Anthropic ``{"id", "name",
+    "input"}``, OpenAI Chat ``{"id", "function": {"name", "arguments"}}``, OpenAI Responses
+    ``{"call_id", "name", "arguments"}``), each None when absent; the name only when it is a
+    ``str``. Never raises for a malformed call (a non-dict gives three Nones)."""
+
+def backend_saturated_message(tool: str, stuck: int) -> str:
+    """The message of a ``backend_saturated`` failure: ``tool`` was not run, all ``stuck``
+    worker threads being held by calls that overran their deadline."""
+
+codes: types.ModuleType
+"""The error codes of the envelope (a module object; src/errors.rs is the one list,
+docs/errors.md describes each): every code under its upper-case name (``codes.UNKNOWN_TOOL ==
+"unknown_tool"``, ``codes.TIMEOUT``, ``codes.STORE_CONFLICT``, ...), ``codes.ALL`` (a tuple of
+every code, in the order docs/errors.md presents them) and ``codes.RETRIABLE`` (a frozenset of
+the codes whose call may succeed if sent again unchanged; a tool's own ``ToolError`` says for
+itself)."""
 
 def ok_envelope(value: object, elapsed_ms: float) -> dict[str, Any]:
     """``{"ok": True, "value": value, "elapsed_ms": elapsed_ms}``; ``elapsed_ms`` in

@@ -54,10 +54,8 @@ class BackendSaturatedError(ToolError):
 
     def __init__(self, tool_name: str, stuck: int) -> None:
         super().__init__(
-            f"{tool_name} was not run: all {stuck} worker threads are held by earlier tool calls that "
-            "overran their deadline and have not returned. Do not retry now; tell the user the service "
-            "is overloaded.",
-            code="backend_saturated",
+            _core.backend_saturated_message(tool_name, stuck),
+            code=_core.codes.BACKEND_SATURATED,
             retriable=False,
         )
 

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any, Literal
 
-from . import ToolError, ToolRegistry, dispatch, render_result, tool
+from . import ToolError, ToolRegistry, _core, dispatch, render_result, tool
 from .testing import ScriptedModel, run_loop, text, tool_calls
 
 INVENTORY = {
@@ -131,7 +131,9 @@ def main(out: Any = print) -> int:
     out(f"  final: {result.answer}")
 
     out("\n== the failure ladder: every failure is an envelope the model can act on ==")
-    expected = ["unknown_tool", "invalid_arguments", "invalid_arguments", "invalid_arguments", "not_found", "timeout", "internal_error"]
+    c = _core.codes
+    # not_found: check_stock's own ToolError code
+    expected = [c.UNKNOWN_TOOL, c.INVALID_ARGUMENTS, c.INVALID_ARGUMENTS, c.INVALID_ARGUMENTS, "not_found", c.TIMEOUT, c.INTERNAL_ERROR]
     codes = []
     for (label, call), want in zip(FAILURE_LADDER, expected):
         env = dispatch(call, registry)

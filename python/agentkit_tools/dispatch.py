@@ -85,7 +85,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
     try:
         ok, tool, kwargs, core = registry._core.prepare(call)
     except Exception as exc:  # a malformed call: still an envelope, never an exception
-        return {"ok": False, "error": {"code": "invalid_call", "message": f"{exc}. Send a tool call with a name and its arguments."}}
+        return _core.invalid_call_envelope(str(exc))  # type: ignore[no-any-return]
     if not ok:
         return tool  # type: ignore[no-any-return]
     name = tool.name

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._core import codes
+
 __all__ = [
     "ToolDefinitionError",
     "ToolArgumentError",
@@ -123,7 +125,7 @@ class ToolError(Exception):
     """
 
     def __init__(
-        self, message: str, *, code: str = "tool_error", retriable: bool = False, **details: Any
+        self, message: str, *, code: str = codes.TOOL_ERROR, retriable: bool = False, **details: Any
     ) -> None:
         super().__init__(message)
         self.message = message

@@ -55,14 +55,7 @@ def error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, A
 
 
 def _fault_envelope(exc: BaseException) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "error": {
-            "code": "internal_error",
-            "message": f"The call could not be completed: {type(exc).__qualname__}: {exc}. This is "
-            "a fault in the agent's tooling, not in your arguments; do not retry.",
-        },
-    }
+    return _core.fault_envelope(exc)  # type: ignore[no-any-return]
 
 
 def _caller_cancelled() -> bool:
@@ -187,10 +180,7 @@ class Invoker:
         try:
             ok, tool, args, core, canonical = self.registry._core.admit(call, FrozenDict, FrozenList)
         except Exception as exc:  # not a dict: still an envelope
-            env = {
-                "ok": False,
-                "error": {"code": "invalid_call", "message": f"{exc}. Send a tool call with a name and its arguments."},
-            }
+            env = _core.invalid_call_envelope(str(exc))
             return ToolCall({}, None, None, None, None, None, None, ctx, self._scope(ctx), env)
         if not ok:
             scope = self._scope(ctx)

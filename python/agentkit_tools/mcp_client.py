@@ -132,7 +132,7 @@ class MCPTool:
         content checked against the output schema → ``ToolShapeError``)."""
         if result.is_error:
             text = _content_value(result.content, text_only=True) or "the tool reported an error without a message"
-            raise ToolError(str(text), code="tool_error")
+            raise ToolError(str(text), code=_core.codes.TOOL_ERROR)
         structured = result.structured_content
         if self._output is not None:
             if structured is None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
+from . import _core
 from .dispatch import render_result
 from .media import DEFAULT_MAX_MEDIA_BYTES, mcp_content, media_limit
 from .roundtrip import _media_parts, result_limit, tool_result_text
@@ -215,7 +216,7 @@ def build_server(
                 else:
                     refusal = decision
             envelope = await inv.invoke(call, run_ctx)
-            if refusal and not envelope.get("ok") and envelope.get("error", {}).get("code") == "approval_required":
+            if refusal and not envelope.get("ok") and envelope.get("error", {}).get("code") == _core.codes.APPROVAL_REQUIRED:
                 envelope = {**envelope, "error": {**envelope["error"], "message": refusal}}
         finally:
             if ephemeral:
@@ -302,8 +303,6 @@ class _ApprovalGate:
             )
         if not _can_elicit(request_ctx):
             return _host_must_allow(name, "this MCP client cannot ask the user (it does not support elicitation)")
-        from . import _core
-
         message = f"Allow the tool {name} to run with these arguments? {_core.canonical_args(args)[0]}"
         modern = getattr(request_ctx, "protocol_version", None) in _modern_versions()
         if modern:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 from . import _core
+from ._core import codes
 from .errors import ToolError
 from .schema import ToolSchema
 from .stores import StorePort
@@ -72,14 +73,14 @@ class MemoryPermissionError(ToolError, PermissionError):
     control character), or the command would delete or move the root itself.
     ``code="permission_denied"``."""
 
-    def __init__(self, message: str, *, code: str = "permission_denied") -> None:
+    def __init__(self, message: str, *, code: str = codes.PERMISSION_DENIED) -> None:
         super().__init__(message, code=code)
 
 
 class MemoryNotFoundError(ToolError, FileNotFoundError):
     """No file or directory at the path. ``code="not_found"``."""
 
-    def __init__(self, message: str, *, code: str = "not_found") -> None:
+    def __init__(self, message: str, *, code: str = codes.NOT_FOUND) -> None:
         super().__init__(message, code=code)
 
 
@@ -90,7 +91,7 @@ class MemoryExistsError(ToolError, FileExistsError, ValueError):
     Both a ``FileExistsError`` (what code written for ``agentkit.tools`` catches from
     ``create``) and a ``ValueError`` (what it catches from ``rename``)."""
 
-    def __init__(self, message: str, *, code: str = "already_exists") -> None:
+    def __init__(self, message: str, *, code: str = codes.ALREADY_EXISTS) -> None:
         super().__init__(message, code=code)
 
 
@@ -101,7 +102,7 @@ class MemoryCommandError(ToolError, ValueError):
     ``out_of_range`` (``insert_line``, ``view_range``), ``is_a_directory``, ``not_a_directory``,
     ``path_too_long`` (over 1,024 bytes)."""
 
-    def __init__(self, message: str, *, code: str = "invalid_argument") -> None:
+    def __init__(self, message: str, *, code: str = codes.INVALID_ARGUMENT) -> None:
         super().__init__(message, code=code)
 
 
@@ -122,7 +123,7 @@ class MemoryLimitError(ToolError, ValueError):
         maximum: int,
         used: int,
         requested: int,
-        code: str = "memory_limit",
+        code: str = codes.MEMORY_LIMIT,
     ) -> None:
         super().__init__(message, code=code, limit=limit, maximum=maximum, used=used, requested=requested)
         self.limit = limit
@@ -136,7 +137,7 @@ class StoreConflictError(ToolError, RuntimeError):
     because other writers kept changing the tree; nothing was written. Calling again usually
     succeeds. ``code="store_conflict"``, ``retriable=True``."""
 
-    def __init__(self, message: str, *, code: str = "store_conflict") -> None:
+    def __init__(self, message: str, *, code: str = codes.STORE_CONFLICT) -> None:
         super().__init__(message, code=code, retriable=True)
 
 
@@ -144,7 +145,7 @@ class MemoryCorruptError(RuntimeError):
     """The stored document is not a memory tree this version reads (another format or version,
     another root, a malformed path). Not a model mistake: inspect or delete the store key."""
 
-    def __init__(self, message: str, *, code: str = "corrupt_tree") -> None:
+    def __init__(self, message: str, *, code: str = codes.CORRUPT_TREE) -> None:
         super().__init__(message)
         self.code = code
 
@@ -493,13 +494,13 @@ class FileTool:
                 raise MemoryCommandError(
                     f"memory tool arguments are not valid JSON ({e}); send a JSON object such as "
                     f'{{"command": "view", "path": "{self.root}"}}',
-                    code="invalid_argument",
+                    code=codes.INVALID_ARGUMENT,
                 ) from None
         if not isinstance(args, Mapping):
             raise MemoryCommandError(
                 f"memory tool arguments must be a JSON object, got {type(args).__name__}; send e.g. "
                 f'{{"command": "view", "path": "{self.root}"}}',
-                code="invalid_argument",
+                code=codes.INVALID_ARGUMENT,
             )
         method, params = _core.memory_parse_call(dict(args), self.root)
         backend = self.backend

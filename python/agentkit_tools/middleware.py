@@ -60,7 +60,7 @@ _log = logging.getLogger("agentkit_tools.audit")
 _mw_log = logging.getLogger("agentkit_tools.middleware")
 
 #: The decisions of an audit record for refusals.
-_REFUSALS = frozenset({"approval_required", "repeated_call", "egress_denied"})
+_REFUSALS = frozenset({_core.codes.APPROVAL_REQUIRED, _core.codes.REPEATED_CALL, _core.codes.EGRESS_DENIED})
 
 
 class ToolCall:
@@ -305,7 +305,7 @@ class _Audit(Middleware):
                 outcome = "ok"
                 decision = "deduplicated" if env.get("deduplicated") else "executed"
             else:
-                outcome = str(env.get("error", {}).get("code", "internal_error"))
+                outcome = str(env.get("error", {}).get("code", _core.codes.INTERNAL_ERROR))
                 decision = "refused" if outcome in _REFUSALS else "failed"
             return env, await record(call, outcome, decision, started)
 

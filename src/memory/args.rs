@@ -1,5 +1,6 @@
 //! Per-command argument checks: turns the model's (already type-converted) arguments into a
 //! [`Command`], naming every missing or misplaced argument at once.
+use crate::errors::ErrorCode;
 use super::command::{Command, COMMANDS};
 use super::error::MemoryError;
 
@@ -82,7 +83,7 @@ impl CommandArgs {
         let accepted = ARGUMENTS.join(", ");
         if !self.unknown.is_empty() {
             return Err(MemoryError::invalid(
-                "unexpected_argument",
+                ErrorCode::UnexpectedArgument,
                 format!(
                     "unexpected argument(s) {}; the memory tool accepts {accepted}. Remove them and call again",
                     self.unknown.join(", ")
@@ -91,7 +92,7 @@ impl CommandArgs {
         }
         let Some(command) = self.command.clone() else {
             return Err(MemoryError::invalid(
-                "missing_argument",
+                ErrorCode::MissingArgument,
                 format!(
                     "missing required argument command; pass one of {}",
                     COMMANDS.join(", ")
@@ -100,7 +101,7 @@ impl CommandArgs {
         };
         if !COMMANDS.contains(&command.as_str()) {
             return Err(MemoryError::invalid(
-                "invalid_argument",
+                ErrorCode::InvalidArgument,
                 format!(
                     "unknown command {command:?}; use one of {}",
                     COMMANDS.join(", ")
@@ -117,7 +118,7 @@ impl CommandArgs {
         let takes: Vec<&str> = required.iter().chain(optional.iter()).copied().collect();
         if !stray.is_empty() {
             return Err(MemoryError::invalid(
-                "unexpected_argument",
+                ErrorCode::UnexpectedArgument,
                 format!(
                     "command {command:?} does not take {}; it takes {}. Remove the others and call again",
                     stray.join(", "),
@@ -131,7 +132,7 @@ impl CommandArgs {
             match (&self.path, &self.old_path) {
                 (Some(p), Some(o)) if p != o => {
                     return Err(MemoryError::invalid(
-                        "invalid_argument",
+                        ErrorCode::InvalidArgument,
                         format!(
                             "rename got path {p:?} and old_path {o:?}, which differ; pass only old_path \
                              (path is an alias of it) and new_path"
@@ -152,7 +153,7 @@ impl CommandArgs {
             .collect();
         if !missing.is_empty() {
             return Err(MemoryError::invalid(
-                "missing_argument",
+                ErrorCode::MissingArgument,
                 format!(
                     "command {command:?} is missing required argument(s) {}; it takes {} (required: {})",
                     missing.join(", "),

@@ -12,6 +12,7 @@
 //! The binding layer drives it with a Python store's coroutines; the unit tests drive it with
 //! in-memory fakes. Because the store is compared against the exact document that was read, a
 //! lost race re-applies the command to the fresh tree, so no concurrent edit is ever lost.
+use crate::errors::ErrorCode;
 use std::time::Duration;
 
 use super::command::{apply, Command, Limits};
@@ -177,7 +178,7 @@ impl CasLoop {
             let cmd = self.command.name();
             return self.fail(MemoryError::new(
                 ErrorKind::Conflict,
-                "store_conflict",
+                ErrorCode::StoreConflict,
                 format!(
                     "{cmd} gave up after {n} compare-and-set attempts: other writers changed the memory \
                      tree every time; nothing was written. Call the command again (view the file first \
@@ -230,7 +231,7 @@ impl CasLoop {
         let state = self.state;
         self.fail(MemoryError::new(
             ErrorKind::Corrupt,
-            "internal_error",
+            ErrorCode::InternalError,
             format!("memory compare-and-set loop misused: {call} called in state {state:?}; this is a bug in the driver"),
         ))
     }

@@ -2,6 +2,7 @@
 //!
 //! `apply` validates everything and builds the new content before it mutates anything, so an
 //! error always leaves the tree exactly as it was.
+use crate::errors::ErrorCode;
 use super::error::{ErrorKind, LimitInfo, MemoryError};
 use super::path::{parent, Root};
 use super::tree::Tree;
@@ -151,13 +152,13 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             let p = root.resolve("path", path)?;
             if p == root.as_str() {
                 return Err(MemoryError::invalid(
-                    "is_a_directory",
+                    ErrorCode::IsADirectory,
                     format!("{p} is the memory root directory; create a file below it, e.g. {p}/notes.md"),
                 ));
             }
             if tree.below(&p).next().is_some() {
                 return Err(MemoryError::invalid(
-                    "is_a_directory",
+                    ErrorCode::IsADirectory,
                     format!("{p} is a directory; choose a file path such as {p}/notes.md"),
                 ));
             }
@@ -193,14 +194,14 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             let current = file_text(tree, &p, "str_replace")?;
             if old_str.is_empty() {
                 return Err(MemoryError::invalid(
-                    "missing_argument",
+                    ErrorCode::MissingArgument,
                     format!("old_str is empty; pass the exact text to replace in {p}, copied from a view of the file"),
                 ));
             }
             let starts = occurrences(current, old_str);
             match starts.len() {
                 0 => Err(MemoryError::invalid(
-                    "no_match",
+                    ErrorCode::NoMatch,
                     format!(
                         "old_str was not found in {p}; view the file and copy the exact text, \
                          including whitespace and line breaks"
@@ -229,7 +230,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                         .map(|&s| line_of(current, s).to_string())
                         .collect();
                     Err(MemoryError::invalid(
-                        "ambiguous_match",
+                        ErrorCode::AmbiguousMatch,
                         format!(
                             "old_str occurs {n} times in {p} (at lines {}); it must occur exactly \
                              once: add surrounding context to old_str so it matches only the place \
@@ -251,7 +252,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             let n = lines.len() as i64;
             if *insert_line < 0 || *insert_line > n {
                 return Err(MemoryError::invalid(
-                    "out_of_range",
+                    ErrorCode::OutOfRange,
                     format!(
                         "insert_line {insert_line} is out of range for {p}, which has {n} line(s) \
                          counting an empty last line after a final line break; pass 0 to insert at the \
@@ -321,7 +322,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             }
             if !is_file && new.starts_with(&format!("{old}/")) {
                 return Err(MemoryError::invalid(
-                    "invalid_argument",
+                    ErrorCode::InvalidArgument,
                     format!("cannot move directory {old} into itself ({new}); choose a new_path outside {old}"),
                 ));
             }
@@ -383,7 +384,7 @@ fn view(
         let end_v = if end == -1 { n } else { end };
         if n == 0 || start < 1 || start > n || end_v < start || end_v > n {
             return Err(MemoryError::invalid(
-                "out_of_range",
+                ErrorCode::OutOfRange,
                 format!(
                     "view_range [{start}, {end}] is out of range for {p}, which has {n} line(s); \
                      pass [start, end] with 1 <= start <= end <= {n} (end may be -1 for the last line), \
@@ -406,7 +407,7 @@ fn view(
     if tree.is_dir(&p) {
         if range.is_some() {
             return Err(MemoryError::invalid(
-                "is_a_directory",
+                ErrorCode::IsADirectory,
                 format!("{p} is a directory; view_range applies to files only: omit it to list the directory"),
             ));
         }
@@ -456,7 +457,7 @@ fn file_text<'t>(tree: &'t Tree, p: &str, command: &str) -> Result<&'t str, Memo
     }
     if tree.is_dir(p) {
         return Err(MemoryError::invalid(
-            "is_a_directory",
+            ErrorCode::IsADirectory,
             format!("{p} is a directory; {command} needs a file path (view {p} to list its files)"),
         ));
     }
@@ -475,7 +476,7 @@ fn check_parents_are_dirs(tree: &Tree, root: &Root, p: &str) -> Result<(), Memor
         }
         if tree.get(dir).is_some() {
             return Err(MemoryError::invalid(
-                "not_a_directory",
+                ErrorCode::NotADirectory,
                 format!("{dir} is a file, so {p} cannot be created below it; choose another path"),
             ));
         }
@@ -571,7 +572,7 @@ fn check_size(
 fn limit_error(info: LimitInfo, message: String) -> MemoryError {
     MemoryError {
         kind: ErrorKind::Limit,
-        code: "memory_limit",
+        code: ErrorCode::MemoryLimit,
         message,
         limit: Some(info),
     }

@@ -1,5 +1,6 @@
 //! The error type of the memory core: a kind (which the binding maps to a Python class), a
 //! stable machine-readable code, and a message that says what went wrong and what to do next.
+use crate::errors::ErrorCode;
 use std::fmt;
 
 /// What kind of failure a memory command hit. The binding maps each kind to one Python class
@@ -44,15 +45,15 @@ pub struct LimitInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryError {
     pub kind: ErrorKind,
-    /// A short stable code for the tool-result envelope, e.g. `"ambiguous_match"`.
-    pub code: &'static str,
+    /// A short stable code for the tool-result envelope, e.g. `ambiguous_match`.
+    pub code: ErrorCode,
     pub message: String,
     /// Present for [`ErrorKind::Limit`] only.
     pub limit: Option<LimitInfo>,
 }
 
 impl MemoryError {
-    pub fn new(kind: ErrorKind, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorKind, code: ErrorCode, message: impl Into<String>) -> Self {
         MemoryError {
             kind,
             code,
@@ -61,19 +62,19 @@ impl MemoryError {
         }
     }
     pub fn permission(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::PermissionDenied, "permission_denied", message)
+        Self::new(ErrorKind::PermissionDenied, ErrorCode::PermissionDenied, message)
     }
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::NotFound, "not_found", message)
+        Self::new(ErrorKind::NotFound, ErrorCode::NotFound, message)
     }
     pub fn exists(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::AlreadyExists, "already_exists", message)
+        Self::new(ErrorKind::AlreadyExists, ErrorCode::AlreadyExists, message)
     }
-    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn invalid(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidArgument, code, message)
     }
     pub fn corrupt(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Corrupt, "corrupt_tree", message)
+        Self::new(ErrorKind::Corrupt, ErrorCode::CorruptTree, message)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Lexical path normalisation and confinement under the memory root.
 //!
 //! Nothing here touches an operating-system file system: paths are keys of the tree document.
+use crate::errors::ErrorCode;
 use super::error::MemoryError;
 
 /// The longest path accepted, in UTF-8 bytes, both as sent and after it is joined under the
@@ -23,7 +24,7 @@ impl Root {
     pub fn new(root: &str) -> Result<Root, MemoryError> {
         let bad = |why: &str| {
             MemoryError::invalid(
-                "invalid_root",
+                ErrorCode::InvalidRoot,
                 format!("memory root {root:?} is not usable: {why}; pass an absolute directory such as \"/memories\""),
             )
         };
@@ -78,7 +79,7 @@ impl Root {
     pub fn resolve(&self, arg: &str, input: &str) -> Result<String, MemoryError> {
         if input.is_empty() {
             return Err(MemoryError::invalid(
-                "missing_argument",
+                ErrorCode::MissingArgument,
                 format!(
                     "{arg} is empty; pass a path under {root}, e.g. {root}/notes.md",
                     root = self.path
@@ -135,7 +136,7 @@ impl Root {
 
 fn too_long(arg: &str, len: usize) -> MemoryError {
     MemoryError::invalid(
-        "path_too_long",
+        ErrorCode::PathTooLong,
         format!(
             "{arg} is {len} bytes long; a memory path may be at most {MAX_PATH_BYTES} bytes \
              (UTF-8, root included): choose a shorter name"
@@ -182,7 +183,7 @@ mod tests {
         for bad in ["memories", "/", "/..", "/a\\b", "/a\0", ""] {
             let e = Root::new(bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidArgument, "{bad:?}");
-            assert_eq!(e.code, "invalid_root");
+            assert_eq!(e.code.as_str(), "invalid_root");
         }
     }
 
@@ -236,7 +237,7 @@ mod tests {
         ] {
             let e = r.resolve("path", bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::PermissionDenied, "{bad:?}");
-            assert_eq!(e.code, "permission_denied");
+            assert_eq!(e.code.as_str(), "permission_denied");
         }
         let e = r.resolve("path", "/etc/passwd").unwrap_err();
         assert_eq!(
@@ -256,7 +257,7 @@ mod tests {
         let r = root();
         for bad in ["/memories/notes\n/memories/passwords.md", "a\tb", "a\rb", "a\u{7f}", "a\u{85}b"] {
             let e = r.resolve("path", bad).unwrap_err();
-            assert_eq!((e.kind, e.code), (ErrorKind::PermissionDenied, "permission_denied"), "{bad:?}");
+            assert_eq!((e.kind, e.code.as_str()), (ErrorKind::PermissionDenied, "permission_denied"), "{bad:?}");
         }
         let e = r.resolve("path", "/memories/notes\n/memories/passwords.md").unwrap_err();
         assert_eq!(
@@ -273,7 +274,7 @@ mod tests {
         let longest = format!("/memories/{}", "a".repeat(MAX_PATH_BYTES - "/memories/".len()));
         assert_eq!(r.resolve("path", &longest).unwrap(), longest);
         let e = r.resolve("path", &format!("{longest}b")).unwrap_err();
-        assert_eq!((e.kind, e.code), (ErrorKind::InvalidArgument, "path_too_long"));
+        assert_eq!((e.kind, e.code.as_str()), (ErrorKind::InvalidArgument, "path_too_long"));
         assert_eq!(
             e.message,
             "path is 1025 bytes long; a memory path may be at most 1024 bytes (UTF-8, root included): \
@@ -284,14 +285,14 @@ mod tests {
         let e = r.resolve("new_path", &rel).unwrap_err();
         assert_eq!(e.message, "new_path is 1029 bytes long; a memory path may be at most 1024 bytes (UTF-8, root included): choose a shorter name");
         let e = r.resolve("path", &"x".repeat(1 << 20)).unwrap_err();
-        assert_eq!(e.code, "path_too_long");
+        assert_eq!(e.code.as_str(), "path_too_long");
     }
 
     #[test]
     fn empty_path_is_a_missing_argument() {
         let e = root().resolve("path", "").unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidArgument);
-        assert_eq!(e.code, "missing_argument");
+        assert_eq!(e.code.as_str(), "missing_argument");
         assert_eq!(
             e.message,
             "path is empty; pass a path under /memories, e.g. /memories/notes.md"

@@ -69,7 +69,7 @@ fn rename(a: &str, b: &str) -> Command {
 fn fails(t: &mut Tree, cmd: Command, kind: ErrorKind, code: &str, message: &str) {
     let before = t.clone();
     let e = run(t, cmd).unwrap_err();
-    assert_eq!((e.kind, e.code, e.message.as_str()), (kind, code, message));
+    assert_eq!((e.kind, e.code.as_str(), e.message.as_str()), (kind, code, message));
     assert_eq!(*t, before, "a failed command changed the tree");
 }
 
@@ -132,13 +132,13 @@ fn view_file_and_ranges() {
     );
     for (a, b) in [(3, 2), (1, 4), (4, 4), (2, -2)] {
         let e = run(&mut t, view_range("/memories/f", a, b)).unwrap_err();
-        assert_eq!(e.code, "out_of_range", "[{a}, {b}]");
+        assert_eq!(e.code.as_str(), "out_of_range", "[{a}, {b}]");
     }
     let mut e = tree_with(&[("/memories/e", "")]);
     assert_eq!(
         run(&mut e, view_range("/memories/e", 1, 1))
             .unwrap_err()
-            .code,
+            .code.as_str(),
         "out_of_range"
     );
 }
@@ -364,7 +364,7 @@ fn insert_line_must_be_in_range() {
         msg3,
     );
     let e = run(&mut t, insert("/memories/f", -1, "x")).unwrap_err();
-    assert_eq!(e.code, "out_of_range");
+    assert_eq!(e.code.as_str(), "out_of_range");
     fails(&mut t, insert("/memories/nope", 0, "x"), ErrorKind::NotFound, "not_found",
         "no file at /memories/nope; create it first with the create command, or view /memories to list the existing files");
 }
@@ -486,7 +486,7 @@ fn max_bytes_refuses_growth_and_changes_nothing() {
     let before = t.clone();
     let e = apply(&mut t, &create("/memories/b", "xyz"), &limits).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit);
-    assert_eq!(e.code, "memory_limit");
+    assert_eq!(e.code.as_str(), "memory_limit");
     assert_eq!(
         e.limit,
         Some(LimitInfo {
@@ -606,7 +606,7 @@ fn numbered_view_for_the_model() {
     );
     // "/" lists everything for a backend caller, never for the tool.
     assert_eq!(run(&mut t, view("/")).unwrap().text, "/memories/e\n/memories/f\n/memories/g");
-    assert_eq!(run(&mut t, nv("/", None)).unwrap_err().code, "permission_denied");
+    assert_eq!(run(&mut t, nv("/", None)).unwrap_err().code.as_str(), "permission_denied");
     assert_eq!(number_lines("/memories/h", &"l\n".repeat(1_000_000), 1).lines().last(), Some("1000000\tl"));
 }
 
@@ -767,13 +767,13 @@ fn args_build_each_command() {
 #[test]
 fn args_errors_name_every_problem() {
     let e = CommandArgs::default().into_command().unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("missing_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
         "missing required argument command; pass one of view, create, str_replace, insert, delete, rename"));
     let e = args("move").into_command().unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("invalid_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("invalid_argument",
         "unknown command \"move\"; use one of view, create, str_replace, insert, delete, rename"));
     let e = args("insert").into_command().unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("missing_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
         "command \"insert\" is missing required argument(s) path, insert_line, insert_text; it takes path, \
          insert_line, insert_text (required: path, insert_line, insert_text)"));
     let e = CommandArgs {
@@ -782,7 +782,7 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("missing_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
         "command \"str_replace\" is missing required argument(s) old_str, new_str; it takes path, old_str, \
          new_str (required: path, old_str, new_str)"));
     let e = CommandArgs {
@@ -793,7 +793,7 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("unexpected_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("unexpected_argument",
         "command \"view\" does not take file_text, overwrite; it takes path, view_range. Remove the others and call again"));
     let e = CommandArgs {
         unknown: vec!["colour".into()],
@@ -801,7 +801,7 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("unexpected_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("unexpected_argument",
         "unexpected argument(s) colour; the memory tool accepts command, path, file_text, overwrite, old_str, \
          new_str, insert_line, insert_text, view_range, old_path, new_path. Remove them and call again"));
     let e = CommandArgs {
@@ -812,7 +812,7 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("invalid_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("invalid_argument",
         "rename got path \"a\" and old_path \"b\", which differ; pass only old_path (path is an alias of it) and new_path"));
     let e = CommandArgs {
         new_path: Some("c".into()),
@@ -820,7 +820,7 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), ("missing_argument",
+    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
         "command \"rename\" is missing required argument(s) old_path; it takes old_path, new_path, path \
          (required: old_path, new_path)"));
 }
@@ -1007,7 +1007,7 @@ fn cas_racing_same_old_str_gets_no_match_on_retry() {
         )),
     );
     let e = r.unwrap_err();
-    assert_eq!(e.code, "no_match");
+    assert_eq!(e.code.as_str(), "no_match");
     assert_eq!(
         s.docs["k"],
         doc(&[("/memories/f", "status: closed by rival\n")])
@@ -1027,7 +1027,7 @@ fn cas_gives_up_after_max_attempts_and_writes_nothing() {
     let (r, sleeps) = drive(&mut s, "k", cas_loop(insert("/memories/f", 0, "mine")));
     let e = r.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict);
-    assert_eq!(e.code, "store_conflict");
+    assert_eq!(e.code.as_str(), "store_conflict");
     assert_eq!(
         e.message,
         "insert gave up after 32 compare-and-set attempts: other writers changed the memory tree every time; \
@@ -1131,7 +1131,7 @@ fn cas_limits_refuse_inside_the_loop() {
 fn cas_misuse_is_an_error_not_a_panic() {
     let mut m = cas_loop(view("/memories"));
     match m.on_cas(true) {
-        Step::Failed(e) => assert_eq!(e.code, "internal_error"),
+        Step::Failed(e) => assert_eq!(e.code.as_str(), "internal_error"),
         other => panic!("unexpected {other:?}"),
     }
 }

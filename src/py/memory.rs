@@ -49,7 +49,7 @@ fn to_py_err(py: Python<'_>, e: MemoryError) -> PyErr {
     let build = || -> PyResult<PyErr> {
         let module = py.import("agentkit_tools.memory")?;
         let kwargs = PyDict::new(py);
-        kwargs.set_item("code", e.code)?;
+        kwargs.set_item("code", e.code.as_str())?;
         if let Some(l) = &e.limit {
             kwargs.set_item("limit", l.limit)?;
             kwargs.set_item("maximum", l.maximum)?;
@@ -80,7 +80,7 @@ fn bad_type(py: Python<'_>, name: &str, expected: &str, v: &Bound<'_, PyAny>) ->
     to_py_err(
         py,
         MemoryError::invalid(
-            "invalid_argument",
+            crate::errors::ErrorCode::InvalidArgument,
             format!(
                 "{name} must be {expected}, got {ty}; send {name} as {expected} and call again"
             ),

@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use serde_json::Value;
 
-use crate::middleware::{self as core, CircuitBreaker, Claim, Conversations, EgressDenial, FailureKind, HostAllowList};
+use super::envelope::{self, PyFailure as Failure};
+use crate::middleware::{self as core, CircuitBreaker, Claim, Conversations, FailureKind, HostAllowList};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MiddlewareState>()?;
@@ -30,31 +31,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 // ------------------------------------------------------------------ envelopes
 
-fn refusal<'py>(
-    py: Python<'py>,
-    code: &str,
-    message: &str,
-    extra: &[(&str, Bound<'py, PyAny>)],
-) -> PyResult<Bound<'py, PyDict>> {
-    let error = PyDict::new(py);
-    error.set_item("code", code)?;
-    error.set_item("message", message)?;
-    for (k, v) in extra {
-        error.set_item(*k, v)?;
-    }
-    let env = PyDict::new(py);
-    env.set_item("ok", false)?;
-    env.set_item("error", error)?;
-    Ok(env)
-}
-
 /// The `approval_required` envelope: `{"ok": False, "error": {"code": "approval_required",
 /// "message", "tool"}}`; the message names the tool and its arguments and tells the model to
 /// ask the user.
 #[pyfunction]
 fn approval_envelope<'py>(py: Python<'py>, tool: &str, canonical: &str) -> PyResult<Bound<'py, PyDict>> {
-    let msg = core::approval_required_message(tool, canonical);
-    refusal(py, "approval_required", &msg, &[("tool", PyString::new(py, tool).into_any())])
+    envelope::failure(py, &Failure::approval_required(tool, canonical))
 }
 
 // ------------------------------------------------------------------ arguments
@@ -197,9 +179,7 @@ impl MiddlewareState {
         if !core::is_repeat(count, limit) {
             return Ok(None);
         }
-        let msg = core::repeated_call_message(name, count);
-        let extra = [("tool", PyString::new(py, name).into_any()), ("count", count.into_pyobject(py)?.into_any())];
-        refusal(py, "repeated_call", &msg, &extra).map(Some)
+        envelope::failure(py, &Failure::repeated_call(name, count)).map(Some)
     }
 
     /// Forget the repeat counts of `scope` (a side-effecting call succeeded in it).
@@ -255,12 +235,8 @@ impl MiddlewareState {
         match breaker.admit(now_s()) {
             Ok(()) => Ok(None),
             Err(wait) => {
-                let msg = core::circuit_open_message(name, breaker.consecutive_failures(), wait);
-                let extra = [
-                    ("tool", PyString::new(py, name).into_any()),
-                    ("retriable", pyo3::types::PyBool::new(py, false).to_owned().into_any()),
-                ];
-                refusal(py, "circuit_open", &msg, &extra).map(Some)
+                let f = Failure::circuit_open(name, breaker.consecutive_failures(), wait);
+                envelope::failure(py, &f).map(Some)
             }
         }
     }
@@ -411,14 +387,7 @@ impl EgressPolicy {
             Ok(_) => return Ok(None),
             Err(d) => d,
         };
-        let allowed = self.allow.entries();
-        let msg = core::egress_denied_message(tool, url_arg, &denial, &allowed);
-        let mut extra = vec![("tool", PyString::new(py, tool).into_any())];
-        if let EgressDenial::HostNotAllowed(h) | EgressDenial::Internal(h) = &denial {
-            extra.push(("host", PyString::new(py, h).into_any()));
-        }
-        extra.push(("allowed", allowed.into_pyobject(py)?.into_any()));
-        refusal(py, "egress_denied", &msg, &extra).map(Some)
+        envelope::failure(py, &Failure::egress_denied(tool, url_arg, &denial, self.allow.entries())).map(Some)
     }
 }
 

@@ -2,7 +2,9 @@
 use pyo3::prelude::*;
 
 mod args;
+mod calls;
 mod docstring;
+mod envelope;
 mod frozen;
 mod memory;
 mod middleware;
@@ -11,7 +13,9 @@ mod tools;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    calls::register(m)?;
     docstring::register(m)?;
+    envelope::register(m)?;
     frozen::register(m)?;
     memory::register(m)?;
     middleware::register(m)?;

@@ -4,14 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use serde_json::Value;
 
-use crate::dispatch;
+use super::envelope::{self, PyFailure as Failure};
+use crate::envelope::{Code, Success};
+use crate::errors::{self, ErrorCode};
 use crate::render;
 use crate::schema::{self, ParamSpec};
 use crate::validate::{self, ArgumentValidator, Rejection};
@@ -385,49 +387,8 @@ impl CoreTool {
 
     /// The `invalid_arguments` envelope for a rejection.
     fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
-        let message = dispatch::rejection_message(&self.name, rejection, self.validator.accepted_repr());
-        let items = PyList::empty(py);
-        let (path_key, reason_key) = (intern!(py, "path"), intern!(py, "reason"));
-        let push = |path: &str, reason: &str| -> PyResult<()> {
-            let d = PyDict::new(py);
-            d.set_item(path_key, path)?;
-            d.set_item(reason_key, reason)?;
-            items.append(d)
-        };
-        match rejection {
-            Rejection::Problems(p) => {
-                // A hostile call may send thousands of names: the first few are listed.
-                for n in p.unexpected.iter().take(validate::MAX_ECHOED_NAMES) {
-                    let mut shown = String::new();
-                    validate::push_capped_name(&mut shown, n);
-                    push(&shown, "unexpected argument: this tool does not take it")?;
-                }
-                if p.unexpected.len() > validate::MAX_ECHOED_NAMES {
-                    push(
-                        "<arguments>",
-                        &format!(
-                            "and {} more unexpected argument(s): send only the accepted arguments",
-                            p.unexpected.len() - validate::MAX_ECHOED_NAMES
-                        ),
-                    )?;
-                }
-                for n in &p.missing {
-                    push(n, "missing required argument")?;
-                }
-                for (path, why) in &p.invalid {
-                    push(path, why)?;
-                }
-            }
-            other => push("<arguments>", &other.summary(usize::MAX))?,
-        }
-        let error = PyDict::new(py);
-        error.set_item(intern!(py, "code"), intern!(py, "invalid_arguments"))?;
-        error.set_item(intern!(py, "message"), message)?;
-        error.set_item(intern!(py, "errors"), items)?;
-        // Plain dicts and lists (the envelope is JSON-like data throughout), a fresh copy per
-        // envelope so a host that edits it changes nothing here.
-        error.set_item(intern!(py, "schema"), to_py(py, self.validator.schema())?)?;
-        failure(py, error)
+        let f = Failure::invalid_arguments(&self.name, rejection, self.validator.accepted_repr(), self.validator.schema());
+        envelope::failure(py, &f)
     }
 }
 
@@ -490,20 +451,6 @@ impl CoreTool {
         };
         self.rejection_envelope(py, &Rejection::Problems(problems))
     }
-}
-
-fn failure<'py>(py: Python<'py>, error: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
-    let env = PyDict::new(py);
-    env.set_item(intern!(py, "ok"), false)?;
-    env.set_item(intern!(py, "error"), error)?;
-    Ok(env)
-}
-
-fn error_dict<'py>(py: Python<'py>, code: &str, message: &str) -> PyResult<Bound<'py, PyDict>> {
-    let error = PyDict::new(py);
-    error.set_item(intern!(py, "code"), code)?;
-    error.set_item(intern!(py, "message"), message)?;
-    Ok(error)
 }
 
 /// Define a tool from what introspection read: parse the docstring, apply the description
@@ -847,13 +794,7 @@ impl CoreRegistry {
     /// The `unknown_tool` envelope for `name`.
     fn unknown_tool<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
-        let close = dispatch::closest(name, names.iter().copied());
-        let error = error_dict(py, "unknown_tool", &dispatch::unknown_tool_message(name, &names, close))?;
-        error.set_item("available", names)?;
-        if let Some(c) = close {
-            error.set_item("did_you_mean", c)?;
-        }
-        failure(py, error)
+        envelope::failure(py, &Failure::unknown_tool(name, &names))
     }
 }
 
@@ -862,30 +803,17 @@ type Lookup<'a, 'py> = Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>
 
 impl CoreRegistry {
     /// The registered tool a call names and its arguments (None when the call has none), or the
-    /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict.
+    /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict or
+    /// its name is not a string (the text is the `invalid_call` problem, see `calls`).
     fn lookup<'a, 'py>(
         &'a self,
         py: Python<'py>,
         call: &Bound<'py, PyAny>,
     ) -> PyResult<Lookup<'a, 'py>> {
-        let (name, args) = call_parts(call)?;
-        // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
-        let name = match &name {
-            Some(n) => Some(n.to_str().map_err(|_| {
-                PyTypeError::new_err(format!("the tool call's name must be a string, got {}", type_name(n.as_any())))
-            })?),
-            None => None,
-        };
+        let (name, args) = super::calls::read(call)?.map_err(|e| super::calls::type_error(&e))?;
+        let name = name.as_ref().map(|n| n.to_str()).transpose()?;
         let Some(name) = name else {
-            let env = failure(
-                py,
-                error_dict(
-                    py,
-                    "invalid_call",
-                    "The tool call has no tool name. Send a call with a 'name' and its arguments.",
-                )?,
-            )?;
-            return Ok(Err(env));
+            return Ok(Err(envelope::failure(py, &Failure::no_tool_name())?));
         };
         let Some(entry) = self.by_name.get(name) else {
             return Ok(Err(self.unknown_tool(py, name)?));
@@ -898,42 +826,6 @@ impl CoreRegistry {
 fn rejected<'py>(py: Python<'py>, envelope: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
     let none = py.None().into_bound(py);
     PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none])
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
-}
-
-/// A call's tool name (when it has one) and arguments (when it has them).
-type CallParts<'py> = (Option<Bound<'py, PyString>>, Option<Bound<'py, PyAny>>);
-
-/// `(name, arguments)` of a call in any of the accepted shapes; the name is borrowed from the
-/// call (no copy), its text read by the caller.
-fn call_parts<'py>(call: &Bound<'py, PyAny>) -> PyResult<CallParts<'py>> {
-    let Ok(d) = call.cast::<PyDict>() else {
-        return Err(PyTypeError::new_err(format!(
-            "a tool call must be a dict like {{'id': ..., 'name': ..., 'input': {{...}}}}, got {}",
-            call.get_type().name()?
-        )));
-    };
-    let py = call.py();
-    let func = d.get_item(intern!(py, "function"))?;
-    let holder = match &func {
-        Some(f) if f.is_instance_of::<PyDict>() => f.cast::<PyDict>()?.clone(),
-        _ => d.clone(),
-    };
-    let name = match holder.get_item(intern!(py, "name"))? {
-        Some(n) if n.is_none() => None,
-        Some(n) => Some(n.cast_into::<PyString>().map_err(|e| {
-            PyTypeError::new_err(format!("the tool call's name must be a string, got {}", type_name(&e.into_inner())))
-        })?),
-        None => None,
-    };
-    let mut args = holder.get_item(intern!(py, "input"))?;
-    if args.is_none() {
-        args = holder.get_item(intern!(py, "arguments"))?;
-    }
-    Ok((name, args))
 }
 
 /// The envelope for an exception raised by a tool (or by our own deadline).
@@ -957,7 +849,7 @@ fn error_envelope<'py>(
     }
     if exc.is_instance(errs.timeout.bind(py))? {
         let limit: f64 = exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0);
-        return failure(py, error_dict(py, "timeout", &dispatch::timeout_message(tool_name, limit))?);
+        return envelope::failure(py, &Failure::timeout(tool_name, limit));
     }
     if exc.is_instance(errs.tool_error.bind(py))? {
         // A tool's own exception: read it defensively (a code that is not a str, a broken
@@ -966,19 +858,11 @@ fn error_envelope<'py>(
             .getattr("code")
             .and_then(|c| c.str())
             .and_then(|c| c.extract())
-            .unwrap_or_else(|_| "tool_error".to_owned());
+            .unwrap_or_else(|_| ErrorCode::ToolError.as_str().to_owned());
         let message: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
-        let error = PyDict::new(py);
-        // Details first, so they can never overwrite code/message/retriable.
-        if let Ok(details) = exc.getattr("details") {
-            if let Ok(details) = details.cast::<PyDict>() {
-                error.update(details.as_mapping())?;
-            }
-        }
-        error.set_item("code", code)?;
-        error.set_item("message", message)?;
-        error.set_item("retriable", exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false))?;
-        return failure(py, error);
+        let details = exc.getattr("details").ok().and_then(|d| d.cast_into::<PyDict>().ok());
+        let retriable = exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false);
+        return envelope::failure(py, &Failure::tool_error(Code::of(code), message, retriable, details));
     }
     if exc.is_instance(errs.shape.bind(py))? {
         let expected: String =
@@ -991,24 +875,33 @@ fn error_envelope<'py>(
             },
             _ => String::new(),
         };
-        return failure(
-            py,
-            error_dict(py, "output_mismatch", &dispatch::output_mismatch_message(tool_name, &expected, &problems))?,
-        );
+        return envelope::failure(py, &Failure::output_mismatch(tool_name, &expected, &problems));
     }
     let exc_type: String = exc.get_type().qualname()?.extract()?;
     let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
-    failure(py, error_dict(py, "internal_error", &dispatch::internal_error_message(tool_name, &exc_type, &text))?)
+    envelope::failure(py, &Failure::internal_error(tool_name, &exc_type, &text))
+}
+
+/// The `internal_error` envelope for a fault of the tooling around a tool (a middleware
+/// raised `exc`): it names the exception and tells the model not to retry.
+#[pyfunction]
+fn fault_envelope<'py>(py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let exc_type: String = exc.get_type().qualname().and_then(|q| q.extract()).unwrap_or_default();
+    let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
+    envelope::failure(py, &Failure::tooling_fault(&exc_type, &text))
+}
+
+/// The message of a `backend_saturated` failure: `tool` was not run, all `stuck` worker threads
+/// being held by calls that overran their deadline.
+#[pyfunction]
+fn backend_saturated_message(tool: &str, stuck: usize) -> String {
+    errors::backend_saturated_message(tool, stuck)
 }
 
 /// `{"ok": True, "value": value, "elapsed_ms": elapsed_ms}`.
 #[pyfunction]
 fn ok_envelope<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, elapsed_ms: f64) -> PyResult<Bound<'py, PyDict>> {
-    let env = PyDict::new(py);
-    env.set_item(intern!(py, "ok"), true)?;
-    env.set_item(intern!(py, "value"), value)?;
-    env.set_item(intern!(py, "elapsed_ms"), (elapsed_ms * 1000.0).round() / 1000.0)?;
-    Ok(env)
+    envelope::success(py, Success::new(value.clone(), elapsed_ms))
 }
 
 /// Cut `text` to at most `max_chars` characters with the truncation notice (SPEC §8).
@@ -1031,8 +924,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(define_function_tool, m)?)?;
     m.add_function(wrap_pyfunction!(error_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(ok_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(fault_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(backend_saturated_message, m)?)?;
     m.add_function(wrap_pyfunction!(truncate, m)?)?;
     m.add("MIN_DESCRIPTION_CHARS", schema::MIN_DESCRIPTION_CHARS)?;
-    m.add("MAX_SPELLED_OUT", dispatch::MAX_SPELLED_OUT)?;
+    m.add("MAX_SPELLED_OUT", errors::MAX_SPELLED_OUT)?;
     Ok(())
 }

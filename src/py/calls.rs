@@ -1,0 +1,103 @@
+//! A Python call dict read through the core's call-shape rule (`crate::calls`). Conversion only.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::envelope::{self, PyFailure as Failure};
+use crate::calls::{self, keys, CallError, CallMap};
+
+/// A call dict (or its `function` dict), read without copying.
+pub(crate) struct PyCall<'py>(pub(crate) Bound<'py, PyDict>);
+
+impl<'py> CallMap for PyCall<'py> {
+    type Value = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn get(&self, key: &'static str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = self.0.py();
+        let key = match key {
+            keys::ID => intern!(py, "id"),
+            keys::CALL_ID => intern!(py, "call_id"),
+            keys::FUNCTION => intern!(py, "function"),
+            keys::NAME => intern!(py, "name"),
+            keys::INPUT => intern!(py, "input"),
+            keys::ARGUMENTS => intern!(py, "arguments"),
+            other => return self.0.get_item(other),
+        };
+        self.0.get_item(key)
+    }
+
+    fn mapping(value: &Bound<'py, PyAny>) -> Option<Self> {
+        value.cast::<PyDict>().ok().map(|d| PyCall(d.clone()))
+    }
+
+    fn is_null(value: &Bound<'py, PyAny>) -> bool {
+        value.is_none()
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
+}
+
+/// A call's name (borrowed from the call; None when it has none) and arguments (None when it
+/// has none), or why the call is malformed.
+pub(crate) type Read<'py> = Result<(Option<Bound<'py, PyString>>, Option<Bound<'py, PyAny>>), CallError>;
+
+/// Read `call` through the core's rule. Errors are the mapping's own (a key whose `__eq__`
+/// raises).
+pub(crate) fn read<'py>(call: &Bound<'py, PyAny>) -> PyResult<Read<'py>> {
+    let Ok(d) = call.cast::<PyDict>() else {
+        return Ok(Err(CallError::NotAMapping(type_name(call))));
+    };
+    let parts = calls::parts(&PyCall(d.clone()))?;
+    let name = match parts.name {
+        None => None,
+        Some(n) => match n.cast_into::<PyString>() {
+            // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
+            Ok(s) if s.to_str().is_ok() => Some(s),
+            Ok(s) => return Ok(Err(CallError::NameNotAString(type_name(s.as_any())))),
+            Err(e) => return Ok(Err(CallError::NameNotAString(type_name(&e.into_inner())))),
+        },
+    };
+    Ok(Ok((name, parts.args)))
+}
+
+/// A malformed call as the `TypeError` the registry's `prepare`/`admit` raise (its text is the
+/// problem; `invalid_call_envelope(str(exc))` is the envelope).
+pub(crate) fn type_error(e: &CallError) -> PyErr {
+    PyTypeError::new_err(e.problem())
+}
+
+/// The `invalid_call` envelope for `problem` (what is wrong with the call, e.g. the text of the
+/// `TypeError` `prepare`/`admit` raised), or for a call with no tool name when `problem` is None.
+#[pyfunction]
+#[pyo3(signature = (problem=None))]
+fn invalid_call_envelope<'py>(py: Python<'py>, problem: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    let f = match problem {
+        Some(p) => Failure::invalid_call(p),
+        None => Failure::no_tool_name(),
+    };
+    envelope::failure(py, &f)
+}
+
+/// `(id, name, arguments)` of a call in any accepted shape, each None when absent; the name
+/// only when it is a string. Never raises for a malformed call (a non-dict gives three Nones).
+#[pyfunction]
+fn call_parts<'py>(py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let none = || py.None().into_bound(py);
+    let Ok(d) = call.cast::<PyDict>() else {
+        return PyTuple::new(py, [none(), none(), none()]);
+    };
+    let parts = calls::all_parts(&PyCall(d.clone()))?;
+    let name = parts.name.filter(|n| n.is_instance_of::<PyString>());
+    PyTuple::new(py, [parts.id.unwrap_or_else(none), name.unwrap_or_else(none), parts.args.unwrap_or_else(none)])
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(invalid_call_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(call_parts, m)?)?;
+    Ok(())
+}
