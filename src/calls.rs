@@ -25,6 +25,9 @@ pub trait CallMap: Sized {
     fn mapping(value: &Self::Value) -> Option<Self>;
     /// Whether `value` is null (`None`).
     fn is_null(value: &Self::Value) -> bool;
+    /// `value` as text, or the name of its type when it is not text (usable text: a Python
+    /// `str` with a lone surrogate is not).
+    fn text(value: &Self::Value) -> Result<&str, String>;
 }
 
 /// The keys of the call shapes.
@@ -108,6 +111,18 @@ impl CallMap for serde_json::Map<String, serde_json::Value> {
     }
     fn is_null(value: &serde_json::Value) -> bool {
         value.is_null()
+    }
+    fn text(value: &serde_json::Value) -> Result<&str, String> {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Ok(s),
+            Value::Null => Err("null".into()),
+            Value::Bool(_) => Err("boolean".into()),
+            Value::Number(n) if n.is_f64() => Err("number".into()),
+            Value::Number(_) => Err("integer".into()),
+            Value::Array(_) => Err("array".into()),
+            Value::Object(_) => Err("object".into()),
+        }
     }
 }
 

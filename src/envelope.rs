@@ -114,7 +114,7 @@ impl<'a, D> Failure<'a, D> {
     /// `unknown_tool` for `name`, given the registered names (sorted): `available` lists them,
     /// `did_you_mean` names the closest when one is close enough.
     pub fn unknown_tool(name: &str, names: &[&str]) -> Self {
-        let close = crate::dispatch::closest(name, names.iter().copied());
+        let close = crate::registry::closest(name, names.iter().copied());
         let mut f = Self::new(ErrorCode::UnknownTool, errors::unknown_tool_message(name, names, close));
         f.available = Some(names.iter().map(|n| (*n).to_owned()).collect());
         f.did_you_mean = close.map(str::to_owned);

@@ -113,6 +113,39 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+// ------------------------------------------------------------------ what a call raised
+
+/// What a tool call raised, as the rules see it (the binding maps each exception class here
+/// once): it decides both the envelope's code and whether the call is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Raised {
+    /// `ToolArgumentError`: the arguments do not fit (`invalid_arguments`).
+    Arguments,
+    /// `ToolTimeoutError`: our own deadline expired (`timeout`).
+    Deadline,
+    /// `ToolError`: the tool's own failure, with its `retriable` flag (its own code).
+    Tool { retriable: bool },
+    /// `ToolShapeError`: the value does not match the output schema (`output_mismatch`).
+    Shape,
+    /// Anything else (`internal_error`); `transient` when it says the backend may recover
+    /// (`ConnectionError`, a `TimeoutError` the body raised, a declared transient type).
+    Other { transient: bool },
+}
+
+impl Raised {
+    /// How the retry rule classifies the failed attempt.
+    pub fn failure_kind(self) -> crate::middleware::FailureKind {
+        use crate::middleware::FailureKind;
+        match self {
+            Raised::Deadline => FailureKind::Deadline,
+            Raised::Tool { retriable: true } | Raised::Other { transient: true } => FailureKind::Transient,
+            Raised::Arguments | Raised::Shape | Raised::Tool { retriable: false } | Raised::Other { transient: false } => {
+                FailureKind::Permanent
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------------------ message templates
 
 /// The most invalid values spelled out in an `invalid_arguments` message.
@@ -294,6 +327,24 @@ mod tests {
         assert_eq!(ErrorCode::from_wire("nope"), None);
         let retriable: Vec<_> = ErrorCode::ALL.iter().filter(|c| c.retriable()).collect();
         assert_eq!(retriable, [&ErrorCode::StoreConflict]);
+    }
+
+    #[test]
+    fn what_is_retried() {
+        use crate::middleware::FailureKind::*;
+        let kinds: Vec<_> = [
+            Raised::Arguments,
+            Raised::Deadline,
+            Raised::Tool { retriable: true },
+            Raised::Tool { retriable: false },
+            Raised::Shape,
+            Raised::Other { transient: true },
+            Raised::Other { transient: false },
+        ]
+        .iter()
+        .map(|r| r.failure_kind())
+        .collect();
+        assert_eq!(kinds, [Permanent, Deadline, Transient, Permanent, Permanent, Transient, Permanent]);
     }
 
     #[test]

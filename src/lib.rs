@@ -1,18 +1,18 @@
 //! agentkit-tools core.
 //!
-//! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `dispatch`,
-//! `middleware`, `render`, `memory`)
+//! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `calls`,
+//! `registry`, `middleware`, `render`, `memory`)
 //! hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
 //! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
 //! so the core builds and runs its tests with pyo3 absent.
 pub mod calls;
-pub mod dispatch;
 pub mod docstring;
 pub mod envelope;
 pub mod errors;
 pub mod memory;
 pub mod middleware;
 pub mod providers;
+pub mod registry;
 pub mod render;
 pub mod schema;
 pub mod validate;

@@ -15,42 +15,142 @@ use sha2::{Digest, Sha256};
 /// non-ASCII kept as UTF-8, numbers as serde_json prints them. Two argument objects that differ
 /// only in key order give the same text.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::with_capacity(128);
-    write_canonical(value, &mut out);
-    out
+    let mut w = Canonical::new(usize::MAX);
+    match write_value(&mut w, value) {
+        Ok(()) => w.finish(),
+        Err(e) => match e {}, // a Value holds only finite numbers; no depth limit
+    }
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_value(w: &mut Canonical, value: &Value) -> Result<(), std::convert::Infallible> {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_canonical(v, out);
-            }
-            out.push('}');
+        Value::Object(map) => w.object(map.iter().map(|(k, v)| (k.as_str(), v)).collect(), write_value),
+        Value::Array(items) => w.array(items, write_value),
+        Value::String(s) => {
+            w.string(s);
+            Ok(())
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(s) => write_string(s, out),
-        // Display of a number, bool or null is serde_json's own text; writing to a String cannot fail.
+        // Display of a number, bool or null is serde_json's own text.
         other => {
-            let _ = write!(out, "{other}");
+            w.raw(&other.to_string());
+            Ok(())
         }
+    }
+}
+
+/// Why a tree could not be written as canonical JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CanonicalError {
+    /// NaN or an infinity.
+    NotFinite(f64),
+    /// Arrays and objects nested deeper than the writer's limit.
+    TooDeep,
+}
+
+impl From<CanonicalError> for std::convert::Infallible {
+    fn from(e: CanonicalError) -> Self {
+        unreachable!("a serde_json::Value cannot fail canonical writing: {e:?}")
+    }
+}
+
+/// The one canonical-JSON writer: whoever walks a JSON-like tree (a `serde_json::Value` here, a
+/// Python object in the binding) calls these methods, and the writer applies the rules of
+/// [`canonical_json`]: keys sorted by code point, no whitespace, strings escaped as serde_json
+/// escapes them, numbers as serde_json prints them, a nesting limit.
+#[derive(Debug)]
+pub struct Canonical {
+    out: String,
+    depth: usize,
+    max_depth: usize,
+}
+
+impl Canonical {
+    /// A writer that refuses arrays and objects nested more than `max_depth` deep.
+    pub fn new(max_depth: usize) -> Self {
+        Self { out: String::with_capacity(128), depth: 0, max_depth }
+    }
+
+    /// The text written.
+    pub fn finish(self) -> String {
+        self.out
+    }
+
+    pub fn null(&mut self) {
+        self.out.push_str("null");
+    }
+
+    pub fn boolean(&mut self, b: bool) {
+        self.out.push_str(if b { "true" } else { "false" });
+    }
+
+    /// An integer given as its decimal text (any size).
+    pub fn integer(&mut self, decimal: &str) {
+        self.out.push_str(decimal);
+    }
+
+    /// A float as serde_json prints it; NaN and the infinities are refused.
+    pub fn float(&mut self, f: f64) -> Result<(), CanonicalError> {
+        let n = serde_json::Number::from_f64(f).ok_or(CanonicalError::NotFinite(f))?;
+        let _ = write!(self.out, "{n}");
+        Ok(())
+    }
+
+    pub fn string(&mut self, s: &str) {
+        write_string(s, &mut self.out);
+    }
+
+    fn raw(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+
+    fn enter(&mut self) -> Result<(), CanonicalError> {
+        if self.depth >= self.max_depth {
+            return Err(CanonicalError::TooDeep);
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// An array of `items`, each written by `each`.
+    pub fn array<V, E: From<CanonicalError>>(
+        &mut self,
+        items: impl IntoIterator<Item = V>,
+        mut each: impl FnMut(&mut Self, V) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.enter()?;
+        self.out.push('[');
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            each(self, item)?;
+        }
+        self.out.push(']');
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// An object of `entries` (in any order: they are sorted by key here), each value written by
+    /// `each`.
+    pub fn object<K: AsRef<str>, V, E: From<CanonicalError>>(
+        &mut self,
+        mut entries: Vec<(K, V)>,
+        mut each: impl FnMut(&mut Self, V) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.enter()?;
+        entries.sort_unstable_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        self.out.push('{');
+        for (i, (k, v)) in entries.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            write_string(k.as_ref(), &mut self.out);
+            self.out.push(':');
+            each(self, v)?;
+        }
+        self.out.push('}');
+        self.depth -= 1;
+        Ok(())
     }
 }
 
@@ -687,6 +787,11 @@ mod tests {
         let v = json!({"b": [1, {"z": null, "a": "é\"x"}], "a": true, "c": 1.5});
         assert_eq!(canonical_json(&v), r#"{"a":true,"b":[1,{"a":"é\"x","z":null}],"c":1.5}"#);
         assert_eq!(canonical_json(&json!({})), "{}");
+        assert_eq!(canonical_json(&json!([1e300, -0.0, 2.5e-8, 18446744073709551615u64, -3])), "[1e+300,-0.0,2.5e-8,18446744073709551615,-3]");
+        let mut w = Canonical::new(1);
+        let deep: Result<(), CanonicalError> = w.array([1], |w, _| w.array([2], |_, _| Ok(())));
+        assert_eq!(deep, Err(CanonicalError::TooDeep));
+        assert!(matches!(Canonical::new(1).float(f64::NAN), Err(CanonicalError::NotFinite(f)) if f.is_nan()));
         // sha256("{}") = 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
         assert_eq!(args_hash("{}"), "44136fa355b3678a");
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

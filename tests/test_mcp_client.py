@@ -321,3 +321,12 @@ async def test_tools_of_a_server_served_again_over_mcp() -> None:
             assert bad.is_error is True
             assert bad.content[0].text.startswith("tool 'wx_forecast' call rejected: invalid argument(s): city: expected string")
     assert seen == [{"forecast": {"city": "Oslo", "days": 1}}]  # the bad call never reached the server
+
+
+def test_prefixed_names_follow_the_one_tool_name_rule() -> None:
+    toolset = MCPToolset(object(), prefix="srv.")
+    assert toolset._local_name("get_forecast") == "srv_get_forecast"
+    assert toolset._local_name("météo\n") == "srv_m_t_o_"
+    assert MCPToolset(object(), prefix="wx_")._local_name("radar") == "wx_radar"
+    with pytest.raises(ValueError, match="cannot get a name model providers accept"):
+        toolset._local_name("x" * 61)

@@ -794,3 +794,20 @@ def test_repeat_guard_limit_is_range_checked_when_built() -> None:
         with pytest.raises(ValueError, match="repeat_guard: limit must be an integer from 1 to 4294967295"):
             mw.repeat_guard(limit=bad)
     assert mw.repeat_guard(limit=2**32 - 1).limit == 4294967295
+
+
+def test_canonical_text_of_a_mapping_and_of_json_text_agree() -> None:
+    from agentkit_tools import _core
+
+    args = {"b": [1, 1.5, None, True, (2, "x")], "a": "é\n\"q\"", "c": {"z": -0.0, "y": 1e300}}
+    text = json.dumps(args)
+    expected = '{"a":"é\\n\\"q\\"","b":[1,1.5,null,true,[2,"x"]],"c":{"y":1e+300,"z":-0.0}}'
+    assert _core.canonical_args(args)[0] == _core.canonical_args(text)[0] == expected
+    # integers beyond 64 bits stay exact; what JSON cannot hold falls back to the repr
+    assert _core.canonical_args({"n": 2**70})[0] == '{"n":1180591620717411303424}'
+    assert _core.canonical_args({"f": float("nan")})[0] == "{'f': nan}"
+    assert _core.canonical_args({1: 2})[0] == "{1: 2}"
+    deep: list = []
+    for _ in range(300):
+        deep = [deep]
+    assert _core.canonical_args({"d": deep})[0].startswith("{'d': [[[")

@@ -91,3 +91,58 @@ def test_render_result():
 
     assert render_result(AgentResult()) == "the sub-agent's answer"
     assert render_result(WorkflowResult()) == "step: done"
+
+
+BAD_NAME = (
+    "tool name 'research\\n' is not accepted by model providers: use 1-64 characters from a-z, A-Z, "
+    "0-9, '_' and '-' (pass name=...)"
+)
+
+
+def test_one_name_rule_for_every_way_of_naming_a_tool():
+    from agentkit_tools import as_tool
+
+    class Researcher:
+        """Researches a topic and writes up what it found, with sources."""
+
+        async def run(self, task: str, ctx: object) -> str:
+            return task
+
+    def research(q: str) -> str:
+        """Research a topic and report what was found, with sources."""
+        return q
+
+    async def body(args: object, ctx: object) -> str:
+        return "x"
+
+    attempts = {
+        "@tool": lambda: tool(name="research\n", read_only=True)(research),
+        "from_callable": lambda: FunctionTool.from_callable(research, name="research\n"),
+        "as_tool": lambda: as_tool(Researcher(), name="research\n"),
+        "register": lambda: ToolRegistry().register(
+            FunctionTool("research\n", body, "Research a topic and report what was found.", False)
+        ),
+    }
+    for how, attempt in attempts.items():
+        with pytest.raises(ToolDefinitionError) as err:
+            attempt()
+        assert str(err.value) == BAD_NAME, how
+    # the same names pass everywhere
+    assert as_tool(Researcher(), name="research").name == "research"
+    assert ToolRegistry([FunctionTool("research", body, "Research a topic.", False)]).names() == ["research"]
+
+
+def test_a_read_only_view_leaves_out_tools_whose_effects_are_undeclared():
+    def lookup(q: str) -> str:
+        """Look the query up in the catalogue and return the best match."""
+        return q
+
+    undeclared = FunctionTool.from_callable(lookup, name="undeclared")
+    declared = FunctionTool.from_callable(lookup, name="declared", side_effecting=False)
+    writer = FunctionTool.from_callable(lookup, name="writer", side_effecting=True)
+    assert (undeclared.effects_declared, declared.effects_declared) == (False, True)
+    reg = ToolRegistry([undeclared, declared, writer])
+    assert reg.view(read_only=True).names() == ["declared"]
+    # the two views split the registry: a tool not known to be read-only may change something
+    assert reg.view(read_only=False).names() == ["undeclared", "writer"]
+    assert reg.view().names() == ["declared", "undeclared", "writer"]

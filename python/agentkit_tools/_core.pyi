@@ -43,6 +43,7 @@ __all__ = [
     "backend_saturated_message",
     "call_parts",
     "canonical_args",
+    "check_tool_name",
     "codes",
     "copy_json",
     "deep_freeze",
@@ -56,9 +57,11 @@ __all__ = [
     "ok_envelope",
     "parse_docstring",
     "render_tool",
+    "sanitized_tool_name",
     "strip_strict_nulls",
     "truncate",
     "url_host",
+    "valid_tool_name",
 ]
 
 __version__: str
@@ -210,7 +213,8 @@ class CoreRegistry:
     def add(self, name: str, tool: Any, core: CoreTool, replace: bool = False) -> None:
         """Add ``tool`` with its compiled ``core``. Raises ``ValueError("ToolRegistry: tool
         '<name>' already registered. Pass replace=True to swap deliberately.")`` on a name
-        collision unless ``replace``."""
+        collision unless ``replace``; ``ToolDefinitionError`` for a name the tool-name rule
+        refuses (see ``check_tool_name``)."""
 
     def remove(self, name: str) -> None:
         """Remove a tool. Raises ``KeyError("no tool '<name>'")`` when absent."""
@@ -261,6 +265,18 @@ def error_envelope(tool_name: str, exc: BaseException, core: CoreTool | None = N
     ``timeout``, ``ToolError`` → its own ``code`` with ``retriable`` and its details merged,
     ``ToolShapeError`` → ``output_mismatch``, anything else → ``internal_error`` ("a bug in the
     tool, not in your arguments; do not retry")."""
+
+def check_tool_name(name: object) -> None:
+    """The one tool-name rule, applied by every way of making or registering a tool: 1-64
+    characters from a-z, A-Z, 0-9, '_' and '-', the whole name (a trailing newline included).
+    Raises ``ToolDefinitionError`` quoting the name with ``repr``."""
+
+def valid_tool_name(name: str) -> bool:
+    """Whether ``name`` passes the tool-name rule (see ``check_tool_name``)."""
+
+def sanitized_tool_name(name: str) -> str:
+    """``name`` with every character the tool-name rule refuses replaced by ``_`` (the length is
+    unchanged: check the result with ``valid_tool_name``)."""
 
 def fault_envelope(exc: BaseException) -> dict[str, Any]:
     """The ``internal_error`` envelope for a fault of the tooling around a tool (a middleware

@@ -17,7 +17,7 @@ from . import _core
 from .dispatch import render_result
 from .errors import ToolDefinitionError
 from .schema import ToolSchema
-from .tools import FunctionTool, check_tool_name
+from .tools import FunctionTool
 
 __all__ = ["as_tool", "TASK_DESCRIPTION"]
 
@@ -98,7 +98,7 @@ def as_tool(
             f"as_tool: {runnable!r} has no run method; pass an object with "
             "`async run(task, ctx)` (an agent, a workflow or a loop)"
         )
-    check_tool_name(name)
+    _core.check_tool_name(name)
     text = description.strip() if description else ""
     if not text:
         doc = _docstring(runnable)

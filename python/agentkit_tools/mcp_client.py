@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 from contextlib import AsyncExitStack
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -53,8 +52,6 @@ from .schema import ToolSchema
 __all__ = ["MCPTool", "MCPToolset"]
 
 _log = logging.getLogger("agentkit_tools.mcp_client")
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 def _require_mcp() -> Any:
@@ -364,9 +361,9 @@ class MCPToolset:
 
     def _local_name(self, remote: str) -> str:
         name = self.prefix + remote
-        if not _NAME_RE.fullmatch(name):
-            name = _BAD_CHARS.sub("_", name)
-            if not _NAME_RE.fullmatch(name):
+        if not _core.valid_tool_name(name):
+            name = _core.sanitized_tool_name(name)
+            if not _core.valid_tool_name(name):
                 raise ValueError(
                     f"MCP tool {remote!r} cannot get a name model providers accept (1-64 characters of "
                     "a-z, A-Z, 0-9, '_', '-'): use a shorter prefix or exclude it"

@@ -11,6 +11,11 @@ from .tools import core_of, ensure_tool
 __all__ = ["ToolRegistry"]
 
 
+def _is_read_only(t: Any) -> bool:
+    """Declared read-only: not side-effecting, and its effects were declared."""
+    return not getattr(t, "side_effecting", False) and getattr(t, "effects_declared", True) is not False
+
+
 class ToolRegistry:
     """Tools by name. The lookup, the sorted order and call validation live in the Rust core.
 
@@ -41,7 +46,7 @@ class ToolRegistry:
     def register(self, tool: Any, *, replace: bool = False) -> Any:
         """Add a tool (a plain callable is converted with ``from_callable``, read-only by
         default). Returns the tool. Raises ``ValueError`` when the name is taken and not
-        ``replace``."""
+        ``replace``, ``ToolDefinitionError`` for a name outside ``^[a-zA-Z0-9_-]{1,64}$``."""
         t = ensure_tool(tool)
         self._core.add(t.name, t, core_of(t), replace)
         self._cache.clear()
@@ -112,8 +117,10 @@ class ToolRegistry:
         (a call of any other answers ``unknown_tool``, listing the visible names).
 
         A tool is kept when it passes every filter given: ``names`` (keep only these),
-        ``exclude`` (drop these), ``read_only`` (True: keep tools that are not side-effecting;
-        False: keep side-effecting ones), ``where(tool, ctx)`` (a predicate, given ``ctx``).
+        ``exclude`` (drop these), ``read_only`` (True: keep tools declared read-only; a tool
+        whose effects were never declared, ``effects_declared=False``, is left out, as it is not
+        known to change nothing; False: keep the others, side-effecting or undeclared), ``where(tool, ctx)`` (a predicate,
+        given ``ctx``).
         The view shares the tool objects and the limits of this registry; its schemas and
         renderings are sorted and byte-stable like any registry's. It is a snapshot: tools
         registered here later are not added to it. Raises ``KeyError`` naming any name of
@@ -129,7 +136,7 @@ class ToolRegistry:
         for t in self._core.tools():
             if keep is not None and t.name not in keep or t.name in dropped:
                 continue
-            if read_only is not None and bool(getattr(t, "side_effecting", False)) == bool(read_only):
+            if read_only is not None and _is_read_only(t) != bool(read_only):
                 continue
             if where is not None and not where(t, ctx):
                 continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import re
 import types
 import typing
 import weakref
@@ -32,20 +31,6 @@ else:
 
     P = ParamSpec("P")
     R = TypeVar("R")
-
-_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-
-
-def check_tool_name(name: Any) -> None:
-    """The one tool-name rule (every way of making a tool applies it): 1-64 characters from
-    a-z, A-Z, 0-9, '_' and '-', the whole name (a trailing newline included). Raises
-    ``ToolDefinitionError``."""
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-        raise ToolDefinitionError(
-            f"tool name {name!r} is not accepted by model providers: use 1-64 characters "
-            "from a-z, A-Z, 0-9, '_' and '-' (pass name=...)"
-        )
-
 
 class _Undeclared:
     """The default of ``from_callable(side_effecting=...)``: False (the reference's default), but
@@ -396,7 +381,7 @@ class FunctionTool(Generic[P, R]):
         would read, a ``url_arg`` that is not a parameter.
         """
         info = introspect(func, name or None)
-        check_tool_name(info.name)
+        _core.check_tool_name(info.name)
         if (
             bool(func.__code__.co_flags & _CO_GENERATORS)
             if type(func) is types.FunctionType

@@ -241,3 +241,66 @@ fn branches<'py>(py: Python<'py>, s: &Map<String, Value>, obj: &Bound<'py, PyAny
     }
     Ok(None)
 }
+
+// ------------------------------------------------------------------ canonical text
+
+/// Arrays and objects nested deeper than this are not written as canonical JSON (the caller
+/// falls back to the value's `repr`).
+const MAX_CANONICAL_DEPTH: usize = 256;
+
+impl From<crate::middleware::CanonicalError> for PyErr {
+    fn from(e: crate::middleware::CanonicalError) -> PyErr {
+        use crate::middleware::CanonicalError;
+        pyo3::exceptions::PyValueError::new_err(match e {
+            CanonicalError::NotFinite(_) => "not a finite number",
+            CanonicalError::TooDeep => "arguments nested too deeply",
+        })
+    }
+}
+
+/// The canonical JSON text of a Python value (`crate::middleware::canonical_json` for the
+/// equivalent JSON, written by the same writer straight from the Python objects, integers of any
+/// size exact). Only dict/list/tuple (and subclasses), str, int, float, bool and None; anything
+/// else, a non-string key, NaN or nesting past the limit is a `ValueError`.
+pub(crate) fn canonical_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let mut w = crate::middleware::Canonical::new(MAX_CANONICAL_DEPTH);
+    write_canonical(&mut w, obj)?;
+    Ok(w.finish())
+}
+
+fn write_canonical(w: &mut crate::middleware::Canonical, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    use pyo3::types::PyBool;
+    if obj.is_none() {
+        w.null();
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        w.string(s.to_str()?);
+    } else if let Ok(b) = obj.cast::<PyBool>() {
+        w.boolean(b.is_true());
+    } else if let Ok(i) = obj.cast::<PyInt>() {
+        match i.extract::<i64>() {
+            Ok(v) => w.integer(&v.to_string()),
+            Err(_) => w.integer(i.str()?.to_str()?),
+        }
+    } else if let Ok(f) = obj.cast::<PyFloat>() {
+        w.float(f.value())?;
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        let mut keyed: Vec<(Bound<'_, PyString>, Bound<'_, PyAny>)> = Vec::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let k = k
+                .cast_into::<PyString>()
+                .map_err(|_| pyo3::exceptions::PyValueError::new_err("object keys must be strings"))?;
+            keyed.push((k, v));
+        }
+        let mut entries: Vec<(&str, &Bound<'_, PyAny>)> = Vec::with_capacity(keyed.len());
+        for (k, v) in &keyed {
+            entries.push((k.to_str()?, v));
+        }
+        w.object(entries, write_canonical)?;
+    } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let items = obj.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+        w.array(items.iter(), write_canonical)?;
+    } else {
+        return Err(pyo3::exceptions::PyValueError::new_err("not a JSON value"));
+    }
+    Ok(())
+}

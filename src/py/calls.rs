@@ -36,33 +36,18 @@ impl<'py> CallMap for PyCall<'py> {
     fn is_null(value: &Bound<'py, PyAny>) -> bool {
         value.is_none()
     }
-}
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
-}
-
-/// A call's name (borrowed from the call; None when it has none) and arguments (None when it
-/// has none), or why the call is malformed.
-pub(crate) type Read<'py> = Result<(Option<Bound<'py, PyString>>, Option<Bound<'py, PyAny>>), CallError>;
-
-/// Read `call` through the core's rule. Errors are the mapping's own (a key whose `__eq__`
-/// raises).
-pub(crate) fn read<'py>(call: &Bound<'py, PyAny>) -> PyResult<Read<'py>> {
-    let Ok(d) = call.cast::<PyDict>() else {
-        return Ok(Err(CallError::NotAMapping(type_name(call))));
-    };
-    let parts = calls::parts(&PyCall(d.clone()))?;
-    let name = match parts.name {
-        None => None,
-        Some(n) => match n.cast_into::<PyString>() {
+    fn text<'v>(value: &'v Bound<'py, PyAny>) -> Result<&'v str, String> {
+        match value.cast::<PyString>() {
             // Text that is not valid Unicode (a lone surrogate) is not a usable name either.
-            Ok(s) if s.to_str().is_ok() => Some(s),
-            Ok(s) => return Ok(Err(CallError::NameNotAString(type_name(s.as_any())))),
-            Err(e) => return Ok(Err(CallError::NameNotAString(type_name(&e.into_inner())))),
-        },
-    };
-    Ok(Ok((name, parts.args)))
+            Ok(s) => s.to_str().map_err(|_| type_name(value)),
+            Err(_) => Err(type_name(value)),
+        }
+    }
+}
+
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
 }
 
 /// A malformed call as the `TypeError` the registry's `prepare`/`admit` raise (its text is the

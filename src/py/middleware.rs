@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use pyo3::exceptions::{PyConnectionError, PyTimeoutError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use serde_json::Value;
@@ -55,72 +55,13 @@ fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
     } else if args.is_none() {
         "{}".to_owned()
     } else {
-        let mut out = String::with_capacity(128);
-        match write_canonical_py(args, &mut out, 0) {
-            Ok(()) => out,
+        match super::args::canonical_text(args) {
+            Ok(text) => text,
             Err(_) => args.repr()?.extract()?,
         }
     };
     let hash = core::args_hash(&canonical);
     Ok((canonical, hash))
-}
-
-/// The canonical JSON of a Python value, written directly (no intermediate `Value`): the same
-/// text `core::canonical_json` gives for the equivalent JSON (keys sorted by code point, floats
-/// as serde_json prints them). Only dict/list/tuple/str/int/float/bool/None; anything else errs.
-fn write_canonical_py(obj: &Bound<'_, PyAny>, out: &mut String, depth: usize) -> PyResult<()> {
-    use pyo3::types::{PyBool, PyFloat, PyInt, PyList};
-    if depth > 256 {
-        return Err(PyValueError::new_err("arguments nested too deeply"));
-    }
-    if obj.is_none() {
-        out.push_str("null");
-    } else if let Ok(s) = obj.cast::<PyString>() {
-        core::write_string(s.to_str()?, out);
-    } else if let Ok(b) = obj.cast::<PyBool>() {
-        out.push_str(if b.is_true() { "true" } else { "false" });
-    } else if let Ok(i) = obj.cast::<PyInt>() {
-        match i.extract::<i64>() {
-            Ok(v) => out.push_str(&v.to_string()),
-            Err(_) => out.push_str(i.str()?.to_str()?),
-        }
-    } else if let Ok(f) = obj.cast::<PyFloat>() {
-        let v = serde_json::Number::from_f64(f.value()).ok_or_else(|| PyValueError::new_err("not a finite number"))?;
-        out.push_str(&v.to_string());
-    } else if let Ok(d) = obj.cast::<PyDict>() {
-        let mut entries: Vec<(Bound<'_, PyString>, Bound<'_, PyAny>)> = Vec::with_capacity(d.len());
-        for (k, v) in d.iter() {
-            let k = k.cast_into::<PyString>().map_err(|_| PyValueError::new_err("object keys must be strings"))?;
-            entries.push((k, v));
-        }
-        let mut items: Vec<(&str, &Bound<'_, PyAny>)> = Vec::with_capacity(entries.len());
-        for (k, v) in &entries {
-            items.push((k.to_str()?, v));
-        }
-        items.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out.push('{');
-        for (i, (k, v)) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            core::write_string(k, out);
-            out.push(':');
-            write_canonical_py(v, out, depth + 1)?;
-        }
-        out.push('}');
-    } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        out.push('[');
-        for (i, item) in obj.try_iter()?.enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            write_canonical_py(&item?, out, depth + 1)?;
-        }
-        out.push(']');
-    } else {
-        return Err(PyValueError::new_err("not a JSON value"));
-    }
-    Ok(())
 }
 
 /// The audit record's `args_hash` of canonical JSON text (as `canonical_args` gives it).
@@ -281,29 +222,6 @@ pub struct RetryPolicy {
     transient: Py<PyTuple>,
 }
 
-impl RetryPolicy {
-    fn classify(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<FailureKind> {
-        let c = crate::py::tools::errors(py)?;
-        if exc.is_instance(c.timeout.bind(py))? {
-            return Ok(FailureKind::Deadline);
-        }
-        if exc.is_instance(c.argument.bind(py))? || exc.is_instance(c.shape.bind(py))? {
-            return Ok(FailureKind::Permanent);
-        }
-        if exc.is_instance(c.tool_error.bind(py))? {
-            let retriable = exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false);
-            return Ok(if retriable { FailureKind::Transient } else { FailureKind::Permanent });
-        }
-        if exc.is_instance_of::<PyConnectionError>()
-            || exc.is_instance_of::<PyTimeoutError>()
-            || (!self.transient.bind(py).is_empty() && exc.is_instance(self.transient.bind(py).as_any())?)
-        {
-            return Ok(FailureKind::Transient);
-        }
-        Ok(FailureKind::Permanent)
-    }
-}
-
 #[pymethods]
 impl RetryPolicy {
     /// `max_attempts` ≥ 1 (the first call included); `base_s`, `cap_s` ≥ 0 seconds; `transient`:
@@ -332,7 +250,7 @@ impl RetryPolicy {
     /// `"transient"`, `"deadline"` or `"permanent"` and `delay_s` the full-jitter wait before
     /// the next attempt, or None when the call is not retried.
     fn decide(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, retry_safe: bool, attempt: u32) -> PyResult<(&'static str, Option<f64>)> {
-        let kind = self.classify(py, exc)?;
+        let kind = crate::py::tools::classify(py, exc, Some(self.transient.bind(py)))?.failure_kind();
         let name = match kind {
             FailureKind::Transient => "transient",
             FailureKind::Deadline => "deadline",

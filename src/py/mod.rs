@@ -9,6 +9,7 @@ mod frozen;
 mod memory;
 mod middleware;
 mod providers;
+mod registry;
 mod tools;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,6 +21,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     memory::register(m)?;
     middleware::register(m)?;
     providers::register(m)?;
+    registry::register(m)?;
     tools::register(m)?;
     Ok(())
 }

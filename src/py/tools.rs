@@ -2,9 +2,7 @@
 //! of the failure ladder. Conversions and exception mapping only: the rules live in the core
 //! modules (`schema`, `validate`, `dispatch`, `render`).
 
-use std::collections::BTreeMap;
-
-use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -13,10 +11,14 @@ use serde_json::Value;
 
 use super::envelope::{self, PyFailure as Failure};
 use crate::envelope::{Code, Success};
-use crate::errors::{self, ErrorCode};
+use crate::errors::{self, ErrorCode, Raised};
 use crate::render;
 use crate::schema::{self, ParamSpec};
 use crate::validate::{self, ArgumentValidator, Rejection};
+
+/// The registry binding lives in `super::registry`; named here too for callers that knew it here.
+#[allow(unused_imports)]
+pub(crate) use super::registry::CoreRegistry;
 
 /// The Python exception classes of `agentkit_tools.errors`, imported once.
 pub(crate) struct Errors {
@@ -40,6 +42,34 @@ pub(crate) fn errors(py: Python<'_>) -> PyResult<&Errors> {
             shape: m.getattr("ToolShapeError")?.unbind(),
         })
     })
+}
+
+/// The one mapping of a raised exception to what the rules see (`crate::errors::Raised`), by
+/// class, never by message: `ToolArgumentError`, `ToolTimeoutError`, `ToolError` (its
+/// `retriable`, read defensively), `ToolShapeError`, else other; an other exception is
+/// transient when it is a `ConnectionError`, a `TimeoutError` or an instance of `transient`.
+pub(crate) fn classify(py: Python<'_>, exc: &Bound<'_, PyAny>, transient: Option<&Bound<'_, PyTuple>>) -> PyResult<Raised> {
+    let c = errors(py)?;
+    if exc.is_instance(c.argument.bind(py))? {
+        return Ok(Raised::Arguments);
+    }
+    if exc.is_instance(c.timeout.bind(py))? {
+        return Ok(Raised::Deadline);
+    }
+    if exc.is_instance(c.tool_error.bind(py))? {
+        let retriable = exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false);
+        return Ok(Raised::Tool { retriable });
+    }
+    if exc.is_instance(c.shape.bind(py))? {
+        return Ok(Raised::Shape);
+    }
+    let transient = exc.is_instance_of::<pyo3::exceptions::PyConnectionError>()
+        || exc.is_instance_of::<pyo3::exceptions::PyTimeoutError>()
+        || match transient {
+            Some(t) if !t.is_empty() => exc.is_instance(t.as_any())?,
+            _ => false,
+        };
+    Ok(Raised::Other { transient })
 }
 
 thread_local! {
@@ -354,12 +384,12 @@ impl CoreTool {
 
     /// Parse (JSON text) or convert (a mapping) the arguments and check them (see
     /// [`super::args::check`]).
-    fn check(&self, args: &Bound<'_, PyAny>) -> Result<super::args::Checked, Rejection> {
+    pub(crate) fn check(&self, args: &Bound<'_, PyAny>) -> Result<super::args::Checked, Rejection> {
         super::args::check(&self.validator, args)
     }
 
     /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
-    fn kwargs<'py>(
+    pub(crate) fn kwargs<'py>(
         &self,
         py: Python<'py>,
         args: &Bound<'py, PyAny>,
@@ -386,7 +416,7 @@ impl CoreTool {
     }
 
     /// The `invalid_arguments` envelope for a rejection.
-    fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
+    pub(crate) fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
         let f = Failure::invalid_arguments(&self.name, rejection, self.validator.accepted_repr(), self.validator.schema());
         envelope::failure(py, &f)
     }
@@ -517,7 +547,7 @@ fn assemble<'py>(
 /// as `frozen.0` instances (a `dict` subclass, filled through the C-level store), arrays as
 /// `frozen.1` instances (a `list` subclass), numbers as `int`/`float`, the rest as
 /// `str`/`bool`/None — the values `pythonize` gives for a `serde_json::Value`, frozen.
-fn json_to_frozen<'py>(
+pub(crate) fn json_to_frozen<'py>(
     py: Python<'py>,
     value: &Value,
     frozen: (&Bound<'py, PyType>, &Bound<'py, PyType>),
@@ -620,7 +650,7 @@ fn define_function_tool<'py>(
 }
 
 /// A `ToolDefinitionError(message)` (or the error met while building it).
-fn definition_error(py: Python<'_>, message: String) -> PyErr {
+pub(crate) fn definition_error(py: Python<'_>, message: String) -> PyErr {
     match errors(py) {
         Ok(errs) => match errs.definition.bind(py).call1((message,)) {
             Ok(exc) => PyErr::from_value(exc),
@@ -630,204 +660,6 @@ fn definition_error(py: Python<'_>, message: String) -> PyErr {
     }
 }
 
-struct Entry {
-    tool: Py<PyAny>,
-    core: Py<CoreTool>,
-}
-
-/// The registry's shared state: tools by name (sorted), insertion order, and lookup +
-/// validation of a call in one step.
-#[pyclass(module = "agentkit_tools._core")]
-pub struct CoreRegistry {
-    by_name: BTreeMap<String, Entry>,
-    order: Vec<String>,
-}
-
-#[pymethods]
-impl CoreRegistry {
-    #[new]
-    fn new() -> Self {
-        Self { by_name: BTreeMap::new(), order: Vec::new() }
-    }
-
-    /// Add a tool; `ValueError` on a name collision unless `replace`.
-    #[pyo3(signature = (name, tool, core, replace=false))]
-    fn add(&mut self, name: String, tool: Py<PyAny>, core: Py<CoreTool>, replace: bool) -> PyResult<()> {
-        if self.by_name.contains_key(&name) {
-            if !replace {
-                return Err(PyValueError::new_err(format!(
-                    "ToolRegistry: tool '{name}' already registered. Pass replace=True to swap deliberately."
-                )));
-            }
-        } else {
-            self.order.push(name.clone());
-        }
-        self.by_name.insert(name, Entry { tool, core });
-        Ok(())
-    }
-
-    /// Remove a tool by name (`KeyError` when absent).
-    fn remove(&mut self, name: &str) -> PyResult<()> {
-        self.by_name.remove(name).ok_or_else(|| PyKeyError::new_err(format!("no tool '{name}'")))?;
-        self.order.retain(|n| n != name);
-        Ok(())
-    }
-
-    fn get(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
-        self.by_name
-            .get(name)
-            .map(|e| e.tool.clone_ref(py))
-            .ok_or_else(|| PyKeyError::new_err(format!("no tool '{name}'")))
-    }
-
-    fn core(&self, py: Python<'_>, name: &str) -> PyResult<Py<CoreTool>> {
-        self.by_name
-            .get(name)
-            .map(|e| e.core.clone_ref(py))
-            .ok_or_else(|| PyKeyError::new_err(format!("no tool '{name}'")))
-    }
-
-    /// Names, sorted (byte order).
-    fn names(&self) -> Vec<String> {
-        self.by_name.keys().cloned().collect()
-    }
-
-    /// Tools, sorted by name.
-    fn sorted_tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
-        self.by_name.values().map(|e| e.tool.clone_ref(py)).collect()
-    }
-
-    /// Tools in insertion order.
-    fn tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
-        self.order.iter().filter_map(|n| self.by_name.get(n)).map(|e| e.tool.clone_ref(py)).collect()
-    }
-
-    fn __len__(&self) -> usize {
-        self.by_name.len()
-    }
-
-    fn __contains__(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
-    }
-
-    /// Look a call up and validate its arguments, in one step.
-    ///
-    /// `call` is `{"id", "name", "input"}` (Anthropic) or `{"id", "function": {"name",
-    /// "arguments"}}` (OpenAI Chat) or `{"call_id", "name", "arguments"}` (OpenAI Responses);
-    /// arguments are a mapping or JSON text. Returns `(True, tool, kwargs, core)` for a valid
-    /// call or `(False, envelope, None, None)` with the `unknown_tool` / `invalid_arguments`
-    /// envelope.
-    fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-        let (entry, args) = match self.lookup(py, call)? {
-            Ok(found) => found,
-            Err(envelope) => return rejected(py, envelope),
-        };
-        let core = entry.core.get();
-        match core.check(&args) {
-            Ok(checked) => {
-                let kwargs = core.kwargs(py, &args, &checked)?;
-                PyTuple::new(
-                    py,
-                    [
-                        PyBool::new(py, true).to_owned().into_any(),
-                        entry.tool.bind(py).clone(),
-                        kwargs.into_any(),
-                        entry.core.bind(py).clone().into_any(),
-                    ],
-                )
-            }
-            Err(rejection) => rejected(py, core.rejection_envelope(py, &rejection)?),
-        }
-    }
-
-    /// `prepare` for the Invoker: `(True, tool, args, core, canonical)` with the arguments
-    /// deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`) and `canonical` their
-    /// canonical JSON text (what `canonical_args(args)[0]` gives), or `(False, envelope, None,
-    /// None, None)`. One crossing instead of three (prepare, deep_freeze, canonical_args).
-    /// Raises `TypeError` as `prepare` does.
-    fn admit<'py>(
-        &self,
-        py: Python<'py>,
-        call: &Bound<'py, PyAny>,
-        frozen_dict: &Bound<'py, PyType>,
-        frozen_list: &Bound<'py, PyType>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let none = py.None().into_bound(py);
-        let refuse = |envelope: Bound<'py, PyDict>| {
-            PyTuple::new(
-                py,
-                [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none.clone(), none.clone()],
-            )
-        };
-        let (entry, args) = match self.lookup(py, call)? {
-            Ok(found) => found,
-            Err(envelope) => return refuse(envelope),
-        };
-        let core = entry.core.get();
-        match core.check(&args) {
-            Ok(checked) => {
-                let frozen = match args.cast::<PyDict>() {
-                    // The caller's own objects, as `prepare` + deep_freeze.
-                    Ok(d) if checked.same_as_caller() => crate::py::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)?,
-                    _ if checked.needs_python() => {
-                        let kwargs = core.kwargs(py, &args, &checked)?;
-                        crate::py::frozen::freeze(kwargs.as_any(), frozen_dict, frozen_list, 0)?
-                    }
-                    _ => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list))?,
-                };
-                let canonical = crate::middleware::canonical_json(&checked.value);
-                PyTuple::new(
-                    py,
-                    [
-                        PyBool::new(py, true).to_owned().into_any(),
-                        entry.tool.bind(py).clone(),
-                        frozen,
-                        entry.core.bind(py).clone().into_any(),
-                        PyString::new(py, &canonical).into_any(),
-                    ],
-                )
-            }
-            Err(rejection) => refuse(core.rejection_envelope(py, &rejection)?),
-        }
-    }
-
-    /// The `unknown_tool` envelope for `name`.
-    fn unknown_tool<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-        let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
-        envelope::failure(py, &Failure::unknown_tool(name, &names))
-    }
-}
-
-/// A call's registered tool and arguments, or the envelope that refuses the call.
-type Lookup<'a, 'py> = Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>>;
-
-impl CoreRegistry {
-    /// The registered tool a call names and its arguments (None when the call has none), or the
-    /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict or
-    /// its name is not a string (the text is the `invalid_call` problem, see `calls`).
-    fn lookup<'a, 'py>(
-        &'a self,
-        py: Python<'py>,
-        call: &Bound<'py, PyAny>,
-    ) -> PyResult<Lookup<'a, 'py>> {
-        let (name, args) = super::calls::read(call)?.map_err(|e| super::calls::type_error(&e))?;
-        let name = name.as_ref().map(|n| n.to_str()).transpose()?;
-        let Some(name) = name else {
-            return Ok(Err(envelope::failure(py, &Failure::no_tool_name())?));
-        };
-        let Some(entry) = self.by_name.get(name) else {
-            return Ok(Err(self.unknown_tool(py, name)?));
-        };
-        Ok(Ok((entry, args.unwrap_or_else(|| py.None().into_bound(py)))))
-    }
-}
-
-/// `(False, envelope, None, None)`: a call that fails before the tool runs.
-fn rejected<'py>(py: Python<'py>, envelope: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
-    let none = py.None().into_bound(py);
-    PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none])
-}
-
 /// The envelope for an exception raised by a tool (or by our own deadline).
 ///
 /// `ToolArgumentError` → `invalid_arguments` (needs `core`), `ToolTimeoutError` → `timeout`,
@@ -835,47 +667,48 @@ fn rejected<'py>(py: Python<'py>, envelope: Bound<'py, PyDict>) -> PyResult<Boun
 /// `output_mismatch`, anything else → `internal_error`.
 #[pyfunction]
 #[pyo3(signature = (tool_name, exc, core=None))]
-fn error_envelope<'py>(
+pub(crate) fn error_envelope<'py>(
     py: Python<'py>,
     tool_name: &str,
     exc: &Bound<'py, PyAny>,
     core: Option<&Bound<'py, CoreTool>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let errs = errors(py)?;
-    if exc.is_instance(errs.argument.bind(py))? {
-        if let Some(core) = core {
-            return core.get().argument_error_envelope(py, exc);
+    match classify(py, exc, None)? {
+        Raised::Arguments => {
+            if let Some(core) = core {
+                return core.get().argument_error_envelope(py, exc);
+            }
         }
-    }
-    if exc.is_instance(errs.timeout.bind(py))? {
-        let limit: f64 = exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0);
-        return envelope::failure(py, &Failure::timeout(tool_name, limit));
-    }
-    if exc.is_instance(errs.tool_error.bind(py))? {
-        // A tool's own exception: read it defensively (a code that is not a str, a broken
-        // `__str__`) so that describing the failure can never fail.
-        let code: String = exc
-            .getattr("code")
-            .and_then(|c| c.str())
-            .and_then(|c| c.extract())
-            .unwrap_or_else(|_| ErrorCode::ToolError.as_str().to_owned());
-        let message: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
-        let details = exc.getattr("details").ok().and_then(|d| d.cast_into::<PyDict>().ok());
-        let retriable = exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false);
-        return envelope::failure(py, &Failure::tool_error(Code::of(code), message, retriable, details));
-    }
-    if exc.is_instance(errs.shape.bind(py))? {
-        let expected: String =
-            exc.getattr("expected").and_then(|e| e.str()).and_then(|e| e.extract()).unwrap_or_default();
-        // `errors`: a list of strings (as the reference's ToolShapeError), joined with "; ".
-        let problems = match exc.getattr("errors") {
-            Ok(e) if !e.is_none() => match e.extract::<Vec<String>>() {
-                Ok(list) => list.join("; "),
-                Err(_) => e.str().and_then(|s| s.extract()).unwrap_or_default(),
-            },
-            _ => String::new(),
-        };
-        return envelope::failure(py, &Failure::output_mismatch(tool_name, &expected, &problems));
+        Raised::Deadline => {
+            let limit: f64 = exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0);
+            return envelope::failure(py, &Failure::timeout(tool_name, limit));
+        }
+        Raised::Tool { retriable } => {
+            // A tool's own exception: read it defensively (a code that is not a str, a broken
+            // `__str__`) so that describing the failure can never fail.
+            let code: String = exc
+                .getattr("code")
+                .and_then(|c| c.str())
+                .and_then(|c| c.extract())
+                .unwrap_or_else(|_| ErrorCode::ToolError.as_str().to_owned());
+            let message: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
+            let details = exc.getattr("details").ok().and_then(|d| d.cast_into::<PyDict>().ok());
+            return envelope::failure(py, &Failure::tool_error(Code::of(code), message, retriable, details));
+        }
+        Raised::Shape => {
+            let expected: String =
+                exc.getattr("expected").and_then(|e| e.str()).and_then(|e| e.extract()).unwrap_or_default();
+            // `errors`: a list of strings (as the reference's ToolShapeError), joined with "; ".
+            let problems = match exc.getattr("errors") {
+                Ok(e) if !e.is_none() => match e.extract::<Vec<String>>() {
+                    Ok(list) => list.join("; "),
+                    Err(_) => e.str().and_then(|s| s.extract()).unwrap_or_default(),
+                },
+                _ => String::new(),
+            };
+            return envelope::failure(py, &Failure::output_mismatch(tool_name, &expected, &problems));
+        }
+        Raised::Other { .. } => {}
     }
     let exc_type: String = exc.get_type().qualname()?.extract()?;
     let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
@@ -900,7 +733,7 @@ fn backend_saturated_message(tool: &str, stuck: usize) -> String {
 
 /// `{"ok": True, "value": value, "elapsed_ms": elapsed_ms}`.
 #[pyfunction]
-fn ok_envelope<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, elapsed_ms: f64) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn ok_envelope<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, elapsed_ms: f64) -> PyResult<Bound<'py, PyDict>> {
     envelope::success(py, Success::new(value.clone(), elapsed_ms))
 }
 
@@ -919,7 +752,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_PATTERNS", patterns)?;
     m.add_class::<SchemaValidator>()?;
     m.add_class::<CoreTool>()?;
-    m.add_class::<CoreRegistry>()?;
     m.add_function(wrap_pyfunction!(define_tool, m)?)?;
     m.add_function(wrap_pyfunction!(define_function_tool, m)?)?;
     m.add_function(wrap_pyfunction!(error_envelope, m)?)?;

@@ -1,0 +1,229 @@
+//! Binding of the core's registry (`crate::registry`) and its tool-name rule: the stored handle
+//! is the Python tool with its compiled core; lookups read the Python call dict through the
+//! core's call-shape rule. Conversions and exception mapping only.
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
+
+use super::calls::{type_error, PyCall};
+use super::envelope;
+use super::tools::{definition_error, json_to_frozen, CoreTool};
+use crate::calls::CallError;
+use crate::registry::{self, Registry, RegistryError};
+
+/// What the registry stores per tool.
+pub(crate) struct Entry {
+    pub(crate) tool: Py<PyAny>,
+    pub(crate) core: Py<CoreTool>,
+}
+
+/// `ToolDefinitionError` for a name the rule refuses, quoted as Python's `repr`.
+fn bad_name(name: &Bound<'_, PyAny>) -> PyErr {
+    let shown = name.repr().map_or_else(|_| "<unprintable>".to_owned(), |r| r.to_string());
+    definition_error(name.py(), registry::tool_name_message(&shown))
+}
+
+fn registry_error(py: Python<'_>, e: RegistryError) -> PyErr {
+    match e {
+        RegistryError::BadName(n) => bad_name(PyString::new(py, &n).as_any()),
+        RegistryError::Taken(_) => PyValueError::new_err(e.to_string()),
+        RegistryError::NotFound(_) => PyKeyError::new_err(e.to_string()),
+    }
+}
+
+/// Apply the one tool-name rule: 1-64 characters from a-z, A-Z, 0-9, '_' and '-', the whole
+/// name (a trailing newline included). Raises `ToolDefinitionError` naming it.
+#[pyfunction]
+fn check_tool_name(name: &Bound<'_, PyAny>) -> PyResult<()> {
+    let ok = name.cast::<PyString>().ok().and_then(|s| s.to_str().ok()).is_some_and(registry::valid_tool_name);
+    if ok { Ok(()) } else { Err(bad_name(name)) }
+}
+
+/// Whether `name` passes the tool-name rule.
+#[pyfunction]
+fn valid_tool_name(name: &str) -> bool {
+    registry::valid_tool_name(name)
+}
+
+/// `name` with every character the rule refuses replaced by `_` (same length).
+#[pyfunction]
+fn sanitized_tool_name(name: &str) -> String {
+    registry::sanitized_tool_name(name)
+}
+
+/// A call's registered tool and arguments, or the envelope that refuses the call.
+type Lookup<'a, 'py> = Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>>;
+
+/// The tools of a `ToolRegistry`: the core's registry over (tool, compiled core) pairs, and the
+/// lookup + validation of a call in one step.
+#[pyclass(module = "agentkit_tools._core")]
+pub struct CoreRegistry {
+    inner: Registry<Entry>,
+}
+
+#[pymethods]
+impl CoreRegistry {
+    #[new]
+    fn new() -> Self {
+        Self { inner: Registry::default() }
+    }
+
+    /// Add a tool; `ValueError` on a name collision unless `replace`, `ToolDefinitionError` for
+    /// a name the tool-name rule refuses.
+    #[pyo3(signature = (name, tool, core, replace=false))]
+    fn add(&mut self, py: Python<'_>, name: &str, tool: Py<PyAny>, core: Py<CoreTool>, replace: bool) -> PyResult<()> {
+        self.inner.add(name, Entry { tool, core }, replace).map_err(|e| registry_error(py, e))
+    }
+
+    /// Remove a tool by name (`KeyError` when absent).
+    fn remove(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.inner.remove(name).map(drop).map_err(|e| registry_error(py, e))
+    }
+
+    fn get(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        self.inner.get(name).map(|e| e.tool.clone_ref(py)).map_err(|e| registry_error(py, e))
+    }
+
+    fn core(&self, py: Python<'_>, name: &str) -> PyResult<Py<CoreTool>> {
+        self.inner.get(name).map(|e| e.core.clone_ref(py)).map_err(|e| registry_error(py, e))
+    }
+
+    /// Names, sorted (byte order).
+    fn names(&self) -> Vec<&str> {
+        self.inner.names().collect()
+    }
+
+    /// Tools, sorted by name.
+    fn sorted_tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.inner.sorted().map(|e| e.tool.clone_ref(py)).collect()
+    }
+
+    /// Tools in insertion order.
+    fn tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.inner.in_order().map(|e| e.tool.clone_ref(py)).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.inner.contains(name)
+    }
+
+    /// Look a call up and validate its arguments, in one step.
+    ///
+    /// `call` is `{"id", "name", "input"}` (Anthropic) or `{"id", "function": {"name",
+    /// "arguments"}}` (OpenAI Chat) or `{"call_id", "name", "arguments"}` (OpenAI Responses);
+    /// arguments are a mapping or JSON text. Returns `(True, tool, kwargs, core)` for a valid
+    /// call or `(False, envelope, None, None)` with the `unknown_tool` / `invalid_call` /
+    /// `invalid_arguments` envelope. Raises `TypeError` when the call is not a dict or its name
+    /// is not a string.
+    pub(crate) fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let refuse = |envelope: Bound<'py, PyDict>| {
+            let none = py.None().into_bound(py);
+            PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none])
+        };
+        let (entry, args) = match self.lookup(py, call)? {
+            Ok(found) => found,
+            Err(envelope) => return refuse(envelope),
+        };
+        let core = entry.core.get();
+        match core.check(&args) {
+            Ok(checked) => {
+                let kwargs = core.kwargs(py, &args, &checked)?;
+                PyTuple::new(
+                    py,
+                    [
+                        PyBool::new(py, true).to_owned().into_any(),
+                        entry.tool.bind(py).clone(),
+                        kwargs.into_any(),
+                        entry.core.bind(py).clone().into_any(),
+                    ],
+                )
+            }
+            Err(rejection) => refuse(core.rejection_envelope(py, &rejection)?),
+        }
+    }
+
+    /// `prepare` for the Invoker: `(True, tool, args, core, canonical)` with the arguments
+    /// deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`) and `canonical` their
+    /// canonical JSON text (what `canonical_args(args)[0]` gives), or `(False, envelope, None,
+    /// None, None)`. One crossing instead of three (prepare, deep_freeze, canonical_args).
+    /// Raises `TypeError` as `prepare` does.
+    pub(crate) fn admit<'py>(
+        &self,
+        py: Python<'py>,
+        call: &Bound<'py, PyAny>,
+        frozen_dict: &Bound<'py, PyType>,
+        frozen_list: &Bound<'py, PyType>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let none = py.None().into_bound(py);
+        let refuse = |envelope: Bound<'py, PyDict>| {
+            PyTuple::new(
+                py,
+                [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none.clone(), none.clone()],
+            )
+        };
+        let (entry, args) = match self.lookup(py, call)? {
+            Ok(found) => found,
+            Err(envelope) => return refuse(envelope),
+        };
+        let core = entry.core.get();
+        match core.check(&args) {
+            Ok(checked) => {
+                let frozen = match args.cast::<PyDict>() {
+                    // The caller's own objects, as `prepare` + deep_freeze.
+                    Ok(d) if checked.same_as_caller() => super::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)?,
+                    _ if checked.needs_python() => {
+                        let kwargs = core.kwargs(py, &args, &checked)?;
+                        super::frozen::freeze(kwargs.as_any(), frozen_dict, frozen_list, 0)?
+                    }
+                    _ => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list))?,
+                };
+                let canonical = crate::middleware::canonical_json(&checked.value);
+                PyTuple::new(
+                    py,
+                    [
+                        PyBool::new(py, true).to_owned().into_any(),
+                        entry.tool.bind(py).clone(),
+                        frozen,
+                        entry.core.bind(py).clone().into_any(),
+                        PyString::new(py, &canonical).into_any(),
+                    ],
+                )
+            }
+            Err(rejection) => refuse(core.rejection_envelope(py, &rejection)?),
+        }
+    }
+
+    /// The `unknown_tool` envelope for `name`.
+    fn unknown_tool<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        envelope::failure(py, &self.inner.unknown_tool(name))
+    }
+}
+
+impl CoreRegistry {
+    /// The registered tool a call names and its arguments (None when the call has none), or the
+    /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict or
+    /// its name is not a string (the text is the `invalid_call` problem).
+    pub(crate) fn lookup<'a, 'py>(&'a self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Lookup<'a, 'py>> {
+        let Ok(d) = call.cast::<PyDict>() else {
+            return Err(type_error(&CallError::NotAMapping(super::calls::type_name(call))));
+        };
+        match self.inner.lookup(&PyCall(d.clone()))? {
+            registry::Lookup::Found(entry, args) => Ok(Ok((entry, args.unwrap_or_else(|| py.None().into_bound(py))))),
+            registry::Lookup::Refused(f) => Ok(Err(envelope::failure(py, &f)?)),
+            registry::Lookup::Malformed(e) => Err(type_error(&e)),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<CoreRegistry>()?;
+    m.add_function(wrap_pyfunction!(check_tool_name, m)?)?;
+    m.add_function(wrap_pyfunction!(valid_tool_name, m)?)?;
+    m.add_function(wrap_pyfunction!(sanitized_tool_name, m)?)?;
+    Ok(())
+}
