@@ -35,6 +35,16 @@ pub struct Definition {
     pub documented: Vec<String>,
 }
 
+impl Definition {
+    /// Place `defs` (the `$defs` of recursive types) at the root of the input schema; an empty
+    /// or non-object `defs` adds nothing.
+    pub fn set_defs(&mut self, defs: Value) {
+        if let (Value::Object(root), true) = (&mut self.parameters, defs.as_object().is_some_and(|d| !d.is_empty())) {
+            root.insert("$defs".into(), defs);
+        }
+    }
+}
+
 /// Why a definition was refused. The Display text is the whole model-independent message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefinitionError {
@@ -151,6 +161,16 @@ pub fn input_schema(params: Vec<ParamSpec>, docs: &[(String, String)], allow_ext
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn defs_go_to_the_root_when_there_are_some() {
+        let mut d = Definition { description: String::new(), parameters: json!({"type": "object"}), documented: vec![] };
+        d.set_defs(json!({}));
+        d.set_defs(json!(null));
+        assert_eq!(d.parameters, json!({"type": "object"}));
+        d.set_defs(json!({"Node": {"type": "object"}}));
+        assert_eq!(d.parameters, json!({"type": "object", "$defs": {"Node": {"type": "object"}}}));
+    }
 
     fn param(name: &str, schema: Value, default: Option<Value>) -> ParamSpec {
         ParamSpec { name: name.into(), schema, required: default.is_none(), default, description: None }

@@ -290,6 +290,18 @@ pub struct ArgumentProblems {
 }
 
 impl Rejection {
+    /// The rejection as problems (what `ToolArgumentError` carries): a call that is not an
+    /// object, or not JSON, is one invalid value at `<arguments>`.
+    pub fn to_problems(&self) -> ArgumentProblems {
+        match self {
+            Rejection::Problems(p) => p.clone(),
+            other => ArgumentProblems {
+                invalid: vec![("<arguments>".to_owned(), other.summary(usize::MAX))],
+                ..Default::default()
+            },
+        }
+    }
+
     /// The model-facing one-line summary: every problem, `limit` invalid values spelled out.
     pub fn summary(&self, limit: usize) -> String {
         let mut out = String::new();

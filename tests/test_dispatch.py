@@ -242,3 +242,23 @@ def test_run_validates_and_raises_argument_error():
     )
     assert isinstance(e, ValueError)
     assert json.loads(json.dumps(asyncio.run(convert.run('{"value": 1.5, "unit": "fahrenheit"}')))) == "1.5 fahrenheit"
+
+
+def test_the_call_shapes_are_read_by_one_rule() -> None:
+    from agentkit_tools import _core
+
+    args = {"sku": "A"}
+    assert _core.call_parts({"id": "t1", "name": "n", "input": args}) == ("t1", "n", args)
+    assert _core.call_parts({"id": "c1", "function": {"name": "n", "arguments": "{}"}}) == ("c1", "n", "{}")
+    assert _core.call_parts({"call_id": "r1", "name": "n", "arguments": "{}"}) == ("r1", "n", "{}")
+    # `function` (a dict) holds the name and arguments even when the call has its own
+    assert _core.call_parts({"name": "outer", "function": {"name": "inner"}}) == (None, "inner", None)
+    assert _core.call_parts({"id": None, "call_id": "r2", "name": 5}) == ("r2", None, None)
+    assert _core.call_parts(["not", "a", "call"]) == (None, None, None)
+    assert _core.invalid_call_envelope() == {"ok": False, "error": {
+        "code": "invalid_call",
+        "message": "The tool call has no tool name. Send a call with a 'name' and its arguments.",
+    }}
+    assert dispatch({"name": "outer", "function": {"name": "nope"}}, REG)["error"]["message"].startswith(
+        "No tool named 'nope'."
+    )

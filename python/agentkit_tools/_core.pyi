@@ -304,9 +304,10 @@ every code, in the order docs/errors.md presents them) and ``codes.RETRIABLE`` (
 the codes whose call may succeed if sent again unchanged; a tool's own ``ToolError`` says for
 itself)."""
 
-def ok_envelope(value: object, elapsed_ms: float) -> dict[str, Any]:
+def ok_envelope(value: object, elapsed_ms: float, deduplicated: bool = False) -> dict[str, Any]:
     """``{"ok": True, "value": value, "elapsed_ms": elapsed_ms}``; ``elapsed_ms`` in
-    milliseconds, rounded to 3 decimals."""
+    milliseconds, rounded to 3 decimals; with ``"deduplicated": True`` when ``deduplicated``
+    (answered from the idempotency cache)."""
 
 def copy_json(value: Any) -> Any:
     """``copy.deepcopy(value)`` for JSON-shaped trees, done in the core: exact dicts and lists

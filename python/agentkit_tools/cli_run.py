@@ -19,6 +19,8 @@ import json
 import sys
 from typing import Any, Callable, Iterator
 
+from . import _core
+
 __all__ = ["add_parsers", "run_call", "run_replay", "differences"]
 
 CALL_EXAMPLE = """\
@@ -185,11 +187,7 @@ def _call_of(entry: Any) -> tuple[dict[str, Any] | None, Any, str | None]:
         call, recorded = entry, None
     if not isinstance(call, dict):
         return None, None, '"call" must be a tool call object'
-    name = call.get("name")
-    function = call.get("function")
-    if name is None and isinstance(function, dict):
-        name = function.get("name")
-    if not isinstance(name, str):
+    if _core.call_parts(call)[1] is None:
         return None, None, 'a tool call needs a "name" (or "function": {"name": ...})'
     return call, recorded, None
 
@@ -282,8 +280,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _name_of(call: dict[str, Any]) -> str:
-    function = call.get("function")
-    return str(call.get("name") or (function.get("name") if isinstance(function, dict) else ""))
+    return _core.call_parts(call)[1] or ""
 
 
 def _outcome(envelope: Any) -> str:

@@ -573,9 +573,7 @@ class _Idempotency(Middleware):
         state, store, lease_s = invoker.state, self.store, self.lease_s
 
         def hit(value: Any, started: float) -> dict[str, Any]:
-            env = _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)
-            env["deduplicated"] = True
-            return env  # type: ignore[no-any-return]
+            return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0, True)  # type: ignore[no-any-return]
 
         async def handle(call: ToolCall) -> dict[str, Any]:
             tool = call.tool

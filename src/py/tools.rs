@@ -400,10 +400,7 @@ impl CoreTool {
 
     fn argument_error(&self, py: Python<'_>, rejection: &Rejection) -> PyErr {
         let build = || -> PyResult<PyErr> {
-            let (unexpected, missing, invalid) = match rejection {
-                Rejection::Problems(p) => (p.unexpected.clone(), p.missing.clone(), p.invalid.clone()),
-                other => (vec![], vec![], vec![("<arguments>".to_owned(), other.summary(usize::MAX))]),
-            };
+            let validate::ArgumentProblems { unexpected, missing, invalid } = rejection.to_problems();
             let kwargs = PyDict::new(py);
             kwargs.set_item("unexpected", PyTuple::new(py, unexpected)?)?;
             kwargs.set_item("missing", PyTuple::new(py, missing)?)?;
@@ -534,11 +531,8 @@ fn assemble<'py>(
     }
     let mut def = schema::define(name, description.as_deref(), doc.as_deref(), specs, allow_extra)
         .map_err(|e| definition_error(py, e.to_string()))?;
-    if let (Some(defs), Value::Object(obj)) = (defs, &mut def.parameters) {
-        let defs = to_value(&defs)?;
-        if defs.as_object().is_some_and(|d| !d.is_empty()) {
-            obj.insert("$defs".into(), defs);
-        }
+    if let Some(defs) = defs {
+        def.set_defs(to_value(&defs)?);
     }
     Ok(def)
 }
@@ -731,10 +725,19 @@ fn backend_saturated_message(tool: &str, stuck: usize) -> String {
     errors::backend_saturated_message(tool, stuck)
 }
 
-/// `{"ok": True, "value": value, "elapsed_ms": elapsed_ms}`.
+/// `{"ok": True, "value": value, "elapsed_ms": elapsed_ms}` (`elapsed_ms` rounded to 3
+/// decimals), with `"deduplicated": True` when `deduplicated`.
 #[pyfunction]
-pub(crate) fn ok_envelope<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, elapsed_ms: f64) -> PyResult<Bound<'py, PyDict>> {
-    envelope::success(py, Success::new(value.clone(), elapsed_ms))
+#[pyo3(signature = (value, elapsed_ms, deduplicated=false))]
+pub(crate) fn ok_envelope<'py>(
+    py: Python<'py>,
+    value: &Bound<'py, PyAny>,
+    elapsed_ms: f64,
+    deduplicated: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut s = Success::new(value.clone(), elapsed_ms);
+    s.deduplicated = deduplicated;
+    envelope::success(py, s)
 }
 
 /// Cut `text` to at most `max_chars` characters with the truncation notice (SPEC §8).
