@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod errors;
 pub mod memory;
 pub mod middleware;
+pub mod pipeline;
 pub mod providers;
 pub mod registry;
 pub mod render;

@@ -1,7 +1,7 @@
-//! The Invoker's middleware, pure logic (SPEC §7, §11 "Dispatch and Invoker"): canonical
-//! arguments and their hash, repeat detection, the idempotency cache, retry backoff with full
-//! jitter, the per-tool circuit breaker, the egress host allow-list (the model-facing
-//! messages of the refusals are in `crate::errors`). No Python types: the binding (`crate::py::middleware`) converts.
+//! The policy pieces of the Invoker's rules, pure logic: canonical arguments and their hash,
+//! repeat detection, the idempotency cache, retry backoff with full jitter, the per-tool
+//! circuit breaker and the egress host allow-list (the refusals' messages are in `crate::errors`).
+//! The call pipeline (`crate::pipeline`) is built on them. No Python types.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -676,96 +676,6 @@ pub fn check_egress(url: &str, allow: &HostAllowList) -> Result<String, EgressDe
     }
 }
 
-// ------------------------------------------------------------------ deadlines
-
-/// Pending deadlines of many calls, earliest first, so one timer per event loop serves them
-/// all (arming an asyncio timer per call costs more than the rest of the chain). Times are
-/// monotonic seconds; removal is O(1) (entries are dropped lazily from the heap).
-#[derive(Debug)]
-pub struct DeadlineQueue<V> {
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Seconds, u64)>>,
-    live: HashMap<u64, V>,
-    next_id: u64,
-}
-
-/// An `f64` with a total order (`f64::total_cmp`), for the heap.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Seconds(pub f64);
-
-impl Eq for Seconds {}
-
-impl PartialOrd for Seconds {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Seconds {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-impl<V> Default for DeadlineQueue<V> {
-    fn default() -> Self {
-        Self { heap: std::collections::BinaryHeap::new(), live: HashMap::new(), next_id: 0 }
-    }
-}
-
-impl<V> DeadlineQueue<V> {
-    /// Add `item` due at `when`; returns its id (for `remove`).
-    pub fn push(&mut self, when: f64, item: V) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.heap.push(std::cmp::Reverse((Seconds(when), id)));
-        self.live.insert(id, item);
-        id
-    }
-
-    /// Forget an item (its call finished in time); returns it when it was still pending.
-    pub fn remove(&mut self, id: u64) -> Option<V> {
-        let item = self.live.remove(&id);
-        if self.live.is_empty() {
-            self.heap.clear();
-        }
-        item
-    }
-
-    /// Take every pending item due at or before `now`, earliest first.
-    pub fn pop_expired(&mut self, now: f64) -> Vec<V> {
-        let mut out = Vec::new();
-        while let Some(std::cmp::Reverse((Seconds(when), id))) = self.heap.peek().copied() {
-            if Seconds(when) > Seconds(now) {
-                break;
-            }
-            self.heap.pop();
-            if let Some(item) = self.live.remove(&id) {
-                out.push(item);
-            }
-        }
-        out
-    }
-
-    /// The earliest pending deadline (dropping removed entries from the top of the heap).
-    pub fn next_deadline(&mut self) -> Option<f64> {
-        while let Some(std::cmp::Reverse((Seconds(when), id))) = self.heap.peek().copied() {
-            if self.live.contains_key(&id) {
-                return Some(when);
-            }
-            self.heap.pop();
-        }
-        None
-    }
-
-    pub fn len(&self) -> usize {
-        self.live.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -949,26 +859,5 @@ mod tests {
         assert_eq!(check_egress("https://api.example.com/x", &allow), Ok("api.example.com".into()));
         assert_eq!(check_egress("https://evil.com", &allow), Err(EgressDenial::HostNotAllowed("evil.com".into())));
         assert_eq!(check_egress("nope", &allow), Err(EgressDenial::NoHost));
-    }
-
-    #[test]
-    fn deadline_queue() {
-        let mut q: DeadlineQueue<&str> = DeadlineQueue::default();
-        let a = q.push(5.0, "a");
-        let b = q.push(1.0, "b");
-        let c = q.push(3.0, "c");
-        assert_eq!(q.next_deadline(), Some(1.0));
-        assert_eq!(q.remove(b), Some("b"));
-        assert_eq!(q.remove(b), None);
-        assert_eq!(q.next_deadline(), Some(3.0));
-        assert_eq!(q.pop_expired(2.9), Vec::<&str>::new());
-        assert_eq!(q.pop_expired(5.0), vec!["c", "a"]);
-        assert_eq!((q.next_deadline(), q.len()), (None, 0));
-        assert_eq!(q.remove(a), None);
-        let d = q.push(f64::NAN, "nan");
-        assert_eq!(q.pop_expired(1e300), Vec::<&str>::new()); // NaN sorts after every number
-        assert_eq!(q.remove(d), Some("nan"));
-        assert!(q.is_empty() && q.heap.is_empty());
-        let _ = c;
     }
 }

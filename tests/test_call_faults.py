@@ -696,6 +696,13 @@ async def test_at_the_cap_of_stuck_threads_the_model_is_told_the_backend_is_satu
     assert refused["ok"] is False and refused["error"]["code"] == "backend_saturated"
     assert refused["error"]["retriable"] is False
     assert "lookup" in refused["error"]["message"] and "not run" in refused["error"]["message"]
+    # the count the model reads is the threads actually held (it said MAX_STUCK, 256, while
+    # MAX_WORKERS + MAX_STUCK threads were held)
+    from agentkit_tools._runner import MAX_STUCK, MAX_WORKERS, pool_sizes
+
+    threads, _, held = pool_sizes()
+    assert held == threads >= MAX_WORKERS + MAX_STUCK
+    assert f"all {held} worker threads are held" in refused["error"]["message"]
     same = dispatch({"id": "d", "name": "lookup", "input": {"sku": "SKU-1"}}, ToolRegistry([lookup]))
     assert same["ok"] is False and same["error"]["code"] == "backend_saturated"
     assert ok_body(await inv.invoke({"id": "p", "name": "ping", "input": {"i": 7}})) == {"ok": True, "value": 7}

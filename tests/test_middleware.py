@@ -422,6 +422,42 @@ async def test_store_failures_are_not_cached_and_non_json_results_are_not_stored
         mw.idempotency(store=object())
 
 
+@pytest.mark.parametrize(
+    ("chain", "timeout_s", "deadline_in", "lease_s", "lease"),
+    [
+        # the timeout middleware's default, not the tool's missing timeout_s, bounds one attempt
+        (lambda: [mw.timeout(default_s=120.0)], None, None, 1.0, 125.0),
+        # the tool's own timeout_s wins; three attempts of a retry-safe call and the backoff
+        # ceilings between them (1 + 2 s) count too
+        (lambda: [mw.retry(max_attempts=3, base_s=1.0), mw.timeout(default_s=5.0)], 50.0, None, 1.0, 3 * 50.0 + 3.0 + 5.0),
+        # never more than the time the context has left (plus 5 s), never less than lease_s
+        (lambda: [mw.retry(max_attempts=3, base_s=1.0), mw.timeout()], 50.0, 20.0, 1.0, 25.0),
+        (lambda: [mw.timeout()], 1.0, None, 30.0, 30.0),
+    ],
+    ids=["timeout-default", "retries-and-backoff", "ctx-deadline", "at-least-lease_s"],
+)
+async def test_the_shared_claim_lease_covers_every_attempt_the_chain_may_make(chain, timeout_s, deadline_in, lease_s, lease):
+    """The lease of a shared idempotency claim was three times the tool's ``timeout_s`` (10 s
+    when unset) plus 5 s: a tool without ``timeout_s`` under ``timeout(default_s=120)`` held a
+    60 s lease, so another worker took the call over and ran it a second time while the first
+    was still within its deadline."""
+    store = InMemoryStore()
+    leases: list[float] = []
+
+    @tool(side_effecting=True, idempotent=True, timeout_s=timeout_s)
+    async def order(item: str) -> str:
+        """Place an order for an item and return its receipt."""
+        key = _core.idempotency_store_key("run", "order", json.dumps({"item": item}, separators=(",", ":")))
+        leases.append(json.loads(await store.get(key))["until"] - time.time())
+        return "receipt"
+
+    inv = Invoker(ToolRegistry([order]), middleware=[mw.idempotency(store, lease_s=lease_s), *chain()])
+    ctx = ToolContext(run_id="run", deadline=None if deadline_in is None else time.monotonic() + deadline_in)
+    env = await inv.invoke(call("order", item="a"), ctx)
+    assert env["value"] == "receipt"
+    assert len(leases) == 1 and lease - 1.0 < leases[0] <= lease
+
+
 # ------------------------------------------------------------------ retry
 
 

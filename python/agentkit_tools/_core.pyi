@@ -21,10 +21,30 @@ from typing import Any, Literal, final
 from typing_extensions import Self
 
 __all__ = [
+    "Call",
+    "Pipeline",
+    "host_allow_list",
+    "STEP_DONE",
+    "STEP_RUN",
+    "STEP_APPROVE",
+    "STEP_SLEEP",
+    "STEP_WAIT",
+    "STEP_GET",
+    "STEP_SET",
+    "STEP_CAS",
+    "STEP_OPEN",
+    "STEP_RECORD",
+    "EV_APPROVED",
+    "EV_SLEPT",
+    "EV_WOKEN",
+    "EV_GOT",
+    "EV_SET",
+    "EV_CAS",
+    "EV_STORE_FAILED",
+    "EV_OPENED",
+    "EV_RECORDED",
     "CoreRegistry",
     "CoreTool",
-    "DeadlineQueue",
-    "EgressPolicy",
     "MAX_CALLS_PER_SCOPE",
     "MAX_SCOPES",
     "MAX_SPELLED_OUT",
@@ -33,7 +53,6 @@ __all__ = [
     "MemoryCasLoop",
     "MemoryStoreEngine",
     "MemoryTree",
-    "MiddlewareState",
     "PROVIDERS",
     "RetryPolicy",
     "SchemaValidator",
@@ -382,50 +401,42 @@ def url_host(url: str) -> str | None:
     check (no ``scheme://``, empty host, or a host a URL parser would rewrite)."""
 
 @final
-class MiddlewareState:
-    """The state the Invoker's middleware share across calls (one per Invoker): per conversation
-    (scope), the repeat counts of identical calls and the idempotency window (the last
-    successful side-effecting call and the calls in flight); a circuit breaker per tool. Bounded:
-    at most ``MAX_SCOPES`` conversations (the least recently used one without a call in flight
-    is forgotten first), each with the counts of its last ``MAX_CALLS_PER_SCOPE`` distinct
-    calls. Used from the event loop's thread only."""
+class Pipeline:
+    """The built-in rules of one chain segment compiled into the core's call pipeline, with the
+    state they share across calls (per conversation: repeat counts and the idempotency window,
+    bounded to ``MAX_SCOPES`` conversations of ``MAX_CALLS_PER_SCOPE`` counts; a circuit breaker
+    per tool). A driver performs the steps a call asks for: each step is ``(code, payload)``
+    with ``code`` one of the ``STEP_*`` constants:
 
-    def __new__(cls) -> Self: ...
-    def repeat_check(self, scope: str, name: str, canonical: str, limit: int) -> dict[str, Any] | None:
-        """Count the call; the ``repeated_call`` envelope (``tool``, ``count``) when it is the
-        ``limit``-th or a later identical call of ``scope``, else None. Raises
-        ``OverflowError`` for a negative ``limit``."""
+    - ``STEP_DONE``: ``payload`` is the envelope;
+    - ``STEP_RUN``: ``(tool, args, timeout_s)``: run the body once (or call the next handler)
+      within ``timeout_s`` seconds (None: none), then ``Call.ok`` / ``Call.failed`` /
+      ``Call.passed``;
+    - ``STEP_APPROVE``: ``(approver, tool, args)``: ask, then ``feed(EV_APPROVED, answer)``;
+    - ``STEP_SLEEP``: ``(sleep or None, seconds)``, then ``feed(EV_SLEPT)``;
+    - ``STEP_WAIT``: an asyncio future (an identical call in flight), then ``feed(EV_WOKEN)``;
+    - ``STEP_GET`` ``(store, key)``, ``STEP_SET`` ``(store, key, value)``, ``STEP_CAS``
+      ``(store, key, expected, value)``: the shared idempotency store, then ``feed(EV_GOT,
+      text)``, ``feed(EV_SET)``, ``feed(EV_CAS, won)`` or ``feed(EV_STORE_FAILED)``;
+    - ``STEP_OPEN`` ``(config, tool name, call id)``: open the audit span, then
+      ``feed(EV_OPENED)``;
+    - ``STEP_RECORD`` ``(config, record)``: emit the audit record, then ``feed(EV_RECORDED)``.
+    """
 
-    def repeat_reset(self, scope: str) -> None:
-        """Forget every repeat count of ``scope`` (a side-effecting call succeeded there)."""
+    def __new__(cls, rules: Sequence[tuple[str, Any]], default_scope: str, frozen: bool = True) -> Self:
+        """``rules``: ``(kind, config)`` in chain order; ``kind`` one of ``"audit"``,
+        ``"approval"``, ``"repeat_guard"``, ``"idempotency"``, ``"retry"``, ``"timeout"``,
+        ``"egress"``; ``config`` the middleware object whose attributes configure it.
+        ``default_scope``: the conversation of calls without ``ctx.run_id``; ``frozen``: the
+        body gets deep-frozen arguments (else a fresh dict). Raises ``ValueError`` for an
+        unknown kind, ``AttributeError``/``TypeError`` for a config without its settings."""
 
-    def idem_claim(self, scope: str, name: str, canonical: str, waiter: Any) -> tuple[int, Any]:
-        """Look a side-effecting call up: ``(0, None)`` claimed (run it, then
-        ``idem_complete`` or ``idem_release``), ``(1, value)`` the same call succeeded and its
-        window is open, ``(2, waiter)`` an identical call in flight (await that waiter, then
-        claim again)."""
+    def begin(self, registry: CoreRegistry, call: object, ctx: object) -> tuple[Call, int, Any]:
+        """Look ``call`` up in ``registry``, validate it and start it: ``(call_state, code,
+        payload)``. Raises what reading the tool's flags or ``ctx`` raises."""
 
-    def idem_complete(self, scope: str, name: str, canonical: str, value: Any, keep: bool = True) -> Any:
-        """The claimed call succeeded: its window opens with ``value`` (not held with
-        ``keep=False``: the result lives in a shared store) and any other window of ``scope``
-        closes. Returns the claim's waiter (to wake) or None."""
-
-    def idem_close(self, scope: str) -> None:
-        """Close the idempotency window of ``scope``."""
-
-    def idem_release(self, scope: str, name: str, canonical: str) -> Any:
-        """Drop a claim (the call failed: failures are never cached); returns the waiter or
-        None."""
-
-    def breaker_admit(self, name: str, threshold: int, cooldown_s: float) -> dict[str, Any] | None:
-        """The ``circuit_open`` envelope (``tool``, ``retriable: False``) when the tool's
-        breaker refuses a call now, else None. ``threshold``: consecutive failures that open
-        it; ``cooldown_s``: seconds before a trial call."""
-
-    def breaker_record(self, name: str, kind: str) -> bool:
-        """Record the end of an attempt (``kind``: ``"ok"``, ``"transient"``, ``"deadline"``,
-        ``"permanent"``, as ``RetryPolicy.decide`` classifies; other values count as
-        neutral). Returns whether the circuit is now open."""
+    def begin_call(self, tc: Any) -> tuple[Call, int, Any]:
+        """Start a ``ToolCall`` a user middleware passed on: ``(call_state, code, payload)``."""
 
     def forget(self, scope: str) -> None:
         """Drop the repeat counts and cached results of a finished conversation (its calls in
@@ -436,6 +447,64 @@ class MiddlewareState:
 
     def scopes(self) -> int:
         """How many conversations are held (at most ``MAX_SCOPES``)."""
+
+    @property
+    def configs(self) -> list[Any]:
+        """The rules' configuration objects, in order."""
+
+@final
+class Call:
+    """One call going through a ``Pipeline``; each method returns the next ``(code, payload)``."""
+
+    def ok(self, value: object) -> tuple[int, Any]:
+        """The body returned ``value`` (already checked against its output schema)."""
+
+    def failed(self, exc: BaseException) -> tuple[int, Any]:
+        """The body (or its deadline) raised ``exc``."""
+
+    def passed(self, env: dict[str, Any], exc: BaseException | None, attempts: int) -> tuple[int, Any]:
+        """The next handler answered ``env``; ``exc``: the failed attempt's exception it saw;
+        ``attempts``: body starts so far."""
+
+    def feed(self, event: int, value: object = None) -> tuple[int, Any]:
+        """The outcome of the step performed (an ``EV_*`` constant and its value). Raises
+        ``ValueError`` for an unknown event."""
+
+    def abort(self, cancelled: bool) -> list[tuple[Any, dict[str, Any]]]:
+        """The caller gave up: release the call's idempotency claim; returns the audit records
+        ``(config, record)`` to emit (outcome ``"cancelled"``; only when ``cancelled``)."""
+
+    @property
+    def attempts(self) -> int:
+        """How many times the body started."""
+
+    @property
+    def tool(self) -> Any:
+        """The registered tool (None when the call was rejected)."""
+
+STEP_DONE: int
+STEP_RUN: int
+STEP_APPROVE: int
+STEP_SLEEP: int
+STEP_WAIT: int
+STEP_GET: int
+STEP_SET: int
+STEP_CAS: int
+STEP_OPEN: int
+STEP_RECORD: int
+EV_APPROVED: int
+EV_SLEPT: int
+EV_WOKEN: int
+EV_GOT: int
+EV_SET: int
+EV_CAS: int
+EV_STORE_FAILED: int
+EV_OPENED: int
+EV_RECORDED: int
+
+def host_allow_list(allow: Sequence[str]) -> list[str]:
+    """The entries of an egress allow-list as the check reads them (lowercase, no brackets or
+    final dot, ``*.x`` for subdomain-only entries, blanks dropped), exact ones first."""
 
 #: The most conversations one Invoker keeps state for.
 MAX_SCOPES: int
@@ -477,41 +546,6 @@ class RetryPolicy:
 
     def ceiling_s(self, attempt: int) -> float:
         """The upper bound of ``delay_s(attempt)``, in seconds."""
-
-@final
-class EgressPolicy:
-    """A host allow-list for the URL argument of tools with ``url_arg``."""
-
-    def __new__(cls, allow: Sequence[str]) -> Self:
-        """``allow``: hosts (``"api.example.com"``) or subdomain wildcards
-        (``"*.example.com"``), case-insensitive, ports ignored; empty denies every URL."""
-
-    @property
-    def allowed(self) -> list[str]:
-        """The normalised allow-list entries."""
-
-    def check(self, tool: str, url_arg: str, url: object) -> dict[str, Any] | None:
-        """None when ``url`` (``str(url)`` for a non-string) may be fetched, else the
-        ``egress_denied`` envelope (``tool``, ``host`` when the URL has one, ``allowed``)."""
-
-@final
-class DeadlineQueue:
-    """Pending call deadlines of one event loop, earliest first, behind a single timer."""
-
-    def __new__(cls) -> Self: ...
-    def push(self, when: float, item: Any) -> int:
-        """Add ``item`` due at ``when`` (the loop's clock, seconds); returns its id."""
-
-    def remove(self, id: int) -> bool:
-        """Forget item ``id`` (its call ended); True when it was still pending."""
-
-    def pop_expired(self, now: float) -> list[Any]:
-        """The items due at or before ``now`` (seconds), earliest first, removed."""
-
-    def next_deadline(self) -> float | None:
-        """The earliest pending deadline in seconds, or None."""
-
-    def __len__(self) -> int: ...
 
 # ---------------------------------------------------------------------- memory
 

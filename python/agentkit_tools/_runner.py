@@ -25,6 +25,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import contextvars
+import heapq
 import inspect
 import os
 import queue
@@ -34,7 +35,6 @@ import time
 import weakref
 from typing import Any, Callable
 
-from . import _core
 from .errors import ToolError, ToolTimeoutError
 
 __all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "in_worker", "BodyFailed"]
@@ -104,8 +104,9 @@ class _Pool:
         self.stuck = 0  # running a call whose caller gave up at its deadline
         self.pid = os.getpid()
 
-    def submit(self, job: _Job) -> bool:
-        """Queue ``job``; False when the pool is saturated (nothing could ever run it soon)."""
+    def submit(self, job: _Job, name: str) -> None:
+        """Queue ``job``; raises ``BackendSaturatedError`` (naming tool ``name`` and the threads
+        held) when the pool is saturated (nothing could ever run it soon)."""
         spawn = False
         with self.lock:
             if self.idle > 0:
@@ -114,7 +115,7 @@ class _Pool:
             elif self.threads - self.stuck < MAX_WORKERS:
                 if self.threads >= MAX_WORKERS + MAX_STUCK:
                     if self.threads == self.stuck:
-                        return False
+                        raise BackendSaturatedError(name, self.stuck)
                 else:
                     self.threads += 1
                     spawn = True
@@ -125,7 +126,6 @@ class _Pool:
             except RuntimeError:  # cannot start a thread (interpreter shutting down, limits)
                 with self.lock:
                     self.threads -= 1
-        return True
 
     def give_up(self, job: _Job) -> None:
         """The caller stopped waiting (deadline): a queued job never starts; a running one
@@ -237,17 +237,22 @@ _EAGER = sys.version_info >= (3, 12)
 
 
 class _Deadlines:
-    """All pending call deadlines of one event loop behind a single timer (the queue lives in the
-    Rust core; one asyncio timer per call would cost more than the rest of the call)."""
+    """All pending call deadlines of one event loop behind a single timer: a heap of ``(when,
+    seq, deadline)``, entries of calls that ended dropped lazily (one asyncio timer per call
+    would cost more than the rest of the call)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = weakref.proxy(loop)
-        self.queue = _core.DeadlineQueue()
+        self.heap: list[tuple[float, int, _Deadline]] = []
+        self.live = 0
+        self.seq = 0
         self.armed_at: float | None = None
         self.handle: weakref.ref[asyncio.TimerHandle] | None = None
 
     def add(self, when: float, deadline: _Deadline) -> int:
-        token: int = self.queue.push(when, deadline)
+        token = self.seq = self.seq + 1
+        heapq.heappush(self.heap, (when, token, deadline))
+        self.live += 1
         if self.armed_at is None or when < self.armed_at:
             handle = None if self.handle is None else self.handle()
             if handle is not None:
@@ -256,11 +261,24 @@ class _Deadlines:
             self.handle = weakref.ref(self.loop.call_at(when, self._fire))
         return token
 
+    def remove(self, deadline: _Deadline) -> None:
+        """The call ended: its entry is dropped when it reaches the top (all at once when it was
+        the last one pending)."""
+        deadline.ended = True
+        self.live -= 1
+        if self.live == 0:
+            self.heap.clear()
+
     def _fire(self) -> None:
         self.handle = self.armed_at = None
-        for deadline in self.queue.pop_expired(self.loop.time() + _CLOCK_RESOLUTION):
-            deadline.expire()
-        nxt = self.queue.next_deadline()
+        now, heap = self.loop.time() + _CLOCK_RESOLUTION, self.heap
+        while heap and (heap[0][0] <= now or heap[0][2].ended):
+            deadline = heapq.heappop(heap)[2]
+            if not deadline.ended:
+                deadline.ended = True
+                self.live -= 1
+                deadline.expire()
+        nxt = heap[0][0] if heap else None
         if nxt is not None:
             self.armed_at = nxt
             self.handle = weakref.ref(self.loop.call_at(nxt, self._fire))
@@ -289,13 +307,14 @@ class _Deadline:
     propagates. The awaited thing is never the body itself, so the body's clean-up never holds
     the caller."""
 
-    __slots__ = ("limit", "name", "task", "expired", "deadlines", "token", "cancelling")
+    __slots__ = ("limit", "name", "task", "expired", "ended", "deadlines", "cancelling")
 
     def __init__(self, limit: float | None, name: str) -> None:
         self.limit = limit
         self.name = name
         self.task: asyncio.Task[Any] | None = None
         self.expired = False
+        self.ended = False
 
     def __enter__(self) -> _Deadline:
         if self.limit is None:
@@ -307,7 +326,7 @@ class _Deadline:
         self.task = task
         self.deadlines = _deadlines_of(loop)
         self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
-        self.token = self.deadlines.add(loop.time() + self.limit, self)
+        self.deadlines.add(loop.time() + self.limit, self)
         return self
 
     def expire(self) -> None:
@@ -317,7 +336,8 @@ class _Deadline:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.task is None:
             return
-        self.deadlines.queue.remove(self.token)
+        if not self.ended:
+            self.deadlines.remove(self)
         if self.expired:
             if _COUNTS_CANCELS and self.task.uncancel() > self.cancelling:
                 return  # the caller was cancelled too: its CancelledError propagates
@@ -360,8 +380,7 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
     call_soon = loop.call_soon_threadsafe
     job = _Job(fn, a, b, None if limit is None else _monotonic() + limit, lambda ok, v: call_soon(_resolve, fut, ok, v))
     pool = _pool()
-    if not pool.submit(job):
-        raise BackendSaturatedError(name, MAX_STUCK)
+    pool.submit(job, name)
     try:
         with _Deadline(limit, name):
             return await fut
@@ -370,13 +389,13 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
         raise
 
 
-async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, inline: bool = False) -> Any:
+async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, inline: Any = frozenset()) -> Any:
     """Run ``tool``'s body once on validated ``args`` within ``limit`` seconds (None: no
     deadline) and check its result against the output schema; returns the value. Raises what the
     body raised (a ``BaseException`` that is not an ``Exception`` comes wrapped in
     ``BodyFailed``, except ``KeyboardInterrupt``/``SystemExit``), ``ToolTimeoutError`` at the
-    deadline, ``BackendSaturatedError`` when no worker can take a sync body. ``inline``: call a
-    sync body on this thread."""
+    deadline, ``BackendSaturatedError`` when no worker can take a sync body. ``inline``: names of
+    tools whose sync body is called on this thread (so is a tool with ``non_blocking = True``)."""
     name = tool.name
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
@@ -391,7 +410,7 @@ async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, inline: 
         except BaseException as exc:
             raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
         result = await _await_coro(coro, limit, name)
-    elif inline:
+    elif tool.name in inline or getattr(tool, "non_blocking", False) is True:
         started = _monotonic()
         try:
             result = fn(args, ctx)
@@ -419,8 +438,7 @@ async def in_worker(fn: Any, a: Any, b: Any) -> Any:
     call_soon = loop.call_soon_threadsafe
     job = _Job(fn, a, b, None, lambda ok, v: call_soon(_resolve, fut, ok, v))
     pool = _pool()
-    if not pool.submit(job):
-        raise BackendSaturatedError(getattr(fn, "__name__", "the tool"), MAX_STUCK)
+    pool.submit(job, getattr(fn, "__name__", "the tool"))
     try:
         return await fut
     except BaseException:
@@ -456,8 +474,7 @@ def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) 
     slot = _Slot()
     job = _Job(fn, a, b, None if limit is None else _monotonic() + limit, slot)
     pool = _pool()
-    if not pool.submit(job):
-        raise BackendSaturatedError(name, MAX_STUCK)
+    pool.submit(job, name)
     try:
         finished = slot.lock.acquire(timeout=-1 if limit is None else max(limit, 0.0))
     except BaseException:
@@ -469,6 +486,34 @@ def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) 
     if slot.ok:
         return slot.value
     raise slot.value
+
+
+def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
+    """:func:`run_body` for a caller without an event loop (``dispatch``): a sync body on the
+    worker pool (the caller waits up to ``limit``) or on this thread for a ``non_blocking``
+    tool; an async body (or an awaitable a sync body returns) on :func:`background_loop`.
+    Raises as :func:`run_body`."""
+    name = tool.name
+    if not (is_function_tool(tool) and getattr(tool, "_is_async", True) is False):
+        return run_on_background_loop(run_body(tool, args, ctx, limit), limit, name)
+    started = _monotonic()
+    if getattr(tool, "non_blocking", False) is True:
+        try:
+            value = tool.fn(args, ctx)
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+    else:
+        value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
+    if type(value) not in _PLAIN and inspect.isawaitable(value):
+        left = None if limit is None else limit - (_monotonic() - started)
+        if left is not None and left <= 0:
+            raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
+        value = run_on_background_loop(_await_coro(_as_coro(value), left, name), left, name)
+    elif limit is not None and _monotonic() - started > limit:
+        raise ToolTimeoutError(name, limit)  # nothing past the deadline is a success
+    return tool.check_output(value, ctx)
 
 
 # ------------------------------------------------------------------ a loop for synchronous callers

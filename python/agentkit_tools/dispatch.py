@@ -1,10 +1,10 @@
 """``dispatch``: one tool call in, one envelope out, never an exception.
 
-The lookup, validation and every envelope of the failure ladder are built by the Rust core;
-the body runs the way it does under the Invoker (``agentkit_tools._runner``): a sync body on the
-process's worker pool, an async body (and an async approver) on one long-lived event loop kept
-for synchronous callers, so clients bound to that loop (a Redis connection pool) keep working
-from one call to the next.
+The same call pipeline as the ``Invoker`` (lookup, validation, the approval gate, the deadline;
+see ``agentkit_tools.invoker``), driven on the caller's thread: a sync body on the process's
+worker pool (the caller waits up to the deadline), an async body and an async approver on one
+long-lived event loop kept for synchronous callers, so clients bound to that loop (a Redis
+connection pool) keep working from one call to the next.
 """
 
 from __future__ import annotations
@@ -12,24 +12,18 @@ from __future__ import annotations
 import collections.abc
 import inspect
 import json
-import re
 import logging
-import time
+import re
 from typing import Any, Mapping
 
 from . import _core
-from ._runner import _PLAIN, BodyFailed, is_function_tool, run_body, run_on_background_loop, run_sync_in_worker
-from .errors import ToolTimeoutError
-from .invoker import error_envelope as _error_envelope
-from .middleware import host_approved
+from ._runner import BodyFailed, run_body_sync, run_on_background_loop
 
 __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 
 #: The deadline of a tool without its own ``timeout_s``, in seconds.
 DEFAULT_TIMEOUT_S = 10.0
 
-_clock = time.perf_counter
-_ok_envelope = _core.ok_envelope
 _log = logging.getLogger("agentkit_tools.middleware")
 _STOP = (KeyboardInterrupt, SystemExit)
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -38,25 +32,22 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _RENDERED_AS_IS = (str, collections.abc.Mapping, list, tuple, int, float, bool)
 
 
+class _Rule:
+    def __init__(self, name: str, **config: Any) -> None:
+        self.name = name
+        vars(self).update(config)
+
+
+#: The rules of ``dispatch``: the approval gate (the approver is the call's) and the deadline.
+_PIPELINE = _core.Pipeline(
+    [("approval", _Rule("approval", approver=True)), ("timeout", _Rule("timeout", default_s=DEFAULT_TIMEOUT_S))],
+    "dispatch",
+    False,
+)
+
+
 async def _await(awaitable: Any) -> Any:
     return await awaitable
-
-
-def _approved(tool: Any, call: Any, kwargs: Any, ctx: Any, approver: Any) -> bool:
-    """The approval gate, as the Invoker's ``approval`` middleware applies it."""
-    call_id = call.get("id", call.get("call_id")) if isinstance(call, dict) else None
-    if host_approved(call, ctx, tool.name, call_id):
-        return True
-    if approver is None:
-        return False
-    try:
-        answer = approver(tool, kwargs, ctx)
-        if inspect.isawaitable(answer):
-            answer = run_on_background_loop(_await(answer))
-    except Exception:
-        _log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
-        return False
-    return answer is True  # only the boolean True approves
 
 
 def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approver: Any = None) -> dict[str, Any]:
@@ -82,51 +73,30 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
     (the process is being stopped). Stateless: repeat detection, idempotency and retry need
     state and live in ``Invoker``.
     """
-    try:
-        ok, tool, kwargs, core = registry._core.prepare(call)
-    except Exception as exc:  # a malformed call: still an envelope, never an exception
-        return _core.invalid_call_envelope(str(exc))  # type: ignore[no-any-return]
-    if not ok:
-        return tool  # type: ignore[no-any-return]
-    name = tool.name
-    try:
-        if getattr(tool, "requires_approval", False) and not _approved(tool, call, kwargs, ctx, approver):
-            return _core.approval_envelope(name, _core.canonical_args(kwargs)[0])  # type: ignore[no-any-return]
-        timeout_s = getattr(tool, "timeout_s", None) or DEFAULT_TIMEOUT_S
-        started = _clock()
-        if is_function_tool(tool) and getattr(tool, "_is_async", True) is False:
-            if getattr(tool, "non_blocking", False) is True:
-                try:
-                    value = tool.fn(kwargs, ctx)
-                except Exception:
+    m, step, arg = _PIPELINE.begin(registry._core, call, ctx)
+    while step != _core.STEP_DONE:
+        if step == _core.STEP_RUN:
+            tool, args, limit = arg
+            try:
+                value = run_body_sync(tool, args, ctx, limit)
+            except BaseException as exc:
+                if isinstance(exc, _STOP):
                     raise
-                except BaseException as exc:
-                    raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+                step, arg = m.failed(exc.exc if type(exc) is BodyFailed else exc)
             else:
-                value = run_sync_in_worker(tool.fn, kwargs, ctx, timeout_s, name)
-            if type(value) not in _PLAIN and inspect.isawaitable(value):
-                left = timeout_s - (_clock() - started)
-                if left <= 0:
-                    raise ToolTimeoutError(name, timeout_s)
-                value = run_on_background_loop(_finish_awaitable(tool, value, left), left, name)
-            elif _clock() - started > timeout_s:
-                raise ToolTimeoutError(name, timeout_s)  # nothing past the deadline is a success
-            value = tool.check_output(value, ctx)
-        else:
-            value = run_on_background_loop(run_body(tool, kwargs, ctx, timeout_s), timeout_s, name)
-    except Exception as exc:
-        return _error_envelope(name, exc, core)
-    except BaseException as exc:
-        if isinstance(exc, _STOP):
-            raise
-        return _error_envelope(name, exc, core)
-    return _ok_envelope(value, (_clock() - started) * 1000.0)  # type: ignore[no-any-return]
-
-
-async def _finish_awaitable(tool: Any, awaitable: Any, limit: float) -> Any:
-    from ._runner import _await_coro
-
-    return await _await_coro(_await(awaitable), limit, tool.name)
+                step, arg = m.ok(value)
+        else:  # the approval gate: the host has not approved this call
+            _, tool, args = arg
+            answer = False
+            if approver is not None:
+                try:
+                    answer = approver(tool, args, ctx)
+                    if inspect.isawaitable(answer):
+                        answer = run_on_background_loop(_await(answer))
+                except Exception:
+                    _log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
+            step, arg = m.feed(_core.EV_APPROVED, answer is True)  # only the boolean True approves
+    return arg  # type: ignore[no-any-return]
 
 
 def render_result(result: Any, *, max_chars: int = 2000) -> str:

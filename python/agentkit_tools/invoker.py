@@ -4,34 +4,28 @@
 and always returns an envelope; ``await invoke_many(calls, ctx)`` runs a model turn's calls
 concurrently and returns their envelopes in call order.
 
-How a tool body runs (the same on every path; see ``agentkit_tools._runner``):
-
-- an ``async`` body runs as its own task on the caller's event loop; at its deadline the caller
-  gets ``timeout`` at once and the body is cancelled without the caller waiting for its
-  clean-up;
-- a sync body runs on a worker thread of the process's pool (daemon threads: a body still
-  running never keeps the interpreter from exiting); at its deadline the caller gets
-  ``timeout`` and the thread runs on until the function returns, its result discarded; a queued
-  call whose deadline passed never starts; the caller's ``contextvars`` are copied into the
-  thread as ``asyncio.to_thread`` does;
-- a sync body of a tool declared non-blocking (``Invoker(..., inline={"name", ...})`` or a tool
-  attribute ``non_blocking = True``) is called directly on the event loop: no thread hop, but
-  it blocks the loop while it runs and its deadline cannot interrupt it.
+The built-in rules of the chain are one call pipeline in the Rust core: it admits the call
+(lookup, validation), makes every decision and answers with the steps to perform (run the body,
+ask the approver, sleep, wait for an identical call, read or write the idempotency store, emit
+the audit record); the driver here performs them. How a tool body runs is the same on every
+path (see ``agentkit_tools._runner``): an ``async`` body as its own task on the caller's loop, a
+sync body on the process's worker pool (daemon threads), a sync body of a tool declared
+non-blocking (``Invoker(..., inline={"name", ...})`` or ``non_blocking = True``) directly on the
+loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections.abc
+import inspect
 import logging
-import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
 from ._runner import BodyFailed, run_body
 from .frozen import FrozenDict, FrozenList
-from .middleware import Handler, Middleware, ToolCall, default_chain
+from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, default_chain
 
 __all__ = ["Invoker"]
 
@@ -40,18 +34,10 @@ _STOP = (KeyboardInterrupt, SystemExit)
 #: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
 #: told apart from a CancelledError raised by a middleware.
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-
-
-def error_envelope(tool_name: str, exc: BaseException, core: Any) -> dict[str, Any]:
-    """The envelope of a failed call; an exception too broken to describe (its attributes
-    raise) still yields an ``internal_error`` envelope."""
-    if type(exc) is BodyFailed:
-        exc = exc.exc
-    try:
-        return _core.error_envelope(tool_name, exc, core)  # type: ignore[no-any-return]
-    except Exception:
-        broken = RuntimeError(f"{type(exc).__qualname__} (its details cannot be read)")
-        return _core.error_envelope(tool_name, broken, None)  # type: ignore[no-any-return]
+(DONE, RUN, APPROVE, SLEEP, WAIT, GET, SET, CAS, OPEN, RECORD) = (
+    _core.STEP_DONE, _core.STEP_RUN, _core.STEP_APPROVE, _core.STEP_SLEEP, _core.STEP_WAIT,
+    _core.STEP_GET, _core.STEP_SET, _core.STEP_CAS, _core.STEP_OPEN, _core.STEP_RECORD,
+)
 
 
 def _fault_envelope(exc: BaseException) -> dict[str, Any]:
@@ -63,33 +49,28 @@ def _caller_cancelled() -> bool:
     return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
 
 
-#: ``isinstance`` against ``typing.Mapping`` goes through typing's slow ``__subclasscheck__``;
-#: a dict (the usual call) is checked first.
-_MAPPING = (dict, collections.abc.Mapping)
+def _builtin(mw: Any) -> bool:
+    """A built-in rule the pipeline runs (not one whose ``wrap`` was replaced)."""
+    return isinstance(mw, _Builtin) and type(mw).wrap is _Builtin.wrap and "wrap" not in vars(mw)
 
 
-def _call_name(call: Any) -> str | None:
-    if not isinstance(call, _MAPPING):
-        return None
-    holder = call.get("function")
-    name = (holder if isinstance(holder, _MAPPING) else call).get("name")
-    return name if isinstance(name, str) else None
+class _State:
+    """The per-Invoker state of every pipeline segment (sizes and ``forget`` for tests and
+    monitoring)."""
 
+    def __init__(self, pipelines: list[Any]) -> None:
+        self.pipelines = pipelines
 
-def _call_args(call: Any) -> Any:
-    if not isinstance(call, _MAPPING):
-        return None
-    holder = call.get("function")
-    holder = holder if isinstance(holder, _MAPPING) else call
-    args = holder.get("input")
-    return holder.get("arguments") if args is None else args
+    def sizes(self) -> tuple[int, int, int]:
+        sizes = [p.sizes() for p in self.pipelines] or [(0, 0, 0)]
+        return tuple(sum(s[i] for s in sizes) for i in range(3))  # type: ignore[return-value]
 
+    def scopes(self) -> int:
+        return max((p.scopes() for p in self.pipelines), default=0)
 
-def _call_id(call: Any) -> Any:
-    if not isinstance(call, _MAPPING):
-        return None
-    cid = call.get("id")
-    return call.get("call_id") if cid is None else cid
+    def forget(self, scope: str) -> None:
+        for p in self.pipelines:
+            p.forget(scope)
 
 
 class Invoker:
@@ -124,12 +105,28 @@ class Invoker:
         self.middleware: tuple[Middleware, ...] = tuple(default_chain() if middleware is None else middleware)
         # a bare string is one name, not a set of one-letter names
         self.inline = frozenset((inline,) if isinstance(inline, str) else inline)
-        self.state = _core.MiddlewareState()
         self.default_scope = f"invoker-{uuid.uuid4().hex}"
-        handler: Handler = self._execute
-        for mw in reversed(self.middleware):
-            handler = mw.wrap(self, handler)
-        self._entry = handler
+        self._pipelines: list[Any] = []
+        self.state = _State(self._pipelines)
+        # Consecutive built-ins are one pipeline segment; a user middleware wraps between them.
+        groups: list[Any] = []
+        for mw in self.middleware:
+            if _builtin(mw) and groups and isinstance(groups[-1], list):
+                groups[-1].append(mw)
+            else:
+                groups.append([mw] if _builtin(mw) else mw)
+        if len(groups) <= 1 and all(isinstance(g, list) for g in groups):  # built-ins only
+            self._only = self._pipeline(groups[0] if groups else [])
+            self._entry: Handler = self._segment_of(self._only, None)
+            return
+        self._only = None
+        handler: Handler | None = None
+        for group in reversed(groups):
+            if isinstance(group, list):
+                handler = self._segment(group, handler)
+            else:
+                handler = group.wrap(self, handler if handler is not None else self._segment([], None))
+        self._entry = handler  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Invoker({len(self.registry)} tools, middleware={list(self.middleware)!r})"
@@ -153,14 +150,16 @@ class Invoker:
         True``) or ``{"ok": False, "error": {"code", "message", ...}}``.
         """
         try:
+            if self._only is not None:
+                return await self._drive(self._only, None, call, ctx, None)
             return await self._entry(self._start(call, ctx))
         except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
-            _log.exception("Invoker failed on a call of %r", _call_name(call))
+            _log.exception("Invoker failed on a call of %r", _name(call))
             return _fault_envelope(exc)
         except BaseException as exc:
             if isinstance(exc, _STOP) or (isinstance(exc, asyncio.CancelledError) and _caller_cancelled()):
                 raise
-            _log.exception("Invoker failed on a call of %r", _call_name(call))
+            _log.exception("Invoker failed on a call of %r", _name(call))
             return _fault_envelope(exc)
 
     async def invoke_many(self, calls: Iterable[Mapping[str, Any]], ctx: Any = None) -> list[dict[str, Any]]:
@@ -170,51 +169,130 @@ class Invoker:
             return [await self.invoke(calls[0], ctx)]
         return list(await asyncio.gather(*(self.invoke(c, ctx) for c in calls)))
 
-    # ---------------------------------------------------------------- the pipeline ends
+    # ---------------------------------------------------------------- the pipeline driver
 
-    def _scope(self, ctx: Any) -> str:
-        run_id = getattr(ctx, "run_id", None) if ctx is not None else None
-        return self.default_scope if run_id is None else str(run_id)
+    def _pipeline(self, rules: list[Any]) -> Any:
+        pipe = _core.Pipeline([(r.name, r) for r in rules], self.default_scope)
+        self._pipelines.append(pipe)
+        return pipe
+
+    def _segment(self, rules: list[Any], nxt: Handler | None) -> Handler:
+        """The handler of consecutive built-in ``rules`` (a pipeline segment) before ``nxt``
+        (None: the tool body)."""
+        return self._segment_of(self._pipeline(rules), nxt)
+
+    def _segment_of(self, pipe: Any, nxt: Handler | None) -> Handler:
+        async def handle(tc: ToolCall) -> dict[str, Any]:
+            return await self._drive(pipe, nxt, None, tc.ctx, tc)
+
+        return handle
 
     def _start(self, call: Any, ctx: Any) -> ToolCall:
+        """The ``ToolCall`` user middleware reads (only built when the chain has some)."""
+        run_id = getattr(ctx, "run_id", None) if ctx is not None else None
+        scope = self.default_scope if run_id is None else str(run_id)
         try:
             ok, tool, args, core, canonical = self.registry._core.admit(call, FrozenDict, FrozenList)
         except Exception as exc:  # not a dict: still an envelope
             env = _core.invalid_call_envelope(str(exc))
-            return ToolCall({}, None, None, None, None, None, None, ctx, self._scope(ctx), env)
+            return ToolCall({}, None, None, None, None, None, None, ctx, scope, env)
+        holder = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        cid = call.get("id", call.get("call_id"))
         if not ok:
-            scope = self._scope(ctx)
-            return ToolCall(call, _call_id(call), _call_name(call), None, None, _call_args(call), None, ctx, scope, tool)
-        return self._prepared(call, ctx, tool, args, core, canonical)
-
-    def _prepared(self, call: Any, ctx: Any, tool: Any, args: Any, core: Any, canonical: str) -> ToolCall:
-        tc = ToolCall(call, _call_id(call), tool.name, tool, args, None, core, ctx, self._scope(ctx), None)
+            args = holder.get("input", holder.get("arguments"))
+            return ToolCall(call, cid, _name(call), None, None, args, None, ctx, scope, tool)
+        tc = ToolCall(call, cid, tool.name, tool, args, None, core, ctx, scope, None)
         tc._canonical = canonical
         return tc
 
-    async def _execute(self, call: ToolCall) -> dict[str, Any]:
-        """The innermost handler: run the body once; the exception of a failure is kept on
-        ``call.exc`` for the retry middleware."""
-        tool = call.tool
-        if tool is None:
-            return call.rejection  # type: ignore[return-value]
-        call.attempts += 1
-        started = time.perf_counter()
+    async def _drive(self, pipe: Any, nxt: Handler | None, call: Any, ctx: Any, tc: ToolCall | None) -> dict[str, Any]:
+        """Perform the steps of one call through ``pipe`` until its envelope."""
+        if tc is None:
+            m, step, arg = pipe.begin(self.registry._core, call, ctx)
+        else:
+            m, step, arg = pipe.begin_call(tc)
+        span = None
         try:
-            value = await run_body(tool, call.args, call.ctx, call.timeout_s, self._inline(tool))
-        except Exception as exc:
-            if type(exc) is BodyFailed:
-                exc = exc.exc
-            call.exc = exc
-            return error_envelope(tool.name, exc, call.core)
-        return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0)  # type: ignore[no-any-return]
+            while True:
+                if step == RUN:
+                    tool, args, limit = arg
+                    if nxt is not None:  # a user middleware comes next
+                        if limit is not None:
+                            tc.timeout_s = limit  # type: ignore[union-attr]
+                        tc.exc = None  # type: ignore[union-attr]
+                        env = await nxt(tc)  # type: ignore[arg-type]
+                        step, arg = m.passed(env, tc.exc, tc.attempts)  # type: ignore[union-attr]
+                        continue
+                    if tc is not None:
+                        tc.attempts += 1
+                        if limit is None:
+                            limit = tc.timeout_s
+                    try:
+                        value = await run_body(tool, args, ctx, limit, self.inline)
+                    except Exception as exc:
+                        step, arg = m.failed(exc.exc if type(exc) is BodyFailed else exc)
+                    else:
+                        step, arg = m.ok(value)
+                elif step == DONE:
+                    return arg  # type: ignore[no-any-return]
+                elif step == APPROVE:
+                    approver, tool, args = arg
+                    try:
+                        answer = approver(tool, args, ctx)
+                        if inspect.isawaitable(answer):
+                            answer = await answer
+                    except Exception:
+                        _mw_log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
+                        answer = False
+                    # Only the boolean True approves: a truthy "no" must not fail open.
+                    step, arg = m.feed(_core.EV_APPROVED, answer is True)
+                elif step == SLEEP:
+                    sleep, delay = arg
+                    await (asyncio.sleep if sleep is None else sleep)(delay)
+                    step, arg = m.feed(_core.EV_SLEPT)
+                elif step == WAIT:
+                    await asyncio.shield(arg)  # an identical call is running: wait, then look again
+                    step, arg = m.feed(_core.EV_WOKEN)
+                elif step == RECORD:
+                    cfg, rec = arg
+                    await cfg.emit(rec, ctx)
+                    if span is not None:
+                        _close_span(span, rec)
+                        span = None
+                    step, arg = m.feed(_core.EV_RECORDED)
+                elif step == OPEN:
+                    span = _open_span(arg[1], arg[2])
+                    step, arg = m.feed(_core.EV_OPENED)
+                else:
+                    step, arg = await _store_step(m, step, arg)
+        except BaseException as exc:
+            for cfg, rec in m.abort(isinstance(exc, asyncio.CancelledError)):
+                await asyncio.shield(cfg.emit(rec, ctx))
+            if span is not None:
+                _close_span(span, None, exc)
+            raise
 
-    def _inline(self, tool: Any) -> bool:
-        """Whether ``tool`` is a sync function tool that runs on the event loop (declared
-        non-blocking, or named in ``Invoker(..., inline=...)``)."""
-        return (
-            getattr(tool, "fn", None) is not None
-            and getattr(tool, "check_output", None) is not None
-            and not getattr(tool, "_is_async", False)
-            and (tool.name in self.inline or getattr(tool, "non_blocking", False) is True)
-        )
+
+async def _store_step(m: Any, step: int, arg: Any) -> tuple[int, Any]:
+    """Perform a shared idempotency store step; a failing store is logged and the call goes on
+    without sharing."""
+    store, key = arg[0], arg[1]
+    try:
+        if step == GET:
+            event, answer = _core.EV_GOT, await store.get(key)
+        elif step == SET:
+            event, answer = _core.EV_SET, await store.set(key, arg[2])
+        else:
+            event, answer = _core.EV_CAS, await store.compare_and_set(key, arg[2], arg[3])
+    except Exception:
+        _mw_log.warning("idempotency store failed on %s; going on without it", key, exc_info=True)
+        event, answer = _core.EV_STORE_FAILED, None
+    return m.feed(event, answer)  # type: ignore[no-any-return]
+
+
+def _name(call: Any) -> str | None:
+    if not isinstance(call, Mapping):
+        return None
+    holder = call.get("function")
+    name = (holder if isinstance(holder, Mapping) else call).get("name")
+    return name if isinstance(name, str) else None

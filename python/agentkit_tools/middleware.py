@@ -1,14 +1,15 @@
-"""The Invoker's middleware chain: the rules every tool call goes through (see
-``docs/middleware.md``).
+"""The Invoker's middleware: the rules every tool call goes through (see ``docs/middleware.md``).
 
-Each constructor returns a ``Middleware``; an ``Invoker`` composes them outermost first around
-the call of the tool body. The default chain is ``[audit(), approval(), repeat_guard(),
+The built-in constructors (``audit``, ``approval``, ``repeat_guard``, ``idempotency``, ``retry``,
+``timeout``, ``egress``) return configuration: an ``Invoker`` compiles consecutive built-ins into
+one call pipeline in the Rust core (``agentkit_tools._core.Pipeline``), which makes every decision
+and keeps the state (repeat counts, the idempotency window, circuit breakers); the Invoker only
+performs the steps it asks for. The default chain is ``[audit(), approval(), repeat_guard(),
 idempotency(), retry(), timeout()]``; ``egress(allow=...)`` is added only when configured.
 
-Every middleware is an ``async`` handler ``(call: ToolCall) -> envelope`` that calls the next
-one or answers itself (a refusal, a cached result). The decisions and the shared state (argument
-hashes, repeat counts, the idempotency cache, backoff, circuit breakers, the host allow-list,
-the refusal messages) live in the Rust core (``agentkit_tools._core``); this module only awaits.
+A class of your own that subclasses ``Middleware`` stays an extension point anywhere in the
+chain: its ``wrap(invoker, next)`` returns an ``async`` handler ``(call: ToolCall) -> envelope``
+that calls the next one or answers itself.
 
 Envelopes of the refusals (``{"ok": False, "error": {...}}``):
 
@@ -31,12 +32,10 @@ result>, "elapsed_ms": ..., "deduplicated": True}``.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
 import os
-import time
 from typing import Any, Awaitable, Callable, Iterable
 
 from . import _core
@@ -58,9 +57,6 @@ __all__ = [
 
 _log = logging.getLogger("agentkit_tools.audit")
 _mw_log = logging.getLogger("agentkit_tools.middleware")
-
-#: The decisions of an audit record for refusals.
-_REFUSALS = frozenset({_core.codes.APPROVAL_REQUIRED, _core.codes.REPEATED_CALL, _core.codes.EGRESS_DENIED})
 
 
 class ToolCall:
@@ -185,12 +181,26 @@ def effects_declared(tool: Any) -> bool:
     return getattr(tool, "effects_declared", True) is not False
 
 
+def retry_safe(tool: Any, args: Any = None) -> bool:
+    """Whether running this call of ``tool`` again is safe: the tool is declared idempotent, or
+    the call is read-only (``is_read_only_call(args)``, else the tool's flags) and the tool
+    declared its effects (a ``from_callable`` tool without a declaration is never retried)."""
+    if getattr(tool, "idempotent", False):
+        return True
+    return effects_declared(tool) and call_is_read_only(tool, args)
+
+
+def host_approved(call: Any, ctx: Any, name: str, call_id: Any) -> bool:
+    """Whether the host approved this call already: the call dict's ``"approved": True`` (a key
+    of the call, never of the model's arguments) or ``ctx.approvals`` naming the tool or call id."""
+    return (isinstance(call, dict) and call.get("approved") is True) or _is_approved(ctx, name, call_id)
+
+
 class Middleware:
     """Base of the middleware: ``wrap(invoker, next)`` returns the handler for one Invoker.
 
-    The middleware object holds configuration only; per-Invoker state lives in
-    ``invoker.state`` (a ``_core.MiddlewareState``), so one middleware object may serve many
-    Invokers.
+    The middleware object holds configuration only; per-Invoker state lives in the Invoker, so
+    one middleware object may serve many Invokers.
     """
 
     name = "middleware"
@@ -202,8 +212,12 @@ class Middleware:
         return f"{self.name}()"
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
+class _Builtin(Middleware):
+    """A built-in rule: configuration the Invoker compiles into its call pipeline. Wrapped on
+    its own (a subclass that overrides ``wrap`` and calls this one) it is a pipeline of one rule."""
+
+    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
+        return invoker._segment([self], nxt)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ audit
@@ -248,7 +262,7 @@ def _emit(trace: Any, name: str, attributes: dict[str, Any]) -> None:
     emit(name, attributes)
 
 
-class _Audit(Middleware):
+class _Audit(_Builtin):
     name = "audit"
 
     def __init__(self, sink: Callable[[dict[str, Any]], Any] | None) -> None:
@@ -257,87 +271,74 @@ class _Audit(Middleware):
     def observed(self, ctx: Any) -> bool:
         """Whether a record of a call in ``ctx`` would go anywhere (a sink, the DEBUG log,
         ``ctx.trace`` or an OpenTelemetry span). An unobserved call needs no record at all."""
-        return (
+        return self.observed_level(ctx) > 0
+
+    def observed_level(self, ctx: Any) -> int:
+        """0: nobody reads the record; 1: a record; 2: a record and a span (read per call, so a
+        sink or tracer provider set later is not skipped)."""
+        if _otel():
+            return 2
+        return int(
             self.sink is not None
             or _log.isEnabledFor(logging.DEBUG)
             or (ctx is not None and getattr(ctx, "trace", None) is not None)
-            or bool(_otel())
         )
 
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        async def record(call: ToolCall, outcome: str, decision: str, started: float) -> dict[str, Any]:
-            sink = self.sink  # read live, as observed() does: a sink set later is not skipped
-            rec = {
-                "tool": call.name,
-                "call_id": call.call_id,
-                "args_hash": call.args_hash,
-                "outcome": outcome,
-                "attempts": call.attempts,
-                "elapsed_ms": round((time.perf_counter() - started) * 1000.0, 3),
-                "decision": decision,
-            }
-            if _log.isEnabledFor(logging.DEBUG):
-                _log.debug(
-                    "tool call %s %s: %s after %d attempt(s) in %.3f ms",
-                    rec["tool"], rec["decision"], rec["outcome"], rec["attempts"], rec["elapsed_ms"],
-                    extra={"audit": rec},
-                )
-            if sink is not None:
-                try:
-                    await _maybe_await(sink(rec))
-                except Exception:
-                    _mw_log.exception("audit sink %r failed (the call's result is unaffected)", sink)
-            trace = getattr(call.ctx, "trace", None)
-            if trace is not None:
-                try:
-                    _emit(trace, "tool.call", rec)
-                except Exception:
-                    _mw_log.exception("ctx.trace failed (the call's result is unaffected)")
-            return rec
-
-        async def run(call: ToolCall, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def emit(self, rec: dict[str, Any], ctx: Any) -> None:
+        """Send one record to the DEBUG log, the sink and ``ctx.trace`` (failures logged)."""
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "tool call %s %s: %s after %d attempt(s) in %.3f ms",
+                rec["tool"], rec["decision"], rec["outcome"], rec["attempts"], rec["elapsed_ms"],
+                extra={"audit": rec},
+            )
+        sink = self.sink
+        if sink is not None:
             try:
-                env = await nxt(call)
-            except asyncio.CancelledError:
-                await asyncio.shield(record(call, "cancelled", "failed", started))
-                raise
-            if env.get("ok"):
-                outcome = "ok"
-                decision = "deduplicated" if env.get("deduplicated") else "executed"
-            else:
-                outcome = str(env.get("error", {}).get("code", _core.codes.INTERNAL_ERROR))
-                decision = "refused" if outcome in _REFUSALS else "failed"
-            return env, await record(call, outcome, decision, started)
+                done = sink(rec)
+                if inspect.isawaitable(done):
+                    await done
+            except Exception:
+                _mw_log.exception("audit sink %r failed (the call's result is unaffected)", sink)
+        trace = getattr(ctx, "trace", None)
+        if trace is not None:
+            try:
+                _emit(trace, "tool.call", rec)
+            except Exception:
+                _mw_log.exception("ctx.trace failed (the call's result is unaffected)")
 
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            if not self.observed(call.ctx):
-                return await nxt(call)
-            started = time.perf_counter()
-            otel = _otel()
-            if not otel:
-                return (await run(call, started))[0]
-            tracer, status, status_code = otel
-            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name or ""}
-            if call.call_id is not None:
-                attributes["gen_ai.tool.call.id"] = str(call.call_id)
-            with tracer.start_as_current_span(
-                "execute_tool", attributes=attributes, record_exception=False, set_status_on_exception=False
-            ) as span:
-                env, rec = await run(call, started)
-                span.set_attributes(
-                    {
-                        "agentkit.tool.args_hash": rec["args_hash"],
-                        "agentkit.tool.outcome": rec["outcome"],
-                        "agentkit.tool.decision": rec["decision"],
-                        "agentkit.tool.attempts": rec["attempts"],
-                    }
-                )
-                if not env.get("ok"):
-                    span.set_attribute("error.type", rec["outcome"])
-                    span.set_status(status(status_code.ERROR, rec["outcome"]))
-            return env
 
-        return handle
+def _open_span(name: str, call_id: Any) -> Any:
+    """Enter the ``execute_tool`` span of a call; returns its context manager (or None)."""
+    otel = _otel()
+    if not otel:
+        return None
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name or ""}
+    if call_id is not None:
+        attributes["gen_ai.tool.call.id"] = str(call_id)
+    cm = otel[0].start_as_current_span(
+        "execute_tool", attributes=attributes, record_exception=False, set_status_on_exception=False
+    )
+    return cm, cm.__enter__()
+
+
+def _close_span(opened: Any, rec: dict[str, Any] | None, exc: BaseException | None = None) -> None:
+    cm, span = opened
+    if rec is not None:
+        span.set_attributes(
+            {
+                "agentkit.tool.args_hash": rec["args_hash"],
+                "agentkit.tool.outcome": rec["outcome"],
+                "agentkit.tool.decision": rec["decision"],
+                "agentkit.tool.attempts": rec["attempts"],
+            }
+        )
+        if rec["outcome"] != "ok" and rec["outcome"] != "cancelled":
+            _, status, status_code = _otel() or (None, None, None)
+            span.set_attribute("error.type", rec["outcome"])
+            if status is not None:
+                span.set_status(status(status_code.ERROR, rec["outcome"]))
+    cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
 
 
 def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:
@@ -361,40 +362,11 @@ def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:
 
 # ------------------------------------------------------------------ approval
 
-class _Approval(Middleware):
+class _Approval(_Builtin):
     name = "approval"
 
     def __init__(self, approver: Callable[..., Any] | None) -> None:
         self.approver = approver
-
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        approver = self.approver
-
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            tool = call.tool
-            if tool is None or not getattr(tool, "requires_approval", False):
-                return await nxt(call)
-            if host_approved(call.call, call.ctx, call.name, call.call_id):  # type: ignore[arg-type]
-                return await nxt(call)
-            if approver is not None:
-                try:
-                    # Only the boolean True approves (like the call's "approved" key): a truthy
-                    # answer such as {"approved": False} or "no" must not fail open.
-                    allowed = await _maybe_await(approver(tool, call.args, call.ctx)) is True
-                except Exception:
-                    _mw_log.exception("approver %r failed: the call of %s is refused", approver, call.name)
-                    allowed = False
-                if allowed:
-                    return await nxt(call)
-            return _core.approval_envelope(call.name, call.canonical)  # type: ignore[no-any-return]
-
-        return handle
-
-
-def host_approved(call: Any, ctx: Any, name: str, call_id: Any) -> bool:
-    """Whether the host approved this call already: the call dict's ``"approved": True`` (a key
-    of the call, never of the model's arguments) or ``ctx.approvals`` naming the tool or call id."""
-    return (isinstance(call, dict) and call.get("approved") is True) or _is_approved(ctx, name, call_id)
 
 
 def approval(approver: Callable[..., Any] | None = None) -> Middleware:
@@ -411,7 +383,7 @@ def approval(approver: Callable[..., Any] | None = None) -> Middleware:
 
 # ------------------------------------------------------------------ repeat guard
 
-class _RepeatGuard(Middleware):
+class _RepeatGuard(_Builtin):
     name = "repeat_guard"
 
     def __init__(self, limit: int) -> None:
@@ -419,24 +391,6 @@ class _RepeatGuard(Middleware):
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 2**32 - 1:
             raise ValueError(f"repeat_guard: limit must be an integer from 1 to 4294967295, got {limit!r}")
         self.limit = limit
-
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        state, limit = invoker.state, self.limit
-
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            name = call.name
-            if name is None:  # not a tool call at all (no name): nothing to count
-                return await nxt(call)
-            scope = call.scope
-            refused = state.repeat_check(scope, name, call.canonical, limit)
-            if refused is not None:
-                return refused  # type: ignore[no-any-return]
-            env = await nxt(call)
-            if env.get("ok") and call.tool is not None and "deduplicated" not in env and not call.read_only:
-                state.repeat_reset(scope)  # the world changed: reading it again is legitimate
-            return env
-
-        return handle
 
     def __repr__(self) -> str:
         return f"repeat_guard(limit={self.limit})"
@@ -457,74 +411,30 @@ def repeat_guard(limit: int = 3) -> Middleware:
 
 # ------------------------------------------------------------------ idempotency
 
-class _SharedClaim:
-    """The claim of one side-effecting call in a shared store, so that across workers it runs once.
+class _Idempotency(_Builtin):
+    name = "idempotency"
 
-    Records (JSON text) under ``agentkit-tools:idem:<sha256 of scope, name, arguments>``:
-    ``{"s": "running", "owner", "until"}`` while a worker runs it (``until``: the lease's end,
-    Unix seconds), ``{"s": "done", "value"}`` after a success, ``{"s": "free"}`` after a failure.
-    The claim is taken with the store's ``compare_and_set``, so two workers cannot both take it;
-    a second worker polls until the first one's result is there (or its lease ran out: a crashed
-    worker, then it claims the call itself). The conversation's open window is the key under
-    ``agentkit-tools:idem-window:<sha256 of scope>``: a finished result is reused only while it
-    is the last side-effecting success of the conversation."""
-
-    POLL_S = 0.05
-
-    def __init__(self, store: Any, scope: str, name: str, canonical: str, lease_s: float) -> None:
+    def __init__(self, store: Any, lease_s: float = 60.0) -> None:
+        if store is not None and not all(
+            callable(getattr(store, m, None)) for m in ("get", "set", "compare_and_set")
+        ):
+            raise TypeError(
+                f"idempotency: store must have async get(key), set(key, value) and "
+                f"compare_and_set(key, expected, value) (a StorePort), got {store!r}"
+            )
+        if not lease_s > 0:
+            raise ValueError(f"idempotency: lease_s must be > 0 seconds, got {lease_s}")
         self.store = store
-        self.key = _core.idempotency_store_key(scope, name, canonical)
-        self.window = "agentkit-tools:idem-window:" + _core.idempotency_store_key(scope, "", "")[20:]
         self.lease_s = lease_s
-        self.mine: str | None = None
-
-    async def acquire(self) -> tuple[bool, Any]:
-        """``(True, value)`` for a result to reuse, ``(False, None)`` once claimed."""
-        store = self.store
-        text = await store.get(self.key)
-        while True:
-            rec = _load(text)
-            state = rec.get("s") if isinstance(rec, dict) else None
-            if state == "done" and await store.get(self.window) == self.key:
-                return True, rec.get("value")  # type: ignore[union-attr]
-            if state == "running" and float(rec.get("until", 0)) > time.time():  # type: ignore[union-attr]
-                await asyncio.sleep(self.POLL_S)  # another worker runs it: wait for its result
-                text = await store.get(self.key)
-                continue
-            mine = json.dumps({"s": "running", "owner": os.urandom(8).hex(), "until": time.time() + self.lease_s})
-            if await store.compare_and_set(self.key, text, mine):
-                self.mine = mine
-                return False, None
-            text = await store.get(self.key)
-
-    async def finish(self, env: dict[str, Any]) -> None:
-        store, mine = self.store, self.mine
-        if mine is None:
-            return
-        if env.get("ok"):
-            try:
-                done = json.dumps(
-                    {"s": "done", "value": env.get("value")}, ensure_ascii=False, separators=(",", ":"), default=_json_default
-                )
-            except (TypeError, ValueError, RecursionError):
-                _mw_log.warning("result of %s cannot be stored as JSON; not shared for deduplication", self.key)
-            else:
-                # The window first: a worker waiting for this result must find it open once it
-                # sees the result.
-                await store.set(self.window, self.key)
-                await store.compare_and_set(self.key, mine, done)
-                return
-        await store.compare_and_set(self.key, mine, '{"s":"free"}')
 
 
-async def _window_open(store: Any, scope: str, name: str, canonical: str) -> bool:
-    """Whether the shared store still has this call as its conversation's open window."""
-    claim = _SharedClaim(store, scope, name, canonical, 1.0)
+def _json_text(value: Any) -> str | None:
+    """The JSON text a shared store keeps of a result (None, logged: it is not JSON)."""
     try:
-        return bool(await store.get(claim.window) == claim.key)
-    except Exception:
-        _mw_log.warning("idempotency store failed reading the window of %s", name, exc_info=True)
-        return False
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    except (TypeError, ValueError, RecursionError):
+        _mw_log.warning("a result of type %s cannot be stored as JSON; not shared for deduplication", type(value).__name__)
+        return None
 
 
 def _json_default(value: Any) -> Any:
@@ -542,92 +452,6 @@ def _json_default(value: Any) -> Any:
         return dataclasses.asdict(value)
     isoformat = getattr(value, "isoformat", None)
     return isoformat() if callable(isoformat) else str(value)
-
-
-def _load(text: Any) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return None
-
-
-class _Idempotency(Middleware):
-    name = "idempotency"
-
-    def __init__(self, store: Any, lease_s: float = 60.0) -> None:
-        if store is not None and not all(
-            callable(getattr(store, m, None)) for m in ("get", "set", "compare_and_set")
-        ):
-            raise TypeError(
-                f"idempotency: store must have async get(key), set(key, value) and "
-                f"compare_and_set(key, expected, value) (a StorePort), got {store!r}"
-            )
-        if not lease_s > 0:
-            raise ValueError(f"idempotency: lease_s must be > 0 seconds, got {lease_s}")
-        self.store = store
-        self.lease_s = lease_s
-
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        state, store, lease_s = invoker.state, self.store, self.lease_s
-
-        def hit(value: Any, started: float) -> dict[str, Any]:
-            return _core.ok_envelope(value, (time.perf_counter() - started) * 1000.0, True)  # type: ignore[no-any-return]
-
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            tool = call.tool
-            if tool is None or call.read_only:
-                return await nxt(call)
-            started = time.perf_counter()
-            scope, name, canonical = call.scope, call.name, call.canonical
-            loop = asyncio.get_running_loop()
-            while True:
-                waiter = loop.create_future()
-                claim, found = state.idem_claim(scope, name, canonical, waiter)
-                if claim == 1:
-                    if store is None or await _window_open(store, scope, name, canonical):
-                        return hit(found, started)
-                    state.idem_close(scope)  # another worker's side effect closed it: look again
-                    continue
-                if claim == 0:
-                    break
-                await asyncio.shield(found)  # an identical call is running: wait, then look again
-            env: dict[str, Any] | None = None
-            cached = False
-            try:
-                shared = None
-                if store is not None:
-                    lease = max(lease_s, 3 * (getattr(tool, "timeout_s", None) or 10.0) + 5.0)
-                    shared = _SharedClaim(store, scope, name, canonical, lease)
-                    try:
-                        found_done, value = await shared.acquire()
-                    except Exception:
-                        _mw_log.warning("idempotency store failed on %s; running the tool", name, exc_info=True)
-                        shared = None
-                    else:
-                        if found_done:
-                            cached = True
-                            env = hit(value, started)
-                            return env
-                env = await nxt(call)
-                if shared is not None:
-                    try:
-                        await shared.finish(env)
-                    except Exception:
-                        _mw_log.warning("idempotency store failed recording %s", name, exc_info=True)
-            finally:
-                if env is not None and env.get("ok") and not cached:
-                    # Held here too (this worker's repeats read back the object the tool returned,
-                    # the store's window permitting); other workers read the stored JSON.
-                    woken = state.idem_complete(scope, name, canonical, env.get("value"))
-                else:
-                    woken = state.idem_release(scope, name, canonical)
-                if woken is not None and not woken.done():
-                    woken.set_result(None)
-            return env
-
-        return handle
 
 
 def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:
@@ -656,16 +480,7 @@ def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:
 
 # ------------------------------------------------------------------ retry
 
-def retry_safe(tool: Any, args: Any = None) -> bool:
-    """Whether running this call of ``tool`` again is safe: the tool is declared idempotent, or
-    the call is read-only (``is_read_only_call(args)``, else the tool's flags) and the tool
-    declared its effects (a ``from_callable`` tool without a declaration is never retried)."""
-    if getattr(tool, "idempotent", False):
-        return True
-    return effects_declared(tool) and call_is_read_only(tool, args)
-
-
-class _Retry(Middleware):
+class _Retry(_Builtin):
     name = "retry"
 
     def __init__(
@@ -689,42 +504,6 @@ class _Retry(Middleware):
             raise ValueError(f"retry: breaker_threshold must be at least 1, got {breaker_threshold}")
         self.breaker_threshold = breaker_threshold
         self.breaker_cooldown_s = breaker_cooldown_s
-
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        state, policy = invoker.state, self.policy
-        sleep = self.sleep if self.sleep is not None else asyncio.sleep
-        threshold, cooldown = self.breaker_threshold, self.breaker_cooldown_s
-
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            tool = call.tool
-            if tool is None:
-                return await nxt(call)
-            safe = bool(getattr(tool, "idempotent", False)) or (effects_declared(tool) and call.read_only)
-            attempt = 0
-            while True:
-                if threshold is not None:
-                    refused = state.breaker_admit(call.name, threshold, cooldown)
-                    if refused is not None:
-                        return refused  # type: ignore[no-any-return]
-                attempt += 1
-                call.exc = None
-                env = await nxt(call)
-                if env.get("ok"):
-                    if threshold is not None:
-                        state.breaker_record(call.name, "ok")
-                    return env
-                if call.exc is None:  # refused by an inner middleware: nothing to retry
-                    if threshold is not None:
-                        state.breaker_record(call.name, "neutral")
-                    return env
-                kind, delay = policy.decide(call.exc, safe, attempt)
-                if threshold is not None and state.breaker_record(call.name, kind):
-                    return env
-                if delay is None:
-                    return env
-                await sleep(delay)
-
-        return handle
 
     def __repr__(self) -> str:
         return f"retry(max_attempts={self.policy.max_attempts})"
@@ -764,30 +543,13 @@ def retry(
 
 # ------------------------------------------------------------------ timeout
 
-class _Timeout(Middleware):
+class _Timeout(_Builtin):
     name = "timeout"
 
     def __init__(self, default_s: float) -> None:
         if not default_s > 0:
             raise ValueError(f"timeout: default_s must be > 0 seconds, got {default_s}")
         self.default_s = default_s
-
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            if call.tool is not None:
-                call.timeout_s = self.limit(call.tool, call.ctx)
-            return await nxt(call)
-
-        return handle
-
-    def limit(self, tool: Any, ctx: Any) -> float:
-        """Seconds one attempt of ``tool`` may take: its ``timeout_s``, else ``default_s``, cut to
-        the time left before ``ctx.deadline`` (never below 0)."""
-        limit: float = getattr(tool, "timeout_s", None) or self.default_s
-        deadline = getattr(ctx, "deadline", None)
-        if deadline is not None:
-            limit = max(0.0, min(limit, deadline - time.monotonic()))
-        return limit
 
     def __repr__(self) -> str:
         return f"timeout(default_s={self.default_s})"
@@ -809,32 +571,16 @@ def timeout(default_s: float = 10.0) -> Middleware:
 
 # ------------------------------------------------------------------ egress
 
-class _Egress(Middleware):
+class _Egress(_Builtin):
     name = "egress"
 
     def __init__(self, allow: Iterable[str]) -> None:
         if isinstance(allow, str):
             allow = (allow,)
-        self.policy = _core.EgressPolicy(list(allow))
-
-    def wrap(self, invoker: Any, nxt: Handler) -> Handler:
-        policy = self.policy
-
-        async def handle(call: ToolCall) -> dict[str, Any]:
-            tool = call.tool
-            url_arg = getattr(tool, "url_arg", None) if tool is not None else None
-            if url_arg:
-                value = call.args.get(url_arg)
-                if value is not None:
-                    refused = policy.check(call.name, url_arg, value)
-                    if refused is not None:
-                        return refused  # type: ignore[no-any-return]
-            return await nxt(call)
-
-        return handle
+        self.allowed = tuple(_core.host_allow_list(list(allow)))
 
     def __repr__(self) -> str:
-        return f"egress(allow={tuple(self.policy.allowed)!r})"
+        return f"egress(allow={self.allowed!r})"
 
 
 def egress(allow: Iterable[str] = ()) -> Middleware:

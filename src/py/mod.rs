@@ -7,7 +7,7 @@ mod docstring;
 mod envelope;
 mod frozen;
 mod memory;
-mod middleware;
+mod pipeline;
 mod providers;
 mod registry;
 mod tools;
@@ -19,7 +19,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     envelope::register(m)?;
     frozen::register(m)?;
     memory::register(m)?;
-    middleware::register(m)?;
+    pipeline::register(m)?;
     providers::register(m)?;
     registry::register(m)?;
     tools::register(m)?;

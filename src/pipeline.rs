@@ -1,0 +1,945 @@
+//! The call pipeline: the Invoker's built-in rules (audit, approval, repeat guard, idempotency,
+//! retry with backoff and circuit breaker, timeout, egress) as one sans-IO state machine.
+//!
+//! A [`Pipeline`] is built once per Invoker from the built-in rules in chain order and owns the
+//! per-Invoker state (the conversations' repeat counts and idempotency windows, the circuit
+//! breakers). Each call is a [`CallMachine`]: [`Pipeline::begin`] takes the call's [`Facts`]
+//! (plain data the binding read from the tool, the context and the call) and returns the first
+//! [`Step`]; the driver performs it (run the body, ask the approver, sleep, wait for an identical
+//! call in flight, read or write the shared store, emit the audit record) and feeds the
+//! [`Event`] back with [`Pipeline::feed`], until [`Step::Done`]:
+//!
+//! ```text
+//! begin ─► (rules, outermost first) ─► RunBody ─► feed(BodyOk | BodyFailed) ─► (rules, innermost
+//!            │ AskApprover / WaitInFlight /                                     first) ─► Done
+//!            │ Store* / AuditOpen                                  Retry: Sleep ─► RunBody again
+//!            └ a refusal or a cached result ──────────────────────────────────────────► Done
+//! ```
+//! The rules run in the order the chain gives them, like nested middleware: each rule acts on
+//! the way in (may answer itself: a refusal, a cached result) and on the way out (sees the
+//! envelope: records it, resets counts, retries). Times are seconds on a monotonic clock given
+//! by the driver ([`Time`]), so the tests drive the machine without sleeping.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::envelope::Code;
+use crate::errors::ErrorCode;
+use crate::middleware::{
+    check_egress, is_repeat, store_key, CircuitBreaker, Claim, Conversations, EgressDenial, FailureKind, HostAllowList,
+    RetryPolicy,
+};
+
+/// The audit outcome of a success.
+pub const OK_OUTCOME: &str = "ok";
+/// The audit outcome of a call its caller cancelled.
+pub const CANCELLED_OUTCOME: &str = "cancelled";
+
+/// The deadline of one attempt when no `timeout` rule sets one but the idempotency lease needs
+/// an estimate (seconds).
+pub const FALLBACK_LIMIT_S: f64 = 10.0;
+/// How long a worker waits before reading a call another worker runs again (seconds).
+pub const POLL_S: f64 = 0.05;
+
+/// One built-in rule with its configuration.
+#[derive(Debug, Clone)]
+pub enum Rule {
+    /// One audit record per call (when the call is observed, see [`Facts::audit`]).
+    Audit,
+    /// The approval gate; `approver`: an approver callback is configured.
+    Approval { approver: bool },
+    /// Repeat detection: the `limit`-th identical call is refused.
+    Repeat { limit: u32 },
+    /// Deduplication of side-effecting calls; `shared`: a store shares it between processes.
+    Idempotency { shared: bool, lease_s: f64 },
+    /// Retry of transient failures; `breaker`: `(threshold, cooldown_s)`.
+    Retry { policy: RetryPolicy, breaker: Option<(u32, f64)> },
+    /// A deadline per attempt.
+    Timeout { default_s: f64 },
+    /// A host allow-list for the URL argument.
+    Egress { allow: HostAllowList },
+}
+
+/// How an audit rule observes a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Observed {
+    /// Nobody reads the record: none is built.
+    #[default]
+    No,
+    /// A record is emitted at the end.
+    Record,
+    /// A record, and a tracing span is opened around the call ([`Step::AuditOpen`]).
+    Span,
+}
+
+/// What the binding read from the tool, the context and the call before the first step.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// The tool name (None: the call named none).
+    pub name: Option<String>,
+    /// The call was admitted (a registered tool, valid arguments); false: the answer is the
+    /// rejection envelope the binding holds.
+    pub admitted: bool,
+    /// The error code of the rejection envelope when not admitted.
+    pub rejection_code: Option<Code>,
+    /// The conversation (repeat and idempotency scope).
+    pub scope: String,
+    /// The canonical JSON text of the arguments.
+    pub canonical: String,
+    pub requires_approval: bool,
+    /// The host approved this call already (the call's `"approved": True`, `ctx.approvals`).
+    pub host_approved: bool,
+    /// This call changes nothing.
+    pub read_only: bool,
+    /// Running this call again is safe (idempotent tool or read-only call of a declared tool).
+    pub retry_safe: bool,
+    /// The tool's own deadline per attempt (seconds).
+    pub tool_timeout_s: Option<f64>,
+    /// `ctx.deadline` on the [`Time::mono`] clock.
+    pub deadline: Option<f64>,
+    /// `(url_arg, its value as text)` when the tool has a URL argument and the call sets it.
+    pub url: Option<(String, String)>,
+    /// How each audit rule observes this call, by rule index (missing: not observed).
+    pub audit: Vec<Observed>,
+}
+
+/// The clocks the driver reads at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Time {
+    /// Monotonic seconds.
+    pub mono: f64,
+    /// Unix seconds (the shared store's leases).
+    pub unix: f64,
+}
+
+/// A refusal the pipeline answers itself (the tool is not run).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    ApprovalRequired,
+    Repeated { count: u32 },
+    EgressDenied { url_arg: String, denial: EgressDenial, allowed: Vec<String> },
+    CircuitOpen { failures: u32, retry_after_s: f64 },
+}
+
+impl Refusal {
+    /// The envelope's error code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Refusal::ApprovalRequired => ErrorCode::ApprovalRequired,
+            Refusal::Repeated { .. } => ErrorCode::RepeatedCall,
+            Refusal::EgressDenied { .. } => ErrorCode::EgressDenied,
+            Refusal::CircuitOpen { .. } => ErrorCode::CircuitOpen,
+        }
+    }
+}
+
+/// A result value: the body's own object, or JSON another worker stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val<V> {
+    Obj(V),
+    Json(Value),
+}
+
+/// The envelope a call ends with (the binding renders it; the failures' details it holds).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Env<V> {
+    /// Success; `deduplicated`: served from the idempotency window without running the tool.
+    Ok { value: Val<V>, elapsed_ms: f64, deduplicated: bool },
+    /// A refusal of a rule.
+    Refused(Refusal),
+    /// The body (or our deadline) failed with this kind; `code`: the envelope's error code.
+    Failed { kind: FailureKind, code: Code },
+    /// Not admitted: the lookup/validation envelope (`code`: its error code).
+    Rejected { code: Code },
+    /// An envelope the next handler (a user middleware) returned: `ok`, `deduplicated`, its
+    /// code, the failure kind when a body failed, and its value.
+    Passed { ok: bool, deduplicated: bool, code: Code, kind: Option<FailureKind>, value: Option<V> },
+}
+
+impl<V> Env<V> {
+    pub fn ok(&self) -> bool {
+        matches!(self, Env::Ok { .. } | Env::Passed { ok: true, .. })
+    }
+    fn deduplicated(&self) -> bool {
+        matches!(self, Env::Ok { deduplicated: true, .. } | Env::Passed { deduplicated: true, .. })
+    }
+    /// The error code (`"ok"` for a success).
+    pub fn outcome(&self) -> String {
+        match self {
+            Env::Ok { .. } | Env::Passed { ok: true, .. } => OK_OUTCOME.into(),
+            Env::Refused(r) => r.code().as_str().into(),
+            Env::Failed { code, .. } | Env::Rejected { code } | Env::Passed { code, .. } => code.as_str().into(),
+        }
+    }
+    fn failure(&self) -> Option<FailureKind> {
+        match self {
+            Env::Failed { kind, .. } => Some(*kind),
+            Env::Passed { kind, .. } => *kind,
+            _ => None,
+        }
+    }
+    fn value(&self) -> Option<&Val<V>> {
+        match self {
+            Env::Ok { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// One audit record (the binding adds the tool name, call id and argument hash).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    /// `"ok"`, the error code, or `"cancelled"`.
+    pub outcome: String,
+    /// How many times the body started.
+    pub attempts: u32,
+    pub elapsed_ms: f64,
+    /// `executed`, `deduplicated`, `refused` or `failed`.
+    pub decision: &'static str,
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<V> {
+    /// Run the body once (or, in a segment followed by user middleware, call the next handler)
+    /// within `timeout_s` seconds (None: no deadline); then `BodyOk` / `BodyFailed` / `Passed`.
+    RunBody { timeout_s: Option<f64> },
+    /// Ask the approver; then `Approved`.
+    AskApprover,
+    /// Wait this many seconds; then `Slept`.
+    Sleep(f64),
+    /// Wait until the identical call in flight wakes ticket `.0`; then `Woken`.
+    WaitInFlight(u64),
+    /// `store.get(key)`; then `StoreGot` (or `StoreFailed`).
+    StoreGet(String),
+    /// `store.set(key, value)`; then `StoreSet`.
+    StoreSet(String, String),
+    /// `store.compare_and_set(key, expected, value)`; then `StoreCas`.
+    StoreCas { key: String, expected: Option<String>, value: String },
+    /// Open the tracing span of the call; then `Opened`.
+    AuditOpen,
+    /// Emit the record (and close the span when one was opened); then `Recorded`.
+    Record(AuditRecord),
+    /// Finished.
+    Done(Env<V>),
+}
+
+/// What the driver feeds back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<V> {
+    BodyOk(V),
+    /// The body failed; `code`: the error code of its envelope.
+    BodyFailed { kind: FailureKind, code: Code },
+    /// The next handler answered (a segment followed by user middleware).
+    Passed(Env<V>),
+    Approved(bool),
+    Slept,
+    Woken,
+    StoreGot(Option<String>),
+    StoreSet,
+    StoreCas(bool),
+    /// A store call raised (the driver logged it).
+    StoreFailed,
+    Opened,
+    Recorded,
+}
+
+/// The slots of [`Conversations`]: a finished call's result, or the ticket its duplicates wait on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slot<V> {
+    Result(V),
+    Ticket(u64),
+}
+
+/// The per-Invoker pipeline: its rules and the state they share across calls.
+#[derive(Debug)]
+pub struct Pipeline<V> {
+    rules: Vec<Rule>,
+    conversations: Conversations<Slot<V>>,
+    breakers: HashMap<String, CircuitBreaker>,
+    tickets: u64,
+    rng: fastrand::Rng,
+}
+
+#[derive(Debug, Clone, Default)]
+enum Frame {
+    #[default]
+    Idle,
+    /// Audit: observed since this time.
+    Audit { started: f64 },
+    /// Idempotency: claimed in-process; `shared`: the record this worker wrote to the store.
+    Claimed { shared: Option<String>, cached: bool },
+    /// Retry: attempts made.
+    Retry { attempt: u32 },
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    /// Going in at rule `.0`, waiting for an event.
+    In(usize, Pending),
+    /// Waiting for the body.
+    Body { started: f64 },
+    /// Going out at rule `.0` (its exit step in progress).
+    Out(usize, Pending),
+    Finished,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    None,
+    Approver,
+    Wait,
+    Window,
+    Get,
+    PollSleep,
+    Cas,
+    Open,
+    RetrySleep,
+    FinishWindow,
+    FinishCas,
+    Record,
+}
+
+/// One call's state while it goes through the pipeline.
+#[derive(Debug)]
+pub struct CallMachine<V> {
+    facts: Facts,
+    frames: Vec<Frame>,
+    phase: Phase,
+    attempts: u32,
+    /// The deadline of one attempt set by the `timeout` rule.
+    timeout_s: Option<f64>,
+    /// The envelope going out.
+    env: Option<Env<V>>,
+    /// The in-process result found for an idempotency hit waiting for its window check.
+    hit: Option<V>,
+    /// Shared store: the document read last, the record this worker wants to write.
+    doc: Option<String>,
+    mine: Option<String>,
+    /// The JSON text of the result for the shared store (set by the driver, see
+    /// [`CallMachine::wants_value_json`]).
+    value_json: Option<String>,
+    /// Tickets whose waiters the driver must wake (drained with [`CallMachine::take_wakes`]).
+    wakes: Vec<u64>,
+}
+
+impl<V> CallMachine<V> {
+    /// A finished machine holding `facts` (the binding gathers them before [`Pipeline::begin`]).
+    pub fn with_facts(facts: Facts) -> Self {
+        CallMachine {
+            frames: Vec::new(),
+            facts,
+            phase: Phase::Finished,
+            attempts: 0,
+            timeout_s: None,
+            env: None,
+            hit: None,
+            doc: None,
+            mine: None,
+            value_json: None,
+            wakes: Vec::new(),
+        }
+    }
+    /// An empty finished machine.
+    pub fn empty() -> Self {
+        Self::with_facts(Facts::default())
+    }
+    /// Take the facts out (to begin a call with them).
+    pub fn take_facts(&mut self) -> Facts {
+        std::mem::take(&mut self.facts)
+    }
+    /// The rule whose step is in progress (None: the body, or finished).
+    pub fn rule_index(&self) -> Option<usize> {
+        match self.phase {
+            Phase::In(i, _) | Phase::Out(i, _) => Some(i),
+            _ => None,
+        }
+    }
+    /// Body starts counted by the handlers after this segment (a user middleware passed them on).
+    pub fn set_attempts(&mut self, attempts: u32) {
+        self.attempts = self.attempts.max(attempts);
+    }
+    /// How many times the body started.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+    /// The facts the call began with.
+    pub fn facts(&self) -> &Facts {
+        &self.facts
+    }
+    /// Tickets of waiters to wake now.
+    pub fn take_wakes(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.wakes)
+    }
+    /// Whether the driver should give the JSON text of a successful result with
+    /// [`CallMachine::set_value_json`] (a shared idempotency claim is held).
+    pub fn wants_value_json(&self) -> bool {
+        self.frames.iter().any(|f| matches!(f, Frame::Claimed { shared: Some(_), .. }))
+    }
+    /// The JSON text of the result (None: it is not JSON and is not shared).
+    pub fn set_value_json(&mut self, text: Option<String>) {
+        self.value_json = text;
+    }
+}
+
+/// The key of a conversation's open idempotency window in a shared store.
+pub fn window_key(scope: &str) -> String {
+    format!("agentkit-tools:idem-window:{}", &store_key(scope, "", "")[20..])
+}
+
+fn record_state(doc: Option<&str>) -> (Option<String>, Option<f64>, Option<Value>) {
+    let Some(v) = doc.and_then(|d| serde_json::from_str::<Value>(d).ok()) else { return (None, None, None) };
+    let Value::Object(mut m) = v else { return (None, None, None) };
+    let state = m.get("s").and_then(Value::as_str).map(str::to_owned);
+    let until = m.get("until").map(|u| u.as_f64().unwrap_or(0.0));
+    (state, until, m.remove("value"))
+}
+
+impl<V: Clone> Pipeline<V> {
+    pub fn new(rules: Vec<Rule>) -> Self {
+        Self { rules, conversations: Conversations::default(), breakers: HashMap::new(), tickets: 0, rng: fastrand::Rng::new() }
+    }
+
+    /// A pipeline whose backoff jitter is drawn from `seed` (tests).
+    pub fn with_seed(rules: Vec<Rule>, seed: u64) -> Self {
+        Self { rng: fastrand::Rng::with_seed(seed), ..Self::new(rules) }
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Forget a finished conversation's repeat counts and idempotency window.
+    pub fn forget(&mut self, scope: &str) {
+        self.conversations.forget(scope);
+    }
+
+    /// `(repeat counts, idempotency entries, breakers)`.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        let (counts, idem, _) = self.conversations.sizes();
+        (counts, idem, self.breakers.len())
+    }
+
+    /// Conversations held.
+    pub fn scopes(&self) -> usize {
+        self.conversations.sizes().2
+    }
+
+    /// Start a call.
+    pub fn begin(&mut self, facts: Facts, t: Time) -> (CallMachine<V>, Step<V>) {
+        let mut m = CallMachine::with_facts(facts);
+        m.frames = vec![Frame::Idle; self.rules.len()];
+        m.phase = Phase::In(0, Pending::None);
+        let step = self.descend(&mut m, 0, t);
+        (m, step)
+    }
+
+    /// Feed the outcome of the last step.
+    pub fn feed(&mut self, m: &mut CallMachine<V>, event: Event<V>, t: Time) -> Step<V> {
+        match (m.phase.clone(), event) {
+            (Phase::Body { started }, ev) => {
+                let env = match ev {
+                    Event::BodyOk(v) => Env::Ok { value: Val::Obj(v), elapsed_ms: round3((t.mono - started) * 1000.0), deduplicated: false },
+                    Event::BodyFailed { kind, code } => Env::Failed { kind, code },
+                    Event::Passed(env) => env,
+                    other => return misuse(m, &other),
+                };
+                self.ascend(m, self.rules.len(), env, t)
+            }
+            (Phase::In(i, p), ev) => self.resume_in(m, i, p, ev, t),
+            (Phase::Out(i, p), ev) => self.resume_out(m, i, p, ev, t),
+            (Phase::Finished, ev) => misuse(m, &ev),
+        }
+    }
+
+    /// The caller gave up (cancelled, or a fault outside the pipeline): release what the call
+    /// holds (its idempotency claim, waking the identical calls waiting for it) and return the
+    /// audit records to emit when `cancelled` (outcome `cancelled`).
+    pub fn abort(&mut self, m: &mut CallMachine<V>, cancelled: bool, t: Time) -> Vec<(usize, AuditRecord)> {
+        let mut records = Vec::new();
+        if matches!(m.phase, Phase::Finished) {
+            return records;
+        }
+        let limit = match m.phase {
+            Phase::In(i, _) | Phase::Out(i, _) => i + 1,
+            _ => self.rules.len(),
+        };
+        for i in (0..limit.min(self.rules.len())).rev() {
+            match std::mem::take(&mut m.frames[i]) {
+                Frame::Claimed { .. } => {
+                    if let Some(Slot::Ticket(w)) = self.conversations.release(&m.facts.scope, name_of(&m.facts), &m.facts.canonical) {
+                        m.wakes.push(w);
+                    }
+                }
+                Frame::Audit { started } if cancelled => records.push((i, AuditRecord {
+                    outcome: CANCELLED_OUTCOME.into(),
+                    attempts: m.attempts,
+                    elapsed_ms: round3((t.mono - started) * 1000.0),
+                    decision: "failed",
+                })),
+                _ => {}
+            }
+        }
+        m.phase = Phase::Finished;
+        records
+    }
+
+    // ---------------------------------------------------------------- going in
+
+    /// Enter the rules from `i` on; at the end, run the body.
+    fn descend(&mut self, m: &mut CallMachine<V>, mut i: usize, t: Time) -> Step<V> {
+        while i < self.rules.len() {
+            match self.enter(m, i, t) {
+                Enter::Next => i += 1,
+                Enter::Answer(env) => return self.ascend(m, i, env, t),
+                Enter::Wait(p, step) => {
+                    m.phase = Phase::In(i, p);
+                    return step;
+                }
+            }
+        }
+        if !m.facts.admitted {
+            let code = m.facts.rejection_code.clone().unwrap_or(Code::Known(ErrorCode::InternalError));
+            return self.ascend(m, self.rules.len(), Env::Rejected { code }, t);
+        }
+        m.attempts += 1;
+        m.phase = Phase::Body { started: t.mono };
+        Step::RunBody { timeout_s: m.timeout_s }
+    }
+
+    fn enter(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Enter<V> {
+        let f = &m.facts;
+        match &self.rules[i] {
+            Rule::Audit => {
+                let observed = f.audit.get(i).copied().unwrap_or_default();
+                if observed == Observed::No {
+                    return Enter::Next;
+                }
+                m.frames[i] = Frame::Audit { started: t.mono };
+                if observed == Observed::Span {
+                    return Enter::Wait(Pending::Open, Step::AuditOpen);
+                }
+                Enter::Next
+            }
+            Rule::Approval { approver } => {
+                if !f.admitted || !f.requires_approval || f.host_approved {
+                    return Enter::Next;
+                }
+                if *approver {
+                    return Enter::Wait(Pending::Approver, Step::AskApprover);
+                }
+                Enter::Answer(Env::Refused(Refusal::ApprovalRequired))
+            }
+            Rule::Repeat { limit } => {
+                let Some(name) = &f.name else { return Enter::Next };
+                let count = self.conversations.observe(&f.scope, name, &f.canonical);
+                if is_repeat(count, *limit) {
+                    return Enter::Answer(Env::Refused(Refusal::Repeated { count }));
+                }
+                Enter::Next
+            }
+            Rule::Idempotency { .. } => {
+                if !f.admitted || f.read_only {
+                    return Enter::Next;
+                }
+                self.claim(m, i, t)
+            }
+            Rule::Retry { breaker, .. } => {
+                if !f.admitted {
+                    return Enter::Next;
+                }
+                m.frames[i] = Frame::Retry { attempt: 0 };
+                self.attempt(m, i, *breaker, t)
+            }
+            Rule::Timeout { default_s } => {
+                if f.admitted {
+                    m.timeout_s = Some(attempt_limit(f, *default_s, t));
+                }
+                Enter::Next
+            }
+            Rule::Egress { allow } => {
+                let Some((url_arg, url)) = f.url.as_ref().filter(|_| f.admitted) else { return Enter::Next };
+                match check_egress(url, allow) {
+                    Ok(_) => Enter::Next,
+                    Err(denial) => Enter::Answer(Env::Refused(Refusal::EgressDenied {
+                        url_arg: url_arg.clone(),
+                        denial,
+                        allowed: allow.entries(),
+                    })),
+                }
+            }
+        }
+    }
+
+    /// Retry: admit one more attempt through the breaker.
+    fn attempt(&mut self, m: &mut CallMachine<V>, i: usize, breaker: Option<(u32, f64)>, t: Time) -> Enter<V> {
+        if let Some((threshold, cooldown)) = breaker {
+            let name = name_of(&m.facts).to_owned();
+            let b = self.breakers.entry(name).or_insert_with(|| CircuitBreaker::new(threshold, cooldown));
+            if let Err(wait) = b.admit(t.mono) {
+                let failures = b.consecutive_failures();
+                return Enter::Answer(Env::Refused(Refusal::CircuitOpen { failures, retry_after_s: wait }));
+            }
+        }
+        if let Frame::Retry { attempt } = &mut m.frames[i] {
+            *attempt += 1;
+        }
+        Enter::Next
+    }
+
+    /// Idempotency: look the call up in-process (and claim it).
+    fn claim(&mut self, m: &mut CallMachine<V>, i: usize, _t: Time) -> Enter<V> {
+        let shared = matches!(self.rules[i], Rule::Idempotency { shared: true, .. });
+        self.tickets += 1;
+        let ticket = self.tickets;
+        let f = &m.facts;
+        match self.conversations.claim(&f.scope, name_of(f), &f.canonical, Slot::Ticket(ticket)) {
+            Claim::Hit(Slot::Result(v)) => {
+                if shared {
+                    m.hit = Some(v.clone());
+                    return Enter::Wait(Pending::Window, Step::StoreGet(window_key(&f.scope)));
+                }
+                Enter::Answer(Env::Ok { value: Val::Obj(v.clone()), elapsed_ms: 0.0, deduplicated: true })
+            }
+            Claim::Pending(Slot::Ticket(w)) => Enter::Wait(Pending::Wait, Step::WaitInFlight(*w)),
+            Claim::Hit(Slot::Ticket(_)) | Claim::Pending(Slot::Result(_)) => unreachable!("slots are typed by their place"),
+            Claim::Claimed => {
+                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                if shared {
+                    return Enter::Wait(Pending::Get, Step::StoreGet(store_key(&f.scope, name_of(f), &f.canonical)));
+                }
+                Enter::Next
+            }
+        }
+    }
+
+    fn resume_in(&mut self, m: &mut CallMachine<V>, i: usize, p: Pending, ev: Event<V>, t: Time) -> Step<V> {
+        let key = || store_key(&m.facts.scope, name_of(&m.facts), &m.facts.canonical);
+        match (p, ev) {
+            (Pending::Open, Event::Opened) => self.descend(m, i + 1, t),
+            (Pending::Approver, Event::Approved(true)) => self.descend(m, i + 1, t),
+            (Pending::Approver, Event::Approved(false)) => self.ascend(m, i, Env::Refused(Refusal::ApprovalRequired), t),
+            (Pending::Wait, Event::Woken) => self.enter_again(m, i, t),
+            (Pending::Window, ev) => {
+                let hit = m.hit.take();
+                let open = matches!(&ev, Event::StoreGot(Some(k)) if *k == key());
+                if let (true, Some(v)) = (open, hit) {
+                    return self.ascend(m, i, Env::Ok { value: Val::Obj(v), elapsed_ms: 0.0, deduplicated: true }, t);
+                }
+                // Another worker's side effect closed the window: look again.
+                self.conversations.close_window(&m.facts.scope);
+                self.enter_again(m, i, t)
+            }
+            (Pending::Get, Event::StoreGot(doc)) => {
+                let (state, until, value) = record_state(doc.as_deref());
+                m.doc = doc;
+                match state.as_deref() {
+                    Some("done") => {
+                        m.hit = None;
+                        m.mine = value.map(|v| v.to_string());
+                        m.phase = Phase::In(i, Pending::Window);
+                        // Reuse the stored result only while its window is open.
+                        self.window_then(m, i)
+                    }
+                    Some("running") if until.unwrap_or(0.0) > t.unix => {
+                        m.phase = Phase::In(i, Pending::PollSleep);
+                        Step::Sleep(POLL_S)
+                    }
+                    _ => self.cas_claim(m, i, t),
+                }
+            }
+            (Pending::Cas, Event::StoreGot(got)) => {
+                // The window check of a stored result (see `window_then`).
+                let stored = m.mine.take();
+                if matches!(&got, Some(k) if *k == key()) {
+                    if let Some(text) = stored {
+                        let value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                        m.frames[i] = Frame::Claimed { shared: None, cached: true };
+                        let env = Env::Ok { value: Val::Json(value), elapsed_ms: 0.0, deduplicated: true };
+                        return self.ascend(m, i + 1, env, t);
+                    }
+                }
+                self.cas_claim(m, i, t)
+            }
+            (Pending::PollSleep, Event::Slept) => {
+                m.phase = Phase::In(i, Pending::Get);
+                Step::StoreGet(key())
+            }
+            (Pending::Cas, Event::StoreCas(won)) => {
+                if won {
+                    let mine = m.mine.take();
+                    m.frames[i] = Frame::Claimed { shared: mine, cached: false };
+                    return self.descend(m, i + 1, t);
+                }
+                m.phase = Phase::In(i, Pending::Get);
+                Step::StoreGet(key())
+            }
+            (Pending::Get | Pending::Cas | Pending::PollSleep, Event::StoreFailed) => {
+                // A failing store: the call runs without sharing its deduplication.
+                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                self.descend(m, i + 1, t)
+            }
+            (_, ev) => misuse(m, &ev),
+        }
+    }
+
+    fn window_then(&mut self, m: &mut CallMachine<V>, i: usize) -> Step<V> {
+        m.phase = Phase::In(i, Pending::Cas);
+        Step::StoreGet(window_key(&m.facts.scope))
+    }
+
+    /// Claim the call in the shared store with compare-and-set against the document read.
+    fn cas_claim(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Step<V> {
+        let lease = self.lease_s(m, i, t);
+        let owner = format!("{:016x}", self.rng.u64(..));
+        let mine = format!("{{\"s\":\"running\",\"owner\":\"{owner}\",\"until\":{}}}", Value::from(t.unix + lease));
+        m.mine = Some(mine.clone());
+        m.phase = Phase::In(i, Pending::Cas);
+        let f = &m.facts;
+        Step::StoreCas { key: store_key(&f.scope, name_of(f), &f.canonical), expected: m.doc.take(), value: mine }
+    }
+
+    /// The lease of a shared claim: long enough for every attempt the rules inside the
+    /// idempotency rule may make (each up to its deadline, the backoff between them at its
+    /// ceiling), plus 5 s; at least the configured `lease_s`.
+    pub fn lease_s(&self, m: &CallMachine<V>, i: usize, t: Time) -> f64 {
+        let Rule::Idempotency { lease_s, .. } = self.rules[i] else { return 0.0 };
+        let f = &m.facts;
+        let mut limit = f.tool_timeout_s.unwrap_or(FALLBACK_LIMIT_S);
+        let (mut attempts, mut backoff) = (1u32, 0.0);
+        for rule in &self.rules[i + 1..] {
+            match rule {
+                Rule::Timeout { default_s } => limit = attempt_limit(f, *default_s, t),
+                Rule::Retry { policy, .. } if f.retry_safe => {
+                    attempts = policy.max_attempts;
+                    backoff = (1..policy.max_attempts).map(|a| policy.ceiling_s(a)).sum();
+                }
+                _ => {}
+            }
+        }
+        let mut total = limit * f64::from(attempts) + backoff;
+        if let Some(d) = f.deadline {
+            total = total.min((d - t.mono).max(0.0));
+        }
+        lease_s.max(total + 5.0)
+    }
+
+    /// Enter rule `i` again (after waiting for an identical call, or a closed window).
+    fn enter_again(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Step<V> {
+        match self.claim(m, i, t) {
+            Enter::Next => self.descend(m, i + 1, t),
+            Enter::Answer(env) => self.ascend(m, i, env, t),
+            Enter::Wait(p, step) => {
+                m.phase = Phase::In(i, p);
+                step
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- going out
+
+    /// Leave the rules below `i` (innermost first) with `env`.
+    fn ascend(&mut self, m: &mut CallMachine<V>, mut i: usize, env: Env<V>, t: Time) -> Step<V> {
+        m.env = Some(env);
+        while i > 0 {
+            i -= 1;
+            match self.exit(m, i, t) {
+                Exit::Next => {}
+                Exit::Wait(p, step) => {
+                    m.phase = Phase::Out(i, p);
+                    return step;
+                }
+            }
+        }
+        m.phase = Phase::Finished;
+        Step::Done(m.env.take().expect("an envelope going out"))
+    }
+
+    /// Retry rule `i` runs the rules inside it again (after its backoff).
+    fn again(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Step<V> {
+        let Rule::Retry { breaker, .. } = self.rules[i] else { unreachable!("only retry runs again") };
+        match self.attempt(m, i, breaker, t) {
+            Enter::Next => {
+                m.env = None;
+                self.descend(m, i + 1, t)
+            }
+            Enter::Answer(env) => self.ascend(m, i, env, t),
+            Enter::Wait(..) => unreachable!("a breaker answers at once"),
+        }
+    }
+
+    fn exit(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Exit<V> {
+        let env = m.env.as_ref().expect("an envelope going out");
+        match (&self.rules[i], &m.frames[i]) {
+            (Rule::Audit, Frame::Audit { started }) => {
+                let outcome = env.outcome();
+                let refusals = [ErrorCode::ApprovalRequired, ErrorCode::RepeatedCall, ErrorCode::EgressDenied];
+                let decision = if env.ok() {
+                    if env.deduplicated() { "deduplicated" } else { "executed" }
+                } else if refusals.iter().any(|c| c.as_str() == outcome) {
+                    "refused"
+                } else {
+                    "failed"
+                };
+                let rec = AuditRecord { outcome, attempts: m.attempts, elapsed_ms: round3((t.mono - started) * 1000.0), decision };
+                m.frames[i] = Frame::Idle;
+                Exit::Wait(Pending::Record, Step::Record(rec))
+            }
+            (Rule::Repeat { .. }, _) => {
+                let f = &m.facts;
+                if env.ok() && f.admitted && !env.deduplicated() && !f.read_only {
+                    // The world changed: reading it again is legitimate.
+                    self.conversations.reset_counts(&f.scope);
+                }
+                Exit::Next
+            }
+            (Rule::Idempotency { .. }, Frame::Claimed { shared: Some(mine), .. }) => {
+                let f = &m.facts;
+                let key = store_key(&f.scope, name_of(f), &f.canonical);
+                let mine = mine.clone();
+                if let (true, Some(text)) = (env.ok(), m.value_json.as_ref()) {
+                    // The window first: a worker waiting for this result must find it open.
+                    m.doc = Some(format!("{{\"s\":\"done\",\"value\":{text}}}"));
+                    m.mine = Some(mine);
+                    return Exit::Wait(Pending::FinishWindow, Step::StoreSet(window_key(&f.scope), key));
+                }
+                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                Exit::Wait(Pending::FinishCas, Step::StoreCas { key, expected: Some(mine), value: "{\"s\":\"free\"}".into() })
+            }
+            (Rule::Idempotency { .. }, Frame::Claimed { shared: None, cached }) => {
+                let f = &m.facts;
+                let (name, scope) = (name_of(f).to_owned(), f.scope.clone());
+                let woken = match (env.ok() && !*cached, env.value()) {
+                    // Held here too: this worker's repeats read back the object the tool returned.
+                    (true, Some(Val::Obj(v))) => {
+                        let v = Slot::Result(v.clone());
+                        self.conversations.complete(&scope, &name, &f.canonical, Some(v))
+                    }
+                    (true, _) => {
+                        let value = match m.env.as_ref() {
+                            Some(Env::Passed { value: Some(v), .. }) => Some(Slot::Result(v.clone())),
+                            _ => None,
+                        };
+                        self.conversations.complete(&scope, &name, &f.canonical, value)
+                    }
+                    _ => self.conversations.release(&scope, &name, &f.canonical),
+                };
+                if let Some(Slot::Ticket(w)) = woken {
+                    m.wakes.push(w);
+                }
+                m.frames[i] = Frame::Idle;
+                Exit::Next
+            }
+            (Rule::Retry { policy, breaker }, Frame::Retry { attempt }) => {
+                let attempt = *attempt;
+                let name = name_of(&m.facts).to_owned();
+                let b = breaker.and_then(|_| self.breakers.get_mut(&name));
+                if env.ok() {
+                    if let Some(b) = b {
+                        b.record_success();
+                    }
+                    return Exit::Next;
+                }
+                let Some(kind) = env.failure() else {
+                    // Refused by a rule inside: nothing to retry.
+                    if let Some(b) = b {
+                        b.record_neutral();
+                    }
+                    return Exit::Next;
+                };
+                if let Some(b) = b {
+                    match kind {
+                        FailureKind::Transient | FailureKind::Deadline => {
+                            b.record_failure(t.mono);
+                        }
+                        FailureKind::Permanent => b.record_neutral(),
+                    }
+                    if b.is_open() {
+                        return Exit::Next;
+                    }
+                }
+                if !policy.should_retry(kind, m.facts.retry_safe, attempt) {
+                    return Exit::Next;
+                }
+                let delay = policy.delay_s(attempt, &mut self.rng);
+                Exit::Wait(Pending::RetrySleep, Step::Sleep(delay))
+            }
+            _ => Exit::Next,
+        }
+    }
+
+    fn resume_out(&mut self, m: &mut CallMachine<V>, i: usize, p: Pending, ev: Event<V>, t: Time) -> Step<V> {
+        let env = m.env.take().expect("an envelope going out");
+        match (p, ev) {
+            (Pending::Record, Event::Recorded) | (Pending::FinishCas, Event::StoreCas(_) | Event::StoreFailed) => {
+                if p == Pending::FinishCas {
+                    m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                    return self.ascend(m, i + 1, env, t);
+                }
+                self.ascend(m, i, env, t)
+            }
+            (Pending::RetrySleep, Event::Slept) => {
+                m.env = Some(env);
+                self.again(m, i, t)
+            }
+            (Pending::FinishWindow, Event::StoreSet) => {
+                let f = &m.facts;
+                let key = store_key(&f.scope, name_of(f), &f.canonical);
+                let (expected, value) = (m.mine.take(), m.doc.take().unwrap_or_default());
+                m.env = Some(env);
+                m.phase = Phase::Out(i, Pending::FinishCas);
+                Step::StoreCas { key, expected, value }
+            }
+            (Pending::FinishWindow, Event::StoreFailed) => {
+                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                self.ascend(m, i + 1, env, t)
+            }
+            (_, ev) => {
+                m.env = Some(env);
+                misuse(m, &ev)
+            }
+        }
+    }
+}
+
+enum Enter<V> {
+    Next,
+    Answer(Env<V>),
+    Wait(Pending, Step<V>),
+}
+
+enum Exit<V> {
+    Next,
+    Wait(Pending, Step<V>),
+}
+
+fn name_of(f: &Facts) -> &str {
+    f.name.as_deref().unwrap_or("")
+}
+
+/// The deadline of one attempt: the tool's `timeout_s`, else `default_s`, cut to the time left
+/// before the context's deadline (never below 0).
+pub fn attempt_limit(f: &Facts, default_s: f64, t: Time) -> f64 {
+    let limit = f.tool_timeout_s.filter(|s| *s > 0.0).unwrap_or(default_s);
+    match f.deadline {
+        Some(d) => limit.min(d - t.mono).max(0.0),
+        None => limit,
+    }
+}
+
+fn round3(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
+
+/// A driver fed an event the machine was not waiting for: a bug in the driver. The call ends
+/// with an internal failure instead of a panic.
+fn misuse<V>(m: &mut CallMachine<V>, ev: &Event<V>) -> Step<V> {
+    let _ = ev;
+    m.phase = Phase::Finished;
+    Step::Done(Env::Failed { kind: FailureKind::Permanent, code: ErrorCode::InternalError.into() })
+}
+
+#[cfg(test)]
+#[path = "pipeline_tests.rs"]
+mod tests;

@@ -1,0 +1,372 @@
+use super::*;
+use crate::middleware::store_key;
+use crate::errors::ErrorCode;
+
+fn code(c: ErrorCode) -> Code {
+    Code::Known(c)
+}
+
+type P = Pipeline<&'static str>;
+type M = CallMachine<&'static str>;
+
+fn at(mono: f64) -> Time {
+    Time { mono, unix: 1_000_000.0 + mono }
+}
+
+fn facts(name: &str) -> Facts {
+    Facts {
+        name: Some(name.into()),
+        admitted: true,
+        scope: "run".into(),
+        canonical: "{}".into(),
+        read_only: true,
+        retry_safe: true,
+        ..Facts::default()
+    }
+}
+
+fn side_effecting(name: &str) -> Facts {
+    Facts { read_only: false, retry_safe: false, ..facts(name) }
+}
+
+fn default_rules() -> Vec<Rule> {
+    vec![
+        Rule::Audit,
+        Rule::Approval { approver: false },
+        Rule::Repeat { limit: 3 },
+        Rule::Idempotency { shared: false, lease_s: 60.0 },
+        Rule::Retry { policy: RetryPolicy::default(), breaker: None },
+        Rule::Timeout { default_s: 10.0 },
+    ]
+}
+
+fn ok_env(v: &'static str, ms: f64) -> Env<&'static str> {
+    Env::Ok { value: Val::Obj(v), elapsed_ms: ms, deduplicated: false }
+}
+
+fn run_ok(p: &mut P, f: Facts, v: &'static str) -> Step<&'static str> {
+    let (mut m, step) = p.begin(f, at(0.0));
+    assert_eq!(step, Step::RunBody { timeout_s: Some(10.0) });
+    p.feed(&mut m, Event::BodyOk(v), at(0.002))
+}
+
+fn transient() -> Event<&'static str> {
+    Event::BodyFailed { kind: FailureKind::Transient, code: code(ErrorCode::InternalError) }
+}
+
+#[test]
+fn a_plain_call_runs_the_body_once_under_its_deadline() {
+    let mut p = P::new(default_rules());
+    assert_eq!(run_ok(&mut p, facts("add"), "7"), Step::Done(ok_env("7", 2.0)));
+    let (m, _) = p.begin(Facts { tool_timeout_s: Some(0.5), ..facts("add") }, at(0.0));
+    assert_eq!(m.attempts(), 1);
+}
+
+#[test]
+fn approval_refused_approved_and_host_approved() {
+    let rules = vec![Rule::Approval { approver: true }, Rule::Timeout { default_s: 10.0 }];
+    let mut p = P::new(rules);
+    let gated = Facts { requires_approval: true, ..facts("pay") };
+    let (mut m, step) = p.begin(gated.clone(), at(0.0));
+    assert_eq!(step, Step::AskApprover);
+    assert_eq!(p.feed(&mut m, Event::Approved(false), at(0.0)), Step::Done(Env::Refused(Refusal::ApprovalRequired)));
+    assert_eq!(m.attempts(), 0);
+    let (mut m, step) = p.begin(gated.clone(), at(0.0));
+    assert_eq!(step, Step::AskApprover);
+    assert_eq!(p.feed(&mut m, Event::Approved(true), at(0.0)), Step::RunBody { timeout_s: Some(10.0) });
+    let (_, step) = p.begin(Facts { host_approved: true, ..gated.clone() }, at(0.0));
+    assert_eq!(step, Step::RunBody { timeout_s: Some(10.0) });
+    // without an approver: refused at once
+    let mut p = P::new(vec![Rule::Approval { approver: false }]);
+    assert_eq!(p.begin(gated, at(0.0)).1, Step::Done(Env::Refused(Refusal::ApprovalRequired)));
+}
+
+#[test]
+fn repeats_are_refused_and_a_side_effecting_success_resets_them() {
+    let mut p = P::new(vec![Rule::Repeat { limit: 3 }]);
+    let read = facts("look");
+    for _ in 0..2 {
+        let (mut m, step) = p.begin(read.clone(), at(0.0));
+        assert_eq!(step, Step::RunBody { timeout_s: None });
+        p.feed(&mut m, Event::BodyOk("x"), at(0.0));
+    }
+    assert_eq!(p.begin(read.clone(), at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 3 })));
+    assert_eq!(p.begin(read.clone(), at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 4 })));
+    // a failed side-effecting call does not reset; a successful one does
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    p.feed(&mut m, transient(), at(0.0));
+    assert!(matches!(p.begin(read.clone(), at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 5 }))));
+    let (mut m, _) = p.begin(Facts { canonical: "{\"b\":1}".into(), ..side_effecting("send") }, at(0.0));
+    p.feed(&mut m, Event::BodyOk("sent"), at(0.0));
+    assert_eq!(p.begin(read.clone(), at(0.0)).1, Step::RunBody { timeout_s: None });
+    // calls that were not admitted count too; calls without a name do not
+    let bad = Facts { admitted: false, rejection_code: Some(code(ErrorCode::UnknownTool)), ..facts("nope") };
+    for _ in 0..2 {
+        assert_eq!(p.begin(bad.clone(), at(0.0)).1, Step::Done(Env::Rejected { code: code(ErrorCode::UnknownTool) }));
+    }
+    assert_eq!(p.begin(bad, at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 3 })));
+    let nameless = Facts { name: None, admitted: false, rejection_code: Some(code(ErrorCode::InvalidCall)), ..facts("") };
+    for _ in 0..4 {
+        assert_eq!(p.begin(nameless.clone(), at(0.0)).1, Step::Done(Env::Rejected { code: code(ErrorCode::InvalidCall) }));
+    }
+}
+
+#[test]
+fn idempotent_hit_in_flight_wait_and_window_close() {
+    let mut p = P::new(vec![Rule::Idempotency { shared: false, lease_s: 60.0 }]);
+    let send = side_effecting("send");
+    let (mut first, step) = p.begin(send.clone(), at(0.0));
+    assert_eq!(step, Step::RunBody { timeout_s: None });
+    // an identical call while the first runs waits for it
+    let (mut second, step) = p.begin(send.clone(), at(0.0));
+    let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
+    assert_eq!(p.feed(&mut first, Event::BodyOk("r1"), at(0.001)), Step::Done(ok_env("r1", 1.0)));
+    assert_eq!(first.take_wakes(), vec![ticket]);
+    let hit = Env::Ok { value: Val::Obj("r1"), elapsed_ms: 0.0, deduplicated: true };
+    assert_eq!(p.feed(&mut second, Event::Woken, at(0.0)), Step::Done(hit.clone()));
+    assert_eq!(p.begin(send.clone(), at(0.0)).1, Step::Done(hit));
+    // read-only calls pass through
+    assert_eq!(p.begin(facts("send"), at(0.0)).1, Step::RunBody { timeout_s: None });
+    // another side-effecting success closes the window
+    let (mut other, _) = p.begin(Facts { canonical: "{\"x\":1}".into(), ..send.clone() }, at(0.0));
+    p.feed(&mut other, Event::BodyOk("r2"), at(0.0));
+    let (mut again, step) = p.begin(send.clone(), at(0.0));
+    assert_eq!(step, Step::RunBody { timeout_s: None });
+    // a failure is never cached (its own ticket is handed back: nobody waits on it)
+    assert!(matches!(p.feed(&mut again, transient(), at(0.0)), Step::Done(Env::Failed { .. })));
+    assert_eq!(again.take_wakes().len(), 1);
+    assert_eq!(p.begin(send.clone(), at(0.0)).1, Step::RunBody { timeout_s: None });
+    assert_eq!(p.sizes(), (0, 2, 0));
+}
+
+#[test]
+fn an_aborted_call_releases_its_claim_and_records_the_cancellation() {
+    let mut p = P::new(vec![Rule::Audit, Rule::Idempotency { shared: false, lease_s: 60.0 }]);
+    let send = Facts { audit: vec![Observed::Record], ..side_effecting("send") };
+    let (mut first, _) = p.begin(send.clone(), at(0.0));
+    let (_, step) = p.begin(send.clone(), at(0.0));
+    let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
+    let records = p.abort(&mut first, true, at(0.5));
+    let cancelled = AuditRecord { outcome: "cancelled".into(), attempts: 1, elapsed_ms: 500.0, decision: "failed" };
+    assert_eq!(records, vec![(0, cancelled)]);
+    assert_eq!(first.take_wakes(), vec![ticket]);
+    assert_eq!(p.sizes().1, 0);
+}
+
+#[test]
+fn retry_with_backoff_then_the_last_envelope() {
+    let policy = RetryPolicy { max_attempts: 3, base_s: 0.5, cap_s: 30.0 };
+    let mut p = P::with_seed(vec![Rule::Retry { policy, breaker: None }, Rule::Timeout { default_s: 2.0 }], 7);
+    let (mut m, _) = p.begin(facts("get"), at(0.0));
+    let mut delays = vec![];
+    for attempt in 1..=3 {
+        match p.feed(&mut m, transient(), at(0.0)) {
+            Step::Sleep(d) => {
+                assert!((0.0..policy.ceiling_s(attempt)).contains(&d), "{d}");
+                delays.push(d);
+                assert_eq!(p.feed(&mut m, Event::Slept, at(0.0)), Step::RunBody { timeout_s: Some(2.0) });
+            }
+            Step::Done(env) => {
+                assert_eq!(attempt, 3);
+                assert_eq!(env, Env::Failed { kind: FailureKind::Transient, code: code(ErrorCode::InternalError) });
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((delays.len(), m.attempts()), (2, 3));
+    // not retried: a deadline, a permanent failure, a call that is not retry-safe
+    for (f, ev) in [
+        (facts("get"), Event::BodyFailed { kind: FailureKind::Deadline, code: code(ErrorCode::Timeout) }),
+        (facts("get"), Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) }),
+        (side_effecting("send"), transient()),
+    ] {
+        let (mut m, _) = p.begin(f, at(0.0));
+        assert!(matches!(p.feed(&mut m, ev, at(0.0)), Step::Done(Env::Failed { .. })));
+    }
+}
+
+#[test]
+fn breaker_opens_refuses_half_opens_and_closes() {
+    let policy = RetryPolicy { max_attempts: 1, base_s: 0.0, cap_s: 0.0 };
+    let mut p = P::new(vec![Rule::Retry { policy, breaker: Some((2, 10.0)) }]);
+    for _ in 0..2 {
+        let (mut m, _) = p.begin(facts("flaky"), at(0.0));
+        assert!(matches!(p.feed(&mut m, transient(), at(1.0)), Step::Done(Env::Failed { .. })));
+    }
+    let open = p.begin(facts("flaky"), at(5.0)).1;
+    assert_eq!(open, Step::Done(Env::Refused(Refusal::CircuitOpen { failures: 2, retry_after_s: 6.0 })));
+    let (mut trial, step) = p.begin(facts("flaky"), at(11.0)); // half-open: one trial
+    assert_eq!(step, Step::RunBody { timeout_s: None });
+    assert!(matches!(p.begin(facts("flaky"), at(11.0)).1, Step::Done(Env::Refused(Refusal::CircuitOpen { .. }))));
+    assert_eq!(p.feed(&mut trial, Event::BodyOk("up"), at(11.5)), Step::Done(ok_env("up", 500.0)));
+    assert_eq!(p.begin(facts("flaky"), at(11.6)).1, Step::RunBody { timeout_s: None });
+    // the open circuit ends the retries of a call
+    let policy = RetryPolicy { max_attempts: 5, base_s: 0.0, cap_s: 0.0 };
+    let mut p = P::new(vec![Rule::Retry { policy, breaker: Some((2, 10.0)) }]);
+    let (mut m, _) = p.begin(facts("flaky"), at(0.0));
+    assert_eq!(p.feed(&mut m, transient(), at(0.0)), Step::Sleep(0.0));
+    assert_eq!(p.feed(&mut m, Event::Slept, at(0.0)), Step::RunBody { timeout_s: None });
+    assert!(matches!(p.feed(&mut m, transient(), at(0.0)), Step::Done(Env::Failed { .. })));
+    assert_eq!(m.attempts(), 2);
+}
+
+#[test]
+fn timeout_is_cut_to_the_context_deadline() {
+    let mut p = P::new(vec![Rule::Timeout { default_s: 10.0 }]);
+    assert_eq!(p.begin(Facts { tool_timeout_s: Some(3.0), ..facts("t") }, at(0.0)).1, Step::RunBody { timeout_s: Some(3.0) });
+    let near = Facts { deadline: Some(101.5), ..facts("t") };
+    assert_eq!(p.begin(near.clone(), at(100.0)).1, Step::RunBody { timeout_s: Some(1.5) });
+    assert_eq!(p.begin(near, at(200.0)).1, Step::RunBody { timeout_s: Some(0.0) });
+}
+
+#[test]
+fn egress_refusal() {
+    let allow = HostAllowList::new(["example.com"]);
+    let mut p = P::new(vec![Rule::Egress { allow }]);
+    let fetch = |url: &str| Facts { url: Some(("url".into(), url.into())), ..facts("fetch") };
+    assert_eq!(p.begin(fetch("https://api.example.com/x"), at(0.0)).1, Step::RunBody { timeout_s: None });
+    let Step::Done(Env::Refused(Refusal::EgressDenied { url_arg, denial, allowed })) = p.begin(fetch("https://evil.test"), at(0.0)).1
+    else {
+        panic!()
+    };
+    assert_eq!((url_arg.as_str(), allowed), ("url", vec!["example.com".to_owned()]));
+    assert_eq!(denial, EgressDenial::HostNotAllowed("evil.test".into()));
+    assert_eq!(p.begin(facts("fetch"), at(0.0)).1, Step::RunBody { timeout_s: None });
+}
+
+#[test]
+fn audit_records_fields_and_decisions() {
+    let mut p = P::new(default_rules());
+    let seen = Facts { audit: vec![Observed::Record], ..facts("add") };
+    let (mut m, _) = p.begin(seen.clone(), at(0.0));
+    let step = p.feed(&mut m, Event::BodyOk("7"), at(0.25));
+    assert_eq!(step, Step::Record(AuditRecord { outcome: "ok".into(), attempts: 1, elapsed_ms: 250.0, decision: "executed" }));
+    assert_eq!(p.feed(&mut m, Event::Recorded, at(0.3)), Step::Done(ok_env("7", 250.0)));
+    // refused (repeat), failed, deduplicated; a span first when asked
+    p.begin(seen.clone(), at(0.0));
+    let (mut m, step) = p.begin(seen.clone(), at(0.0));
+    let Step::Record(rec) = step else { panic!("{step:?}") };
+    assert_eq!((rec.outcome.as_str(), rec.decision, rec.attempts), ("repeated_call", "refused", 0));
+    assert_eq!(p.feed(&mut m, Event::Recorded, at(0.0)), Step::Done(Env::Refused(Refusal::Repeated { count: 3 })));
+    let spanned = Facts { audit: vec![Observed::Span], ..side_effecting("send") };
+    let (mut m, step) = p.begin(spanned.clone(), at(0.0));
+    assert_eq!(step, Step::AuditOpen);
+    assert_eq!(p.feed(&mut m, Event::Opened, at(0.0)), Step::RunBody { timeout_s: Some(10.0) });
+    assert!(matches!(p.feed(&mut m, Event::BodyOk("ok"), at(0.0)), Step::Record(AuditRecord { decision: "executed", .. })));
+    p.feed(&mut m, Event::Recorded, at(0.0));
+    let (mut m, _) = p.begin(spanned, at(0.0));
+    assert_eq!(p.feed(&mut m, Event::Opened, at(0.0)), Step::Record(AuditRecord { outcome: "ok".into(), attempts: 0, elapsed_ms: 0.0, decision: "deduplicated" }));
+    let (mut m, _) = p.begin(Facts { canonical: "{\"n\":1}".into(), ..seen }, at(0.0));
+    let step = p.feed(&mut m, Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::OutputMismatch) }, at(0.0));
+    assert!(matches!(step, Step::Record(AuditRecord { decision: "failed", .. })), "{step:?}");
+    // unobserved: no record
+    assert_eq!(run_ok(&mut p, facts("add2"), "1"), Step::Done(ok_env("1", 2.0)));
+}
+
+fn shared() -> P {
+    P::with_seed(
+        vec![
+            Rule::Idempotency { shared: true, lease_s: 60.0 },
+            Rule::Retry { policy: RetryPolicy::default(), breaker: None },
+            Rule::Timeout { default_s: 100.0 },
+        ],
+        1,
+    )
+}
+
+fn key() -> String {
+    store_key("run", "send", "{}")
+}
+
+#[test]
+fn shared_store_claim_run_and_finish() {
+    let mut p = shared();
+    let (mut m, step) = p.begin(side_effecting("send"), at(0.0));
+    assert_eq!(step, Step::StoreGet(key()));
+    let Step::StoreCas { key: k, expected: None, value } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    assert_eq!(k, key());
+    assert!(value.starts_with("{\"s\":\"running\",\"owner\":\""), "{value}");
+    // the lease covers the timeout rule's default (100 s, one attempt: not retry-safe) + 5 s
+    assert!(value.ends_with(&format!("\"until\":{}}}", Value::from(1_000_000.0 + 105.0))), "{value}");
+    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert!(m.wants_value_json());
+    m.set_value_json(Some("{\"id\":1}".into()));
+    assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.0)), Step::StoreSet(window_key("run"), key()));
+    assert_eq!(
+        p.feed(&mut m, Event::StoreSet, at(0.0)),
+        Step::StoreCas { key: key(), expected: Some(value), value: "{\"s\":\"done\",\"value\":{\"id\":1}}".into() }
+    );
+    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::Done(ok_env("r", 0.0)));
+    // in-process hit: checked against the store's window
+    let (mut m, step) = p.begin(side_effecting("send"), at(0.0));
+    assert_eq!(step, Step::StoreGet(window_key("run")));
+    let hit = Env::Ok { value: Val::Obj("r"), elapsed_ms: 0.0, deduplicated: true };
+    assert_eq!(p.feed(&mut m, Event::StoreGot(Some(key())), at(0.0)), Step::Done(hit));
+    // closed by another worker: claimed again
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    assert_eq!(p.feed(&mut m, Event::StoreGot(Some("other".into())), at(0.0)), Step::StoreGet(key()));
+}
+
+#[test]
+fn shared_store_hit_wait_and_failure() {
+    let mut p = shared();
+    let done = "{\"s\":\"done\",\"value\":{\"cached\":[1,2]}}".to_owned();
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    assert_eq!(p.feed(&mut m, Event::StoreGot(Some(done.clone())), at(0.0)), Step::StoreGet(window_key("run")));
+    let hit = Env::Ok { value: Val::Json(serde_json::json!({"cached": [1, 2]})), elapsed_ms: 0.0, deduplicated: true };
+    assert_eq!(p.feed(&mut m, Event::StoreGot(Some(key())), at(0.0)), Step::Done(hit));
+    assert_eq!(p.sizes().1, 0); // released: a stored hit is not held in-process
+    // window closed: claim over the done record
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    p.feed(&mut m, Event::StoreGot(Some(done.clone())), at(0.0));
+    let step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    assert!(matches!(step, Step::StoreCas { expected: Some(ref e), .. } if *e == done), "{step:?}");
+    // lost the race: read again; running elsewhere within its lease: poll
+    assert_eq!(p.feed(&mut m, Event::StoreCas(false), at(0.0)), Step::StoreGet(key()));
+    let running = format!("{{\"s\":\"running\",\"owner\":\"x\",\"until\":{}}}", 1_000_000.0 + 30.0);
+    assert_eq!(p.feed(&mut m, Event::StoreGot(Some(running.clone())), at(0.0)), Step::Sleep(POLL_S));
+    assert_eq!(p.feed(&mut m, Event::Slept, at(0.0)), Step::StoreGet(key()));
+    // its lease ran out (a crashed worker): taken over
+    assert!(matches!(p.feed(&mut m, Event::StoreGot(Some(running)), at(40.0)), Step::StoreCas { .. }));
+    assert_eq!(p.feed(&mut m, Event::StoreFailed, at(40.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert!(!m.wants_value_json());
+    assert!(matches!(p.feed(&mut m, transient(), at(40.0)), Step::Done(Env::Failed { .. })));
+    // a failure frees the shared claim
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let Step::StoreCas { value: mine, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    p.feed(&mut m, Event::StoreCas(true), at(0.0));
+    let step = p.feed(&mut m, Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) }, at(0.0));
+    assert_eq!(step, Step::StoreCas { key: key(), expected: Some(mine), value: "{\"s\":\"free\"}".into() });
+    assert!(matches!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::Done(Env::Failed { .. })));
+}
+
+#[test]
+fn the_lease_covers_every_attempt_and_the_backoff() {
+    let p = shared();
+    let m: M = p_machine(&p, Facts { tool_timeout_s: Some(2.0), ..facts("send") });
+    // retry-safe: 3 attempts of 2 s + backoff ceilings 0.5 + 1.0 + 5 s; at least lease_s (60)
+    assert_eq!(p.lease_s(&m, 0, at(0.0)), 60.0);
+    let mut rules = p.rules().to_vec();
+    rules[0] = Rule::Idempotency { shared: true, lease_s: 1.0 };
+    let p = P::new(rules);
+    assert_eq!(p.lease_s(&m, 0, at(0.0)), 2.0 * 3.0 + 1.5 + 5.0);
+    let near = p_machine(&p, Facts { deadline: Some(4.0), ..facts("send") });
+    assert_eq!(p.lease_s(&near, 0, at(1.0)), 3.0 + 5.0);
+}
+
+fn p_machine(p: &P, f: Facts) -> M {
+    let mut m = CallMachine::with_facts(f);
+    m.frames = vec![Frame::Idle; p.rules().len()];
+    m
+}
+
+#[test]
+fn a_driver_feeding_the_wrong_event_gets_an_internal_error_not_a_panic() {
+    let mut p = P::new(default_rules());
+    let (mut m, _) = p.begin(facts("add"), at(0.0));
+    assert_eq!(
+        p.feed(&mut m, Event::Slept, at(0.0)),
+        Step::Done(Env::Failed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) })
+    );
+    assert!(matches!(p.feed(&mut m, Event::BodyOk("x"), at(0.0)), Step::Done(Env::Failed { .. })));
+}

@@ -1,0 +1,932 @@
+//! Binding of the call pipeline (`crate::pipeline`): reads a call's facts from the tool, the
+//! context and the call, converts the machine's steps into tuples a Python driver performs and
+//! its events back, classifies exceptions and renders envelopes. The rules live in the core.
+//!
+//! A step is `(code, payload)`; see `STEP_*` and `EV_*` (exported to Python with the same names).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
+
+use crate::envelope::{Code, Success};
+use crate::errors::ErrorCode;
+use crate::middleware::{self as rules, FailureKind, HostAllowList};
+use crate::pipeline::{self as core, AuditRecord, CallMachine, Env, Event, Facts, Observed, Refusal, Rule, Step, Time, Val};
+
+use super::calls::PyCall;
+use super::envelope::{self, PyFailure as Failure};
+use super::registry::CoreRegistry;
+use super::tools::{classify as raised, error_envelope, CoreTool};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Pipeline>()?;
+    m.add_class::<Call>()?;
+    m.add_class::<RetryPolicy>()?;
+    m.add_function(wrap_pyfunction!(canonical_args, m)?)?;
+    m.add_function(wrap_pyfunction!(args_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(idempotency_store_key, m)?)?;
+    m.add_function(wrap_pyfunction!(approval_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(url_host, m)?)?;
+    m.add_function(wrap_pyfunction!(host_allow_list, m)?)?;
+    m.add("MAX_SCOPES", rules::MAX_SCOPES)?;
+    m.add("MAX_CALLS_PER_SCOPE", rules::MAX_CALLS_PER_SCOPE)?;
+    for (name, v) in [
+        ("STEP_DONE", STEP_DONE),
+        ("STEP_RUN", STEP_RUN),
+        ("STEP_APPROVE", STEP_APPROVE),
+        ("STEP_SLEEP", STEP_SLEEP),
+        ("STEP_WAIT", STEP_WAIT),
+        ("STEP_GET", STEP_GET),
+        ("STEP_SET", STEP_SET),
+        ("STEP_CAS", STEP_CAS),
+        ("STEP_OPEN", STEP_OPEN),
+        ("STEP_RECORD", STEP_RECORD),
+        ("EV_APPROVED", EV_APPROVED),
+        ("EV_SLEPT", EV_SLEPT),
+        ("EV_WOKEN", EV_WOKEN),
+        ("EV_GOT", EV_GOT),
+        ("EV_SET", EV_SET),
+        ("EV_CAS", EV_CAS),
+        ("EV_STORE_FAILED", EV_STORE_FAILED),
+        ("EV_OPENED", EV_OPENED),
+        ("EV_RECORDED", EV_RECORDED),
+    ] {
+        m.add(name, v)?;
+    }
+    Ok(())
+}
+
+const STEP_DONE: u8 = 0;
+const STEP_RUN: u8 = 1;
+const STEP_APPROVE: u8 = 2;
+const STEP_SLEEP: u8 = 3;
+const STEP_WAIT: u8 = 4;
+const STEP_GET: u8 = 5;
+const STEP_SET: u8 = 6;
+const STEP_CAS: u8 = 7;
+const STEP_OPEN: u8 = 8;
+const STEP_RECORD: u8 = 9;
+
+const EV_APPROVED: u8 = 0;
+const EV_SLEPT: u8 = 1;
+const EV_WOKEN: u8 = 2;
+const EV_GOT: u8 = 3;
+const EV_SET: u8 = 4;
+const EV_CAS: u8 = 5;
+const EV_STORE_FAILED: u8 = 6;
+const EV_OPENED: u8 = 7;
+const EV_RECORDED: u8 = 8;
+
+/// A Python value carried by the machine (a result held for deduplication).
+type V = Arc<Py<PyAny>>;
+
+// ------------------------------------------------------------------ envelopes
+
+/// The `approval_required` envelope: `{"ok": False, "error": {"code": "approval_required",
+/// "message", "tool"}}`; the message names the tool and its arguments and tells the model to
+/// ask the user.
+#[pyfunction]
+fn approval_envelope<'py>(py: Python<'py>, tool: &str, canonical: &str) -> PyResult<Bound<'py, PyDict>> {
+    envelope::failure(py, &Failure::approval_required(tool, canonical))
+}
+
+fn refusal_envelope<'py>(py: Python<'py>, r: &Refusal, facts: &Facts) -> PyResult<Bound<'py, PyDict>> {
+    let name = facts.name.as_deref().unwrap_or("");
+    let f = match r {
+        Refusal::ApprovalRequired => Failure::approval_required(name, &facts.canonical),
+        Refusal::Repeated { count } => Failure::repeated_call(name, *count),
+        Refusal::EgressDenied { url_arg, denial, allowed } => Failure::egress_denied(name, url_arg, denial, allowed.clone()),
+        Refusal::CircuitOpen { failures, retry_after_s } => Failure::circuit_open(name, *failures, *retry_after_s),
+    };
+    envelope::failure(py, &f)
+}
+
+/// The error code of an envelope dict (`internal_error` when it has none).
+fn code_of(env: &Bound<'_, PyDict>) -> Code {
+    let code = env.get_item("error").ok().flatten().and_then(|e| e.get_item("code").ok()).map(|c| c.to_string());
+    code.map_or(Code::Known(ErrorCode::InternalError), Code::of)
+}
+
+/// The envelope of a failed body; an exception too broken to describe (its attributes raise)
+/// still yields an `internal_error` envelope.
+fn failure_envelope<'py>(
+    py: Python<'py>,
+    name: &str,
+    exc: &Bound<'py, PyAny>,
+    core: Option<&Bound<'py, CoreTool>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    match error_envelope(py, name, exc, core) {
+        Ok(env) => Ok(env),
+        Err(_) => {
+            let qualname = exc.get_type().qualname().map_or_else(|_| "exception".to_owned(), |q| q.to_string());
+            let broken = PyRuntimeError::new_err(format!("{qualname} (its details cannot be read)")).into_value(py);
+            error_envelope(py, name, broken.bind(py).as_any(), None)
+        }
+    }
+}
+
+fn internal_envelope<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+    envelope::failure(py, &Failure::internal_error(name, "RuntimeError", "the call pipeline lost its state"))
+}
+
+// ------------------------------------------------------------------ arguments
+
+/// `(canonical JSON text, args_hash)` of a call's arguments (a mapping, JSON text or None).
+/// JSON text that does not parse is hashed as it is; a mapping that is not JSON is hashed by
+/// its `repr` (such a call is rejected by validation anyway).
+#[pyfunction]
+pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
+    let canonical = canonical_text(args)?;
+    let hash = rules::args_hash(&canonical);
+    Ok((canonical, hash))
+}
+
+fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(if let Ok(text) = args.cast::<PyString>() {
+        let text = text.to_str()?;
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v) => rules::canonical_json(&v),
+            Err(_) => text.to_owned(),
+        }
+    } else if args.is_none() {
+        "{}".to_owned()
+    } else {
+        match super::args::canonical_text(args) {
+            Ok(text) => text,
+            Err(_) => args.repr()?.extract()?,
+        }
+    })
+}
+
+/// The canonical text of a rejected call's raw arguments: what `canonical_args` gives, or, for
+/// arguments that cannot even be printed, a placeholder naming their type.
+fn raw_canonical(args: &Bound<'_, PyAny>) -> String {
+    canonical_text(args).unwrap_or_else(|_| {
+        let ty = args.get_type().qualname().map_or_else(|_| "object".to_owned(), |q| q.to_string());
+        format!("<unreadable {ty}>")
+    })
+}
+
+/// The audit record's `args_hash` of canonical JSON text (as `canonical_args` gives it).
+#[pyfunction]
+fn args_hash(canonical: &str) -> String {
+    rules::args_hash(canonical)
+}
+
+/// The key under which a shared store keeps the result of a side-effecting call.
+#[pyfunction]
+fn idempotency_store_key(scope: &str, name: &str, canonical: &str) -> String {
+    rules::store_key(scope, name, canonical)
+}
+
+/// The host of an absolute URL as the egress check sees it (lowercase, no port), or None.
+#[pyfunction]
+fn url_host(url: &str) -> Option<String> {
+    rules::url_host(url)
+}
+
+/// The entries of an egress allow-list as the check reads them (lowercase, no brackets or final
+/// dot; `*.x` for subdomain-only entries; blanks dropped), exact ones first.
+#[pyfunction]
+fn host_allow_list(allow: Vec<String>) -> Vec<String> {
+    HostAllowList::new(allow).entries()
+}
+
+// ------------------------------------------------------------------ retry
+
+/// Retry settings and the classification of failures by exception type.
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub struct RetryPolicy {
+    policy: rules::RetryPolicy,
+    transient: Py<PyTuple>,
+}
+
+impl RetryPolicy {
+    fn classify(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<FailureKind> {
+        classify(py, exc, Some(self.transient.bind(py)))
+    }
+}
+
+fn classify(py: Python<'_>, exc: &Bound<'_, PyAny>, transient: Option<&Bound<'_, PyTuple>>) -> PyResult<FailureKind> {
+    Ok(raised(py, exc, transient)?.failure_kind())
+}
+
+#[pymethods]
+impl RetryPolicy {
+    /// `max_attempts` ≥ 1 (the first call included); `base_s`, `cap_s` ≥ 0 seconds; `transient`:
+    /// extra exception classes to retry. Raises `ValueError` on out-of-range values.
+    #[new]
+    #[pyo3(signature = (max_attempts=3, base_s=0.5, cap_s=30.0, transient=None))]
+    fn new(py: Python<'_>, max_attempts: u32, base_s: f64, cap_s: f64, transient: Option<Bound<'_, PyTuple>>) -> PyResult<Self> {
+        if max_attempts < 1 {
+            return Err(PyValueError::new_err(format!("retry: max_attempts must be at least 1, got {max_attempts}")));
+        }
+        if !(base_s >= 0.0 && cap_s >= 0.0 && base_s.is_finite() && cap_s.is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "retry: base_s and cap_s must be finite and >= 0 seconds, got {base_s} and {cap_s}"
+            )));
+        }
+        let transient = transient.unwrap_or_else(|| PyTuple::empty(py)).unbind();
+        Ok(Self { policy: rules::RetryPolicy { max_attempts, base_s, cap_s }, transient })
+    }
+
+    #[getter]
+    fn max_attempts(&self) -> u32 {
+        self.policy.max_attempts
+    }
+
+    /// After failed attempt `attempt` (1-based) with `exc`: `(kind, delay_s)` where `kind` is
+    /// `"transient"`, `"deadline"` or `"permanent"` and `delay_s` the full-jitter wait before
+    /// the next attempt, or None when the call is not retried.
+    fn decide(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, retry_safe: bool, attempt: u32) -> PyResult<(&'static str, Option<f64>)> {
+        let kind = self.classify(py, exc)?;
+        let name = match kind {
+            FailureKind::Transient => "transient",
+            FailureKind::Deadline => "deadline",
+            FailureKind::Permanent => "permanent",
+        };
+        let delay = self.policy.should_retry(kind, retry_safe, attempt).then(|| self.delay_s(attempt));
+        Ok((name, delay))
+    }
+
+    /// A full-jitter delay in seconds, uniform in `[0, min(cap_s, base_s * 2**(attempt-1)))`.
+    fn delay_s(&self, attempt: u32) -> f64 {
+        thread_local! {
+            static RNG: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new(fastrand::Rng::new());
+        }
+        RNG.with(|r| self.policy.delay_s(attempt, &mut r.borrow_mut()))
+    }
+
+    /// The upper bound of the delay after attempt `attempt`, in seconds.
+    fn ceiling_s(&self, attempt: u32) -> f64 {
+        self.policy.ceiling_s(attempt)
+    }
+}
+
+// ------------------------------------------------------------------ the pipeline
+
+fn mono() -> f64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+fn now() -> Time {
+    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    Time { mono: mono(), unix }
+}
+
+/// Python helpers the binding calls back (imported once).
+struct Helpers {
+    read_only: Py<PyAny>,
+    host_approved: Py<PyAny>,
+    json_text: Py<PyAny>,
+    monotonic: Py<PyAny>,
+    get_running_loop: Py<PyAny>,
+    frozen_dict: Py<PyType>,
+    frozen_list: Py<PyType>,
+}
+
+static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
+
+fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
+    HELPERS.get_or_try_init(py, || {
+        let mw = py.import("agentkit_tools.middleware")?;
+        let frozen = py.import("agentkit_tools.frozen")?;
+        Ok(Helpers {
+            read_only: mw.getattr("call_is_read_only")?.unbind(),
+            host_approved: mw.getattr("host_approved")?.unbind(),
+            json_text: mw.getattr("_json_text")?.unbind(),
+            monotonic: py.import("time")?.getattr("monotonic")?.unbind(),
+            get_running_loop: py.import("asyncio")?.getattr("get_running_loop")?.unbind(),
+            frozen_dict: frozen.getattr("FrozenDict")?.cast_into::<PyType>()?.unbind(),
+            frozen_list: frozen.getattr("FrozenList")?.cast_into::<PyType>()?.unbind(),
+        })
+    })
+}
+
+/// What the rules of a pipeline need to know about a call.
+#[derive(Default, Clone, Copy)]
+struct Needs {
+    approval: bool,
+    counts: bool,
+    read_only: bool,
+    retry: bool,
+    timeout: bool,
+    egress: bool,
+    audit: bool,
+}
+
+/// The Invoker's built-in rules of one chain segment, compiled (see `crate::pipeline`), with
+/// the state they share across calls.
+///
+/// `rules`: `(kind, config)` pairs in chain order, `kind` one of `"audit"` (config: has
+/// `sink` and `observed_level(ctx) -> 0|1|2`), `"approval"` (`approver`), `"repeat_guard"`
+/// (`limit`), `"idempotency"` (`store`, `lease_s`), `"retry"` (`policy`: a `RetryPolicy`,
+/// `breaker_threshold`, `breaker_cooldown_s`), `"timeout"` (`default_s`), `"egress"`
+/// (`allowed`). `default_scope`: the scope of calls without `ctx.run_id`. `frozen`: the body
+/// gets deep-frozen arguments (the Invoker) or a fresh dict (`dispatch`).
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub struct Pipeline {
+    inner: Mutex<core::Pipeline<V>>,
+    configs: Vec<Py<PyAny>>,
+    transient: Option<Py<PyTuple>>,
+    needs: Needs,
+    default_scope: String,
+    frozen: bool,
+    /// Futures of calls waiting for an identical call in flight, by ticket.
+    waiters: Mutex<HashMap<u64, Py<PyAny>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[pymethods]
+impl Pipeline {
+    #[new]
+    #[pyo3(signature = (rules, default_scope, frozen=true))]
+    fn new(py: Python<'_>, rules: Vec<(String, Bound<'_, PyAny>)>, default_scope: String, frozen: bool) -> PyResult<Self> {
+        let mut compiled = Vec::with_capacity(rules.len());
+        let mut configs = Vec::with_capacity(rules.len());
+        let mut needs = Needs::default();
+        let mut transient = None;
+        for (kind, cfg) in rules {
+            let rule = match kind.as_str() {
+                "audit" => {
+                    needs.audit = true;
+                    Rule::Audit
+                }
+                "approval" => {
+                    needs.approval = true;
+                    Rule::Approval { approver: !cfg.getattr("approver")?.is_none() }
+                }
+                "repeat_guard" => {
+                    needs.counts = true;
+                    needs.read_only = true;
+                    Rule::Repeat { limit: cfg.getattr("limit")?.extract()? }
+                }
+                "idempotency" => {
+                    needs.counts = true;
+                    needs.read_only = true;
+                    needs.timeout = true;
+                    Rule::Idempotency { shared: !cfg.getattr("store")?.is_none(), lease_s: cfg.getattr("lease_s")?.extract()? }
+                }
+                "retry" => {
+                    needs.retry = true;
+                    needs.read_only = true;
+                    let policy = cfg.getattr("policy")?.cast_into::<RetryPolicy>()?;
+                    transient.get_or_insert_with(|| policy.get().transient.clone_ref(py));
+                    let threshold: Option<u32> = cfg.getattr("breaker_threshold")?.extract()?;
+                    let cooldown: f64 = cfg.getattr("breaker_cooldown_s")?.extract()?;
+                    Rule::Retry { policy: policy.get().policy, breaker: threshold.map(|t| (t, cooldown)) }
+                }
+                "timeout" => {
+                    needs.timeout = true;
+                    Rule::Timeout { default_s: cfg.getattr("default_s")?.extract()? }
+                }
+                "egress" => {
+                    needs.egress = true;
+                    Rule::Egress { allow: HostAllowList::new(cfg.getattr("allowed")?.extract::<Vec<String>>()?) }
+                }
+                other => return Err(PyValueError::new_err(format!("unknown pipeline rule {other:?}"))),
+            };
+            compiled.push(rule);
+            configs.push(cfg.unbind());
+        }
+        Ok(Self {
+            inner: Mutex::new(core::Pipeline::new(compiled)),
+            configs,
+            transient,
+            needs,
+            default_scope,
+            frozen,
+            waiters: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Admit `call` against `registry` (a `CoreRegistry`: lookup and validation) and start it:
+    /// `(call_state, code, payload)`. Raises nothing for a malformed call (it is answered with
+    /// an `invalid_call` envelope).
+    fn begin<'py>(
+        slf: &Bound<'py, Self>,
+        registry: &Bound<'py, CoreRegistry>,
+        call: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let this = slf.get();
+        let admitted = if this.frozen {
+            let h = helpers(py)?;
+            registry.borrow().admit(py, call, h.frozen_dict.bind(py), h.frozen_list.bind(py))
+        } else {
+            registry.borrow().prepare(py, call)
+        };
+        let parts = match admitted {
+            Ok(t) => Admitted::from_tuple(this.frozen, &t)?,
+            Err(exc) => {
+                let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
+                let env = envelope::failure(py, &Failure::invalid_call(&msg))?;
+                Admitted::Rejected { env, name: None, args: None, call_id: None }
+            }
+        };
+        let parts = match parts {
+            Admitted::Rejected { env, name: None, args: None, call_id: None } if !call.is_instance_of::<PyDict>() => {
+                Admitted::Rejected { env, name: None, args: None, call_id: None }
+            }
+            Admitted::Rejected { env, .. } => {
+                let (name, args) = call_parts(call);
+                Admitted::Rejected { env, name, args, call_id: call_id(call) }
+            }
+            ok => ok,
+        };
+        let mut c = Call::new(slf, parts, call, ctx)?;
+        let (code, payload) = c.start(py)?;
+        Ok((c, code, payload))
+    }
+
+    /// Start a call a user middleware passed on (a `ToolCall`): `(call_state, code, payload)`.
+    fn begin_call<'py>(slf: &Bound<'py, Self>, tc: &Bound<'py, PyAny>) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let tool = tc.getattr(intern!(py, "tool"))?;
+        let parts = if tool.is_none() {
+            let env = tc.getattr(intern!(py, "rejection"))?.cast_into::<PyDict>()?;
+            let name = tc.getattr(intern!(py, "name"))?;
+            Admitted::Rejected {
+                env,
+                name: (!name.is_none()).then_some(name),
+                args: Some(tc.getattr(intern!(py, "raw_args"))?),
+                call_id: Some(tc.getattr(intern!(py, "call_id"))?),
+            }
+        } else {
+            let core = tc.getattr(intern!(py, "core"))?;
+            Admitted::Tool {
+                tool,
+                args: tc.getattr(intern!(py, "args"))?,
+                core: core.cast_into::<CoreTool>().ok(),
+                canonical: Some(tc.getattr(intern!(py, "canonical"))?.extract()?),
+            }
+        };
+        let call = tc.getattr(intern!(py, "call"))?;
+        let ctx = tc.getattr(intern!(py, "ctx"))?;
+        let mut c = Call::new(slf, parts, &call, &ctx)?;
+        c.tc = Some(tc.clone().unbind());
+        let (code, payload) = c.start(py)?;
+        Ok((c, code, payload))
+    }
+
+    /// Forget the repeat counts and cached results of conversation `scope`.
+    fn forget(&self, scope: &str) {
+        lock(&self.inner).forget(scope);
+    }
+
+    /// `(repeat keys, idempotency entries, breakers)`: sizes, for tests and monitoring.
+    fn sizes(&self) -> (usize, usize, usize) {
+        lock(&self.inner).sizes()
+    }
+
+    /// How many conversations are held (at most `MAX_SCOPES`).
+    fn scopes(&self) -> usize {
+        lock(&self.inner).scopes()
+    }
+
+    /// The configuration objects of the rules, in order.
+    #[getter]
+    fn configs(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.configs.iter().map(|c| c.clone_ref(py)).collect()
+    }
+}
+
+enum Admitted<'py> {
+    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, core: Option<Bound<'py, CoreTool>>, canonical: Option<String> },
+    Rejected { env: Bound<'py, PyDict>, name: Option<Bound<'py, PyAny>>, args: Option<Bound<'py, PyAny>>, call_id: Option<Bound<'py, PyAny>> },
+}
+
+impl<'py> Admitted<'py> {
+    fn from_tuple(frozen: bool, t: &Bound<'py, PyTuple>) -> PyResult<Self> {
+        if !t.get_item(0)?.is_truthy()? {
+            let env = t.get_item(1)?.cast_into::<PyDict>()?;
+            return Ok(Admitted::Rejected { env, name: None, args: None, call_id: None });
+        }
+        let canonical = if frozen { Some(t.get_item(4)?.extract()?) } else { None };
+        Ok(Admitted::Tool { tool: t.get_item(1)?, args: t.get_item(2)?, core: t.get_item(3)?.cast_into::<CoreTool>().ok(), canonical })
+    }
+}
+
+/// The name (a string) and arguments of a call, read through the core's call-shape rule.
+fn call_parts<'py>(call: &Bound<'py, PyAny>) -> (Option<Bound<'py, PyAny>>, Option<Bound<'py, PyAny>>) {
+    let Ok(d) = call.cast::<PyDict>() else { return (None, None) };
+    match crate::calls::parts(&PyCall(d.clone())) {
+        Ok(p) => (p.name.filter(|n| n.is_instance_of::<PyString>()), p.args),
+        Err(_) => (None, None),
+    }
+}
+
+fn call_id<'py>(call: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    let d = call.cast::<PyDict>().ok()?;
+    crate::calls::id_of(&PyCall(d.clone())).ok().flatten()
+}
+
+/// `bool(getattr(obj, name, False))`; a flag that raises while read fails the call.
+fn truthy_attr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<bool> {
+    match obj.getattr_opt(name)? {
+        Some(v) => v.is_truthy(),
+        None => Ok(false),
+    }
+}
+
+/// One call going through a pipeline (see `Pipeline.begin`). Feed it the outcome of each step.
+#[pyclass(module = "agentkit_tools._core")]
+pub struct Call {
+    pipe: Py<Pipeline>,
+    m: CallMachine<V>,
+    tool: Option<Py<PyAny>>,
+    args: Option<Py<PyAny>>,
+    core: Option<Py<CoreTool>>,
+    call_id: Option<Py<PyAny>>,
+    /// The envelope the call ends with when the machine says `Failed`/`Rejected`/`Passed`.
+    held: Option<Py<PyDict>>,
+    /// The exception of the last failed attempt.
+    exc: Option<Py<PyAny>>,
+    /// The `ToolCall` of a segment after a user middleware.
+    tc: Option<Py<PyAny>>,
+    started: f64,
+}
+
+impl Call {
+    fn new<'py>(pipe: &Bound<'py, Pipeline>, parts: Admitted<'py>, call: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let py = pipe.py();
+        let p = pipe.get();
+        let n = p.needs;
+        let mut f = Facts::default();
+        let mut me = Call {
+            pipe: pipe.clone().unbind(),
+            m: CallMachine::empty(),
+            tool: None,
+            args: None,
+            core: None,
+            call_id: None,
+            held: None,
+            exc: None,
+            tc: None,
+            started: 0.0,
+        };
+        let has_ctx = !ctx.is_none();
+        // The scope is read for every call (a context whose run_id fails fails every call).
+        {
+            f.scope = match has_ctx.then(|| ctx.getattr_opt(intern!(py, "run_id"))).transpose()?.flatten() {
+                Some(r) if !r.is_none() => r.str()?.to_string(),
+                _ => p.default_scope.clone(),
+            };
+        }
+        let mut observed = false;
+        if n.audit {
+            f.audit = vec![Observed::No; p.configs.len()];
+            for (i, cfg) in p.configs.iter().enumerate() {
+                let cfg = cfg.bind(py);
+                if !cfg.hasattr(intern!(py, "observed_level"))? {
+                    continue;
+                }
+                let level: u8 = cfg.call_method1(intern!(py, "observed_level"), (ctx,))?.extract()?;
+                f.audit[i] = match level {
+                    0 => Observed::No,
+                    1 => Observed::Record,
+                    _ => Observed::Span,
+                };
+                observed |= level > 0;
+            }
+        }
+        match parts {
+            Admitted::Rejected { env, name, args, call_id } => {
+                f.rejection_code = Some(code_of(&env));
+                f.name = name.as_ref().map(|n| n.to_string());
+                if f.name.is_some() && (n.counts || observed) {
+                    f.canonical = match &args {
+                        Some(a) => raw_canonical(a),
+                        None => "{}".to_owned(),
+                    };
+                } else if observed {
+                    f.canonical = raw_canonical(&args.clone().unwrap_or_else(|| py.None().into_bound(py)));
+                }
+                me.call_id = call_id.map(Bound::unbind);
+                me.held = Some(env.unbind());
+            }
+            Admitted::Tool { tool, args, core, canonical } => {
+                f.admitted = true;
+                let name: String = tool.getattr(intern!(py, "name"))?.extract()?;
+                if n.approval && truthy_attr(&tool, intern!(py, "requires_approval"))? {
+                    f.requires_approval = true;
+                    let cid = call_id(call).unwrap_or_else(|| py.None().into_bound(py));
+                    f.host_approved = helpers(py)?.host_approved.bind(py).call1((call, ctx, &name, &cid))?.is_truthy()?;
+                }
+                if n.read_only {
+                    f.read_only = if tool.getattr_opt(intern!(py, "is_read_only_call"))?.is_some() {
+                        helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()?
+                    } else {
+                        !truthy_attr(&tool, intern!(py, "side_effecting"))?
+                    };
+                }
+                if n.retry {
+                    f.retry_safe = truthy_attr(&tool, intern!(py, "idempotent"))?
+                        || (f.read_only
+                            && !matches!(tool.getattr_opt(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false))));
+                }
+                if n.timeout {
+                    f.tool_timeout_s = match tool.getattr_opt(intern!(py, "timeout_s"))? {
+                        Some(t) if !t.is_none() => t.extract::<f64>().ok().filter(|t| *t > 0.0),
+                        _ => None,
+                    };
+                    if has_ctx {
+                        if let Some(d) = ctx.getattr_opt(intern!(py, "deadline"))?.filter(|d| !d.is_none()) {
+                            // `deadline - time.monotonic()` with Python's own errors for a bad value.
+                            let left: f64 = d.sub(helpers(py)?.monotonic.bind(py).call0()?)?.extract()?;
+                            f.deadline = Some(mono() + left);
+                        }
+                    }
+                }
+                if n.egress {
+                    if let Some(arg) = tool.getattr_opt(intern!(py, "url_arg"))?.filter(|a| a.is_truthy().unwrap_or(false)) {
+                        let arg: String = arg.extract()?;
+                        if let Ok(Some(v)) = args.get_item(&arg).map(Some).or_else(|_| Ok::<_, PyErr>(None)) {
+                            if !v.is_none() {
+                                let text = match v.cast::<PyString>() {
+                                    Ok(s) => s.to_str()?.to_owned(),
+                                    Err(_) => v.str()?.to_string(),
+                                };
+                                f.url = Some((arg, text));
+                            }
+                        }
+                    }
+                }
+                let needs_canonical = n.counts || observed || f.requires_approval;
+                f.canonical = match canonical {
+                    Some(c) => c,
+                    None if needs_canonical => canonical_text(&args)?,
+                    None => String::new(),
+                };
+                f.name = Some(name);
+                me.tool = Some(tool.unbind());
+                me.args = Some(args.unbind());
+                me.core = core.map(Bound::unbind);
+            }
+        }
+        if observed && me.call_id.is_none() {
+            me.call_id = call_id(call).map(Bound::unbind);
+        }
+        me.m = CallMachine::with_facts(f);
+        Ok(me)
+    }
+
+    fn start<'py>(&mut self, py: Python<'py>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let t = now();
+        self.started = t.mono;
+        let pipe = self.pipe.clone_ref(py);
+        let step = {
+            let mut inner = lock(&pipe.get().inner);
+            let facts = self.m.take_facts();
+            let (m, step) = inner.begin(facts, t);
+            self.m = m;
+            step
+        };
+        self.render(py, step)
+    }
+
+    fn feed_event<'py>(&mut self, py: Python<'py>, ev: Event<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let pipe = self.pipe.clone_ref(py);
+        let step = lock(&pipe.get().inner).feed(&mut self.m, ev, now());
+        self.render(py, step)
+    }
+
+    fn wake(&mut self, py: Python<'_>) -> PyResult<()> {
+        let wakes = self.m.take_wakes();
+        if wakes.is_empty() {
+            return Ok(());
+        }
+        let pipe = self.pipe.bind(py).get();
+        let futures: Vec<Py<PyAny>> = {
+            let mut waiters = lock(&pipe.waiters);
+            wakes.iter().filter_map(|t| waiters.remove(t)).collect()
+        };
+        for fut in futures {
+            let fut = fut.bind(py);
+            if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+                fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn config<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        let pipe = self.pipe.bind(py).get();
+        match self.m.rule_index().and_then(|i| pipe.configs.get(i)) {
+            Some(c) => c.bind(py).clone(),
+            None => py.None().into_bound(py),
+        }
+    }
+
+    fn store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.config(py).getattr(intern!(py, "store"))
+    }
+
+    fn render<'py>(&mut self, py: Python<'py>, step: Step<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        self.wake(py)?;
+        let none = || py.None().into_bound(py);
+        Ok(match step {
+            Step::Done(env) => (STEP_DONE, self.envelope(py, env)?.into_any()),
+            Step::RunBody { timeout_s } => {
+                let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
+                let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
+                let limit = timeout_s.into_pyobject(py)?.into_any();
+                (STEP_RUN, PyTuple::new(py, [tool, args, limit])?.into_any())
+            }
+            Step::AskApprover => {
+                let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
+                let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
+                let approver = self.config(py).getattr(intern!(py, "approver"))?;
+                (STEP_APPROVE, PyTuple::new(py, [approver, tool, args])?.into_any())
+            }
+            Step::Sleep(d) => {
+                let sleep = match self.config(py).getattr_opt(intern!(py, "sleep"))? {
+                    Some(s) => s,
+                    None => none(),
+                };
+                (STEP_SLEEP, PyTuple::new(py, [sleep, d.into_pyobject(py)?.into_any()])?.into_any())
+            }
+            Step::WaitInFlight(ticket) => {
+                let pipe = self.pipe.bind(py).get();
+                let existing = lock(&pipe.waiters).get(&ticket).map(|f| f.clone_ref(py));
+                let fut = match existing {
+                    Some(f) => f.into_bound(py),
+                    None => {
+                        let fut = helpers(py)?.get_running_loop.bind(py).call0()?.call_method0(intern!(py, "create_future"))?;
+                        lock(&pipe.waiters).insert(ticket, fut.clone().unbind());
+                        fut
+                    }
+                };
+                (STEP_WAIT, fut)
+            }
+            Step::StoreGet(key) => (STEP_GET, PyTuple::new(py, [self.store(py)?, PyString::new(py, &key).into_any()])?.into_any()),
+            Step::StoreSet(key, value) => {
+                let items = [self.store(py)?, PyString::new(py, &key).into_any(), PyString::new(py, &value).into_any()];
+                (STEP_SET, PyTuple::new(py, items)?.into_any())
+            }
+            Step::StoreCas { key, expected, value } => {
+                let items = [
+                    self.store(py)?,
+                    PyString::new(py, &key).into_any(),
+                    expected.into_pyobject(py)?.into_any(),
+                    PyString::new(py, &value).into_any(),
+                ];
+                (STEP_CAS, PyTuple::new(py, items)?.into_any())
+            }
+            Step::AuditOpen => {
+                let name = PyString::new(py, self.m.facts().name.as_deref().unwrap_or("")).into_any();
+                let cid = self.call_id.as_ref().map_or_else(none, |c| c.bind(py).clone());
+                (STEP_OPEN, PyTuple::new(py, [self.config(py), name, cid])?.into_any())
+            }
+            Step::Record(rec) => {
+                let rec = self.record(py, &rec)?;
+                (STEP_RECORD, PyTuple::new(py, [self.config(py), rec.into_any()])?.into_any())
+            }
+        })
+    }
+
+    fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
+        let f = self.m.facts();
+        let d = PyDict::new(py);
+        d.set_item("tool", f.name.as_deref())?;
+        d.set_item("call_id", self.call_id.as_ref().map(|c| c.bind(py)))?;
+        d.set_item("args_hash", rules::args_hash(&f.canonical))?;
+        d.set_item("outcome", &r.outcome)?;
+        d.set_item("attempts", r.attempts)?;
+        d.set_item("elapsed_ms", r.elapsed_ms)?;
+        d.set_item("decision", r.decision)?;
+        Ok(d)
+    }
+
+    fn envelope<'py>(&mut self, py: Python<'py>, env: Env<V>) -> PyResult<Bound<'py, PyDict>> {
+        let name = self.m.facts().name.clone().unwrap_or_default();
+        match env {
+            Env::Ok { value, elapsed_ms, deduplicated } => {
+                let value = match value {
+                    Val::Obj(v) => v.bind(py).clone(),
+                    Val::Json(j) => super::tools::to_py(py, &j)?,
+                };
+                let elapsed = if deduplicated { (mono() - self.started) * 1000.0 } else { elapsed_ms };
+                let mut s = Success::new(value, elapsed);
+                s.deduplicated = deduplicated;
+                envelope::success(py, s)
+            }
+            Env::Refused(r) => refusal_envelope(py, &r, self.m.facts()),
+            Env::Failed { .. } | Env::Rejected { .. } | Env::Passed { .. } => match self.held.take() {
+                Some(env) => Ok(env.into_bound(py)),
+                None => internal_envelope(py, &name),
+            },
+        }
+    }
+}
+
+#[pymethods]
+impl Call {
+    /// The body returned `value` (already checked against the output schema).
+    fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        if self.m.wants_value_json() {
+            let text = helpers(py)?.json_text.bind(py).call1((&value,))?;
+            self.m.set_value_json(text.extract::<Option<String>>()?);
+        }
+        self.feed_event(py, Event::BodyOk(Arc::new(value.unbind())))
+    }
+
+    /// The body (or its deadline) raised `exc`.
+    fn failed<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let pipe = self.pipe.bind(py).get();
+        let kind = classify(py, &exc, pipe.transient.as_ref().map(|t| t.bind(py)))?;
+        let name = self.m.facts().name.clone().unwrap_or_default();
+        let env = failure_envelope(py, &name, &exc, self.core.as_ref().map(|c| c.bind(py)))?;
+        let code = code_of(&env);
+        self.held = Some(env.unbind());
+        if let Some(tc) = &self.tc {
+            tc.bind(py).setattr(intern!(py, "exc"), &exc)?;
+        }
+        self.exc = Some(exc.unbind());
+        self.feed_event(py, Event::BodyFailed { kind, code })
+    }
+
+    /// The next handler (a user middleware) answered `env`; `exc`: the exception of the failed
+    /// attempt it saw (None when it refused or succeeded); `attempts`: body starts so far.
+    fn passed<'py>(&mut self, py: Python<'py>, env: Bound<'py, PyAny>, exc: Option<Bound<'py, PyAny>>, attempts: u32) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let pipe = self.pipe.bind(py).get();
+        let kind = match &exc {
+            Some(e) => Some(classify(py, e, pipe.transient.as_ref().map(|t| t.bind(py)))?),
+            None => None,
+        };
+        let d = env.cast::<PyDict>().ok();
+        let get = |k: &str| d.and_then(|d| d.get_item(k).ok().flatten());
+        let ok = get("ok").is_some_and(|v| v.is_truthy().unwrap_or(false));
+        let deduplicated = get("deduplicated").is_some_and(|v| v.is_truthy().unwrap_or(false));
+        let code = d.map_or(Code::Known(ErrorCode::InternalError), code_of);
+        let value = if ok { get("value").map(|v| Arc::new(v.unbind())) } else { None };
+        if ok && self.m.wants_value_json() {
+            let v = get("value").unwrap_or_else(|| py.None().into_bound(py));
+            let text = helpers(py)?.json_text.bind(py).call1((&v,))?;
+            self.m.set_value_json(text.extract::<Option<String>>()?);
+        }
+        self.held = Some(match env.cast_into::<PyDict>() {
+            Ok(d) => d.unbind(),
+            Err(_) => internal_envelope(py, self.m.facts().name.as_deref().unwrap_or(""))?.unbind(),
+        });
+        self.m.set_attempts(attempts);
+        self.feed_event(py, Event::Passed(Env::Passed { ok, deduplicated, code, kind, value }))
+    }
+
+    /// Feed the outcome of the step the driver performed (`EV_*`; `value`: the approver's
+    /// answer, the store's document or compare-and-set result).
+    #[pyo3(signature = (event, value=None))]
+    fn feed<'py>(&mut self, py: Python<'py>, event: u8, value: Option<Bound<'py, PyAny>>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let ev = match event {
+            EV_APPROVED => Event::Approved(value.is_some_and(|v| v.is(PyBool::new(py, true)))),
+            EV_SLEPT => Event::Slept,
+            EV_WOKEN => Event::Woken,
+            EV_GOT => Event::StoreGot(match value {
+                Some(v) if !v.is_none() => v.extract::<String>().ok(),
+                _ => None,
+            }),
+            EV_SET => Event::StoreSet,
+            EV_CAS => Event::StoreCas(value.is_some_and(|v| v.is_truthy().unwrap_or(false))),
+            EV_STORE_FAILED => Event::StoreFailed,
+            EV_OPENED => Event::Opened,
+            EV_RECORDED => Event::Recorded,
+            other => return Err(PyValueError::new_err(format!("unknown pipeline event {other}"))),
+        };
+        self.feed_event(py, ev)
+    }
+
+    /// The caller gave up (`cancelled`) or a fault outside the pipeline ended the call: its
+    /// idempotency claim is released (identical calls waiting for it wake); returns the audit
+    /// records to emit, as `(config, record)` pairs (only when `cancelled`).
+    fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>> {
+        let pipe = self.pipe.clone_ref(py);
+        let records = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now());
+        self.wake(py)?;
+        let configs = &pipe.get().configs;
+        records.iter().map(|(i, r)| Ok((configs[*i].bind(py).clone(), self.record(py, r)?))).collect()
+    }
+
+    /// How many times the body started.
+    #[getter]
+    fn attempts(&self) -> u32 {
+        self.m.attempts()
+    }
+
+    /// The registered tool (None when the call was rejected).
+    #[getter]
+    fn tool(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.tool.as_ref().map(|t| t.clone_ref(py))
+    }
+}
+
