@@ -35,6 +35,7 @@ import time
 import weakref
 from typing import Any, Callable
 
+from . import _core
 from .errors import ToolError, ToolTimeoutError
 
 __all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "in_worker", "BodyFailed"]

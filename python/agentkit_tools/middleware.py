@@ -1,33 +1,12 @@
-"""The Invoker's middleware: the rules every tool call goes through (see ``docs/middleware.md``).
+"""The Invoker's middleware: the rules every tool call goes through (see ``docs/middleware.md``
+for each rule, its envelopes and its limits).
 
-The built-in constructors (``audit``, ``approval``, ``repeat_guard``, ``idempotency``, ``retry``,
-``timeout``, ``egress``) return configuration: an ``Invoker`` compiles consecutive built-ins into
-one call pipeline in the Rust core (``agentkit_tools._core.Pipeline``), which makes every decision
-and keeps the state (repeat counts, the idempotency window, circuit breakers); the Invoker only
-performs the steps it asks for. The default chain is ``[audit(), approval(), repeat_guard(),
-idempotency(), retry(), timeout()]``; ``egress(allow=...)`` is added only when configured.
-
-A class of your own that subclasses ``Middleware`` stays an extension point anywhere in the
-chain: its ``wrap(invoker, next)`` returns an ``async`` handler ``(call: ToolCall) -> envelope``
-that calls the next one or answers itself.
-
-Envelopes of the refusals (``{"ok": False, "error": {...}}``):
-
-- ``approval_required`` (``tool``): the tool needs the user's approval and was not run;
-- ``repeated_call`` (``tool``, ``count``): the same call for the ``limit``-th time in a
-  conversation; the model is told to stop and explain the problem to the user;
-- ``egress_denied`` (``tool``, ``host`` when the URL has one, ``allowed``);
-- ``circuit_open`` (``tool``, ``retriable: False``): the tool's circuit breaker is open;
-- ``backend_saturated`` (``retriable: False``): every worker thread is held by sync calls that
-  overran their deadline, so the call was not run.
-
-Effects are per call: a tool may implement ``is_read_only_call(args) -> bool`` (``args``: the
-validated arguments) to say that one particular call changes nothing (``FileTool``: ``view``).
-Such a call is never deduplicated, does not reset repeat counts and may be retried. Without the
-method the tool's ``side_effecting`` flag decides.
-
-A successful result served from the idempotency cache is ``{"ok": True, "value": <first
-result>, "elapsed_ms": ..., "deduplicated": True}``.
+The built-in constructors return configuration: an ``Invoker`` compiles consecutive built-ins
+into one call pipeline in the Rust core (``_core.Pipeline``), which makes every decision and
+keeps the state (repeat counts, the idempotency window, circuit breakers); the Invoker performs
+the steps it asks for. A ``Middleware`` subclass of your own stays an extension point anywhere
+in the chain: its ``wrap(invoker, next)`` returns an ``async`` handler ``(call: ToolCall) ->
+envelope`` that calls the next one or answers itself.
 """
 
 from __future__ import annotations
@@ -173,21 +152,6 @@ def call_is_read_only(tool: Any, args: Any) -> bool:
                 "%r.is_read_only_call returned %r, not a bool; its side_effecting flag decides", tool, type(answer)
             )
     return not getattr(tool, "side_effecting", False)
-
-
-def effects_declared(tool: Any) -> bool:
-    """Whether ``tool`` says if it changes the world (False for ``from_callable``/``from_tools``
-    on a plain function without a declaration)."""
-    return getattr(tool, "effects_declared", True) is not False
-
-
-def retry_safe(tool: Any, args: Any = None) -> bool:
-    """Whether running this call of ``tool`` again is safe: the tool is declared idempotent, or
-    the call is read-only (``is_read_only_call(args)``, else the tool's flags) and the tool
-    declared its effects (a ``from_callable`` tool without a declaration is never retried)."""
-    if getattr(tool, "idempotent", False):
-        return True
-    return effects_declared(tool) and call_is_read_only(tool, args)
 
 
 def host_approved(call: Any, ctx: Any, name: str, call_id: Any) -> bool:
@@ -470,9 +434,10 @@ def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:
     (async ``get``, ``set``, ``compare_and_set``; Redis or Postgres for many workers) shares the
     deduplication between processes: the call is claimed atomically with ``compare_and_set``
     before the tool runs, so of two workers receiving the same call one runs it and the other
-    waits for its result (both return it); the claim is a lease of ``lease_s`` seconds (at least
-    three times the tool's ``timeout_s`` plus 5), after which a crashed worker's claim is taken
-    over. Results are stored as JSON (a result that is not JSON is not shared); a failing store
+    waits for its result (both return it); the claim is a lease covering every attempt the
+    rules inside ``idempotency`` may make (one attempt's deadline times ``retry``'s attempts,
+    plus the backoff ceilings, plus 5 s; at least ``lease_s`` seconds), after which a crashed
+    worker's claim is taken over. Results are stored as JSON (a result that is not JSON is not shared); a failing store
     is logged and the tool runs. Raises ``TypeError`` for a store without those methods,
     ``ValueError`` for ``lease_s <= 0``."""
     return _Idempotency(store, lease_s)
