@@ -262,3 +262,32 @@ def test_the_call_shapes_are_read_by_one_rule() -> None:
     assert dispatch({"name": "outer", "function": {"name": "nope"}}, REG)["error"]["message"].startswith(
         "No tool named 'nope'."
     )
+def test_a_dispatch_inside_an_async_tool_under_dispatch_runs_and_blames_the_right_tool():
+    """An async tool runs under ``dispatch`` on the process's long-lived loop; when its body
+    dispatched an async tool itself, the inner call could not wait on that same loop and its
+    envelope said ``inner failed: RuntimeError ... This is a bug in the tool`` — blaming the
+    inner tool for its caller's nesting. The inner call now runs (on a loop of its own; the
+    outer body waits for it as it would for a sync call) and a timeout names the tool that
+    timed out with its own limit."""
+
+    @tool(read_only=True, timeout_s=0.3)
+    async def inner(x: int) -> int:
+        """Sleep for x tenths of a second, then return x."""
+        await asyncio.sleep(x / 10)
+        return x
+
+    inner_registry = ToolRegistry([inner])
+
+    @tool(read_only=True, timeout_s=5.0)
+    async def outer(x: int) -> dict:
+        """Dispatch a call of the inner tool and return its envelope."""
+        return dispatch({"id": "i", "name": "inner", "input": {"x": x}}, inner_registry)
+
+    registry = ToolRegistry([outer])
+    env = dispatch({"id": "o", "name": "outer", "input": {"x": 1}}, registry)
+    assert env["ok"] is True and env["value"]["ok"] is True and env["value"]["value"] == 1
+    started = time.monotonic()
+    env = dispatch({"id": "o", "name": "outer", "input": {"x": 30}}, registry)
+    assert time.monotonic() - started < 1.5
+    assert env["value"] == {"ok": False, "error": {"code": "timeout", "message": (
+        "inner did not finish within 0.3s. Do not retry immediately; tell the user the backend is slow.")}}

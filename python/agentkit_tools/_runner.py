@@ -564,17 +564,24 @@ def on_background_loop() -> bool:
 _LOOP_GRACE_S = 0.25
 
 
+def _run_private(coro: Any, _: Any) -> Any:
+    return asyncio.run(coro)
+
+
 def run_on_background_loop(coro: Any, limit: float | None = None, name: str = "") -> Any:
     """Run ``coro`` on :func:`background_loop` and wait for its result (this thread blocks).
     With ``limit`` (seconds), a loop that has not answered ``limit`` plus a quarter second later
-    (an async body blocking it) is not waited for: ``ToolTimeoutError(name, limit)``. Raises
-    ``RuntimeError`` when called from that loop's own thread (it would wait forever)."""
+    (an async body blocking it) is not waited for: ``ToolTimeoutError(name, limit)``. Called from
+    that loop's own thread (a tool running there called ``dispatch``), ``coro`` runs on a loop of
+    its own in a worker thread instead of waiting forever."""
     if on_background_loop():
-        coro.close()
-        raise RuntimeError(
-            "dispatch() was called from inside a tool running under dispatch(); await Invoker.invoke() "
-            "there instead"
-        )
+        # A tool running on that loop called dispatch(): the loop cannot wait for itself, so the
+        # coroutine runs on a loop of its own in a worker thread (this loop waits meanwhile, as it
+        # does for a sync body the tool calls).
+        try:
+            return run_sync_in_worker(_run_private, coro, None, None if limit is None else limit + _LOOP_GRACE_S, name)
+        except ToolTimeoutError:
+            raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
     import concurrent.futures
 
     fut = asyncio.run_coroutine_threadsafe(coro, background_loop())
