@@ -101,26 +101,37 @@ class LosingStore:
 
 class GatedStore:
     """Wraps a store so that the first ``n`` reads all complete before any of them returns:
-    ``n`` concurrent commands are guaranteed to read the same document and race."""
+    ``n`` concurrent commands are guaranteed to read the same document and race.
+
+    Commands of one process on one store object share their writes (they never race each
+    other), so racing writers need store objects of their own: :meth:`twin` is another wrapper
+    of the same store sharing this one's gate and read count."""
 
     def __init__(self, inner, n: int) -> None:
         self.inner = inner
-        self.n = n
-        self.waiting = 0
-        self.gate: Optional[asyncio.Event] = None
-        self.gets = 0
+        self._shared = {"n": n, "gate": None, "gets": 0}
+
+    def twin(self) -> "GatedStore":
+        other = GatedStore(self.inner, 0)
+        other._shared = self._shared
+        return other
+
+    @property
+    def gets(self) -> int:
+        return self._shared["gets"]
 
     async def get(self, key):
-        self.gets += 1
+        shared = self._shared
+        shared["gets"] += 1
         value = await self.inner.get(key)
-        if self.n > 0:
-            if self.gate is None:
-                self.gate = asyncio.Event()
-            self.n -= 1
-            if self.n == 0:
-                self.gate.set()
+        if shared["n"] > 0:
+            if shared["gate"] is None:
+                shared["gate"] = asyncio.Event()
+            shared["n"] -= 1
+            if shared["n"] == 0:
+                shared["gate"].set()
             else:
-                await asyncio.wait_for(self.gate.wait(), 10)
+                await asyncio.wait_for(shared["gate"].wait(), 10)
         return value
 
     async def set(self, key, value):
@@ -130,6 +141,37 @@ class GatedStore:
         await self.inner.delete(key)
 
     async def compare_and_set(self, key, expected, value):
+        return await self.inner.compare_and_set(key, expected, value)
+
+
+class CountingStore:
+    """Wraps a store: counts the calls, can slow each compare-and-set down by ``delay`` seconds,
+    and can fail the compare-and-sets numbered in ``fail_on`` (1-based) with ``ConnectionError``
+    (as a dropped connection would)."""
+
+    def __init__(self, inner, delay: float = 0.0, fail_on: tuple = ()) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.fail_on = fail_on
+        self.gets = 0
+        self.cas_calls = 0
+
+    async def get(self, key):
+        self.gets += 1
+        return await self.inner.get(key)
+
+    async def set(self, key, value):
+        await self.inner.set(key, value)
+
+    async def delete(self, key):
+        await self.inner.delete(key)
+
+    async def compare_and_set(self, key, expected, value):
+        self.cas_calls += 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.cas_calls in self.fail_on:
+            raise ConnectionError("store connection lost")
         return await self.inner.compare_and_set(key, expected, value)
 
 

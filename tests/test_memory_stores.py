@@ -37,6 +37,7 @@ from memory_fixtures import (
     REDIS_URL,
     SERVER_KINDS,
     STORE_KINDS,
+    CountingStore,
     GatedStore,
     _proc_store,
     LosingStore,
@@ -306,9 +307,10 @@ async def test_two_racing_str_replace_exactly_one_wins(store):
     await setup.create(F, "status: open\n")
     gated = GatedStore(store, n=2)  # both commands read the same document before either writes
     files = StoreFiles(gated, namespace=ns)
+    rival = StoreFiles(gated.twin(), namespace=ns)
     results = await asyncio.gather(
         files.str_replace(F, "status: open", "status: closed by A"),
-        files.str_replace(F, "status: open", "status: closed by B"),
+        rival.str_replace(F, "status: open", "status: closed by B"),
         return_exceptions=True,
     )
     wins = [r for r in results if isinstance(r, str)]
@@ -325,7 +327,73 @@ async def test_two_racing_str_replace_exactly_one_wins(store):
     # The loser read, lost the compare-and-set, re-read and failed: 3 reads in all; only the
     # winner's command counts in the stats.
     assert gated.gets == 3
-    assert (files.stats.commands, files.stats.attempts) == (1, 1)
+    won = files if winner == "A" else rival
+    lost = rival if winner == "A" else files
+    assert (won.stats.commands, won.stats.attempts, lost.stats.commands) == (1, 1, 0)
+
+
+async def test_concurrent_commands_in_one_process_share_writes(store):
+    """Commands on one document from one process never race each other: while a write is in
+    flight the others queue, and the next write carries all of them, each with its own answer
+    (in order, as if they had run one after another)."""
+    ns = unique_namespace()
+    await StoreFiles(store, namespace=ns).create(F, lines_file(40))
+    counting = CountingStore(store, delay=0.01)  # each write stays in flight a while
+    writers = [StoreFiles(counting, namespace=ns) for _ in range(4)]
+    results = await asyncio.gather(
+        *(writers[i % 4].str_replace(F, f"line {i:02d}: todo", f"line {i:02d}: done") for i in range(40)),
+        writers[0].str_replace(F, "line 00: todo", "twice"),  # queued after the first: no longer there
+        writers[1].insert(F, 0, "top"),
+        return_exceptions=True,
+    )
+    assert results[:40] == [f"The file {F} has been edited."] * 40
+    assert results[41] == f"Text inserted after line 0 of {F}."
+    assert (await writers[2].view(F)).split("\n") == ["top"] + [f"line {i:02d}: done" for i in range(40)] + [""]
+    assert sum(w.stats.retries for w in writers) == 0
+    assert sum(w.stats.commands for w in writers) == 42  # 40 edits, the insert, the view
+    # The first command writes alone; everything queued meanwhile goes in one more write.
+    assert counting.cas_calls == 2
+    # The rejected command is the one queued behind the edit of its line.
+    assert isinstance(results[40], MemoryCommandError) and results[40].code == "no_match"
+
+
+async def test_cancelling_the_caller_that_carries_a_write_never_loses_the_others(store):
+    ns = unique_namespace()
+    await StoreFiles(store, namespace=ns).create(F, lines_file(6))
+    slow = CountingStore(store, delay=0.05)
+    files = StoreFiles(slow, namespace=ns)
+    first = asyncio.ensure_future(files.str_replace(F, "line 00: todo", "line 00: done"))
+    await asyncio.sleep(0.01)  # the first write is in flight
+    queued = [asyncio.ensure_future(files.str_replace(F, f"line {i:02d}: todo", f"line {i:02d}: done")) for i in range(1, 6)]
+    await asyncio.sleep(0.01)
+    queued[0].cancel()  # a queued caller gives up before its turn: its edit never runs
+    await first
+    await asyncio.sleep(0.01)  # the batch of lines 2..5 is in flight, carried by line 2's caller
+    queued[1].cancel()
+    assert await asyncio.gather(*queued[2:]) == [f"The file {F} has been edited."] * 3
+    with pytest.raises(asyncio.CancelledError):
+        await queued[1]
+    # The cancelled carrier's edit went with the batch (a write in flight is never abandoned);
+    # the caller cancelled while queued changed nothing.
+    text = await StoreFiles(store, namespace=ns).view(F)
+    assert text == "line 00: done\nline 01: todo\n" + "".join(f"line {i:02d}: done\n" for i in range(2, 6))
+    assert slow.cas_calls == 2
+
+
+async def test_a_store_failure_reaches_every_caller_of_the_write(store):
+    ns = unique_namespace()
+    await StoreFiles(store, namespace=ns).create(F, lines_file(3))
+    failing = CountingStore(store, delay=0.02, fail_on=(2,))
+    files = StoreFiles(failing, namespace=ns)
+    results = await asyncio.gather(
+        *(files.str_replace(F, f"line {i:02d}: todo", f"line {i:02d}: done") for i in range(3)),
+        return_exceptions=True,
+    )
+    assert results[0] == f"The file {F} has been edited."
+    assert [type(r) for r in results[1:]] == [ConnectionError, ConnectionError]
+    assert await StoreFiles(store, namespace=ns).view(F) == "line 00: done\nline 01: todo\nline 02: todo\n"
+    # The next command is not stuck behind the failed write.
+    assert await files.str_replace(F, "line 01: todo", "line 01: done") == f"The file {F} has been edited."
 
 
 async def test_losing_the_first_cas_on_purpose_still_ends_correct(store):

@@ -51,6 +51,7 @@ __all__ = [
     "MIN_DESCRIPTION_CHARS",
     "FORMAT_PATTERNS",
     "MemoryCasLoop",
+    "MemoryCommand",
     "MemoryStoreEngine",
     "MemoryTree",
     "PROVIDERS",
@@ -615,18 +616,31 @@ class MemoryStoreEngine:
         compare-and-set attempts per command. Raises ``ValueError`` for out-of-range limits or a
         bad root."""
 
-    def begin(self, command: str, kwargs: Mapping[str, Any] | None = None, numbered: bool = False) -> MemoryCasLoop:
-        """Start one command's loop (arguments checked as by ``MemoryTree.apply``). The caller
-        drives it on its own event loop::
+    def command(self, command: str, kwargs: Mapping[str, Any] | None = None, numbered: bool = False) -> MemoryCommand:
+        """Check one command's arguments (as ``MemoryTree.apply`` does) for ``begin``. Raises
+        ``MemoryCommandError``."""
 
+    def read(self, command: str, kwargs: Mapping[str, Any] | None, doc: Any, numbered: bool = False) -> str:
+        """Answer a command that never writes (``view``) from what ``store.get`` returned (as
+        ``MemoryCasLoop.on_get`` takes it). Raises the command's error,
+        ``MemoryCorruptError``, ``TypeError`` for a document of another type, ``ValueError``
+        for a command that writes."""
+
+    def begin(self, commands: Sequence[MemoryCommand]) -> MemoryCasLoop:
+        """Start the loop of a batch of commands, applied in order and written together by one
+        compare-and-set, each with its own answer. The caller drives it on its own event loop::
+
+            value = loop.on_cached(copy)          # optional: a recent copy, maybe stale
             while True:
-                doc = await store.get(key)
-                value = loop.on_get(doc)
-                if value is None: break
+                if value is None:
+                    doc = await store.get(key)
+                    value = loop.on_get(doc)
+                    if value is None: break
                 delay = loop.on_cas(await store.compare_and_set(key, doc, value))
                 if delay is None: break
+                value = None
                 await asyncio.sleep(delay)
-            loop.text
+            loop.outcomes()
         """
 
     @property
@@ -634,24 +648,43 @@ class MemoryStoreEngine:
         """The store key of the tree document."""
 
 @final
+class MemoryCommand:
+    """One checked memory command (see ``MemoryStoreEngine.command``)."""
+
+    @property
+    def read_only(self) -> bool:
+        """True for a command that never writes (``view``)."""
+
+@final
 class MemoryCasLoop:
-    """One command's compare-and-set loop (see ``MemoryStoreEngine.begin``)."""
+    """A batch's compare-and-set loop (see ``MemoryStoreEngine.begin``)."""
+
+    def on_cached(self, doc: Any) -> str | None:
+        """Offer a recent copy of the document that may be stale, when a read is due. A
+        ``str``: the new document to write with ``compare_and_set(key, doc, value)``; ``None``:
+        read the document and call ``on_get`` (views, no-ops and errors are only answered from
+        a fresh read; a won write proves the copy was current)."""
 
     def on_get(self, doc: Any) -> str | None:
         """Feed what ``store.get`` returned (``None``, the document text, or the document as a
-        dict). ``None``: finished, the answer is in ``text``; a ``str``: the new document to
-        write with ``compare_and_set(key, doc, value)``. Raises the command's error (nothing is
-        written), ``MemoryCorruptError`` for a document this version cannot read,
-        ``TypeError`` for a value of another type."""
+        dict). ``None``: finished (see ``outcomes``); a ``str``: the new document to write with
+        ``compare_and_set(key, doc, value)``. Raises ``TypeError`` for a value of another
+        type."""
 
     def on_cas(self, won: Any) -> float | None:
-        """Feed what ``compare_and_set`` returned (a bool). ``None``: finished; a float: the
-        seconds to wait (0.0 for none) before reading again. Raises ``StoreConflictError``
-        when every attempt lost its race, ``TypeError`` for a non-bool."""
+        """Feed what ``compare_and_set`` returned (a bool). ``None``: finished (see
+        ``outcomes``); a float: the seconds to wait (0.0 for none) before reading again.
+        Raises ``TypeError`` for a non-bool."""
+
+    def outcomes(self) -> list[str | BaseException] | None:
+        """Once finished, one outcome per command in order: its answer, or its error (an
+        exception instance, not raised): the command's own, ``StoreConflictError`` when every
+        attempt lost its race, ``MemoryCorruptError`` for a document this version cannot read.
+        ``None`` before."""
 
     @property
-    def text(self) -> str | None:
-        """The answer for the model once finished."""
+    def written(self) -> bool:
+        """True once the batch's compare-and-set won."""
 
     @property
     def attempts(self) -> int:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
@@ -272,6 +273,77 @@ class CasStats:
         return self.attempts - self.commands
 
 
+_UNSEEN = object()  # StoreFiles: no copy of the document at hand
+_LEAD = object()  # StoreFiles: a queued caller's turn to write for everyone queued
+_GROUPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+class _Group:
+    """The writers of one document in this process, on one event loop."""
+
+    __slots__ = ("loop", "busy", "queue", "seen")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)
+        self.busy = False  # a write is in flight
+        self.queue: list = []  # (command, future, StoreFiles) waiting for the next write
+        self.seen: Any = _UNSEEN  # the last document read or written
+
+    def hand_over(self) -> None:
+        """The write in flight is finished: the first caller still waiting leads the next."""
+        while self.queue:
+            _, fut, _ = self.queue.pop(0)
+            if not fut.done():
+                fut.set_result(_LEAD)
+                return
+        self.busy = False
+
+
+def _answer(owner: "StoreFiles", out: Any, attempts: int) -> str:
+    """A command's outcome for its caller: raises its error, or counts it and returns the text."""
+    if isinstance(out, BaseException):
+        raise out
+    stats = owner.stats
+    stats.commands += 1
+    stats.attempts += attempts
+    return out  # type: ignore[no-any-return]
+
+
+_LEAD = object()  # StoreFiles: a queued caller's turn to write for everyone queued
+_GROUPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+class _Group:
+    """The writers of one document in this process, on one event loop."""
+
+    __slots__ = ("loop", "busy", "queue", "seen")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)
+        self.busy = False  # a write is in flight
+        self.queue: list = []  # (command, future, StoreFiles) waiting for the next write
+        self.seen: Any = _UNSEEN  # the last document read or written
+
+    def hand_over(self) -> None:
+        """The write in flight is finished: the first caller still waiting leads the next."""
+        while self.queue:
+            _, fut, _ = self.queue.pop(0)
+            if not fut.done():
+                fut.set_result(_LEAD)
+                return
+        self.busy = False
+
+
+def _answer(owner: "StoreFiles", out: Any, attempts: int) -> str:
+    """A command's outcome for its caller: raises its error, or counts it and returns the text."""
+    if isinstance(out, BaseException):
+        raise out
+    stats = owner.stats
+    stats.commands += 1
+    stats.attempts += attempts
+    return out  # type: ignore[no-any-return]
+
+
 class StoreFiles(_Commands):
     """A memory tree stored as one JSON document in a :class:`~agentkit_tools.stores.StorePort`,
     changed only with compare-and-set.
@@ -290,6 +362,14 @@ class StoreFiles(_Commands):
     and writes with ``store.compare_and_set`` against the exact value read; the store is awaited
     on the caller's event loop. Between lost races it backs off with full jitter (1 ms doubling
     up to 50 ms). ``stats`` counts commands and attempts.
+
+    Commands of this process on one document (every ``StoreFiles`` on the same store object,
+    namespace and settings, on one event loop) never race each other: while one write is in
+    flight, the others queue and the next compare-and-set carries them all, applied in order
+    with one answer each. An edit starts from the last document this process read or wrote and
+    goes straight to the compare-and-set (one round trip when nothing changed meanwhile; a
+    stale copy only loses the race and is read afresh). A view, and any error or no-op answer,
+    comes from a fresh read or a won write. Races with other processes are retried as above.
     """
 
     def __init__(
@@ -315,24 +395,108 @@ class StoreFiles(_Commands):
         )
         self.root: str = _core.MemoryTree(root).root
         self.stats = CasStats()
+        # Writers of one document in this process (StoreFiles objects on the same store, key
+        # and settings, on one event loop) share a _Group: while one write is in flight, the
+        # commands of the others queue up and go together in the next compare-and-set, so they
+        # do not race each other.
+        self._settings = (self.key, self.root, max_bytes, max_files, max_attempts)
+        try:
+            self._groups: dict = _GROUPS.setdefault(store, {})
+        except TypeError:  # a store without weak references: group this object's calls only
+            self._groups = {}
 
     async def _apply(self, command: str, kwargs: dict[str, Any], numbered: bool = False) -> str:
-        loop = self._engine.begin(command, kwargs, numbered)
+        if command == "view":  # a view reads on its own; it never waits for a write
+            text = self._engine.read(command, kwargs, await self.store.get(self.key), numbered)
+            stats = self.stats
+            stats.commands += 1
+            stats.attempts += 1
+            return text  # type: ignore[no-any-return]
+        cmd = self._engine.command(command, kwargs, numbered)
+        group = self._group()
+        if group.busy:  # a write to this document is in flight in this process: join the next one
+            fut = asyncio.get_running_loop().create_future()
+            group.queue.append((cmd, fut, self))
+            try:
+                got = await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled() and fut.result() is _LEAD:
+                    group.hand_over()
+                raise
+            if got is not _LEAD:
+                return got  # type: ignore[no-any-return]
+        else:
+            group.busy = True
+        # This call leads: it writes its command together with every one queued meanwhile.
+        others = [item for item in group.queue if not item[1].done()]
+        group.queue = []
+        if not others:
+            try:
+                (out,), attempts = await self._commit(group, [cmd])
+            finally:
+                group.hand_over()
+            return _answer(self, out, attempts)
+        fut = asyncio.get_running_loop().create_future()
+        others.insert(0, (cmd, fut, self))
+        # A task of its own, so that cancelling this caller never abandons the others' write.
+        asyncio.get_running_loop().create_task(self._commit_for(group, others))
+        return await fut  # type: ignore[no-any-return]
+
+    async def _commit_for(self, group: "_Group", items: list) -> None:
+        """Writes a batch of queued commands and settles each caller's future."""
+        try:
+            outcomes, attempts = await self._commit(group, [cmd for cmd, _, _ in items])
+        except Exception as e:  # the store failed: every caller of the batch hears it
+            for _, fut, _ in items:
+                if not fut.done():
+                    fut.set_exception(e)
+        else:
+            for (_, fut, owner), out in zip(items, outcomes):
+                if fut.done():
+                    continue
+                if isinstance(out, BaseException):
+                    fut.set_exception(out)
+                else:
+                    fut.set_result(_answer(owner, out, attempts))
+        finally:
+            group.hand_over()
+
+    async def _commit(self, group: "_Group", cmds: list) -> "tuple[list, int]":
+        """One compare-and-set loop for ``cmds``: their outcomes (text or exception) and the
+        read-apply cycles used."""
+        loop = self._engine.begin(cmds)
         store, key = self.store, self.key
+        # The last document this process read or wrote is offered first: when the batch changes
+        # it, the write goes out without a read (one round trip), and a stale copy only loses
+        # the compare-and-set. The core answers nothing from it without a fresh read or a won
+        # write. After a lost race: back off, then read afresh.
+        doc = group.seen
+        value = None if doc is _UNSEEN else loop.on_cached(doc)
         while True:
-            doc = await store.get(key)
-            value = loop.on_get(doc)
             if value is None:
-                break
+                doc = await store.get(key)
+                value = loop.on_get(doc)
+                if value is None:
+                    break
             delay = loop.on_cas(await store.compare_and_set(key, doc, value))
             if delay is None:
+                doc = value if loop.written else _UNSEEN
                 break
+            value = None
             if delay:
                 await asyncio.sleep(delay)
-        stats = self.stats
-        stats.commands += 1
-        stats.attempts += loop.attempts
-        return loop.text  # type: ignore[no-any-return]
+        group.seen = doc
+        return loop.outcomes(), loop.attempts
+
+    def _group(self) -> "_Group":
+        loop = asyncio.get_running_loop()
+        gkey = (id(loop), self._settings)
+        group = self._groups.get(gkey)
+        if group is None or group.loop() is not loop:
+            for k in [k for k, g in self._groups.items() if g.loop() is None]:
+                del self._groups[k]
+            group = self._groups[gkey] = _Group(loop)
+        return group
 
     async def files(self) -> dict[str, str]:
         """A snapshot ``{path: text}`` read from the store."""

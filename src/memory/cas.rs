@@ -1,17 +1,29 @@
 //! The compare-and-set loop as a sans-IO state machine.
 //!
+//! One loop carries a batch of commands (usually one): they are applied in order to the same
+//! tree and written together with one compare-and-set, each with its own answer, exactly as if
+//! they had run one after another. A driver that gathers the commands of concurrent callers
+//! while a write is in flight turns N racing writers into one write instead of N-1 lost races.
+//!
 //! The loop decides everything (what to read, what to write, whether to retry, when to give up);
 //! a driver only performs the store calls it asks for and feeds the results back:
 //!
 //! ```text
 //! start() ─► Get ─► on_get(doc) ─► CompareAndSet{expected, value} ─► on_cas(won)
 //!                      │                                                 │ won  ─► Done
-//!                      ├─ unchanged (view, no-op edit) ─► Done            │ lost ─► Sleep(d) ─► on_slept() ─► Get
-//!                      └─ command error ─► Failed (nothing written)       └ attempts exhausted ─► Failed(Conflict)
+//!                      ├─ nothing changed (views, no-ops, errors) ─► Done │ lost ─► Sleep(d) ─► on_slept() ─► Get
+//!                      └─ unreadable document ─► Failed (nothing written) └ attempts exhausted ─► Done (all Conflict)
 //! ```
 //! The binding layer drives it with a Python store's coroutines; the unit tests drive it with
 //! in-memory fakes. Because the store is compared against the exact document that was read, a
 //! lost race re-applies the command to the fresh tree, so no concurrent edit is ever lost.
+//!
+//! A driver that already holds a recent copy of the document (the one it last wrote, or the one a
+//! store handed back with a lost compare-and-set) may offer it with [`CasLoop::on_cached`]
+//! instead of reading: a command that changes that copy goes straight to the compare-and-set
+//! (one store round trip instead of two; a stale copy only loses the race), while an answer that
+//! would not write (a view, a no-op, a command error) is never given from a copy that may be
+//! stale — the loop asks for a fresh [`Step::Get`] first.
 use crate::errors::ErrorCode;
 use std::time::Duration;
 
@@ -44,7 +56,8 @@ impl Default for CasConfig {
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    /// Read the document (`store.get(key)`), then call [`CasLoop::on_get`].
+    /// Read the document (`store.get(key)`), then call [`CasLoop::on_get`] (or offer a recent
+    /// copy with [`CasLoop::on_cached`]).
     Get,
     /// `store.compare_and_set(key, expected, value)` (`expected: None` = only if absent), then
     /// call [`CasLoop::on_cas`].
@@ -54,20 +67,22 @@ pub enum Step {
     },
     /// Wait this long, then call [`CasLoop::on_slept`].
     Sleep(Duration),
-    /// Finished successfully.
+    /// Finished: every command has its answer.
     Done(CasDone),
-    /// Finished with an error; nothing was written.
+    /// The document cannot be used (not a memory tree of this root and version), or the driver
+    /// misused the loop: every command of the batch fails with this error; nothing was written.
     Failed(MemoryError),
 }
 
-/// A successful command.
+/// A finished batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CasDone {
-    /// The tool result text.
-    pub text: String,
+    /// One answer per command, in order: the tool result text, or the command's error (the
+    /// command changed nothing).
+    pub outcomes: Vec<Result<String, MemoryError>>,
     /// Read-apply cycles used (1 = no lost race).
     pub attempts: u32,
-    /// False when the command changed nothing (no write was made).
+    /// False when nothing was written.
     pub written: bool,
 }
 
@@ -80,21 +95,22 @@ enum State {
     Finished,
 }
 
-/// One command's compare-and-set loop.
+/// One batch's compare-and-set loop.
 #[derive(Debug, Clone)]
 pub struct CasLoop {
     root: Root,
-    command: Command,
+    commands: Vec<Command>,
     limits: Limits,
     config: CasConfig,
     attempts: u32,
     rng: u64,
-    pending: Option<String>,
+    pending: Vec<Result<String, MemoryError>>,
     state: State,
 }
 
 impl CasLoop {
-    /// `seed` feeds the backoff jitter (any value; tests pass a fixed one).
+    /// A loop for one command. `seed` feeds the backoff jitter (any value; tests pass a fixed
+    /// one).
     pub fn new(
         root: Root,
         command: Command,
@@ -102,16 +118,37 @@ impl CasLoop {
         config: CasConfig,
         seed: u64,
     ) -> CasLoop {
+        CasLoop::batch(root, vec![command], limits, config, seed)
+    }
+
+    /// A loop for several commands, applied in this order and written together.
+    pub fn batch(
+        root: Root,
+        commands: Vec<Command>,
+        limits: Limits,
+        config: CasConfig,
+        seed: u64,
+    ) -> CasLoop {
         CasLoop {
             root,
-            command,
+            commands,
             limits,
             config,
             attempts: 0,
             rng: seed | 1,
-            pending: None,
+            pending: Vec::new(),
             state: State::Idle,
         }
+    }
+
+    /// Commands in the batch.
+    pub fn len(&self) -> usize {
+        self.commands.len()
+    }
+
+    /// True for an empty batch.
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
     }
 
     /// Cycles used so far.
@@ -128,28 +165,61 @@ impl CasLoop {
         Step::Get
     }
 
+    /// Applies every command to `doc`: `None` when the document is unreadable (the error),
+    /// else the new tree when something changed, and the answers.
+    fn apply_all(&self, doc: Option<&str>) -> Result<(Option<Tree>, Vec<Result<String, MemoryError>>), MemoryError> {
+        let mut tree = Tree::from_json(&self.root, doc)?;
+        let mut changed = false;
+        let outcomes = self
+            .commands
+            .iter()
+            .map(|cmd| {
+                let out = apply(&mut tree, cmd, &self.limits)?;
+                changed |= out.changed;
+                Ok(out.text)
+            })
+            .collect();
+        Ok((changed.then_some(tree), outcomes))
+    }
+
+    /// Offers a copy of the document that may be stale (`None` = absent) in place of a read,
+    /// when the loop asks for [`Step::Get`]. Returns [`Step::CompareAndSet`] against that copy
+    /// when the batch changes it (counted as an attempt: a won write proves the copy was
+    /// current, so every answer computed from it holds), and [`Step::Get`] otherwise: answers
+    /// that write nothing (views, no-ops, errors) only ever come from a fresh read. A copy that
+    /// is not a readable tree is ignored the same way.
+    pub fn on_cached(&mut self, doc: Option<String>) -> Step {
+        if self.state != State::AwaitGet {
+            return self.misuse("on_cached");
+        }
+        if self.commands.iter().all(Command::is_read_only) {
+            return Step::Get;
+        }
+        match self.apply_all(doc.as_deref()) {
+            Ok((Some(tree), outcomes)) => {
+                self.attempts += 1;
+                self.pending = outcomes;
+                self.state = State::AwaitCas;
+                Step::CompareAndSet {
+                    expected: doc,
+                    value: tree.to_json(),
+                }
+            }
+            _ => Step::Get,
+        }
+    }
+
     /// Feeds the document read from the store (`None` = key absent).
     pub fn on_get(&mut self, doc: Option<String>) -> Step {
         if self.state != State::AwaitGet {
             return self.misuse("on_get");
         }
         self.attempts += 1;
-        let mut tree = match Tree::from_json(&self.root, doc.as_deref()) {
-            Ok(t) => t,
-            Err(e) => return self.fail(e),
-        };
-        match apply(&mut tree, &self.command, &self.limits) {
+        match self.apply_all(doc.as_deref()) {
             Err(e) => self.fail(e),
-            Ok(out) if !out.changed => {
-                self.state = State::Finished;
-                Step::Done(CasDone {
-                    text: out.text,
-                    attempts: self.attempts,
-                    written: false,
-                })
-            }
-            Ok(out) => {
-                self.pending = Some(out.text);
+            Ok((None, outcomes)) => self.finish(outcomes, false),
+            Ok((Some(tree), outcomes)) => {
+                self.pending = outcomes;
                 self.state = State::AwaitCas;
                 Step::CompareAndSet {
                     expected: doc,
@@ -165,26 +235,29 @@ impl CasLoop {
             return self.misuse("on_cas");
         }
         if won {
-            self.state = State::Finished;
-            return Step::Done(CasDone {
-                text: self.pending.take().unwrap_or_default(),
-                attempts: self.attempts,
-                written: true,
-            });
+            let outcomes = std::mem::take(&mut self.pending);
+            return self.finish(outcomes, true);
         }
-        self.pending = None;
+        self.pending.clear();
         if self.attempts >= self.config.max_attempts {
             let n = self.attempts;
-            let cmd = self.command.name();
-            return self.fail(MemoryError::new(
-                ErrorKind::Conflict,
-                ErrorCode::StoreConflict,
-                format!(
-                    "{cmd} gave up after {n} compare-and-set attempts: other writers changed the memory \
-                     tree every time; nothing was written. Call the command again (view the file first \
-                     if it depends on the current text)"
-                ),
-            ));
+            let outcomes = self
+                .commands
+                .iter()
+                .map(|c| {
+                    let cmd = c.name();
+                    Err(MemoryError::new(
+                        ErrorKind::Conflict,
+                        ErrorCode::StoreConflict,
+                        format!(
+                            "{cmd} gave up after {n} compare-and-set attempts: other writers changed the memory \
+                             tree every time; nothing was written. Call the command again (view the file first \
+                             if it depends on the current text)"
+                        ),
+                    ))
+                })
+                .collect();
+            return self.finish(outcomes, false);
         }
         let d = self.backoff();
         if d.is_zero() {
@@ -221,9 +294,18 @@ impl CasLoop {
         Duration::from_micros(r % (cap + 1))
     }
 
+    fn finish(&mut self, outcomes: Vec<Result<String, MemoryError>>, written: bool) -> Step {
+        self.state = State::Finished;
+        Step::Done(CasDone {
+            outcomes,
+            attempts: self.attempts,
+            written,
+        })
+    }
+
     fn fail(&mut self, e: MemoryError) -> Step {
         self.state = State::Finished;
-        self.pending = None;
+        self.pending.clear();
         Step::Failed(e)
     }
 

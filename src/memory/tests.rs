@@ -869,8 +869,35 @@ impl FakeStore {
     }
 }
 
-/// Drives a loop to the end against `store`, recording the sleeps.
+/// The answer of a one-command loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct One {
+    text: String,
+    attempts: u32,
+    written: bool,
+}
+
+/// Drives a one-command loop to the end against `store`, recording the sleeps.
 fn drive(
+    store: &mut FakeStore,
+    key: &str,
+    m: CasLoop,
+) -> (Result<One, MemoryError>, Vec<Duration>) {
+    let (r, sleeps) = drive_batch(store, key, m);
+    let r = r.and_then(|d| {
+        assert_eq!(d.outcomes.len(), 1);
+        let text = d.outcomes.into_iter().next().unwrap()?;
+        Ok(One {
+            text,
+            attempts: d.attempts,
+            written: d.written,
+        })
+    });
+    (r, sleeps)
+}
+
+/// Drives a loop to the end against `store`, recording the sleeps.
+fn drive_batch(
     store: &mut FakeStore,
     key: &str,
     mut m: CasLoop,
@@ -919,7 +946,7 @@ fn cas_first_write_uses_expected_none() {
     assert_eq!(
         m.on_cas(true),
         Step::Done(CasDone {
-            text: "File created successfully at /memories/a (1 bytes).".into(),
+            outcomes: vec![Ok("File created successfully at /memories/a (1 bytes).".into())],
             attempts: 1,
             written: true
         })
@@ -933,7 +960,7 @@ fn cas_view_and_noop_never_write() {
     let (r, _) = drive(&mut s, "k", cas_loop(view("/memories/a")));
     assert_eq!(
         r.unwrap(),
-        CasDone {
+        One {
             text: "x".into(),
             attempts: 1,
             written: false
@@ -972,7 +999,7 @@ fn cas_lost_first_race_retries_against_fresh_tree() {
     let done = r.unwrap();
     assert_eq!(
         done,
-        CasDone {
+        One {
             text: "The file /memories/f has been edited.".into(),
             attempts: 2,
             written: true
@@ -1082,7 +1109,8 @@ fn cas_backoff_caps_double_then_saturate() {
             value: doc(&[("/memories/a", "x")])
         }
     );
-    assert!(matches!(m.on_cas(false), Step::Failed(ref e) if e.kind == ErrorKind::Conflict));
+    assert!(matches!(m.on_cas(false), Step::Done(CasDone { ref outcomes, written: false, .. })
+        if matches!(outcomes[..], [Err(ref e)] if e.kind == ErrorKind::Conflict)));
     assert_eq!(m.attempts(), 10);
 }
 
@@ -1159,4 +1187,159 @@ fn many_sequential_edits_on_distinct_lines_all_land() {
     let t = Tree::from_json(&root(), s.docs.get("k").map(String::as_str)).unwrap();
     let expect: String = (0..20).map(|i| format!("line {i:02}: done\n")).collect();
     assert_eq!(t.get("/memories/f"), Some(expect.as_str()));
+}
+
+#[test]
+fn cas_cached_copy_that_changes_goes_straight_to_the_write() {
+    let mut s = FakeStore::new();
+    let before = doc(&[("/memories/f", "a: todo\n")]);
+    s.docs.insert("k".into(), before.clone());
+    let mut m = cas_loop(replace("/memories/f", "a: todo", "a: done"));
+    assert_eq!(m.start(), Step::Get);
+    let after = doc(&[("/memories/f", "a: done\n")]);
+    assert_eq!(
+        m.on_cached(Some(before.clone())),
+        Step::CompareAndSet {
+            expected: Some(before),
+            value: after.clone()
+        }
+    );
+    assert!(s.cas(
+        "k",
+        Some(&doc(&[("/memories/f", "a: todo\n")])),
+        &after
+    ));
+    assert_eq!(
+        m.on_cas(true),
+        Step::Done(CasDone {
+            outcomes: vec![Ok("The file /memories/f has been edited.".into())],
+            attempts: 1,
+            written: true
+        })
+    );
+    assert_eq!(s.gets, 0);
+}
+
+#[test]
+fn cas_cached_copy_never_answers_what_does_not_write() {
+    let copy = doc(&[("/memories/f", "x")]);
+    for cmd in [
+        view("/memories/f"),
+        replace("/memories/f", "x", "x"),
+        replace("/memories/f", "nope", "y"),
+        create("/memories/f", "again"),
+    ] {
+        let mut m = cas_loop(cmd.clone());
+        m.start();
+        assert_eq!(m.on_cached(Some(copy.clone())), Step::Get, "{cmd:?}");
+        assert_eq!(m.attempts(), 0);
+    }
+    // Not a tree: ignored the same way; the fresh read decides.
+    let mut m = cas_loop(create("/memories/a", "x"));
+    m.start();
+    assert_eq!(m.on_cached(Some("{\"format\": 1}".into())), Step::Get);
+    assert!(matches!(m.on_get(None), Step::CompareAndSet { expected: None, .. }));
+}
+
+#[test]
+fn cas_stale_cached_copy_loses_and_the_edit_lands_on_the_fresh_tree() {
+    let mut s = FakeStore::new();
+    let stale = doc(&[("/memories/f", "1: todo\n2: todo\n")]);
+    let fresh = doc(&[("/memories/f", "1: todo\n2: done\n")]);
+    s.docs.insert("k".into(), fresh);
+    let mut m = cas_loop(replace("/memories/f", "1: todo", "1: done"));
+    m.start();
+    let Step::CompareAndSet { expected, value } = m.on_cached(Some(stale)) else {
+        panic!("expected a write")
+    };
+    assert!(!s.cas("k", expected.as_deref(), &value));
+    let mut step = m.on_cas(false);
+    if let Step::Sleep(_) = step {
+        step = m.on_slept();
+    }
+    assert_eq!(step, Step::Get);
+    let d = s.get("k");
+    let Step::CompareAndSet { expected, value } = m.on_get(d) else {
+        panic!("expected a write")
+    };
+    assert!(s.cas("k", expected.as_deref(), &value));
+    assert!(matches!(m.on_cas(true), Step::Done(CasDone { attempts: 2, written: true, .. })));
+    assert_eq!(s.docs["k"], doc(&[("/memories/f", "1: done\n2: done\n")]));
+}
+
+#[test]
+fn cas_batch_applies_in_order_with_one_write_and_one_answer_each() {
+    let mut s = FakeStore::new();
+    s.docs.insert("k".into(), doc(&[("/memories/f", "a\n")]));
+    let m = CasLoop::batch(
+        root(),
+        vec![
+            replace("/memories/f", "a", "b"),
+            replace("/memories/f", "a", "c"),
+            create("/memories/g", "new"),
+            view("/memories/f"),
+            create("/memories/g", "clobber"),
+        ],
+        Limits::default(),
+        CasConfig::default(),
+        3,
+    );
+    let (r, _) = drive_batch(&mut s, "k", m);
+    let d = r.unwrap();
+    assert_eq!((d.attempts, d.written), (1, true));
+    assert_eq!(s.cas_calls, 1);
+    assert_eq!(d.outcomes[0], Ok("The file /memories/f has been edited.".into()));
+    assert_eq!(d.outcomes[1].as_ref().unwrap_err().code.as_str(), "no_match");
+    assert_eq!(d.outcomes[2], Ok("File created successfully at /memories/g (3 bytes).".into()));
+    assert_eq!(d.outcomes[3], Ok("b\n".into()));
+    assert_eq!(d.outcomes[4].as_ref().unwrap_err().code.as_str(), "already_exists");
+    assert_eq!(
+        s.docs["k"],
+        doc(&[("/memories/f", "b\n"), ("/memories/g", "new")])
+    );
+}
+
+#[test]
+fn cas_batch_that_changes_nothing_writes_nothing() {
+    let mut s = FakeStore::new();
+    s.docs.insert("k".into(), doc(&[("/memories/f", "a")]));
+    let m = CasLoop::batch(
+        root(),
+        vec![view("/memories/f"), delete("/memories/none")],
+        Limits::default(),
+        CasConfig::default(),
+        3,
+    );
+    let d = drive_batch(&mut s, "k", m).0.unwrap();
+    assert_eq!((d.attempts, d.written, s.cas_calls), (1, false, 0));
+    assert_eq!(d.outcomes[0], Ok("a".into()));
+    assert_eq!(d.outcomes[1].as_ref().unwrap_err().kind, ErrorKind::NotFound);
+}
+
+#[test]
+fn cas_batch_exhausted_gives_each_command_its_own_conflict() {
+    let mut s = FakeStore::new();
+    s.docs.insert("k".into(), doc(&[("/memories/f", "v0")]));
+    s.lose = u32::MAX;
+    let mut n = 0;
+    s.rival = Some(Box::new(move |_| {
+        n += 1;
+        doc(&[("/memories/f", &format!("v{n}"))])
+    }));
+    let cfg = CasConfig {
+        max_attempts: 2,
+        ..CasConfig::default()
+    };
+    let m = CasLoop::batch(
+        root(),
+        vec![insert("/memories/f", 0, "x"), delete("/memories/f")],
+        Limits::default(),
+        cfg,
+        3,
+    );
+    let d = drive_batch(&mut s, "k", m).0.unwrap();
+    assert!(!d.written);
+    let msgs: Vec<String> = d.outcomes.into_iter().map(|o| o.unwrap_err().message).collect();
+    assert!(msgs[0].starts_with("insert gave up after 2 compare-and-set attempts"));
+    assert!(msgs[1].starts_with("delete gave up after 2 compare-and-set attempts"));
 }

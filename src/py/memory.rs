@@ -26,6 +26,7 @@ fn seconds(d: std::time::Duration) -> f64 {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMemoryTree>()?;
+    m.add_class::<PyMemoryCommand>()?;
     m.add_class::<PyMemoryStoreEngine>()?;
     m.add_class::<PyMemoryCasLoop>()?;
     m.add_function(wrap_pyfunction!(memory_parse_call, m)?)?;
@@ -419,26 +420,65 @@ impl PyMemoryStoreEngine {
         })
     }
 
-    /// Starts one command's compare-and-set loop (arguments as a dict; `numbered` as for
-    /// `MemoryTree.apply`). The caller drives it: `get` the document, `on_get(doc)`, and while
-    /// that asks for a write, `compare_and_set` and `on_cas(won)`.
+    /// Checks one command's arguments (a dict; `numbered` as for `MemoryTree.apply`) and
+    /// returns it ready for `begin`. Raises `MemoryCommandError` for missing, misplaced or
+    /// ill-typed arguments.
     #[pyo3(signature = (command, kwargs = None, numbered = false))]
-    fn begin(
+    fn command(
         &self,
         py: Python<'_>,
         command: &str,
         kwargs: Option<&Bound<'_, PyDict>>,
         numbered: bool,
-    ) -> PyResult<PyMemoryCasLoop> {
+    ) -> PyResult<PyMemoryCommand> {
         let cmd = parse_command(
             py,
             Some(command.to_string()),
             kwargs_items(kwargs).into_iter(),
             numbered,
         )?;
-        let mut machine = CasLoop::new(
+        Ok(PyMemoryCommand { cmd })
+    }
+
+    /// Answers a command that never writes (`view`) from the document `store.get` returned
+    /// (as `MemoryCasLoop.on_get` takes it): no compare-and-set loop is needed. Raises the
+    /// command's error, `MemoryCorruptError` for a document that is not a memory tree,
+    /// `TypeError` for a document of another type and `ValueError` for a command that writes.
+    #[pyo3(signature = (command, kwargs, doc, numbered = false))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        command: &str,
+        kwargs: Option<&Bound<'_, PyDict>>,
+        doc: &Bound<'_, PyAny>,
+        numbered: bool,
+    ) -> PyResult<String> {
+        let cmd = parse_command(
+            py,
+            Some(command.to_string()),
+            kwargs_items(kwargs).into_iter(),
+            numbered,
+        )?;
+        if !cmd.is_read_only() {
+            return Err(PyValueError::new_err(format!(
+                "MemoryStoreEngine.read answers commands that never write; {command} writes: use begin"
+            )));
+        }
+        let text = doc_text(doc, "store.get")?;
+        let mut tree = Tree::from_json(&self.root, text.as_deref()).map_err(|e| to_py_err(py, e))?;
+        apply(&mut tree, &cmd, &self.limits)
+            .map(|o| o.text)
+            .map_err(|e| to_py_err(py, e))
+    }
+
+    /// Starts the compare-and-set loop of a batch of commands (from `command`), applied in
+    /// order and written together. The caller drives it: `get` the document, `on_get(doc)`,
+    /// and while that asks for a write, `compare_and_set` and `on_cas(won)`; then `outcomes()`.
+    fn begin(&self, commands: Vec<PyRef<'_, PyMemoryCommand>>) -> PyResult<PyMemoryCasLoop> {
+        let cmds = commands.iter().map(|c| c.cmd.clone()).collect();
+        let mut machine = CasLoop::batch(
             self.root.clone(),
-            cmd,
+            cmds,
             self.limits,
             self.config,
             next_seed(),
@@ -447,7 +487,8 @@ impl PyMemoryStoreEngine {
         match machine.start() {
             Step::Get => Ok(PyMemoryCasLoop {
                 machine,
-                text: None,
+                outcomes: None,
+                written: false,
             }),
             other => Err(PyRuntimeError::new_err(format!(
                 "memory compare-and-set loop started with {other:?}; this is a bug"
@@ -462,23 +503,44 @@ impl PyMemoryStoreEngine {
     }
 }
 
-/// One command's compare-and-set loop, stepped from Python (see `MemoryStoreEngine.begin`).
+/// One checked memory command (see `MemoryStoreEngine.command`).
+#[pyclass(module = "agentkit_tools._core", name = "MemoryCommand", frozen)]
+struct PyMemoryCommand {
+    cmd: Command,
+}
+
+#[pymethods]
+impl PyMemoryCommand {
+    /// True for a command that never writes (`view`).
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.cmd.is_read_only()
+    }
+}
+
+/// A batch's compare-and-set loop, stepped from Python (see `MemoryStoreEngine.begin`).
 #[pyclass(module = "agentkit_tools._core", name = "MemoryCasLoop")]
 struct PyMemoryCasLoop {
     machine: CasLoop,
-    text: Option<String>,
+    outcomes: Option<Vec<Result<String, MemoryError>>>,
+    written: bool,
 }
 
 impl PyMemoryCasLoop {
-    /// Maps a step to what Python does next: `Ok(None)` = finished, `Ok(Some(..))` per caller.
-    fn finish(&mut self, py: Python<'_>, step: Step) -> PyResult<Option<Step>> {
+    /// Maps a step to what Python does next: `None` = finished (every command has its
+    /// outcome; a document that cannot be used fails every command), `Some(..)` per caller.
+    fn finish(&mut self, step: Step) -> Option<Step> {
         match step {
             Step::Done(done) => {
-                self.text = Some(done.text);
-                Ok(None)
+                self.outcomes = Some(done.outcomes);
+                self.written = done.written;
+                None
             }
-            Step::Failed(e) => Err(to_py_err(py, e)),
-            other => Ok(Some(other)),
+            Step::Failed(e) => {
+                self.outcomes = Some(vec![Err(e); self.machine.len()]);
+                None
+            }
+            other => Some(other),
         }
     }
 }
@@ -490,33 +552,40 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
         .unwrap_or_default()
 }
 
+/// The tree document a store handed back: `None` (absent), its JSON text, or a decoded object.
+/// `source` names where it came from in the error message.
+fn doc_text(doc: &Bound<'_, PyAny>, source: &str) -> PyResult<Option<String>> {
+    if doc.is_none() {
+        Ok(None)
+    } else if let Ok(s) = doc.cast::<PyString>() {
+        Ok(Some(s.to_str()?.to_owned()))
+    } else if doc.is_instance_of::<PyDict>() {
+        let v: serde_json::Value = pythonize::depythonize(doc).map_err(|e| {
+            PyTypeError::new_err(format!(
+                "the stored memory tree is a mapping that is not JSON ({e}); inspect the store key"
+            ))
+        })?;
+        Ok(Some(v.to_string()))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{source} returned {}, expected the tree document (str or dict) or None; fix the \
+             StorePort implementation",
+            type_name(doc)
+        )))
+    }
+}
+
 #[pymethods]
 impl PyMemoryCasLoop {
     /// Feeds the value `store.get(key)` returned: `None` (absent), the document's JSON text, or
-    /// the document as a decoded JSON object. Returns `None` when the command is finished (the
-    /// answer is in `text`; nothing to write), or the new document text to write with
+    /// the document as a decoded JSON object. Returns `None` when the batch is finished (see
+    /// `outcomes`; nothing to write), or the new document text to write with
     /// `store.compare_and_set(key, doc, value)` (pass back exactly the `doc` that was read).
-    fn on_get(&mut self, py: Python<'_>, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-        let text: Option<String> = if doc.is_none() {
-            None
-        } else if let Ok(s) = doc.cast::<PyString>() {
-            Some(s.to_str()?.to_owned())
-        } else if doc.is_instance_of::<PyDict>() {
-            let v: serde_json::Value = pythonize::depythonize(doc).map_err(|e| {
-                PyTypeError::new_err(format!(
-                    "the stored memory tree is a mapping that is not JSON ({e}); inspect the store key"
-                ))
-            })?;
-            Some(v.to_string())
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "store.get returned {}, expected the tree document (str or dict) or None; fix the \
-                 StorePort implementation",
-                type_name(doc)
-            )));
-        };
+    /// Raises `TypeError` when the store returned something else.
+    fn on_get(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let text = doc_text(doc, "store.get")?;
         let step = self.machine.on_get(text);
-        match self.finish(py, step)? {
+        match self.finish(step) {
             None => Ok(None),
             Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
             Some(other) => Err(PyRuntimeError::new_err(format!(
@@ -525,10 +594,29 @@ impl PyMemoryCasLoop {
         }
     }
 
-    /// Feeds the result of `store.compare_and_set` (a bool). Returns `None` when the command is
-    /// finished (the answer is in `text`), or the seconds to wait (0.0: none) before reading
-    /// the document again. Raises `StoreConflictError` when every attempt was lost.
-    fn on_cas(&mut self, py: Python<'_>, won: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    /// Offers a recent copy of the document that may be stale (as `on_get` takes it) instead of
+    /// a read, whenever a read is due (at the start, or after `on_cas` returned a delay).
+    /// Returns the new document text to write with `compare_and_set(key, doc, value)` when the
+    /// batch changes that copy, or `None`: read the document and call `on_get` (views, no-ops
+    /// and errors are only answered from a fresh read; a won write proves the copy current).
+    fn on_cached(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let Ok(text) = doc_text(doc, "the cached copy") else {
+            return Ok(None);
+        };
+        let step = self.machine.on_cached(text);
+        match self.finish(step) {
+            None | Some(Step::Get) => Ok(None),
+            Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
+            Some(other) => Err(PyRuntimeError::new_err(format!(
+                "memory compare-and-set loop asked for {other:?} after a cached copy; this is a bug"
+            ))),
+        }
+    }
+
+    /// Feeds the result of `store.compare_and_set` (a bool). Returns `None` when the batch is
+    /// finished (see `outcomes`), or the seconds to wait (0.0: none) before reading the
+    /// document again. Raises `TypeError` for a result that is not a bool.
+    fn on_cas(&mut self, won: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
         if !won.is_instance_of::<PyBool>() {
             return Err(PyTypeError::new_err(format!(
                 "store.compare_and_set returned {}, expected bool; fix the StorePort implementation",
@@ -536,7 +624,7 @@ impl PyMemoryCasLoop {
             )));
         }
         let step = self.machine.on_cas(won.is_truthy()?);
-        match self.finish(py, step)? {
+        match self.finish(step) {
             None => Ok(None),
             Some(Step::Get) => Ok(Some(0.0)),
             Some(Step::Sleep(d)) => match self.machine.on_slept() {
@@ -551,15 +639,31 @@ impl PyMemoryCasLoop {
         }
     }
 
-    /// The answer for the model, once finished (`None` before).
-    #[getter]
-    fn text(&self) -> Option<String> {
-        self.text.clone()
+    /// Once finished, one outcome per command in order: the answer text, or the exception
+    /// (not raised) of this module's classes — `StoreConflictError` when every attempt was
+    /// lost, `MemoryCorruptError` for a document that is not a memory tree. `None` before.
+    fn outcomes<'py>(&self, py: Python<'py>) -> Option<Vec<Bound<'py, PyAny>>> {
+        let outcomes = self.outcomes.as_ref()?;
+        Some(
+            outcomes
+                .iter()
+                .map(|o| match o {
+                    Ok(text) => PyString::new(py, text).into_any(),
+                    Err(e) => to_py_err(py, e.clone()).into_value(py).into_bound(py).into_any(),
+                })
+                .collect(),
+        )
     }
 
     /// Read-apply cycles used so far (1 = no lost race).
     #[getter]
     fn attempts(&self) -> u32 {
         self.machine.attempts()
+    }
+
+    /// True once the batch's document was written (its compare-and-set won).
+    #[getter]
+    fn written(&self) -> bool {
+        self.written
     }
 }
