@@ -278,6 +278,10 @@ pub fn egress_denied_message(tool: &str, url_arg: &str, denial: &EgressDenial, a
              is refused unless the allow-list names it ({list}). Do not retry with this URL; tell the \
              user this host is not permitted."
         ),
+        EgressDenial::Refused(why) => format!(
+            "{tool} refused the URL in '{url_arg}': {why}. Call it again with a plain http or https URL \
+             such as https://host/path (allowed hosts: {list})."
+        ),
         EgressDenial::NoHost => format!(
             "{tool} needs an absolute URL with a host in '{url_arg}' (allowed hosts: {list}). Call it \
              again with a full URL such as https://host/path."

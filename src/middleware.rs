@@ -521,45 +521,96 @@ impl CircuitBreaker {
 
 // ------------------------------------------------------------------ egress
 
-/// The host of an absolute URL, lowercased, without userinfo, port, IPv6 brackets or a final
-/// dot; `None` when there is none to check (no `scheme://`, an empty host, or a host the WHATWG
-/// URL parser would rewrite: percent-escapes, non-ASCII, whitespace inside).
-///
-/// The authority ends at the first `/`, `?`, `#` or `\` (browsers and WHATWG parsers treat `\`
-/// like `/` in http(s) URLs, so `http://evil.example\@good.example` names `evil.example`), and
-/// the userinfo ends at the last `@` before that.
+/// The host an egress check may judge: the URL's host lowercased, without port, IPv6 brackets
+/// or a final dot; `None` for every URL [`check_egress`] refuses before looking at the host.
 pub fn url_host(url: &str) -> Option<String> {
-    // WHATWG: leading/trailing C0 controls and spaces are stripped; tabs and newlines removed.
-    let cleaned: String = url
-        .trim_matches(|c: char| c <= ' ')
-        .chars()
-        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
-        .collect();
-    let (scheme, rest) = cleaned.split_once(':')?;
+    read_http_url(url).ok()
+}
+
+/// Reads an `http`/`https` URL so that its host is the same for every reader: WHATWG URL
+/// parsers (browsers, many HTTP clients) and RFC 3986 ones (Python's `urllib.parse`, which
+/// `requests` and `httpx` build on) differ on backslashes, percent-escapes, whitespace and
+/// control characters, missing slashes and userinfo, so a URL with any of those is refused
+/// rather than guessed at. Refused: anything but `http:`/`https:` (any case) followed by `//`;
+/// whitespace or a control character anywhere; in the authority (up to the first `/`, `?` or
+/// `#`), a backslash, userinfo (`@`), a `%`, a character other than ASCII letters, digits, `-`,
+/// `.`, `_` in the host, an empty host, a port that is not a number from 0 to 65535, a
+/// bracketed IPv6 literal that is not an IPv6 address, or a host ending in a number that is not
+/// an IPv4 address in plain `a.b.c.d` form (`0x7f.1`, `2130706433`, `127.0.0.01`).
+fn read_http_url(url: &str) -> Result<String, EgressDenial> {
+    let refused = |why: &str| Err(EgressDenial::Refused(why.to_owned()));
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return refused(
+            "the URL contains a space, tab, line break or other control character, which URL parsers \
+             strip or keep differently",
+        );
+    }
+    let Some((scheme, rest)) = url.split_once(':') else {
+        return Err(EgressDenial::NoHost);
+    };
     let mut chars = scheme.chars();
     if !chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
     {
-        return None;
+        return Err(EgressDenial::NoHost);
     }
-    let rest = rest.strip_prefix("//").or_else(|| rest.strip_prefix("\\\\"))?;
-    let end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if let Some(v6) = hostport.strip_prefix('[') {
-        let (inner, after) = v6.split_once(']')?;
-        if !(after.is_empty() || after.starts_with(':')) {
-            return None;
-        }
-        inner
-    } else {
-        hostport.split(':').next().unwrap_or("")
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(EgressDenial::Refused(format!(
+            "only http and https URLs may be fetched, not '{scheme}:' URLs"
+        )));
+    }
+    let Some(rest) = rest.strip_prefix("//") else {
+        return Err(EgressDenial::NoHost);
     };
-    let host = host.strip_suffix('.').unwrap_or(host);
-    if host.is_empty() || !host.chars().all(|c| c.is_ascii_graphic()) || host.contains(['%', '@', '[', ']']) {
-        return None;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if authority.contains('\\') {
+        return refused(
+            "the URL has a backslash before its path, which some parsers read as '/' and others do \
+             not, so its host is ambiguous",
+        );
     }
-    Some(host.to_ascii_lowercase())
+    if authority.contains('@') {
+        return refused("the URL carries a user name or password ('user@host'), which is not allowed");
+    }
+    if authority.contains('%') {
+        return refused("the host contains a percent-escape, which some parsers decode and others do not");
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let Some((inner, after)) = v6.split_once(']') else {
+            return refused("the IPv6 address in the host has no closing ']'");
+        };
+        if inner.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(EgressDenial::Refused(format!("'[{inner}]' is not an IPv6 address")));
+        }
+        match after.strip_prefix(':') {
+            Some(port) => (inner, port),
+            None if after.is_empty() => (inner, ""),
+            None => return refused("the host has text after its IPv6 address"),
+        }
+    } else {
+        authority.split_once(':').unwrap_or((authority, ""))
+    };
+    if !port.is_empty() && !(port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u32>().is_ok_and(|p| p <= 65535)) {
+        return Err(EgressDenial::Refused(format!("the port '{port}' is not a number from 0 to 65535")));
+    }
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() {
+        return Err(EgressDenial::NoHost);
+    }
+    if !authority.starts_with('[') && !host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')) {
+        return Err(EgressDenial::Refused(format!(
+            "the host '{host}' has characters a host name cannot have (write a non-ASCII name in its \
+             ASCII xn-- form)"
+        )));
+    }
+    if !authority.starts_with('[') && is_ip_literal(host) && host.parse::<std::net::Ipv4Addr>().is_err() {
+        return Err(EgressDenial::Refused(format!(
+            "the host '{host}' is an IPv4 address in a form URL parsers read differently; write it as four \
+             decimal numbers a.b.c.d"
+        )));
+    }
+    Ok(host.to_ascii_lowercase())
 }
 
 /// A host allow-list. An entry covers itself and its subdomains (`example.com` allows
@@ -662,11 +713,16 @@ pub enum EgressDenial {
     HostNotAllowed(String),
     /// The host is private, loopback or link-local and no entry names it.
     Internal(String),
+    /// The URL is refused before its host is judged (why): a scheme other than http(s),
+    /// userinfo, or a form whose host URL parsers read differently.
+    Refused(String),
 }
 
 /// Check the URL a tool is about to fetch against the allow-list.
+/// Refuses, before the allow-list is consulted, every URL that is not a plain `http`/`https`
+/// URL whose host all URL parsers read alike (see [`url_host`]).
 pub fn check_egress(url: &str, allow: &HostAllowList) -> Result<String, EgressDenial> {
-    let host = url_host(url).ok_or(EgressDenial::NoHost)?;
+    let host = read_http_url(url)?;
     if allow.allows(&host) {
         Ok(host)
     } else if is_internal_host(&host) {
@@ -809,27 +865,89 @@ mod tests {
     fn hosts_of_urls() {
         let cases = [
             ("https://API.Example.com/v1?q=1", Some("api.example.com")),
-            ("http://user:pw@example.com:8080/x", Some("example.com")),
-            ("http://evil.example\\@good.example/", Some("evil.example")),
+            ("HTTPS://example.com:8080/x", Some("example.com")),
             ("http://good.example#@evil.example", Some("good.example")),
             ("http://good.example?@evil.example", Some("good.example")),
-            ("http://a@b@evil.example/", Some("evil.example")),
-            ("  https://example.com.  ", Some("example.com")),
+            ("http://good.example/\\@evil.example", Some("good.example")), // after the path starts: no effect
             ("https://example.com./x", Some("example.com")),
+            ("https://example.com:/", Some("example.com")),
             ("https://[::1]:443/", Some("::1")),
-            ("https://[::1]x/", None),
-            ("ht\ttps://exa\nmple.com", Some("example.com")),
+            ("https://[::FFFF:127.0.0.1]/", Some("::ffff:127.0.0.1")),
+            ("http://my_host.example/", Some("my_host.example")),
+            // refused: userinfo, backslashes, escapes, whitespace, other schemes, odd forms
+            ("http://user:pw@example.com:8080/x", None),
+            ("http://a@b@evil.example/", None),
+            ("https://example.com\\@127.0.0.1/", None),
+            ("http://evil.example\\@good.example/", None),
+            ("http:\\\\example.com/", None),
+            ("  https://example.com.  ", None),
+            ("ht\ttps://exa\nmple.com", None),
+            ("https://exa\tmple.com", None),
+            ("https://example.com\r\n/", None),
+            ("https://example.com\u{a0}/", None),
             ("https://%65xample.com", None),
+            ("https://example%2ecom/", None),
             ("https://exämple.com", None),
+            ("https://example.com:99999/", None),
+            ("https://example.com:8080:80/", None),
+            ("https://example.com:+80/", None),
+            ("https://[::1]x/", None),
+            ("https://[zz::1]/", None),
+            ("https://[::1/", None),
+            ("https://[fe80::1%25eth0]/", None),
             ("example.com/path", None),
             ("mailto:a@example.com", None),
+            ("ftp://example.com/", None),
+            ("file:///etc/passwd", None),
+            ("javascript://example.com/%0aalert(1)", None),
+            ("http:example.com", None),
+            ("http:/example.com", None),
             ("https:///path", None),
+            ("https://:443/", None),
+            ("http://0x7f.1/", None),
+            ("http://2130706433/", None),
+            ("http://127.0.0.01/", None),
+            ("http://127.1/", None),
+            ("http://example.1/", None),
+            ("http://10.0.0.1/", Some("10.0.0.1")),
             ("1http://example.com", None),
             ("", None),
         ];
         for (url, want) in cases {
-            assert_eq!(url_host(url).as_deref(), want, "{url}");
+            assert_eq!(url_host(url).as_deref(), want, "{url:?}");
         }
+    }
+
+    #[test]
+    fn egress_refusals_say_why() {
+        let allow = HostAllowList::new(["example.com"]);
+        let why = |url: &str| match check_egress(url, &allow) {
+            Err(EgressDenial::Refused(why)) => why,
+            other => panic!("{url:?}: {other:?}"),
+        };
+        assert_eq!(why("https://example.com\\@127.0.0.1/"), "the URL has a backslash before its path, which some \
+            parsers read as '/' and others do not, so its host is ambiguous");
+        assert_eq!(why("https://me@example.com/"), "the URL carries a user name or password ('user@host'), which \
+            is not allowed");
+        assert_eq!(why("https://example%2ecom/"), "the host contains a percent-escape, which some parsers decode \
+            and others do not");
+        assert_eq!(why("https://exa\tmple.com/"), "the URL contains a space, tab, line break or other control \
+            character, which URL parsers strip or keep differently");
+        assert_eq!(why("FTP://example.com/"), "only http and https URLs may be fetched, not 'ftp:' URLs");
+        assert_eq!(why("https://example.com:70000/"), "the port '70000' is not a number from 0 to 65535");
+        assert_eq!(why("https://[1::2::3]/"), "'[1::2::3]' is not an IPv6 address");
+        assert_eq!(why("https://bücher.example/"), "the host 'bücher.example' has characters a host name cannot \
+            have (write a non-ASCII name in its ASCII xn-- form)");
+        assert_eq!(why("http://0x7f.1/"), "the host '0x7f.1' is an IPv4 address in a form URL parsers read \
+            differently; write it as four decimal numbers a.b.c.d");
+        assert_eq!(check_egress("http:example.com", &allow), Err(EgressDenial::NoHost));
+        assert_eq!(check_egress("HTTP://Example.COM:8080/p", &allow), Ok("example.com".into()));
+        assert_eq!(
+            crate::errors::egress_denied_message("fetch", "url", &EgressDenial::Refused(why("https://me@example.com/")), &["example.com".into()]),
+            "fetch refused the URL in 'url': the URL carries a user name or password ('user@host'), which is not \
+             allowed. Call it again with a plain http or https URL such as https://host/path (allowed hosts: \
+             example.com)."
+        );
     }
 
     #[test]
@@ -853,7 +971,11 @@ mod tests {
         {
             assert!(is_internal_host(internal), "{internal}");
             let url = if internal.contains(':') { format!("http://[{internal}]/") } else { format!("http://{internal}/") };
-            assert_eq!(check_egress(&url, &open).unwrap_err(), EgressDenial::Internal(internal.into()));
+            match check_egress(&url, &open).unwrap_err() {
+                // numeric forms other than a.b.c.d are refused before the host is judged
+                EgressDenial::Refused(_) => assert!(["2130706433", "0x7f.1"].contains(&internal), "{internal}"),
+                other => assert_eq!(other, EgressDenial::Internal(internal.into())),
+            }
         }
         assert!(!is_internal_host("8.8.8.8") && !is_internal_host("example.com") && !is_internal_host("2001:db8::1"));
         assert_eq!(check_egress("https://api.example.com/x", &allow), Ok("api.example.com".into()));

@@ -377,14 +377,16 @@ def make_get() -> Any:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("http://evil.com@good.com/x", "ok"),  # userinfo dropped: the host is good.com
+        ("http://evil.com@good.com/x", "egress_denied"),  # userinfo is refused altogether
         ("http://good.com@evil.com/x", "egress_denied"),
         ("HTTP://GOOD.COM./x", "ok"),
         ("http://evil.com\\@good.com", "egress_denied"),
+        ("http://good.com\\@127.0.0.1/", "egress_denied"),  # WHATWG reads good.com, urllib 127.0.0.1
         ("http://evil.com#@good.com", "egress_denied"),
         ("http://[::1]:8080/x", "ok"),
         ("http://[::2]/x", "egress_denied"),
-        ("http://user:pw@good.com:8443/", "ok"),
+        ("http://user:pw@good.com:8443/", "egress_denied"),
+        ("https://good.com:8443/x", "ok"),
         ("good.com/x", "egress_denied"),
         ("//good.com/x", "egress_denied"),
         ("http://good.com%2e.evil.com/", "egress_denied"),
