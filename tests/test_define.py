@@ -258,3 +258,59 @@ def test_a_tool_decorated_in_its_class_body_binds_to_each_instance():
     assert dispatch({"name": "search", "input": {"q": "x"}}, reg)["value"] == "b:x"
     assert dispatch({"name": "kind", "input": {"n": 2}}, reg)["value"] == "Shop*2"
     assert a.search(q="direct") == "a:direct"
+
+
+@pytest.mark.parametrize("bad", [-1, 0, 0.0, -0.5, float("nan"), float("inf"), float("-inf"), True, False, "5", 2_592_001, 1e300])
+def test_timeout_s_that_is_not_a_deadline_is_refused_everywhere(bad):
+    from agentkit_tools.compose import as_tool
+
+    def lookup(sku: str) -> str:
+        """Look up one stock-keeping unit and return its record."""
+        return sku
+
+    expected = (
+        f"tool 'lookup': timeout_s={bad!r} is not a deadline; pass a number of seconds greater than 0 and at "
+        "most 2592000 (30 days), or None for the dispatcher's default of 10 s"
+    )
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(read_only=True, timeout_s=bad)(lookup)
+    assert str(info.value) == expected
+    with pytest.raises(ToolDefinitionError) as info:
+        FunctionTool.from_callable(lookup, timeout_s=bad)
+    assert str(info.value) == expected
+    with pytest.raises(ToolDefinitionError) as info:
+        FunctionTool("lookup", lambda args, ctx: None, "Looks up one stock-keeping unit.", False, timeout_s=bad)
+    assert str(info.value) == expected
+
+    class Agent:
+        async def run(self, task, ctx):
+            return task
+
+    with pytest.raises(ToolDefinitionError) as info:
+        as_tool(Agent(), name="lookup", timeout_s=bad)
+    assert str(info.value) == expected
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, "2000", 2000.0, 1.5])
+def test_max_result_chars_that_is_not_a_limit_is_refused(bad):
+    def lookup(sku: str) -> str:
+        """Look up one stock-keeping unit and return its record."""
+        return sku
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(read_only=True, max_result_chars=bad)(lookup)
+    assert str(info.value) == (
+        f"tool 'lookup': max_result_chars={bad!r} is not a limit; pass a whole number of characters (at least "
+        "1), or None for the registry's limit (default 2000)"
+    )
+
+
+def test_good_numeric_options_are_kept_as_given():
+    def lookup(sku: str) -> str:
+        """Look up one stock-keeping unit and return its record."""
+        return sku
+
+    t = tool(read_only=True, timeout_s=2_592_000, max_result_chars=1)(lookup)
+    assert (t.timeout_s, t.max_result_chars) == (2_592_000, 1)
+    t = tool(read_only=True, timeout_s=0.001)(lookup)
+    assert t.timeout_s == 0.001

@@ -17,7 +17,7 @@ from . import _core
 from .dispatch import render_result
 from .errors import ToolDefinitionError
 from .schema import ToolSchema
-from .tools import FunctionTool
+from .tools import FunctionTool, check_tool_options
 
 __all__ = ["as_tool", "TASK_DESCRIPTION"]
 
@@ -90,7 +90,7 @@ def as_tool(
 
     Raises ``ToolDefinitionError``: ``runnable`` has no callable ``run``; ``name`` is outside
     ``^[a-zA-Z0-9_-]{1,64}$``; the docstring has a TODO/FIXME/XXX/HACK line the model would
-    read.
+    read; ``timeout_s`` is not None or a number of seconds greater than 0 and at most 2592000.
     """
     run = getattr(runnable, "run", None)
     if not callable(run):
@@ -99,6 +99,7 @@ def as_tool(
             "`async run(task, ctx)` (an agent, a workflow or a loop)"
         )
     _core.check_tool_name(name)
+    check_tool_options(name, timeout_s)
     text = description.strip() if description else ""
     if not text:
         doc = _docstring(runnable)

@@ -32,6 +32,32 @@ else:
     P = ParamSpec("P")
     R = TypeVar("R")
 
+MAX_TIMEOUT_S = 2_592_000.0
+"""The longest per-call deadline a tool may declare: 30 days, in seconds."""
+
+
+def check_tool_options(name: str, timeout_s: Any = None, max_result_chars: Any = None) -> None:
+    """The rule for a tool's numeric options (every way of making a tool applies it):
+    ``timeout_s`` is None or a number of seconds greater than 0 and at most 2,592,000 (30 days);
+    ``max_result_chars`` is None or a whole number of characters, at least 1. Booleans, strings,
+    NaN and infinity are refused. Raises ``ToolDefinitionError`` naming the tool and the option."""
+    if timeout_s is not None:
+        ok = isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
+        if not ok or not 0 < timeout_s <= MAX_TIMEOUT_S:  # NaN fails the comparison too
+            raise ToolDefinitionError(
+                f"tool {name!r}: timeout_s={timeout_s!r} is not a deadline; pass a number of seconds "
+                f"greater than 0 and at most {MAX_TIMEOUT_S:.0f} (30 days), or None for the "
+                "dispatcher's default of 10 s"
+            )
+    if max_result_chars is not None:
+        ok = isinstance(max_result_chars, int) and not isinstance(max_result_chars, bool)
+        if not ok or max_result_chars < 1:
+            raise ToolDefinitionError(
+                f"tool {name!r}: max_result_chars={max_result_chars!r} is not a limit; pass a whole "
+                "number of characters (at least 1), or None for the registry's limit (default 2000)"
+            )
+
+
 class _Undeclared:
     """The default of ``from_callable(side_effecting=...)``: False (the reference's default), but
     remembered as "not declared"."""
@@ -200,6 +226,7 @@ class FunctionTool(Generic[P, R]):
     _bound: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_tool_options(self.name, self.timeout_s, self.max_result_chars)
         if self._is_async is None:
             self._is_async = inspect.iscoroutinefunction(self.fn)
         if self.output_schema is not None and self._output is None:
@@ -378,10 +405,13 @@ class FunctionTool(Generic[P, R]):
         Raises ``ToolDefinitionError``: a name outside ``^[a-zA-Z0-9_-]{1,64}$``, a generator
         function (sync or async: a call returns one result), ``*args``, a
         description under 30 characters, a TODO/FIXME/XXX/HACK line in the docstring the model
-        would read, a ``url_arg`` that is not a parameter.
+        would read, a ``url_arg`` that is not a parameter, a ``timeout_s`` that is not a number
+        of seconds in (0, 2592000] or a ``max_result_chars`` that is not a whole number >= 1
+        (booleans and strings are refused too).
         """
         info = introspect(func, name or None)
         _core.check_tool_name(info.name)
+        check_tool_options(info.name, timeout_s, max_result_chars)
         if (
             bool(func.__code__.co_flags & _CO_GENERATORS)
             if type(func) is types.FunctionType
