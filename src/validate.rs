@@ -637,18 +637,199 @@ fn is_identifier(s: &str) -> bool {
 pub fn integral_floats_to_ints(schema: &Value, value: &mut Value) -> IntegerFix {
     let mut fix = IntegerFix::default();
     if contains_float(value) {
-        fix.changed = normalize_integers(schema, value, &mut fix.beyond_64_bits);
+        let mut walk = Walk { beyond: false, path: Vec::new(), places: Vec::new() };
+        fix.changed = normalize_integers(schema, value, &mut walk);
+        fix.beyond_64_bits = walk.beyond;
+        fix.places = walk.places;
     }
     fix
 }
 
 /// What [`integral_floats_to_ints`] did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct IntegerFix {
     /// Some float became an integer.
     pub changed: bool,
     /// Some integral float at an integer place is at or beyond 2^63 (left a float).
     pub beyond_64_bits: bool,
+    /// Every integer place that received a float (converted or beyond 2^63): its path (as
+    /// error paths are written) and the float.
+    pub places: Vec<(String, f64)>,
+}
+
+struct Walk {
+    beyond: bool,
+    path: Vec<Seg>,
+    places: Vec<(String, f64)>,
+}
+
+/// A float read from JSON text reaches an integer place only when its literal is exactly that
+/// integer: `1e-400` (read as 0.0) and `1.00000000000000000001` (read as 1.0) are not integers,
+/// and `9007199254740993.0` or `1e30` would arrive as another integer than the one written
+/// (a float holds 53 bits). `places` from [`integral_floats_to_ints`], `text` the JSON text the
+/// value was parsed from. Returns `(path, reason)` for every place whose literal disagrees.
+pub fn check_integer_literals(text: &str, places: &[(String, f64)]) -> Vec<(String, String)> {
+    if places.is_empty() {
+        return Vec::new();
+    }
+    let literals = number_literals(text);
+    let mut out = Vec::new();
+    for (path, f) in places {
+        let Some((_, lit)) = literals.iter().find(|(p, _)| p == path) else { continue };
+        if !lit.contains(['.', 'e', 'E']) {
+            continue; // plain digits: integers beyond a float's reach are read exactly elsewhere
+        }
+        let read = if f.abs() < 2f64.powi(63) { (*f as i64).to_string() } else { format!("{f:.0}") };
+        let shown_read = if read.len() <= 40 { read.clone() } else { format!("{}... ({} digits)", &read[..20], read.len()) };
+        match literal_integer(lit) {
+            LiteralInteger::Exact(exact) if exact == read => {}
+            LiteralInteger::Exact(_) | LiteralInteger::TooLong => out.push((
+                path.clone(),
+                format!(
+                    "{} has more digits than a JSON float holds exactly (it would arrive as {shown_read}); send \
+                     the whole number as plain digits, without a fraction or exponent",
+                    shown_literal(lit)
+                ),
+            )),
+            LiteralInteger::Fraction => {
+                out.push((path.clone(), format!("expected integer, got number {}", shown_literal(lit))))
+            }
+        }
+    }
+    out
+}
+
+/// The reason for a number literal too large for this reader (a float beyond about 1.8e308, or an
+/// integer of more than `max_digits` digits), and its path; `None` when `text` has no such
+/// literal.
+pub fn oversized_number(text: &str, max_digits: usize) -> Option<(String, String)> {
+    number_literals(text).into_iter().find_map(|(path, lit)| {
+        let digits = lit.bytes().filter(u8::is_ascii_digit).count();
+        let integer = !lit.contains(['.', 'e', 'E']);
+        if integer && digits > max_digits {
+            Some((
+                path,
+                format!("{} is too long: {digits} digits, at most {max_digits}; send a smaller number", shown_literal(&lit)),
+            ))
+        } else if !integer && lit.parse::<f64>().is_ok_and(f64::is_infinite) {
+            Some((
+                path,
+                format!(
+                    "{} is beyond the largest JSON number this tool reads (about 1.8e308); a whole number may be \
+                     sent as plain digits (at most {max_digits}), without a fraction or exponent",
+                    shown_literal(&lit)
+                ),
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// A literal as a message shows it: at most 24 characters, then `...` and its length.
+fn shown_literal(lit: &str) -> String {
+    if lit.len() <= 24 {
+        lit.to_owned()
+    } else {
+        format!("{}... ({} characters)", &lit[..20], lit.len())
+    }
+}
+
+enum LiteralInteger {
+    /// The integer the literal writes exactly (decimal digits, `-` for a negative one).
+    Exact(String),
+    /// The literal's value has a fractional part.
+    Fraction,
+    /// An integer with more than 5,000 digits once its exponent is spelled out.
+    TooLong,
+}
+
+/// What a JSON number literal is, read exactly (no float on the way).
+fn literal_integer(lit: &str) -> LiteralInteger {
+    let (negative, body) = match lit.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, lit),
+    };
+    let (mantissa, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().unwrap_or(if body[i + 1..].starts_with('-') { i64::MIN } else { i64::MAX })),
+        None => (body, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut digits: String = format!("{int_part}{frac_part}").trim_start_matches('0').to_owned();
+    let mut exp = exp.saturating_sub(frac_part.len() as i64);
+    if digits.is_empty() {
+        return LiteralInteger::Exact("0".to_owned());
+    }
+    let trailing = digits.len() - digits.trim_end_matches('0').len();
+    digits.truncate(digits.len() - trailing);
+    exp = exp.saturating_add(trailing as i64);
+    if exp < 0 {
+        return LiteralInteger::Fraction;
+    }
+    if exp > 5000 || digits.len() as i64 + exp > 5000 {
+        return LiteralInteger::TooLong;
+    }
+    let sign = if negative { "-" } else { "" };
+    LiteralInteger::Exact(format!("{sign}{digits}{}", "0".repeat(exp as usize)))
+}
+
+/// Every number literal of a JSON text with its path (as error paths are written; the text's
+/// top-level value is the root). Lenient: it reads what it can of a text that is not JSON.
+fn number_literals(text: &str) -> Vec<(String, String)> {
+    enum Frame {
+        Object { key: Option<String>, want_key: bool },
+        Array { index: usize },
+    }
+    let b = text.as_bytes();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut out = Vec::new();
+    let path = |stack: &[Frame]| {
+        let segs: Vec<Seg> = stack
+            .iter()
+            .map(|f| match f {
+                Frame::Object { key, .. } => Seg::Key(key.clone().unwrap_or_default()),
+                Frame::Array { index } => Seg::Index(*index),
+            })
+            .collect();
+        display_path(&segs)
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' => stack.push(Frame::Object { key: None, want_key: true }),
+            b'[' => stack.push(Frame::Array { index: 0 }),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Array { index }) => *index += 1,
+                Some(Frame::Object { want_key, .. }) => *want_key = true,
+                None => {}
+            },
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if let Some(Frame::Object { key, want_key: want @ true }) = stack.last_mut() {
+                    *key = serde_json::from_str::<String>(&text[start..(i + 1).min(b.len())]).ok();
+                    *want = false;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                out.push((path(&stack), text[start..i].to_owned()));
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 fn contains_float(v: &Value) -> bool {
@@ -680,21 +861,22 @@ pub fn wants_integer(schema: &Map<String, Value>, f: f64) -> bool {
         || schema.get("const").is_some_and(is_int)
 }
 
-fn normalize_integers(schema: &Value, value: &mut Value, beyond: &mut bool) -> bool {
+fn normalize_integers(schema: &Value, value: &mut Value, walk: &mut Walk) -> bool {
     let Value::Object(s) = schema else { return false };
     match value {
         Value::Number(n) if n.is_f64() => {
             let f = n.as_f64().unwrap_or(f64::NAN);
             if wants_integer(s, f) {
+                walk.places.push((display_path(&walk.path), f));
                 // Exactly representable integers only: |f| < 2^63.
                 if f.abs() < 2f64.powi(63) {
                     *value = Value::from(f as i64);
                     return true;
                 }
-                *beyond = true;
+                walk.beyond = true;
                 return false;
             }
-            branches(s, value, beyond)
+            branches(s, value, walk)
         }
         Value::Array(items) => {
             let prefix = s.get("prefixItems").and_then(Value::as_array);
@@ -702,10 +884,12 @@ fn normalize_integers(schema: &Value, value: &mut Value, beyond: &mut bool) -> b
             let mut changed = false;
             for (i, item) in items.iter_mut().enumerate() {
                 if let Some(sub) = prefix.and_then(|p| p.get(i)).or(rest) {
-                    changed |= normalize_integers(sub, item, beyond);
+                    walk.path.push(Seg::Index(i));
+                    changed |= normalize_integers(sub, item, walk);
+                    walk.path.pop();
                 }
             }
-            changed || branches(s, value, beyond)
+            changed || branches(s, value, walk)
         }
         Value::Object(map) => {
             let props = s.get("properties").and_then(Value::as_object);
@@ -713,22 +897,24 @@ fn normalize_integers(schema: &Value, value: &mut Value, beyond: &mut bool) -> b
             let mut changed = false;
             for (k, v) in map.iter_mut() {
                 if let Some(sub) = props.and_then(|p| p.get(k)).or(extra) {
-                    changed |= normalize_integers(sub, v, beyond);
+                    walk.path.push(Seg::Key(k.clone()));
+                    changed |= normalize_integers(sub, v, walk);
+                    walk.path.pop();
                 }
             }
-            changed || branches(s, value, beyond)
+            changed || branches(s, value, walk)
         }
-        _ => branches(s, value, beyond),
+        _ => branches(s, value, walk),
     }
 }
 
 /// The first `anyOf`/`oneOf` branch that changes the value decides.
-fn branches(s: &Map<String, Value>, value: &mut Value, beyond: &mut bool) -> bool {
+fn branches(s: &Map<String, Value>, value: &mut Value, walk: &mut Walk) -> bool {
     ["anyOf", "oneOf"]
         .iter()
         .filter_map(|k| s.get(*k).and_then(Value::as_array))
         .flatten()
-        .any(|branch| normalize_integers(branch, value, beyond))
+        .any(|branch| normalize_integers(branch, value, walk))
 }
 
 /// The JSON type name of a value, as the model would say it.
@@ -1459,18 +1645,83 @@ mod tests {
             "counts": {"type": "object", "additionalProperties": {"type": "integer"}}
         }});
         let mut v = json!({"n": 1.0, "x": 2.0, "opt": 3.0, "pairs": [[4.0, 5.0]], "counts": {"a": 6.0}, "big": 1e30});
-        assert_eq!(integral_floats_to_ints(&schema, &mut v), IntegerFix { changed: true, beyond_64_bits: false });
+        let fix = integral_floats_to_ints(&schema, &mut v);
+        assert_eq!((fix.changed, fix.beyond_64_bits), (true, false));
+        let places: Vec<&str> = fix.places.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(places, ["n", "opt", "pairs[0][0]", "counts.a"]);
         assert_eq!(v.to_string(), r#"{"n":1,"x":2.0,"opt":3,"pairs":[[4,5.0]],"counts":{"a":6},"big":1e+30}"#);
         let mut ints = json!({"n": 1});
         assert_eq!(integral_floats_to_ints(&schema, &mut ints), IntegerFix::default());
         // At or beyond 2^63: left a float, reported for the binding to make a Python int.
         let mut huge = json!({"n": 1e300, "x": 1e300});
-        assert_eq!(integral_floats_to_ints(&schema, &mut huge), IntegerFix { changed: false, beyond_64_bits: true });
+        let fix = integral_floats_to_ints(&schema, &mut huge);
+        assert_eq!((fix.changed, fix.beyond_64_bits, fix.places), (false, true, vec![("n".to_owned(), 1e300)]));
         // An enum that lists the integer: `Literal[1, "one", 2.5]` given 1.0 gets 1; 2.5 stays.
         let lit = json!({"type": "object", "properties": {"v": {"enum": [1, "one", 2.5]}, "w": {"enum": [1.0, 2]}}});
         let mut v = json!({"v": 1.0, "w": 1.0});
         assert!(integral_floats_to_ints(&lit, &mut v).changed);
         assert_eq!(v.to_string(), r#"{"v":1,"w":1.0}"#);
+    }
+
+    #[test]
+    fn number_literals_are_read_with_their_paths() {
+        let text = r#"{"n": 1e-400, "a\"b": [1, {"x": -2.5E+3}], "s": "7, 8", "m": {"k": [0, 9.0]}}"#;
+        assert_eq!(
+            number_literals(text),
+            [("n", "1e-400"), ("[\"a\\\"b\"][0]", "1"), ("[\"a\\\"b\"][1].x", "-2.5E+3"), ("m.k[0]", "0"), ("m.k[1]", "9.0")]
+                .map(|(p, l)| (p.to_owned(), l.to_owned()))
+        );
+    }
+
+    #[test]
+    fn integer_places_take_only_literals_that_are_exactly_that_integer() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer"}, "xs": {"type": "array", "items": {"type": "integer"}}, "x": {"type": "number"}
+        }});
+        let check = |text: &str| {
+            let mut v: Value = serde_json::from_str(text).unwrap();
+            let fix = integral_floats_to_ints(&schema, &mut v);
+            check_integer_literals(text, &fix.places)
+        };
+        let r = |p: &str, why: &str| vec![(p.to_owned(), why.to_owned())];
+        assert_eq!(check(r#"{"n": 1e-400}"#), r("n", "expected integer, got number 1e-400"));
+        assert_eq!(check(r#"{"n": 1.00000000000000000001}"#), r("n", "expected integer, got number 1.00000000000000000001"));
+        assert_eq!(check(r#"{"xs": [1, 0.0000001e-400]}"#), r("xs[1]", "expected integer, got number 0.0000001e-400"));
+        assert_eq!(
+            check(r#"{"n": 9007199254740993.0}"#),
+            r("n", "9007199254740993.0 has more digits than a JSON float holds exactly (it would arrive as \
+                   9007199254740992); send the whole number as plain digits, without a fraction or exponent")
+        );
+        assert_eq!(
+            check(r#"{"n": 1e30}"#),
+            r("n", "1e30 has more digits than a JSON float holds exactly (it would arrive as \
+                   1000000000000000019884624838656); send the whole number as plain digits, without a fraction or \
+                   exponent")
+        );
+        for fine in [r#"{"n": 1.0}"#, r#"{"n": 1e2}"#, r#"{"n": -1.5e1}"#, r#"{"n": 0.0}"#, r#"{"n": -0.0}"#, r#"{"n": 1e22}"#,
+            r#"{"n": 9007199254740992.0}"#, r#"{"x": 1e-400}"#, r#"{"n": 5, "x": 2.5}"#]
+        {
+            assert_eq!(check(fine), vec![], "{fine}");
+        }
+    }
+
+    #[test]
+    fn oversized_numbers_are_named_with_their_path() {
+        let big_int = "9".repeat(5000);
+        let big_float = format!("{}.0", "9".repeat(401));
+        assert_eq!(
+            oversized_number(&format!(r#"{{"a": 1, "n": {big_int}}}"#), 4300),
+            Some(("n".into(), "99999999999999999999... (5000 characters) is too long: 5000 digits, at most 4300; \
+                               send a smaller number".into()))
+        );
+        assert_eq!(
+            oversized_number(&format!(r#"{{"xs": [{big_float}]}}"#), 4300),
+            Some(("xs[0]".into(), "99999999999999999999... (403 characters) is beyond the largest JSON number this \
+                                   tool reads (about 1.8e308); a whole number may be sent as plain digits (at most \
+                                   4300), without a fraction or exponent".into()))
+        );
+        assert_eq!(oversized_number(r#"{"n": 1e400}"#, 4300).unwrap().1.split(" is ").next(), Some("1e400"));
+        assert_eq!(oversized_number(r#"{"n": 1e300, "m": 12345}"#, 4300), None);
     }
 
     #[test]

@@ -87,7 +87,7 @@ def test_a_huge_integer_with_an_injected_key_dropped_stays_exact(path: Any) -> N
 
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize(("text", "value"), [("1e300", int(1e300)), ("9.3e18", 9300000000000000000), ("-2.0", -2)])
+@pytest.mark.parametrize(("text", "value"), [("1e22", 10**22), ("9.3e18", 9300000000000000000), ("-2.0", -2)])
 def test_integral_floats_reach_an_int_parameter_as_ints(path: Any, text: str, value: int) -> None:
     assert path("numbers", '{"n": %s, "ns": [%s]}' % (text, text))["ok"] is True
     assert (SEEN["n"], SEEN["ns"]) == (value, [value])
@@ -210,3 +210,73 @@ def test_a_long_unknown_name_is_echoed_cut() -> None:
     err = via_dispatch("numbers", {name: 1})["error"]
     assert err["message"].startswith(f"tool 'numbers' call rejected: unexpected argument(s) ['{'x' * 64}...']. ")
     assert err["errors"] == [{"path": "x" * 64 + "...", "reason": "unexpected argument: this tool does not take it"}]
+
+
+# ------------------------------------------------------------------ number literals at the JSON boundary
+
+
+def rejected(env: dict[str, Any]) -> list[tuple[str, str]]:
+    assert env["ok"] is False and env["error"]["code"] == "invalid_arguments", env
+    return [(e["path"], e["reason"]) for e in env["error"]["errors"]]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    ("text", "where", "reason"),
+    [
+        ('{"n": 1e-400}', "n", "expected integer, got number 1e-400"),
+        ('{"ns": [1, 2.000000000000000000001]}', "ns[1]", "expected integer, got number 2.000000000000000000001"),
+        ('{"pair": [5e-324, "x"]}', "pair[0]", "expected integer, got number 5e-324"),
+        (
+            '{"n": 9007199254740993.0}',
+            "n",
+            "9007199254740993.0 has more digits than a JSON float holds exactly (it would arrive as 9007199254740992); "
+            "send the whole number as plain digits, without a fraction or exponent",
+        ),
+        (
+            '{"n": 1e300}',
+            "n",
+            "1e300 has more digits than a JSON float holds exactly (it would arrive as 10000000000000000525... (301 "
+            "digits)); send the whole number as plain digits, without a fraction or exponent",
+        ),
+        (
+            '{"n": 1e30}',
+            "n",
+            "1e30 has more digits than a JSON float holds exactly (it would arrive as 1000000000000000019884624838656); "
+            "send the whole number as plain digits, without a fraction or exponent",
+        ),
+    ],
+)
+def test_a_number_literal_reaches_an_int_only_when_it_is_exactly_that_integer(path: Any, text: str, where: str, reason: str) -> None:
+    SEEN.clear()
+    assert rejected(path("numbers", text)) == [(where, reason)]
+    assert SEEN == {}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_numbers_too_large_to_read_are_named_not_called_invalid_json(path: Any) -> None:
+    digits = "9" * 5000
+    assert rejected(path("numbers", '{"n": %s}' % digits)) == [
+        ("n", "99999999999999999999... (5000 characters) is too long: 5000 digits, at most 4300; send a smaller number")
+    ]
+    assert rejected(path("numbers", '{"ns": [%s.0]}' % ("9" * 401))) == [
+        (
+            "ns[0]",
+            "99999999999999999999... (403 characters) is beyond the largest JSON number this tool reads (about "
+            "1.8e308); a whole number may be sent as plain digits (at most 4300), without a fraction or exponent",
+        )
+    ]
+    assert rejected(path("numbers", '{"n": -1e400}')) == [
+        ("n", "-1e400 is beyond the largest JSON number this tool reads (about 1.8e308); a whole number may be sent "
+         "as plain digits (at most 4300), without a fraction or exponent")
+    ]
+    # The advice holds: the same whole number as plain digits arrives exactly.
+    assert path("numbers", '{"n": %s}' % ("9" * 401))["ok"] is True
+    assert SEEN["n"] == int("9" * 401)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_exact_integral_literals_still_arrive_as_ints(path: Any) -> None:
+    assert path("numbers", '{"n": 1.5e1, "ns": [1e2, -0.0, 9007199254740992.0], "pick": 1.0}')["ok"] is True
+    assert SEEN["n"] == 15 and SEEN["ns"] == [100, 0, 9007199254740992] and SEEN["pick"] == 1
+    assert all(type(v) is int for v in (SEEN["n"], *SEEN["ns"], SEEN["pick"]))

@@ -81,28 +81,50 @@ fn json_loads<'py>(text: &Bound<'py, PyString>) -> Result<Bound<'py, PyAny>, Rej
     })
 }
 
+/// The rejection of a JSON text holding a number too large for this reader (beyond a float's
+/// range, or an integer longer than Python's `sys.get_int_max_str_digits()`), if it has one.
+fn oversized(py: Python<'_>, text: &str) -> Option<Rejection> {
+    let max_digits = py
+        .import("sys")
+        .and_then(|m| m.getattr("get_int_max_str_digits"))
+        .and_then(|f| f.call0())
+        .and_then(|n| n.extract::<usize>())
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(usize::MAX);
+    let (path, reason) = validate::oversized_number(text, max_digits)?;
+    Some(Rejection::Problems(validate::ArgumentProblems { invalid: vec![(path, reason)], ..Default::default() }))
+}
+
 /// Parse (JSON text) or convert (a mapping) the arguments and check them. No arguments, in any
 /// form (None, empty or blank text, JSON `null`), is the empty call `{}`.
 pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Rejection> {
     let py = args.py();
     let mut exact = None;
     let mut other_containers = false;
+    let mut source_text: Option<&str> = None;
     let mut value = if let Ok(text) = args.cast::<PyString>() {
         let s = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
         let trimmed = s.trim();
+        // A number this reader cannot hold is named with its place, not called invalid JSON.
+        let not_json = |msg: String| oversized(py, s).unwrap_or(Rejection::NotJson(msg));
+        source_text = Some(s);
         if trimmed.is_empty() || trimmed == "null" {
             empty()
         } else if has_long_digit_run(s) {
-            let obj = json_loads(text)?;
-            let value = super::tools::json_value_of(&obj).map_err(|e| Rejection::NotJson(e.to_string()))?;
+            let obj = json_loads(text).map_err(|e| match e {
+                Rejection::NotJson(msg) => not_json(msg),
+                other => other,
+            })?;
+            let value = super::tools::json_value_of(&obj).map_err(|e| not_json(e.to_string()))?;
             if super::tools::last_met().big_ints {
                 exact = Some(obj.unbind());
             }
             value
         } else if s.len() > DETACH_TEXT_BYTES {
-            py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| Rejection::NotJson(e.to_string()))?
+            py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| not_json(e.to_string()))?
         } else {
-            serde_json::from_str(s).map_err(|e| Rejection::NotJson(e.to_string()))?
+            serde_json::from_str(s).map_err(|e| not_json(e.to_string()))?
         }
     } else if args.is_none() {
         empty()
@@ -126,6 +148,12 @@ pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> R
         validator.check(&value)?;
         validate::integral_floats_to_ints(validator.schema(), &mut value)
     };
+    if let Some(text) = source_text {
+        let invalid = validate::check_integer_literals(text, &fix.places);
+        if !invalid.is_empty() {
+            return Err(Rejection::Problems(validate::ArgumentProblems { invalid, ..Default::default() }));
+        }
+    }
     Ok(Checked {
         value,
         rebuild: dropped || fix.changed || other_containers,
