@@ -330,3 +330,55 @@ def test_prefixed_names_follow_the_one_tool_name_rule() -> None:
     assert MCPToolset(object(), prefix="wx_")._local_name("radar") == "wx_radar"
     with pytest.raises(ValueError, match="cannot get a name model providers accept"):
         toolset._local_name("x" * 61)
+
+
+def named_server(names: list[str]) -> Server:
+    """A low-level ``Server`` with one echo tool per name (names as given, however odd)."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=n, description=f"Echo tool number {i}.", input_schema={"type": "object", "properties": {}})
+                for i, n in enumerate(names)
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=f"called {params.name}")])
+
+    return Server("odd-names", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_a_tool_with_an_unusable_name_is_left_out_and_the_others_stay(caplog: pytest.LogCaptureFixture) -> None:
+    long = "x" * 70
+    names = ["search", long, "a.b", "a_b", "weird name!", "c.d", "c:d"]
+    caplog.set_level("WARNING", logger="agentkit_tools.mcp_client")
+    async with MCPToolset(named_server(names)) as tools:
+        assert [t.name for t in tools.tools()] == ["a_b", "c_d", "search", "weird_name_"]
+        assert {t.name: t.remote_name for t in tools.tools()}["a_b"] == "a_b"  # the exact name keeps it
+        assert tools.skipped == {
+            long: f"MCP tool {long!r} cannot get a name model providers accept (1-64 characters of a-z, A-Z, 0-9, "
+            "'_', '-'): use a shorter prefix or exclude it",
+            "a.b": "its name becomes 'a_b', which MCP tool 'a_b' already has: exclude one of them or list the "
+            "other with include=",
+            "c:d": "its name becomes 'c_d', which MCP tool 'c.d' already has: exclude one of them or list the "
+            "other with include=",
+        }
+        assert sorted(r.getMessage() for r in caplog.records) == sorted(
+            f"MCP tool {n!r} left out: {why}" for n, why in tools.skipped.items()
+        )
+        env = await Invoker(tools.registry()).invoke({"name": "weird_name_", "input": {}})
+        assert env == {"ok": True, "value": "called weird name!", "elapsed_ms": env["elapsed_ms"]}
+    async with MCPToolset(named_server(["search", long]), prefix="p_") as tools:
+        assert [t.name for t in tools.tools()] == ["p_search"] and list(tools.skipped) == [long]
+
+
+def test_toolset_timeout_is_checked_when_built() -> None:
+    for bad in (0, -1, float("nan"), True, "5"):
+        with pytest.raises(Exception) as info:
+            MCPToolset(named_server([]), timeout_s=bad)
+        assert str(info.value) == (
+            f"MCPToolset: timeout_s={bad!r} is not a deadline; pass a number of seconds greater than 0 and at "
+            "most 2592000 (30 days), or None for the dispatcher's default of 10 s"
+        )
+        assert type(info.value).__name__ == "ToolDefinitionError"

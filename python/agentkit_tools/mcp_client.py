@@ -194,9 +194,13 @@ class MCPToolset:
     ``mcp.Client`` (``read_timeout_seconds``, ``mode``, callbacks...).
 
     A server name that providers do not accept (outside ``^[a-zA-Z0-9_-]{1,64}$`` once
-    prefixed) has its other characters replaced by ``_``; a tool whose input schema cannot be
-    compiled is left out and listed in ``skipped`` with the reason. Raises ``ValueError`` when
-    two of the server's tools end up with one name.
+    prefixed) has its other characters replaced by ``_``. A tool is left out, with a warning on
+    the ``agentkit_tools.mcp_client`` logger and its reason in ``skipped`` (keyed by the server's
+    name), while every other tool stays usable, when: its name cannot be made acceptable (empty,
+    or longer than 64 characters with the prefix), its mapped name is one another tool already
+    has (a name that needs no mapping keeps it), or its input schema cannot be compiled.
+    Raises ``ToolDefinitionError`` for a ``timeout_s`` that is not None or a number of seconds
+    in (0, 2592000].
     """
 
     def __init__(
@@ -216,6 +220,9 @@ class MCPToolset:
         self.include = include if include is None or callable(include) else frozenset(include)
         self.exclude = exclude if callable(exclude) else frozenset(exclude)
         self.requires_approval = requires_approval if isinstance(requires_approval, bool) else frozenset(requires_approval)
+        from .tools import check_tool_options
+
+        check_tool_options("", timeout_s, owner="MCPToolset")
         self.timeout_s = timeout_s
         self.on_change = on_change
         self.client_options = dict(client_options or {})
@@ -391,14 +398,38 @@ class MCPToolset:
         approve_all = self.requires_approval is True
         tools: dict[str, MCPTool] = {}
         skipped: dict[str, str] = {}
-        for entry in entries:
-            if not self._kept(entry):
-                continue
-            name = self._local_name(entry.name)
-            if name in tools:
-                raise ValueError(
-                    f"MCP tools {tools[name].remote_name!r} and {entry.name!r} both become {name!r}: exclude one of them"
-                )
+
+        def skip(entry: Any, why: str) -> None:
+            skipped[entry.name] = why
+            _log.warning("MCP tool %r left out: %s", entry.name, why)
+
+        # Local names: a name that is already acceptable claims it first, so a mapped name never
+        # pushes out a tool that kept its own; a tool whose name cannot be mapped, or whose mapped
+        # name is taken, is left out (the others stay usable).
+        named: list[tuple[str, Any]] = []
+        claimed: dict[str, Any] = {}
+        kept = [e for e in entries if self._kept(e)]
+        for exact_first in (True, False):
+            for entry in kept:
+                name = self.prefix + entry.name
+                if _core.valid_tool_name(name) != exact_first:
+                    continue
+                try:
+                    name = self._local_name(entry.name)
+                except ValueError as exc:
+                    skip(entry, str(exc))
+                    continue
+                if name in claimed:
+                    skip(
+                        entry,
+                        f"its name becomes {name!r}, which MCP tool {claimed[name].name!r} already has: "
+                        "exclude one of them or list the other with include=",
+                    )
+                    continue
+                claimed[name] = entry
+                named.append((name, entry))
+        named.sort(key=lambda item: kept.index(item[1]))
+        for name, entry in named:
             old = self._tools.get(name)
             if old is not None and old._entry == entry:
                 tools[name] = old  # unchanged: keep the object (and its cached renderings)
@@ -412,8 +443,7 @@ class MCPToolset:
                     timeout_s=self.timeout_s,
                 )
             except Exception as exc:
-                skipped[entry.name] = f"{type(exc).__name__}: {exc}"
-                _log.warning("MCP tool %r left out: %s", entry.name, skipped[entry.name])
+                skip(entry, f"{type(exc).__name__}: {exc}")
         previous, self._tools, self.skipped = self._tools, tools, skipped
         for registry in self._registries:
             self._sync(registry, previous)

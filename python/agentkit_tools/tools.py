@@ -36,16 +36,18 @@ MAX_TIMEOUT_S = 2_592_000.0
 """The longest per-call deadline a tool may declare: 30 days, in seconds."""
 
 
-def check_tool_options(name: str, timeout_s: Any = None, max_result_chars: Any = None) -> None:
+def check_tool_options(name: str, timeout_s: Any = None, max_result_chars: Any = None, *, owner: str | None = None) -> None:
     """The rule for a tool's numeric options (every way of making a tool applies it):
     ``timeout_s`` is None or a number of seconds greater than 0 and at most 2,592,000 (30 days);
     ``max_result_chars`` is None or a whole number of characters, at least 1. Booleans, strings,
-    NaN and infinity are refused. Raises ``ToolDefinitionError`` naming the tool and the option."""
+    NaN and infinity are refused. Raises ``ToolDefinitionError`` naming the tool (or ``owner``,
+    for options that several tools share) and the option."""
+    what = owner if owner is not None else f"tool {name!r}"
     if timeout_s is not None:
         ok = isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
         if not ok or not 0 < timeout_s <= MAX_TIMEOUT_S:  # NaN fails the comparison too
             raise ToolDefinitionError(
-                f"tool {name!r}: timeout_s={timeout_s!r} is not a deadline; pass a number of seconds "
+                f"{what}: timeout_s={timeout_s!r} is not a deadline; pass a number of seconds "
                 f"greater than 0 and at most {MAX_TIMEOUT_S:.0f} (30 days), or None for the "
                 "dispatcher's default of 10 s"
             )
@@ -53,7 +55,7 @@ def check_tool_options(name: str, timeout_s: Any = None, max_result_chars: Any =
         ok = isinstance(max_result_chars, int) and not isinstance(max_result_chars, bool)
         if not ok or max_result_chars < 1:
             raise ToolDefinitionError(
-                f"tool {name!r}: max_result_chars={max_result_chars!r} is not a limit; pass a whole "
+                f"{what}: max_result_chars={max_result_chars!r} is not a limit; pass a whole "
                 "number of characters (at least 1), or None for the registry's limit (default 2000)"
             )
 
