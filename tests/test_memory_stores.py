@@ -647,3 +647,24 @@ async def test_memory_sequence_through_the_default_invoker_reads_fresh_text(stor
         (True, fresh, False),
         (True, fresh, False),
     ]
+
+
+async def test_a_store_raising_cancelled_error_in_a_shared_write_cancels_its_callers_not_hangs(store):
+    ns = unique_namespace()
+    await StoreFiles(store, namespace=ns).create(F, lines_file(3))
+
+    class Cancelling(CountingStore):
+        async def compare_and_set(self, key, expected, value):
+            if self.cas_calls == 1:  # the second write: the batch of lines 1 and 2
+                self.cas_calls += 1
+                await asyncio.sleep(0.01)
+                raise asyncio.CancelledError()
+            return await super().compare_and_set(key, expected, value)
+
+    files = StoreFiles(Cancelling(store, delay=0.01), namespace=ns)
+    tasks = [asyncio.ensure_future(files.str_replace(F, f"line {i:02d}: todo", f"line {i:02d}: done")) for i in range(3)]
+    done, pending = await asyncio.wait(tasks, timeout=5)
+    assert pending == set()
+    assert tasks[0].result() == f"The file {F} has been edited."
+    assert all(t.cancelled() for t in tasks[1:])
+    assert await files.str_replace(F, "line 01: todo", "line 01: done") == f"The file {F} has been edited."

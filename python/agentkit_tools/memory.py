@@ -446,10 +446,16 @@ class StoreFiles(_Commands):
         """Writes a batch of queued commands and settles each caller's future."""
         try:
             outcomes, attempts = await self._commit(group, [cmd for cmd, _, _ in items])
-        except Exception as e:  # the store failed: every caller of the batch hears it
+        except BaseException as e:  # the store failed: every caller of the batch hears it
             for _, fut, _ in items:
-                if not fut.done():
+                if fut.done():
+                    continue
+                if isinstance(e, asyncio.CancelledError):
+                    fut.cancel()
+                else:
                     fut.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
         else:
             for (_, fut, owner), out in zip(items, outcomes):
                 if fut.done():
