@@ -67,7 +67,7 @@ fn benches(c: &mut Criterion) {
     c.bench_function("ArgumentValidator::check (2 problems) + message", |b| {
         b.iter(|| {
             let r = v.check(black_box(&bad)).expect_err("invalid");
-            agentkit_tools_core::dispatch::invalid_arguments_message("search_docs", &r, v.accepted())
+            agentkit_tools_core::errors::invalid_arguments_message("search_docs", &r, v.accepted())
         })
     });
     let long: String = "Ünïcödé result line, repeated to overflow the limit.\n".repeat(200);

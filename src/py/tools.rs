@@ -1,6 +1,6 @@
-//! Bindings for tool definition, argument validation, the registry's lookup and the envelopes
-//! of the failure ladder. Conversions and exception mapping only: the rules live in the core
-//! modules (`schema`, `validate`, `dispatch`, `render`).
+//! Bindings for tool definition, argument validation, the classification of a raised exception
+//! and the envelopes of the failure ladder. Conversions and exception mapping only: the rules
+//! live in the core modules (`schema`, `validate`, `errors`, `envelope`, `render`).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
