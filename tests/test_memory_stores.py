@@ -668,3 +668,22 @@ async def test_a_store_raising_cancelled_error_in_a_shared_write_cancels_its_cal
     assert tasks[0].result() == f"The file {F} has been edited."
     assert all(t.cancelled() for t in tasks[1:])
     assert await files.str_replace(F, "line 01: todo", "line 01: done") == f"The file {F} has been edited."
+
+
+async def test_views_follow_every_change_of_the_document(store):
+    """A view of an unchanged document reuses its parse; any change, by this object, another
+    one or behind the store's back, is seen at once."""
+    ns = unique_namespace()
+    files = StoreFiles(store, namespace=ns)
+    await files.create(F, "one\n")
+    assert [await files.view(F) for _ in range(3)] == ["one\n"] * 3
+    await StoreFiles(store, namespace=ns).str_replace(F, "one", "two")
+    assert await files.view(F) == "two\n"
+    await store.set(files.key, doc({F: "three\n"}))
+    assert await files.view(F) == "three\n"
+    assert await files.view("/memories") == F
+    await store.set(files.key, '{"format": "something else"}')
+    with pytest.raises(MemoryCorruptError):
+        await files.view(F)
+    await store.delete(files.key)
+    assert await files.view("/memories") == ""

@@ -388,6 +388,9 @@ struct PyMemoryStoreEngine {
     root: Root,
     limits: Limits,
     config: CasConfig,
+    /// The document text `read` last parsed, and its tree: a view of an unchanged document
+    /// skips the parse.
+    last_read: Mutex<Option<(String, Tree)>>,
 }
 
 #[pymethods]
@@ -417,6 +420,7 @@ impl PyMemoryStoreEngine {
             root: self::root(root)?,
             limits: limits(max_bytes, max_files)?,
             config,
+            last_read: Mutex::new(None),
         })
     }
 
@@ -464,11 +468,26 @@ impl PyMemoryStoreEngine {
                 "MemoryStoreEngine.read answers commands that never write; {command} writes: use begin"
             )));
         }
-        let text = doc_text(doc, "store.get")?;
-        let mut tree = Tree::from_json(&self.root, text.as_deref()).map_err(|e| to_py_err(py, e))?;
-        apply(&mut tree, &cmd, &self.limits)
-            .map(|o| o.text)
-            .map_err(|e| to_py_err(py, e))
+        let Ok(s) = doc.cast::<PyString>() else {
+            let text = doc_text(doc, "store.get")?;
+            let mut tree = Tree::from_json(&self.root, text.as_deref()).map_err(|e| to_py_err(py, e))?;
+            return apply(&mut tree, &cmd, &self.limits)
+                .map(|o| o.text)
+                .map_err(|e| to_py_err(py, e));
+        };
+        let s = s.to_str()?;
+        let mut last = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(&*last, Some((t, _)) if t == s) {
+            let tree = Tree::from_json(&self.root, Some(s)).map_err(|e| to_py_err(py, e))?;
+            *last = Some((s.to_owned(), tree));
+        }
+        match last.as_mut() {
+            // A read-only command leaves the tree as it was, so the cached tree stays the document's.
+            Some((_, tree)) => apply(tree, &cmd, &self.limits)
+                .map(|o| o.text)
+                .map_err(|e| to_py_err(py, e)),
+            None => Err(PyRuntimeError::new_err("memory read cache empty after it was filled; this is a bug")),
+        }
     }
 
     /// Starts the compare-and-set loop of a batch of commands (from `command`), applied in
