@@ -270,8 +270,8 @@ enum Frame {
     Audit { started: f64 },
     /// Idempotency: claimed in-process; `shared`: the record this worker wrote to the store.
     Claimed { shared: Option<String>, cached: bool },
-    /// Retry: attempts made.
-    Retry { attempt: u32 },
+    /// Retry: attempts made; `trial`: the attempt in progress is the breaker's half-open trial.
+    Retry { attempt: u32, trial: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -358,7 +358,7 @@ impl<V> CallMachine<V> {
     }
     /// Body starts counted by the handlers after this segment (a user middleware passed them on).
     pub fn set_attempts(&mut self, attempts: u32) {
-        self.attempts = self.attempts.max(attempts);
+        self.attempts = attempts;
     }
     /// How many times the body started.
     pub fn attempts(&self) -> u32 {
@@ -472,6 +472,13 @@ impl<V: Clone> Pipeline<V> {
                         m.wakes.push(w);
                     }
                 }
+                Frame::Retry { trial: true, .. } => {
+                    // A half-open trial that never finished says nothing about the backend: its
+                    // slot is freed, or the circuit would refuse the tool for good.
+                    if let Some(b) = self.breakers.get_mut(name_of(&m.facts)) {
+                        b.record_neutral();
+                    }
+                }
                 Frame::Audit { started } if cancelled => records.push((i, AuditRecord {
                     outcome: CANCELLED_OUTCOME.into(),
                     attempts: m.attempts,
@@ -549,7 +556,7 @@ impl<V: Clone> Pipeline<V> {
                 if !f.admitted {
                     return Enter::Next;
                 }
-                m.frames[i] = Frame::Retry { attempt: 0 };
+                m.frames[i] = Frame::Retry { attempt: 0, trial: false };
                 self.attempt(m, i, *breaker, t)
             }
             Rule::Timeout { default_s } => {
@@ -574,6 +581,7 @@ impl<V: Clone> Pipeline<V> {
 
     /// Retry: admit one more attempt through the breaker.
     fn attempt(&mut self, m: &mut CallMachine<V>, i: usize, breaker: Option<(u32, f64)>, t: Time) -> Enter<V> {
+        let mut is_trial = false;
         if let Some((threshold, cooldown)) = breaker {
             let name = name_of(&m.facts).to_owned();
             let b = self.breakers.entry(name).or_insert_with(|| CircuitBreaker::new(threshold, cooldown));
@@ -581,9 +589,12 @@ impl<V: Clone> Pipeline<V> {
                 let failures = b.consecutive_failures();
                 return Enter::Answer(Env::Refused(Refusal::CircuitOpen { failures, retry_after_s: wait }));
             }
+            // Admitted while the circuit is open: this attempt is the half-open trial.
+            is_trial = b.is_open();
         }
-        if let Frame::Retry { attempt } = &mut m.frames[i] {
+        if let Frame::Retry { attempt, trial } = &mut m.frames[i] {
             *attempt += 1;
+            *trial = is_trial;
         }
         Enter::Next
     }
@@ -623,7 +634,14 @@ impl<V: Clone> Pipeline<V> {
             (Pending::Wait, Event::Woken) => self.enter_again(m, i, t),
             (Pending::Window, ev) => {
                 let hit = m.hit.take();
-                let open = matches!(&ev, Event::StoreGot(Some(k)) if *k == key());
+                // Only another call's key there says the window closed. No window (this call's
+                // own write failed, as did its claim) or a store that fails says nothing: what
+                // this process knows stands (running a side effect twice is the worse mistake).
+                let open = match &ev {
+                    Event::StoreGot(Some(k)) => *k == key(),
+                    Event::StoreGot(None) | Event::StoreFailed => true,
+                    _ => false,
+                };
                 if let (true, Some(v)) = (open, hit) {
                     return self.ascend(m, i, Env::Ok { value: Val::Obj(v), elapsed_ms: 0.0, deduplicated: true }, t);
                 }
@@ -693,7 +711,10 @@ impl<V: Clone> Pipeline<V> {
     fn cas_claim(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Step<V> {
         let lease = self.lease_s(m, i, t);
         let owner = format!("{:016x}", self.rng.u64(..));
-        let mine = format!("{{\"s\":\"running\",\"owner\":\"{owner}\",\"until\":{}}}", Value::from(t.unix + lease));
+        // An infinite lease (`lease_s` or a deadline of inf) never runs out; JSON has no
+        // infinity (it would be written as null, a lease that has already run out).
+        let until = (t.unix + lease).min(f64::MAX);
+        let mine = format!("{{\"s\":\"running\",\"owner\":\"{owner}\",\"until\":{}}}", Value::from(until));
         m.mine = Some(mine.clone());
         m.phase = Phase::In(i, Pending::Cas);
         let f = &m.facts;
@@ -831,7 +852,7 @@ impl<V: Clone> Pipeline<V> {
                 m.frames[i] = Frame::Idle;
                 Exit::Next
             }
-            (Rule::Retry { policy, breaker }, Frame::Retry { attempt }) => {
+            (Rule::Retry { policy, breaker }, Frame::Retry { attempt, .. }) => {
                 let attempt = *attempt;
                 let name = name_of(&m.facts).to_owned();
                 let b = breaker.and_then(|_| self.breakers.get_mut(&name));

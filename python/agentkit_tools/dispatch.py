@@ -73,7 +73,11 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
     (the process is being stopped). Stateless: repeat detection, idempotency and retry need
     state and live in ``Invoker``.
     """
-    m, step, arg = _PIPELINE.begin(registry._core, call, ctx)
+    try:
+        m, step, arg = _PIPELINE.begin(registry._core, call, ctx)
+    except Exception as exc:  # a context or tool attribute that fails to read: still an envelope
+        _log.exception("dispatch failed on a call")
+        return _core.fault_envelope(exc)  # type: ignore[no-any-return]
     while step != _core.STEP_DONE:
         if step == _core.STEP_RUN:
             tool, args, limit = arg
@@ -93,7 +97,10 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
                     answer = approver(tool, args, ctx)
                     if inspect.isawaitable(answer):
                         answer = run_on_background_loop(_await(answer))
-                except Exception:
+                except BaseException as exc:
+                    if isinstance(exc, _STOP):
+                        raise
+                    answer = False
                     _log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
             step, arg = m.feed(_core.EV_APPROVED, answer is True)  # only the boolean True approves
     return arg  # type: ignore[no-any-return]

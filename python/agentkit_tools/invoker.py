@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import _core
 from ._runner import BodyFailed, run_body
 from .frozen import FrozenDict, FrozenList
-from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, default_chain
+from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
 __all__ = ["Invoker"]
 
@@ -221,6 +221,8 @@ class Invoker:
                             tc.timeout_s = limit  # type: ignore[union-attr]
                         tc.exc = None  # type: ignore[union-attr]
                         env = await nxt(tc)  # type: ignore[arg-type]
+                        if not isinstance(env, dict):  # a fault of that middleware, not of the tool
+                            raise TypeError(f"a middleware returned {type(env).__name__}, not an envelope dict")
                         step, arg = m.passed(env, tc.exc, tc.attempts)  # type: ignore[union-attr]
                         continue
                     if tc is not None:
@@ -241,7 +243,9 @@ class Invoker:
                         answer = approver(tool, args, ctx)
                         if inspect.isawaitable(answer):
                             answer = await answer
-                    except Exception:
+                    except BaseException as exc:
+                        if _propagates(exc):
+                            raise
                         _mw_log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
                         answer = False
                     # Only the boolean True approves: a truthy "no" must not fail open.
@@ -284,7 +288,9 @@ async def _store_step(m: Any, step: int, arg: Any) -> tuple[int, Any]:
             event, answer = _core.EV_SET, await store.set(key, arg[2])
         else:
             event, answer = _core.EV_CAS, await store.compare_and_set(key, arg[2], arg[3])
-    except Exception:
+    except BaseException as exc:
+        if _propagates(exc):
+            raise
         _mw_log.warning("idempotency store failed on %s; going on without it", key, exc_info=True)
         event, answer = _core.EV_STORE_FAILED, None
     return m.feed(event, answer)  # type: ignore[no-any-return]

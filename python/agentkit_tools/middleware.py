@@ -11,6 +11,7 @@ envelope`` that calls the next one or answers itself.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -36,6 +37,24 @@ __all__ = [
 
 _log = logging.getLogger("agentkit_tools.audit")
 _mw_log = logging.getLogger("agentkit_tools.middleware")
+#: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
+#: told apart from a CancelledError raised by a callback.
+_COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
+
+
+def _propagates(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a host callback (approver, audit sink, store), must propagate:
+    the process is being stopped, or it is the cancellation of the awaiting task. Any other
+    ``BaseException`` is the callback's own failure."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop: a synchronous caller's own callback cancelled itself
+        return False
+    return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
 
 
 class ToolCall:
@@ -262,13 +281,17 @@ class _Audit(_Builtin):
                 done = sink(rec)
                 if inspect.isawaitable(done):
                     await done
-            except Exception:
+            except BaseException as exc:
+                if _propagates(exc):
+                    raise
                 _mw_log.exception("audit sink %r failed (the call's result is unaffected)", sink)
         trace = getattr(ctx, "trace", None)
         if trace is not None:
             try:
                 _emit(trace, "tool.call", rec)
-            except Exception:
+            except BaseException as exc:
+                if _propagates(exc):
+                    raise
                 _mw_log.exception("ctx.trace failed (the call's result is unaffected)")
 
 
