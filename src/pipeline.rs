@@ -512,7 +512,13 @@ impl<V: Clone> Pipeline<V> {
         }
         m.attempts += 1;
         m.phase = Phase::Body { started: t.mono };
-        Step::RunBody { timeout_s: m.timeout_s }
+        // Cut to the context's deadline now: a `timeout` outside `retry` set the limit before
+        // the first attempt, and a later attempt must not outlive `ctx.deadline`.
+        let limit = match (m.timeout_s, m.facts.deadline) {
+            (Some(l), Some(d)) => Some(l.min(d - t.mono).max(0.0)),
+            (l, _) => l,
+        };
+        Step::RunBody { timeout_s: limit }
     }
 
     fn enter(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Enter<V> {

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -273,3 +275,63 @@ async def test_audit_attempts_count_only_body_starts_past_a_user_middleware():
     assert env["value"] == "cached elsewhere"
     assert RUNS == []
     assert [(r["outcome"], r["decision"], r["attempts"]) for r in records] == [("ok", "executed", 0)]
+
+
+# ------------------------------------------------------------------ deadlines
+
+ATTEMPTS: list[float] = []
+
+
+@tool(read_only=True, timeout_s=1.0)
+async def slow_then_hang(x: int) -> int:
+    """Fails after 0.6 s the first time, then hangs on every later attempt."""
+    ATTEMPTS.append(time.monotonic())
+    if len(ATTEMPTS) == 1:
+        await asyncio.sleep(0.6)
+        raise ConnectionError("backend down")
+    await asyncio.sleep(5)
+    return x
+
+
+@pytest.mark.parametrize("order", ["retry,timeout", "timeout,retry"])
+async def test_a_retried_attempt_never_outlives_ctx_deadline(order):
+    ATTEMPTS.clear()
+    chain = [mw.retry(sleep=_no_sleep), mw.timeout()]
+    inv = Invoker(ToolRegistry([slow_then_hang]), middleware=chain if order == "retry,timeout" else chain[::-1])
+    ctx = Ctx()
+    ctx.deadline = time.monotonic() + 1.0  # type: ignore[attr-defined]
+    started = time.monotonic()
+    env = await inv.invoke(_call("slow_then_hang", x=1), ctx)
+    elapsed = time.monotonic() - started
+    assert _code(env) == "timeout"
+    assert len(ATTEMPTS) == 2
+    assert elapsed < 1.3, elapsed  # the deadline (1.0 s) plus scheduling slack; 1.6 s when the second attempt got a full second
+
+
+# ------------------------------------------------------------------ one Invoker, many threads
+
+
+@tool(side_effecting=True)
+def slow_pay(cents: int) -> str:
+    """Pay cents to the vendor (slowly) and return a receipt."""
+    RUNS.append(cents)
+    time.sleep(0.3)
+    return f"paid {cents}"
+
+
+def test_identical_call_waiting_on_another_threads_loop_is_woken():
+    inv = Invoker(ToolRegistry([slow_pay]))
+    out: dict[str, dict[str, Any]] = {}
+
+    def run(cid: str, delay: float) -> None:
+        time.sleep(delay)
+        out[cid] = asyncio.run(inv.invoke(_call("slow_pay", cid, cents=6), Ctx()))
+
+    threads = [threading.Thread(target=run, args=("a", 0.0), daemon=True), threading.Thread(target=run, args=("b", 0.1), daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert [t.is_alive() for t in threads] == [False, False]
+    assert RUNS == [6]
+    assert (out["a"]["value"], out["b"]["value"], out["b"].get("deduplicated")) == ("paid 6", "paid 6", True)

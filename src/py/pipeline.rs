@@ -712,10 +712,21 @@ impl Call {
             let mut waiters = lock(&pipe.waiters);
             wakes.iter().filter_map(|t| waiters.remove(t)).collect()
         };
+        let running = helpers(py)?.get_running_loop.bind(py).call0().ok();
         for fut in futures {
             let fut = fut.bind(py);
-            if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+            if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+                continue;
+            }
+            let owner = fut.call_method0(intern!(py, "get_loop"))?;
+            if running.as_ref().is_some_and(|r| r.is(&owner)) {
                 fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            } else {
+                // The waiter awaits on another thread's loop (an Invoker shared between threads):
+                // only that loop may complete it, and it must be woken to see it. A loop that was
+                // closed meanwhile has nobody waiting.
+                let set = fut.getattr(intern!(py, "set_result"))?;
+                let _ = owner.call_method1(intern!(py, "call_soon_threadsafe"), (set, py.None()));
             }
         }
         Ok(())
