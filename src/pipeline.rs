@@ -455,7 +455,8 @@ impl<V: Clone> Pipeline<V> {
 
     /// The caller gave up (cancelled, or a fault outside the pipeline): release what the call
     /// holds (its idempotency claim, waking the identical calls waiting for it) and return the
-    /// audit records to emit when `cancelled` (outcome `cancelled`).
+    /// audit records to emit: outcome `cancelled` when `cancelled`, else `internal_error` (the
+    /// envelope the caller gets for a fault outside the pipeline), decision `failed`.
     pub fn abort(&mut self, m: &mut CallMachine<V>, cancelled: bool, t: Time) -> Vec<(usize, AuditRecord)> {
         let mut records = Vec::new();
         if matches!(m.phase, Phase::Finished) {
@@ -479,8 +480,8 @@ impl<V: Clone> Pipeline<V> {
                         b.record_neutral();
                     }
                 }
-                Frame::Audit { started } if cancelled => records.push((i, AuditRecord {
-                    outcome: CANCELLED_OUTCOME.into(),
+                Frame::Audit { started } => records.push((i, AuditRecord {
+                    outcome: if cancelled { CANCELLED_OUTCOME.into() } else { ErrorCode::InternalError.as_str().into() },
                     attempts: m.attempts,
                     elapsed_ms: round3((t.mono - started) * 1000.0),
                     decision: "failed",

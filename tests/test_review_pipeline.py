@@ -335,3 +335,30 @@ def test_identical_call_waiting_on_another_threads_loop_is_woken():
     assert [t.is_alive() for t in threads] == [False, False]
     assert RUNS == [6]
     assert (out["a"]["value"], out["b"]["value"], out["b"].get("deduplicated")) == ("paid 6", "paid 6", True)
+
+
+# ------------------------------------------------------------------ a user middleware that raises
+
+
+class Raises(Middleware):
+    name = "raises"
+
+    def wrap(self, invoker: Any, nxt: Any) -> Any:
+        async def handle(call: Any) -> Any:
+            if call.args["cents"] > 1:
+                await nxt(call)
+            raise ValueError("middleware bug")
+
+        return handle
+
+
+@pytest.mark.parametrize(("cents", "attempts"), [(1, 0), (2, 1)])
+async def test_a_call_whose_user_middleware_raises_is_still_audited(cents, attempts, caplog):
+    records: list[dict[str, Any]] = []
+    inv = Invoker(ToolRegistry([pay]), middleware=[mw.audit(records.append), Raises(), mw.timeout()])
+    with caplog.at_level(logging.CRITICAL):
+        env = await inv.invoke(_call("pay", cents=cents))
+    assert _code(env) == "internal_error"
+    assert [(r["tool"], r["outcome"], r["decision"], r["attempts"]) for r in records] == [
+        ("pay", "internal_error", "failed", attempts)
+    ]

@@ -471,9 +471,11 @@ class Call:
         """The outcome of the step performed (an ``EV_*`` constant and its value). Raises
         ``ValueError`` for an unknown event."""
 
-    def abort(self, cancelled: bool) -> list[tuple[Any, dict[str, Any]]]:
-        """The caller gave up: release the call's idempotency claim; returns the audit records
-        ``(config, record)`` to emit (outcome ``"cancelled"``; only when ``cancelled``)."""
+    def abort(self, cancelled: bool, attempts: int | None = None) -> list[tuple[Any, dict[str, Any]]]:
+        """The caller gave up (``cancelled``) or a fault outside the pipeline ended the call:
+        release the call's idempotency claim; returns the audit records ``(config, record)`` to
+        emit (outcome ``"cancelled"``, else ``"internal_error"``). ``attempts``: body starts so
+        far, when a user middleware after this segment counts them."""
 
     @property
     def attempts(self) -> int:

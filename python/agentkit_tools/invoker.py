@@ -270,10 +270,13 @@ class Invoker:
                 else:
                     step, arg = await _store_step(m, step, arg)
         except BaseException as exc:
-            for cfg, rec in m.abort(isinstance(exc, asyncio.CancelledError)):
-                await asyncio.shield(cfg.emit(rec, ctx))
+            records = m.abort(isinstance(exc, asyncio.CancelledError), None if nxt is None else tc.attempts)  # type: ignore[union-attr]
+            rec = None
+            if not isinstance(exc, _STOP):  # a record per call, a middleware's fault included
+                for cfg, rec in records:
+                    await asyncio.shield(cfg.emit(rec, ctx))
             if span is not None:
-                _close_span(span, None, exc)
+                _close_span(span, rec, exc)
             raise
 
 

@@ -919,8 +919,13 @@ impl Call {
 
     /// The caller gave up (`cancelled`) or a fault outside the pipeline ended the call: its
     /// idempotency claim is released (identical calls waiting for it wake); returns the audit
-    /// records to emit, as `(config, record)` pairs (only when `cancelled`).
-    fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>> {
+    /// records to emit, as `(config, record)` pairs (outcome `cancelled`, else `internal_error`).
+    /// `attempts`: body starts so far, when a user middleware after this segment counts them.
+    #[pyo3(signature = (cancelled, attempts=None))]
+    fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>> {
+        if let Some(a) = attempts {
+            self.m.set_attempts(a);
+        }
         let pipe = self.pipe.clone_ref(py);
         let records = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now());
         self.wake(py)?;
