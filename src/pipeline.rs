@@ -741,7 +741,12 @@ impl<V: Clone> Pipeline<V> {
                 Rule::Timeout { default_s } => limit = attempt_limit(f, *default_s, t),
                 Rule::Retry { policy, .. } if f.retry_safe => {
                     attempts = policy.max_attempts;
-                    backoff = (1..policy.max_attempts).map(|a| policy.ceiling_s(a)).sum();
+                    // The ceiling stops growing by attempt 1024: the rest is one product (a
+                    // "retry forever" max_attempts must not cost a loop of billions per call).
+                    let waits = policy.max_attempts.saturating_sub(1);
+                    let head = waits.min(1024);
+                    backoff = (1..=head).map(|a| policy.ceiling_s(a)).sum::<f64>()
+                        + f64::from(waits - head) * policy.ceiling_s(1024);
                 }
                 _ => {}
             }

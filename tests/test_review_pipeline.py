@@ -362,3 +362,42 @@ async def test_a_call_whose_user_middleware_raises_is_still_audited(cents, attem
     assert [(r["tool"], r["outcome"], r["decision"], r["attempts"]) for r in records] == [
         ("pay", "internal_error", "failed", attempts)
     ]
+
+
+# ------------------------------------------------------------------ the lease of a "retry forever" chain
+
+_LEASE_SCRIPT = """
+import asyncio, json, time
+from agentkit_tools import Invoker, ToolRegistry, tool, middleware as mw
+from agentkit_tools.stores import InMemoryStore
+
+@tool(side_effecting=True, idempotent=True)
+async def pay(cents: int) -> str:
+    '''Pay cents to the vendor and return a receipt.'''
+    return "paid"
+
+store = InMemoryStore()
+seen = []
+
+async def cas(key, expected, value, _cas=store.compare_and_set):
+    seen.append((time.time(), value))
+    return await _cas(key, expected, value)
+
+store.compare_and_set = cas
+inv = Invoker(ToolRegistry([pay]), middleware=[mw.idempotency(store), mw.retry(max_attempts=2**32 - 1), mw.timeout()])
+asyncio.run(inv.invoke({"id": "1", "name": "pay", "input": {"cents": 1}}))
+now, claim = seen[0]
+print(json.loads(claim)["until"] - now)
+"""
+
+
+def test_lease_of_a_retry_forever_chain_is_computed_at_once():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LEASE_SCRIPT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # 10 s per attempt times 2**32-1 attempts, the backoff ceilings 0.5+1+2+4+8+16 then 30 s for
+    # each of the other 2**32-8 waits, plus 5 s.
+    expected = 10.0 * (2**32 - 1) + 31.5 + 30.0 * (2**32 - 8) + 5.0
+    assert abs(float(out.stdout) - expected) < 1.0
