@@ -305,6 +305,24 @@ def test_max_result_chars_that_is_not_a_limit_is_refused(bad):
     )
 
 
+@pytest.mark.parametrize("bad", [0, -1, True, "5", 2.5])
+def test_registry_limits_that_are_not_limits_are_refused(bad):
+    with pytest.raises(ToolDefinitionError) as info:
+        ToolRegistry(max_result_chars=bad)
+    assert str(info.value) == (
+        f"ToolRegistry: max_result_chars={bad!r} is not a limit; pass a whole number of characters (at least "
+        "1), or None for the registry's limit (default 2000)"
+    )
+    with pytest.raises(ToolDefinitionError) as info:
+        ToolRegistry(max_media_bytes=bad)
+    assert str(info.value) == (
+        f"ToolRegistry: max_media_bytes={bad!r} is not a limit; pass a whole number of bytes (at least 1), or "
+        "None for the default of 5 MiB"
+    )
+    reg = ToolRegistry(max_result_chars=1, max_media_bytes=1)
+    assert (reg.max_result_chars, reg.max_media_bytes) == (1, 1)
+
+
 def test_good_numeric_options_are_kept_as_given():
     def lookup(sku: str) -> str:
         """Look up one stock-keeping unit and return its record."""

@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from . import _core
 from .schema import ToolSchema
-from .tools import core_of, ensure_tool
+from .tools import check_tool_options, core_of, ensure_tool
 
 __all__ = ["ToolRegistry"]
 
@@ -24,11 +24,16 @@ class ToolRegistry:
     cached until the registry changes. ``max_result_chars`` is the default limit of a rendered
     result (a tool's own ``max_result_chars`` wins); ``max_media_bytes`` the default limit of one
     image or file in a result, in bytes (a tool's own ``max_media_bytes`` wins; None: 5 MiB).
+    Raises ``ToolDefinitionError`` when either is not a whole number of at least 1 (a bool, a
+    string, a float, 0 or less).
     """
 
     def __init__(
         self, tools: Iterable[Any] = (), *, max_result_chars: int | None = None, max_media_bytes: int | None = None
     ) -> None:
+        check_tool_options(
+            "", max_result_chars=max_result_chars, max_media_bytes=max_media_bytes, owner="ToolRegistry"
+        )
         self._core = _core.CoreRegistry()
         self._cache: dict[str, Any] = {}
         self.max_result_chars = max_result_chars

@@ -36,10 +36,18 @@ MAX_TIMEOUT_S = 2_592_000.0
 """The longest per-call deadline a tool may declare: 30 days, in seconds."""
 
 
-def check_tool_options(name: str, timeout_s: Any = None, max_result_chars: Any = None, *, owner: str | None = None) -> None:
-    """The rule for a tool's numeric options (every way of making a tool applies it):
-    ``timeout_s`` is None or a number of seconds greater than 0 and at most 2,592,000 (30 days);
-    ``max_result_chars`` is None or a whole number of characters, at least 1. Booleans, strings,
+def check_tool_options(
+    name: str,
+    timeout_s: Any = None,
+    max_result_chars: Any = None,
+    *,
+    max_media_bytes: Any = None,
+    owner: str | None = None,
+) -> None:
+    """The rule for a tool's numeric options (every way of making a tool, and a registry's
+    defaults, apply it): ``timeout_s`` is None or a number of seconds greater than 0 and at most
+    2,592,000 (30 days); ``max_result_chars`` is None or a whole number of characters, at least
+    1; ``max_media_bytes`` is None or a whole number of bytes, at least 1. Booleans, strings,
     NaN and infinity are refused. Raises ``ToolDefinitionError`` naming the tool (or ``owner``,
     for options that several tools share) and the option."""
     what = owner if owner is not None else f"tool {name!r}"
@@ -57,6 +65,13 @@ def check_tool_options(name: str, timeout_s: Any = None, max_result_chars: Any =
             raise ToolDefinitionError(
                 f"{what}: max_result_chars={max_result_chars!r} is not a limit; pass a whole "
                 "number of characters (at least 1), or None for the registry's limit (default 2000)"
+            )
+    if max_media_bytes is not None:
+        ok = isinstance(max_media_bytes, int) and not isinstance(max_media_bytes, bool)
+        if not ok or max_media_bytes < 1:
+            raise ToolDefinitionError(
+                f"{what}: max_media_bytes={max_media_bytes!r} is not a limit; pass a whole "
+                "number of bytes (at least 1), or None for the default of 5 MiB"
             )
 
 
