@@ -696,8 +696,14 @@ async def test_context_deadline_cuts_the_timeout_and_body_timeout_error_is_not_o
     env = await inv.invoke(call("own_timeout"))
     assert env["error"]["code"] == "internal_error"
     assert env["error"]["message"].startswith("own_timeout failed: TimeoutError: backend read timeout.")
-    with pytest.raises(ValueError, match="default_s must be > 0"):
-        mw.timeout(0)
+    for bad in (0, -1, float("nan"), float("inf"), 2_592_001, True, "5", None):
+        with pytest.raises(ValueError) as info:
+            mw.timeout(bad)
+        assert str(info.value) == (
+            "timeout: default_s must be a number of seconds greater than 0 and at most 2592000 (30 days), "
+            f"got {bad!r}"
+        )
+    assert mw.timeout(2_592_000).default_s == 2_592_000
 
 
 async def test_concurrent_deadlines_expire_independently():

@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from . import _core
 from .context import _is_approved
+from .tools import MAX_TIMEOUT_S
 
 __all__ = [
     "Middleware",
@@ -535,8 +536,12 @@ class _Timeout(_Builtin):
     name = "timeout"
 
     def __init__(self, default_s: float) -> None:
-        if not default_s > 0:
-            raise ValueError(f"timeout: default_s must be > 0 seconds, got {default_s}")
+        number = isinstance(default_s, (int, float)) and not isinstance(default_s, bool)
+        if not number or not 0 < default_s <= MAX_TIMEOUT_S:  # NaN fails the comparison too
+            raise ValueError(
+                f"timeout: default_s must be a number of seconds greater than 0 and at most "
+                f"{MAX_TIMEOUT_S:.0f} (30 days), got {default_s!r}"
+            )
         self.default_s = default_s
 
     def __repr__(self) -> str:
