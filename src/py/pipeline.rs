@@ -336,6 +336,8 @@ pub struct Pipeline {
     inner: Mutex<core::Pipeline<V>>,
     configs: Vec<Py<PyAny>>,
     transient: Option<Py<PyTuple>>,
+    /// The indices of the audit rules (their configs are asked how a call is observed).
+    audits: Vec<usize>,
     needs: Needs,
     default_scope: String,
     frozen: bool,
@@ -356,10 +358,12 @@ impl Pipeline {
         let mut configs = Vec::with_capacity(rules.len());
         let mut needs = Needs::default();
         let mut transient = None;
+        let mut audits = Vec::new();
         for (kind, cfg) in rules {
             let rule = match kind.as_str() {
                 "audit" => {
                     needs.audit = true;
+                    audits.push(compiled.len());
                     Rule::Audit
                 }
                 "approval" => {
@@ -403,6 +407,7 @@ impl Pipeline {
             inner: Mutex::new(core::Pipeline::new(compiled)),
             configs,
             transient,
+            audits,
             needs,
             default_scope,
             frozen,
@@ -587,11 +592,8 @@ impl Call {
         let mut observed = false;
         if n.audit {
             f.audit = vec![Observed::No; p.configs.len()];
-            for (i, cfg) in p.configs.iter().enumerate() {
-                let cfg = cfg.bind(py);
-                if !cfg.hasattr(intern!(py, "observed_level"))? {
-                    continue;
-                }
+            for &i in &p.audits {
+                let cfg = p.configs[i].bind(py);
                 let level: u8 = cfg.call_method1(intern!(py, "observed_level"), (ctx,))?.extract()?;
                 f.audit[i] = match level {
                     0 => Observed::No,
