@@ -154,12 +154,12 @@ class Invoker:
                 return await self._drive(self._only, None, call, ctx, None)
             return await self._entry(self._start(call, ctx))
         except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
-            _log.exception("Invoker failed on a call of %r", _name(call))
+            _log.exception("Invoker failed on a call of %r", _core.call_parts(call)[1])
             return _fault_envelope(exc)
         except BaseException as exc:
             if isinstance(exc, _STOP) or (isinstance(exc, asyncio.CancelledError) and _caller_cancelled()):
                 raise
-            _log.exception("Invoker failed on a call of %r", _name(call))
+            _log.exception("Invoker failed on a call of %r", _core.call_parts(call)[1])
             return _fault_envelope(exc)
 
     async def invoke_many(self, calls: Iterable[Mapping[str, Any]], ctx: Any = None) -> list[dict[str, Any]]:
@@ -196,11 +196,9 @@ class Invoker:
         except Exception as exc:  # not a dict: still an envelope
             env = _core.invalid_call_envelope(str(exc))
             return ToolCall({}, None, None, None, None, None, None, ctx, scope, env)
-        holder = call.get("function") if isinstance(call.get("function"), Mapping) else call
-        cid = call.get("id", call.get("call_id"))
+        cid, name, raw = _core.call_parts(call)
         if not ok:
-            args = holder.get("input", holder.get("arguments"))
-            return ToolCall(call, cid, _name(call), None, None, args, None, ctx, scope, tool)
+            return ToolCall(call, cid, name, None, None, raw, None, ctx, scope, tool)
         tc = ToolCall(call, cid, tool.name, tool, args, None, core, ctx, scope, None)
         tc._canonical = canonical
         return tc
@@ -297,11 +295,3 @@ async def _store_step(m: Any, step: int, arg: Any) -> tuple[int, Any]:
         _mw_log.warning("idempotency store failed on %s; going on without it", key, exc_info=True)
         event, answer = _core.EV_STORE_FAILED, None
     return m.feed(event, answer)  # type: ignore[no-any-return]
-
-
-def _name(call: Any) -> str | None:
-    if not isinstance(call, Mapping):
-        return None
-    holder = call.get("function")
-    name = (holder if isinstance(holder, Mapping) else call).get("name")
-    return name if isinstance(name, str) else None
