@@ -309,41 +309,6 @@ def _answer(owner: "StoreFiles", out: Any, attempts: int) -> str:
     return out  # type: ignore[no-any-return]
 
 
-_LEAD = object()  # StoreFiles: a queued caller's turn to write for everyone queued
-_GROUPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-
-
-class _Group:
-    """The writers of one document in this process, on one event loop."""
-
-    __slots__ = ("loop", "busy", "queue", "seen")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = weakref.ref(loop)
-        self.busy = False  # a write is in flight
-        self.queue: list = []  # (command, future, StoreFiles) waiting for the next write
-        self.seen: Any = _UNSEEN  # the last document read or written
-
-    def hand_over(self) -> None:
-        """The write in flight is finished: the first caller still waiting leads the next."""
-        while self.queue:
-            _, fut, _ = self.queue.pop(0)
-            if not fut.done():
-                fut.set_result(_LEAD)
-                return
-        self.busy = False
-
-
-def _answer(owner: "StoreFiles", out: Any, attempts: int) -> str:
-    """A command's outcome for its caller: raises its error, or counts it and returns the text."""
-    if isinstance(out, BaseException):
-        raise out
-    stats = owner.stats
-    stats.commands += 1
-    stats.attempts += attempts
-    return out  # type: ignore[no-any-return]
-
-
 class StoreFiles(_Commands):
     """A memory tree stored as one JSON document in a :class:`~agentkit_tools.stores.StorePort`,
     changed only with compare-and-set.
