@@ -39,6 +39,9 @@ pub const CANCELLED_OUTCOME: &str = "cancelled";
 /// The deadline of one attempt when no `timeout` rule sets one but the idempotency lease needs
 /// an estimate (seconds).
 pub const FALLBACK_LIMIT_S: f64 = 10.0;
+/// The shared store's record of a call nobody holds (a claim released after a failure or an
+/// abort): the next identical call claims it over this record.
+pub const FREE: &str = "{\"s\":\"free\"}";
 /// How long a worker waits before reading a call another worker runs again (seconds).
 pub const POLL_S: f64 = 0.05;
 
@@ -179,12 +182,6 @@ impl<V> Env<V> {
             _ => None,
         }
     }
-    fn value(&self) -> Option<&Val<V>> {
-        match self {
-            Env::Ok { value, .. } => Some(value),
-            _ => None,
-        }
-    }
 }
 
 /// One audit record (the binding adds the tool name, call id and argument hash).
@@ -293,7 +290,10 @@ enum Pending {
     Window,
     Get,
     PollSleep,
+    /// The claim's compare-and-set (its record is `CallMachine::mine`).
     Cas,
+    /// The window check of a result another worker stored (`CallMachine::stored`).
+    Stored,
     Open,
     RetrySleep,
     FinishWindow,
@@ -314,9 +314,13 @@ pub struct CallMachine<V> {
     env: Option<Env<V>>,
     /// The in-process result found for an idempotency hit waiting for its window check.
     hit: Option<V>,
-    /// Shared store: the document read last, the record this worker wants to write.
+    /// Shared store: the document read last; the claim record this worker is writing; the
+    /// result text another worker stored (while its window is checked); the `done` record this
+    /// worker writes when it finishes with a result.
     doc: Option<String>,
     mine: Option<String>,
+    stored: Option<String>,
+    done: Option<String>,
     /// The JSON text of the result for the shared store (set by the driver, see
     /// [`CallMachine::wants_value_json`]).
     value_json: Option<String>,
@@ -337,6 +341,8 @@ impl<V> CallMachine<V> {
             hit: None,
             doc: None,
             mine: None,
+            stored: None,
+            done: None,
             value_json: None,
             wakes: Vec::new(),
         }
@@ -454,13 +460,25 @@ impl<V: Clone> Pipeline<V> {
     }
 
     /// The caller gave up (cancelled, or a fault outside the pipeline): release what the call
-    /// holds (its idempotency claim, waking the identical calls waiting for it) and return the
-    /// audit records to emit: outcome `cancelled` when `cancelled`, else `internal_error` (the
-    /// envelope the caller gets for a fault outside the pipeline), decision `failed`.
-    pub fn abort(&mut self, m: &mut CallMachine<V>, cancelled: bool, t: Time) -> Vec<(usize, AuditRecord)> {
-        let mut records = Vec::new();
+    /// holds and return the steps the driver performs before it lets the cancellation (or the
+    /// fault) go on, in order, each with the index of its rule; their answers are not fed back:
+    ///
+    /// - [`Step::StoreCas`]: the shared idempotency claim this call wrote goes, by compare-and-set
+    ///   from exactly that record, to [`FREE`] (so another caller's claim or a stored result is
+    ///   never erased, and the identical calls of other workers go on at once instead of waiting
+    ///   for the lease to run out). A call that was already finishing with a result (the body
+    ///   returned; the store had not confirmed the result) writes that result instead.
+    /// - [`Step::Record`]: the audit record, outcome `cancelled` when `cancelled`, else
+    ///   `internal_error` (the envelope the caller gets for a fault outside the pipeline),
+    ///   decision `failed`.
+    ///
+    /// In-process, the identical calls waiting for this one wake (see
+    /// [`CallMachine::take_wakes`]). A call aborted after its body started is released like a
+    /// call whose body failed: it leaves no result, so an identical call runs the body again.
+    pub fn abort(&mut self, m: &mut CallMachine<V>, cancelled: bool, t: Time) -> Vec<(usize, Step<V>)> {
+        let mut steps = Vec::new();
         if matches!(m.phase, Phase::Finished) {
-            return records;
+            return steps;
         }
         let limit = match m.phase {
             Phase::In(i, _) | Phase::Out(i, _) => i + 1,
@@ -468,10 +486,24 @@ impl<V: Clone> Pipeline<V> {
         };
         for i in (0..limit.min(self.rules.len())).rev() {
             match std::mem::take(&mut m.frames[i]) {
-                Frame::Claimed { .. } => {
-                    if let Some(Slot::Ticket(w)) = self.conversations.release(&m.facts.scope, name_of(&m.facts), &m.facts.canonical) {
-                        m.wakes.push(w);
+                Frame::Claimed { shared, cached } => {
+                    // Finishing: rule `i` is on its way out (the envelope is known).
+                    let finishing = matches!(m.phase, Phase::Out(j, _) if j == i);
+                    // The claim written, or being written when the call was aborted.
+                    let written = match m.phase {
+                        Phase::In(j, Pending::Cas) if j == i => m.mine.take(),
+                        _ => shared,
+                    };
+                    if !finishing {
+                        m.env = None;
                     }
+                    if let Some(mine) = written {
+                        let done = m.done.take().filter(|_| m.env.as_ref().is_some_and(Env::ok));
+                        let f = &m.facts;
+                        let key = store_key(&f.scope, name_of(f), &f.canonical);
+                        steps.push((i, Step::StoreCas { key, expected: Some(mine), value: done.unwrap_or_else(|| FREE.into()) }));
+                    }
+                    self.settle(m, cached);
                 }
                 Frame::Retry { trial: true, .. } => {
                     // A half-open trial that never finished says nothing about the backend: its
@@ -480,17 +512,18 @@ impl<V: Clone> Pipeline<V> {
                         b.record_neutral();
                     }
                 }
-                Frame::Audit { started } => records.push((i, AuditRecord {
+                Frame::Audit { started } => steps.push((i, Step::Record(AuditRecord {
                     outcome: if cancelled { CANCELLED_OUTCOME.into() } else { ErrorCode::InternalError.as_str().into() },
                     attempts: m.attempts,
                     elapsed_ms: round3((t.mono - started) * 1000.0),
                     decision: "failed",
-                })),
+                }))),
                 _ => {}
             }
         }
+        m.env = None;
         m.phase = Phase::Finished;
-        records
+        steps
     }
 
     // ---------------------------------------------------------------- going in
@@ -662,8 +695,7 @@ impl<V: Clone> Pipeline<V> {
                 match state.as_deref() {
                     Some("done") => {
                         m.hit = None;
-                        m.mine = value.map(|v| v.to_string());
-                        m.phase = Phase::In(i, Pending::Window);
+                        m.stored = value.map(|v| v.to_string());
                         // Reuse the stored result only while its window is open.
                         self.window_then(m, i)
                     }
@@ -674,9 +706,9 @@ impl<V: Clone> Pipeline<V> {
                     _ => self.cas_claim(m, i, t),
                 }
             }
-            (Pending::Cas, Event::StoreGot(got)) => {
+            (Pending::Stored, Event::StoreGot(got)) => {
                 // The window check of a stored result (see `window_then`).
-                let stored = m.mine.take();
+                let stored = m.stored.take();
                 if matches!(&got, Some(k) if *k == key()) {
                     if let Some(text) = stored {
                         let value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -700,7 +732,7 @@ impl<V: Clone> Pipeline<V> {
                 m.phase = Phase::In(i, Pending::Get);
                 Step::StoreGet(key())
             }
-            (Pending::Get | Pending::Cas | Pending::PollSleep, Event::StoreFailed) => {
+            (Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep, Event::StoreFailed) => {
                 // A failing store: the call runs without sharing its deduplication.
                 m.frames[i] = Frame::Claimed { shared: None, cached: false };
                 self.descend(m, i + 1, t)
@@ -710,7 +742,7 @@ impl<V: Clone> Pipeline<V> {
     }
 
     fn window_then(&mut self, m: &mut CallMachine<V>, i: usize) -> Step<V> {
-        m.phase = Phase::In(i, Pending::Cas);
+        m.phase = Phase::In(i, Pending::Stored);
         Step::StoreGet(window_key(&m.facts.scope))
     }
 
@@ -833,34 +865,16 @@ impl<V: Clone> Pipeline<V> {
                 let mine = mine.clone();
                 if let (true, Some(text)) = (env.ok(), m.value_json.as_ref()) {
                     // The window first: a worker waiting for this result must find it open.
-                    m.doc = Some(format!("{{\"s\":\"done\",\"value\":{text}}}"));
-                    m.mine = Some(mine);
+                    m.done = Some(format!("{{\"s\":\"done\",\"value\":{text}}}"));
                     return Exit::Wait(Pending::FinishWindow, Step::StoreSet(window_key(&f.scope), key));
                 }
-                m.frames[i] = Frame::Claimed { shared: None, cached: false };
-                Exit::Wait(Pending::FinishCas, Step::StoreCas { key, expected: Some(mine), value: "{\"s\":\"free\"}".into() })
+                // The claim stays in the frame until the store answers: a call aborted meanwhile
+                // frees it again (see `abort`).
+                Exit::Wait(Pending::FinishCas, Step::StoreCas { key, expected: Some(mine), value: FREE.into() })
             }
             (Rule::Idempotency { .. }, Frame::Claimed { shared: None, cached }) => {
-                let f = &m.facts;
-                let (name, scope) = (name_of(f).to_owned(), f.scope.clone());
-                let woken = match (env.ok() && !*cached, env.value()) {
-                    // Held here too: this worker's repeats read back the object the tool returned.
-                    (true, Some(Val::Obj(v))) => {
-                        let v = Slot::Result(v.clone());
-                        self.conversations.complete(&scope, &name, &f.canonical, Some(v))
-                    }
-                    (true, _) => {
-                        let value = match m.env.as_ref() {
-                            Some(Env::Passed { value: Some(v), .. }) => Some(Slot::Result(v.clone())),
-                            _ => None,
-                        };
-                        self.conversations.complete(&scope, &name, &f.canonical, value)
-                    }
-                    _ => self.conversations.release(&scope, &name, &f.canonical),
-                };
-                if let Some(Slot::Ticket(w)) = woken {
-                    m.wakes.push(w);
-                }
+                let cached = *cached;
+                self.settle(m, cached);
                 m.frames[i] = Frame::Idle;
                 Exit::Next
             }
@@ -902,6 +916,25 @@ impl<V: Clone> Pipeline<V> {
         }
     }
 
+    /// Idempotency, in-process: the call ends with the envelope going out (none: it was
+    /// aborted). A success (not read from the store) is held for this worker's repeats, anything
+    /// else releases the call; the identical calls waiting for it wake.
+    fn settle(&mut self, m: &mut CallMachine<V>, cached: bool) {
+        let f = &m.facts;
+        let (name, scope) = (name_of(f), f.scope.as_str());
+        let env = m.env.as_ref().filter(|e| e.ok() && !cached);
+        let woken = match env {
+            // Held here too: this worker's repeats read back the object the tool returned.
+            Some(Env::Ok { value: Val::Obj(v), .. }) => self.conversations.complete(scope, name, &f.canonical, Some(Slot::Result(v.clone()))),
+            Some(Env::Passed { value: Some(v), .. }) => self.conversations.complete(scope, name, &f.canonical, Some(Slot::Result(v.clone()))),
+            Some(_) => self.conversations.complete(scope, name, &f.canonical, None),
+            None => self.conversations.release(scope, name, &f.canonical),
+        };
+        if let Some(Slot::Ticket(w)) = woken {
+            m.wakes.push(w);
+        }
+    }
+
     fn resume_out(&mut self, m: &mut CallMachine<V>, i: usize, p: Pending, ev: Event<V>, t: Time) -> Step<V> {
         let env = m.env.take().expect("an envelope going out");
         match (p, ev) {
@@ -919,7 +952,11 @@ impl<V: Clone> Pipeline<V> {
             (Pending::FinishWindow, Event::StoreSet) => {
                 let f = &m.facts;
                 let key = store_key(&f.scope, name_of(f), &f.canonical);
-                let (expected, value) = (m.mine.take(), m.doc.take().unwrap_or_default());
+                let expected = match &m.frames[i] {
+                    Frame::Claimed { shared, .. } => shared.clone(),
+                    _ => None,
+                };
+                let value = m.done.clone().unwrap_or_default();
                 m.env = Some(env);
                 m.phase = Phase::Out(i, Pending::FinishCas);
                 Step::StoreCas { key, expected, value }

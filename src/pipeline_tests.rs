@@ -146,9 +146,9 @@ fn an_aborted_call_releases_its_claim_and_records_the_cancellation() {
     let (mut first, _) = p.begin(send.clone(), at(0.0));
     let (_, step) = p.begin(send.clone(), at(0.0));
     let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
-    let records = p.abort(&mut first, true, at(0.5));
+    let steps = p.abort(&mut first, true, at(0.5));
     let cancelled = AuditRecord { outcome: "cancelled".into(), attempts: 1, elapsed_ms: 500.0, decision: "failed" };
-    assert_eq!(records, vec![(0, cancelled)]);
+    assert_eq!(steps, vec![(0, Step::Record(cancelled))]);
     assert_eq!(first.take_wakes(), vec![ticket]);
     assert_eq!(p.sizes().1, 0);
 }
@@ -369,4 +369,144 @@ fn a_driver_feeding_the_wrong_event_gets_an_internal_error_not_a_panic() {
         Step::Done(Env::Failed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) })
     );
     assert!(matches!(p.feed(&mut m, Event::BodyOk("x"), at(0.0)), Step::Done(Env::Failed { .. })));
+}
+
+// ---------------------------------------------------------------- an aborted shared claim
+
+fn audited_shared() -> P {
+    P::with_seed(
+        vec![
+            Rule::Audit,
+            Rule::Idempotency { shared: true, lease_s: 60.0 },
+            Rule::Retry { policy: RetryPolicy { max_attempts: 3, base_s: 0.5, cap_s: 30.0 }, breaker: None },
+            Rule::Timeout { default_s: 100.0 },
+        ],
+        1,
+    )
+}
+
+fn audited_send() -> Facts {
+    Facts { audit: vec![Observed::Record], ..side_effecting("send") }
+}
+
+fn release(mine: &str, value: &str) -> (usize, Step<&'static str>) {
+    (1, Step::StoreCas { key: key(), expected: Some(mine.into()), value: value.into() })
+}
+
+fn cancelled(attempts: u32, elapsed_ms: f64) -> (usize, Step<&'static str>) {
+    (0, Step::Record(AuditRecord { outcome: "cancelled".into(), attempts, elapsed_ms, decision: "failed" }))
+}
+
+/// Begin a call of `send` through `audited_shared` and claim it in the store: its claim record.
+fn claimed(p: &mut P, f: Facts) -> (M, String) {
+    let (mut m, step) = p.begin(f, at(0.0));
+    assert_eq!(step, Step::StoreGet(key()));
+    let Step::StoreCas { value: mine, expected: None, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    (m, mine)
+}
+
+#[test]
+fn a_call_aborted_while_its_body_runs_frees_exactly_its_own_claim() {
+    let mut p = audited_shared();
+    let (mut m, mine) = claimed(&mut p, audited_send());
+    // an identical call of this worker waits for it
+    let (mut waiter, step) = p.begin(audited_send(), at(0.1));
+    let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
+    assert_eq!(p.abort(&mut m, true, at(0.25)), vec![release(&mine, FREE), cancelled(1, 250.0)]);
+    assert_eq!(m.take_wakes(), vec![ticket]);
+    assert_eq!(p.sizes().1, 0); // the aborted call holds nothing (the waiter claims when it runs)
+    // the waiter claims over the freed record and runs the body (no result was left)
+    assert_eq!(p.feed(&mut waiter, Event::Woken, at(0.3)), Step::StoreGet(key()));
+    let step = p.feed(&mut waiter, Event::StoreGot(Some(FREE.into())), at(0.3));
+    assert!(matches!(step, Step::StoreCas { expected: Some(ref e), .. } if e == FREE), "{step:?}");
+    assert_eq!(p.feed(&mut waiter, Event::StoreCas(true), at(0.3)), Step::RunBody { timeout_s: Some(100.0) });
+    assert_eq!(waiter.attempts(), 1);
+    // aborting a finished call asks for nothing
+    assert_eq!(p.abort(&mut m, true, at(1.0)), vec![]);
+    // not a cancellation: the record says internal_error
+    let steps = p.abort(&mut waiter, false, at(0.5));
+    assert!(matches!(&steps[1].1, Step::Record(AuditRecord { outcome, .. }) if outcome == ErrorCode::InternalError.as_str()), "{steps:?}");
+}
+
+#[test]
+fn a_call_aborted_while_its_claim_is_being_written_frees_it() {
+    let mut p = audited_shared();
+    let (mut m, _) = p.begin(audited_send(), at(0.0));
+    let Step::StoreCas { value: mine, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    // the store may have written the claim: it is freed from exactly that record
+    assert_eq!(p.abort(&mut m, true, at(0.0)), vec![release(&mine, FREE), cancelled(0, 0.0)]);
+    assert_eq!(p.sizes().1, 0);
+}
+
+#[test]
+fn a_call_aborted_before_it_wrote_a_claim_asks_the_store_for_nothing() {
+    let mut p = audited_shared();
+    let running = format!("{{\"s\":\"running\",\"owner\":\"x\",\"until\":{}}}", 1_000_000.0 + 30.0);
+    let done = "{\"s\":\"done\",\"value\":1}".to_owned();
+    let aborted_at: [&dyn Fn(&mut P, &mut M) -> Step<&'static str>; 4] = [
+        // reading the record
+        &|_, _| Step::StoreGet(key()),
+        // polling another worker's claim
+        &|p, m| p.feed(m, Event::StoreGot(Some(running.clone())), at(0.0)),
+        // checking the window of a stored result
+        &|p, m| p.feed(m, Event::StoreGot(Some(done.clone())), at(0.0)),
+        // lost the race for the claim: reading again
+        &|p, m| {
+            p.feed(m, Event::StoreGot(None), at(0.0));
+            p.feed(m, Event::StoreCas(false), at(0.0))
+        },
+    ];
+    for (n, go) in aborted_at.iter().enumerate() {
+        let (mut m, _) = p.begin(audited_send(), at(0.0));
+        let step = go(&mut p, &mut m);
+        assert!(matches!(step, Step::StoreGet(_) | Step::Sleep(_)), "{n}: {step:?}");
+        assert_eq!(p.abort(&mut m, true, at(0.0)), vec![cancelled(0, 0.0)], "{n}");
+        assert_eq!(p.sizes().1, 0, "{n}");
+    }
+    // waiting for an identical call in flight: nothing held, nobody to wake
+    let (mut first, _) = claimed(&mut p, audited_send());
+    let (mut waiter, _) = p.begin(audited_send(), at(0.0));
+    assert_eq!(p.abort(&mut waiter, true, at(0.0)), vec![cancelled(0, 0.0)]);
+    assert_eq!(waiter.take_wakes(), Vec::<u64>::new());
+    first.set_value_json(Some("1".into()));
+    assert_eq!(p.feed(&mut first, Event::BodyOk("r"), at(0.0)), Step::StoreSet(window_key("run"), key()));
+}
+
+#[test]
+fn a_call_aborted_while_it_stores_its_result_writes_the_result_not_a_release() {
+    let done = "{\"s\":\"done\",\"value\":{\"id\":1}}";
+    // aborted while the window is written, then while the result is
+    for window_written in [false, true] {
+        let mut p = audited_shared();
+        let (mut m, mine) = claimed(&mut p, audited_send());
+        m.set_value_json(Some("{\"id\":1}".into()));
+        assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.5)), Step::StoreSet(window_key("run"), key()));
+        if window_written {
+            let step = p.feed(&mut m, Event::StoreSet, at(0.5));
+            assert_eq!(step, Step::StoreCas { key: key(), expected: Some(mine.clone()), value: done.into() });
+        }
+        assert_eq!(p.abort(&mut m, true, at(0.5)), vec![release(&mine, done), cancelled(1, 500.0)]);
+        // this worker holds the result: its repeat is answered from it (the window still open)
+        let (mut again, step) = p.begin(audited_send(), at(1.0));
+        assert_eq!(step, Step::StoreGet(window_key("run")));
+        assert!(matches!(p.feed(&mut again, Event::StoreGot(Some(key())), at(1.0)), Step::Record(AuditRecord { decision: "deduplicated", .. })));
+    }
+}
+
+#[test]
+fn a_call_aborted_after_a_failure_or_in_its_backoff_frees_its_claim() {
+    let permanent = Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) };
+    // aborted while the failure's release is written: written again (the first may be lost)
+    let mut p = audited_shared();
+    let (mut m, mine) = claimed(&mut p, audited_send());
+    assert_eq!(p.feed(&mut m, permanent, at(0.1)), Step::StoreCas { key: key(), expected: Some(mine.clone()), value: FREE.into() });
+    assert_eq!(p.abort(&mut m, true, at(0.1)), vec![release(&mine, FREE), cancelled(1, 100.0)]);
+    assert_eq!(p.sizes().1, 0);
+    // a retry-safe call aborted while it backs off before its next attempt
+    let mut p = audited_shared();
+    let (mut m, mine) = claimed(&mut p, Facts { retry_safe: true, ..audited_send() });
+    assert!(matches!(p.feed(&mut m, transient(), at(0.2)), Step::Sleep(_)));
+    assert_eq!(p.abort(&mut m, true, at(0.2)), vec![release(&mine, FREE), cancelled(1, 200.0)]);
+    assert_eq!(p.sizes().1, 0);
 }

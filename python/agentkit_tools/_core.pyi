@@ -471,11 +471,14 @@ class Call:
         """The outcome of the step performed (an ``EV_*`` constant and its value). Raises
         ``ValueError`` for an unknown event."""
 
-    def abort(self, cancelled: bool, attempts: int | None = None) -> list[tuple[Any, dict[str, Any]]]:
-        """The caller gave up (``cancelled``) or a fault outside the pipeline ended the call:
-        release the call's idempotency claim; returns the audit records ``(config, record)`` to
-        emit (outcome ``"cancelled"``, else ``"internal_error"``). ``attempts``: body starts so
-        far, when a user middleware after this segment counts them."""
+    def abort(self, cancelled: bool, attempts: int | None = None) -> list[tuple[int, tuple[Any, ...]]]:
+        """The caller gave up (``cancelled``) or a fault outside the pipeline ended the call: the
+        identical calls waiting for it in this process wake. Returns the steps to perform before
+        re-raising, in order: ``(STEP_CAS, (store, key, expected, value))`` releases the call's
+        shared idempotency claim (compare-and-set from exactly its own record; the answer is not
+        fed back) and ``(STEP_RECORD, (config, record))`` emits the audit record (outcome
+        ``"cancelled"``, else ``"internal_error"``). ``attempts``: body starts so far, when a
+        user middleware after this segment counts them."""
 
     @property
     def attempts(self) -> int:

@@ -268,14 +268,30 @@ class Invoker:
                 else:
                     step, arg = await _store_step(m, step, arg)
         except BaseException as exc:
-            records = m.abort(isinstance(exc, asyncio.CancelledError), None if nxt is None else tc.attempts)  # type: ignore[union-attr]
+            steps = m.abort(isinstance(exc, asyncio.CancelledError), None if nxt is None else tc.attempts)  # type: ignore[union-attr]
             rec = None
-            if not isinstance(exc, _STOP):  # a record per call, a middleware's fault included
-                for cfg, rec in records:
-                    await asyncio.shield(cfg.emit(rec, ctx))
+            if not isinstance(exc, _STOP):  # the process is being stopped: the lease frees the claim
+                # Shielded from the cancellation: the shared claim is released (the identical
+                # calls of other workers go on at once) and a record per call is emitted, a
+                # middleware's fault included.
+                for step, arg in steps:
+                    if step == CAS:
+                        await asyncio.shield(_release(*arg))
+                    else:
+                        cfg, rec = arg
+                        await asyncio.shield(cfg.emit(rec, ctx))
             if span is not None:
                 _close_span(span, rec, exc)
             raise
+
+
+async def _release(store: Any, key: str, expected: str, value: str) -> None:
+    """Release an aborted call's shared idempotency claim; a failing store is logged (the claim
+    is then held until its lease runs out), never raised over the call's own exception."""
+    try:
+        await store.compare_and_set(key, expected, value)
+    except Exception:
+        _mw_log.warning("idempotency store failed to release the claim on %s; it is held until its lease runs out", key, exc_info=True)
 
 
 async def _store_step(m: Any, step: int, arg: Any) -> tuple[int, Any]:

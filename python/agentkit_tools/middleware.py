@@ -454,6 +454,15 @@ def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:
     cached. Read-only calls pass through, including read-only calls of a side-effecting tool
     (``is_read_only_call``).
 
+    A call that fails, times out or is cancelled (its caller's task cancelled, e.g. the agent
+    loop shut a turn down) leaves no result: its claim is released at once and an identical
+    call — one already waiting for it, here or in another process, or a later one — runs the
+    tool. That holds when the tool had already started and may have done its side effect:
+    keeping the claim would only delay the second run until the lease ran out, not prevent it
+    (a sync tool cannot be stopped at all: its thread runs on). A side effect that must never
+    happen twice needs a key the backend itself deduplicates (a request id). A call cancelled
+    after the tool returned, while its result was being stored, stores that result.
+
     ``store=None``: in-process, held by the Invoker (the result object itself). A StorePort
     (async ``get``, ``set``, ``compare_and_set``; Redis or Postgres for many workers) shares the
     deduplication between processes: the call is claimed atomically with ``compare_and_set``
@@ -461,9 +470,12 @@ def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:
     waits for its result (both return it); the claim is a lease covering every attempt the
     rules inside ``idempotency`` may make (one attempt's deadline times ``retry``'s attempts,
     plus the backoff ceilings, plus 5 s; at least ``lease_s`` seconds), after which a crashed
-    worker's claim is taken over. Results are stored as JSON (a result that is not JSON is not shared); a failing store
-    is logged and the tool runs. Raises ``TypeError`` for a store without those methods,
-    ``ValueError`` for ``lease_s <= 0``."""
+    worker's claim is taken over. A released claim is changed with ``compare_and_set`` from
+    exactly the record this call wrote, so it never overwrites another worker's claim or a
+    stored result. Results are stored as JSON (a result that is not JSON is not shared); a
+    failing store is logged and the tool runs (a store failing on the release of a cancelled
+    call is logged and the claim holds until its lease runs out; the cancellation goes on).
+    Raises ``TypeError`` for a store without those methods, ``ValueError`` for ``lease_s <= 0``."""
     return _Idempotency(store, lease_s)
 
 

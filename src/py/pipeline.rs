@@ -919,20 +919,35 @@ impl Call {
         self.feed_event(py, ev)
     }
 
-    /// The caller gave up (`cancelled`) or a fault outside the pipeline ended the call: its
-    /// idempotency claim is released (identical calls waiting for it wake); returns the audit
-    /// records to emit, as `(config, record)` pairs (outcome `cancelled`, else `internal_error`).
+    /// The caller gave up (`cancelled`) or a fault outside the pipeline ended the call: the
+    /// identical calls waiting for it in this process wake; returns the steps the driver performs
+    /// before re-raising, in order, as `(STEP_CAS, (store, key, expected, value))` (release the
+    /// call's shared idempotency claim; the answer is not fed back) and `(STEP_RECORD, (config,
+    /// record))` (outcome `cancelled`, else `internal_error`).
     /// `attempts`: body starts so far, when a user middleware after this segment counts them.
     #[pyo3(signature = (cancelled, attempts=None))]
-    fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>> {
+    fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(u8, Bound<'py, PyTuple>)>> {
         if let Some(a) = attempts {
             self.m.set_attempts(a);
         }
         let pipe = self.pipe.clone_ref(py);
-        let records = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now());
+        let steps = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now());
         self.wake(py)?;
         let configs = &pipe.get().configs;
-        records.iter().map(|(i, r)| Ok((configs[*i].bind(py).clone(), self.record(py, r)?))).collect()
+        let mut out = Vec::with_capacity(steps.len());
+        for (i, step) in steps {
+            let config = configs[i].bind(py);
+            out.push(match step {
+                Step::StoreCas { key, expected, value } => {
+                    let store = config.getattr(intern!(py, "store"))?;
+                    let items = [store, PyString::new(py, &key).into_any(), expected.into_pyobject(py)?.into_any(), PyString::new(py, &value).into_any()];
+                    (STEP_CAS, PyTuple::new(py, items)?)
+                }
+                Step::Record(r) => (STEP_RECORD, PyTuple::new(py, [config.clone(), self.record(py, &r)?.into_any()])?),
+                _ => return Err(PyRuntimeError::new_err("the pipeline's abort asked for a step other than a release or a record")),
+            });
+        }
+        Ok(out)
     }
 
     /// How many times the body started.

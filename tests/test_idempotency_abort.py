@@ -1,0 +1,273 @@
+"""A side-effecting call cancelled while it holds its shared idempotency claim.
+
+The claim is released at once (compare-and-set from exactly the record this call wrote), so an
+identical call — in the same process or in another one sharing the store — goes on at once
+instead of waiting for the lease to run out. A cancelled call leaves no result: like a call that
+failed, the identical call then runs the tool (a body cancelled after it started may have done
+its side effect; waiting for the lease would only delay the second run, not prevent it).
+
+Every store kind the suite knows: in memory, files, Redis and PostgreSQL (the servers come from
+``scripts/services``; see ``memory_fixtures``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from agentkit_tools import Invoker, ToolContext, ToolRegistry, _core, middleware as mw, tool
+
+from memory_fixtures import STORE_KINDS, open_store
+
+#: The claim's lease in these tests (seconds): a waiter that waits for it is plainly seen.
+LEASE_S = 30.0
+#: How long an identical call may take once the claim is released: a few store round trips and
+#: the waiters' poll interval (0.05 s), far below the lease.
+PROMPT_S = 1.0
+
+CALL_ARGS = {"card": "4242", "cents": 900}
+
+
+def chain(store: Any) -> list[Any]:
+    return [mw.audit(), mw.approval(), mw.repeat_guard(), mw.idempotency(store=store, lease_s=LEASE_S), mw.retry(), mw.timeout()]
+
+
+def call(i: int) -> dict[str, Any]:
+    return {"id": f"c{i}", "name": "charge", "input": dict(CALL_ARGS)}
+
+
+def claim_key(run_id: str) -> str:
+    return _core.idempotency_store_key(run_id, "charge", json.dumps(CALL_ARGS, separators=(",", ":"), sort_keys=True))
+
+
+def charging(runs: list[str], first_started: asyncio.Event, hang_first: bool = True) -> Any:
+    """A tool whose first run hangs until cancelled (``hang_first``); other runs answer at once."""
+
+    @tool(side_effecting=True)
+    async def charge(card: str, cents: int) -> str:
+        """Charge a card an amount in cents; the money is taken at once."""
+        runs.append(card)
+        if hang_first and len(runs) == 1:
+            first_started.set()
+            await asyncio.sleep(3600)
+        return f"charge #{len(runs)} of {cents} on {card}"
+
+    return charge
+
+
+def doc(value: Any) -> Any:
+    """A store document as JSON (stores hand back the text they were given, or parsed JSON)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+async def cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_call_cancelled_while_running_releases_its_claim_at_once(kind, tmp_path):
+    """The claiming call's body started, then its task was cancelled: an identical call after it
+    claims at once and runs the tool (the cancelled run left no result)."""
+    runs: list[str] = []
+    started = asyncio.Event()
+    async with open_store(kind, tmp_path) as store:
+        inv = Invoker(ToolRegistry([charging(runs, started)]), middleware=chain(store))
+        ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+        first = asyncio.create_task(inv.invoke(call(1), ctx))
+        await asyncio.wait_for(started.wait(), 30)
+        assert doc(await store.get(claim_key(ctx.run_id)))["s"] == "running"
+        await cancel(first)
+        assert doc(await store.get(claim_key(ctx.run_id))) == {"s": "free"}
+        t0 = time.monotonic()
+        env = await asyncio.wait_for(inv.invoke(call(2), ctx), 2 * LEASE_S)
+        waited = time.monotonic() - t0
+    assert env["ok"] is True and env["value"] == "charge #2 of 900 on 4242" and "deduplicated" not in env
+    assert runs == ["4242", "4242"]
+    assert waited < PROMPT_S, waited
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_waiters_in_this_and_another_worker_go_on_when_the_claimer_is_cancelled(kind, tmp_path):
+    """Two identical calls already waiting for the claimer — one in the same Invoker (woken in
+    process), one in another Invoker sharing the store (as another process would) — go on as soon
+    as the claimer is cancelled: one of them runs the tool, the other gets its result."""
+    runs: list[str] = []
+    started = asyncio.Event()
+    charge = charging(runs, started)
+    async with open_store(kind, tmp_path) as store:
+        here, elsewhere = (Invoker(ToolRegistry([charge]), middleware=chain(store)) for _ in range(2))
+        ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+        first = asyncio.create_task(here.invoke(call(1), ctx))
+        await asyncio.wait_for(started.wait(), 30)
+        waiters = [asyncio.create_task(here.invoke(call(2), ctx)), asyncio.create_task(elsewhere.invoke(call(3), ctx))]
+        await asyncio.sleep(0.3)  # both are waiting now (the other worker polls the store)
+        assert not any(w.done() for w in waiters)
+        t0 = time.monotonic()
+        await cancel(first)
+        envs = await asyncio.wait_for(asyncio.gather(*waiters), 2 * LEASE_S)
+        waited = time.monotonic() - t0
+    assert runs == ["4242", "4242"]
+    assert [e["value"] for e in envs] == ["charge #2 of 900 on 4242"] * 2
+    assert sorted(e.get("deduplicated", False) for e in envs) == [False, True]
+    assert waited < PROMPT_S, waited
+
+
+class CasThenHang:
+    """A store whose compare-and-sets write, then hang while ``hang`` is set (the answer of a
+    loaded server that never arrives): the call is cancelled with its claim written but not
+    yet acknowledged."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.hang = True
+        self.written = asyncio.Event()
+
+    async def get(self, key: str) -> Any:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: Any) -> None:
+        await self.inner.set(key, value)
+
+    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
+        won = await self.inner.compare_and_set(key, expected, value)
+        if self.hang:
+            self.written.set()
+            await asyncio.sleep(3600)
+        return bool(won)
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_call_cancelled_while_its_claim_is_being_written_releases_it(kind, tmp_path):
+    """Cancelled before its body started, while the store had written its claim but not answered:
+    the claim is released all the same, and the identical call runs the tool once at once."""
+    runs: list[str] = []
+    started = asyncio.Event()
+    async with open_store(kind, tmp_path) as inner:
+        store = CasThenHang(inner)
+        inv = Invoker(ToolRegistry([charging(runs, started, hang_first=False)]), middleware=chain(store))
+        ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+        first = asyncio.create_task(inv.invoke(call(1), ctx))
+        await asyncio.wait_for(store.written.wait(), 30)
+        assert doc(await inner.get(claim_key(ctx.run_id)))["s"] == "running"
+        store.hang = False
+        await cancel(first)
+        assert doc(await inner.get(claim_key(ctx.run_id))) == {"s": "free"}
+        t0 = time.monotonic()
+        env = await asyncio.wait_for(inv.invoke(call(2), ctx), 2 * LEASE_S)
+        waited = time.monotonic() - t0
+    assert env["ok"] is True and env["value"] == "charge #1 of 900 on 4242" and "deduplicated" not in env
+    assert runs == ["4242"]
+    assert waited < PROMPT_S, waited
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_the_release_never_erases_another_workers_claim(kind, tmp_path):
+    """The cancelled call's record was taken over meanwhile (its lease had run out and another
+    worker claimed the call): the release leaves the other worker's claim as it is."""
+    runs: list[str] = []
+    started = asyncio.Event()
+    async with open_store(kind, tmp_path) as store:
+        inv = Invoker(ToolRegistry([charging(runs, started)]), middleware=chain(store))
+        ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+        key = claim_key(ctx.run_id)
+        first = asyncio.create_task(inv.invoke(call(1), ctx))
+        await asyncio.wait_for(started.wait(), 30)
+        mine = await store.get(key)
+        theirs = json.dumps({"s": "running", "owner": "another-worker", "until": time.time() + 600})
+        assert await store.compare_and_set(key, mine, theirs) is True
+        await cancel(first)
+        assert doc(await store.get(key)) == json.loads(theirs)
+    assert runs == ["4242"]
+
+
+class SetThenHang:
+    """A store whose ``set`` writes, then hangs (the answer never arrives)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.written = asyncio.Event()
+
+    async def get(self, key: str) -> Any:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: Any) -> None:
+        await self.inner.set(key, value)
+        self.written.set()
+        await asyncio.sleep(3600)
+
+    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
+        return bool(await self.inner.compare_and_set(key, expected, value))
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_call_cancelled_after_the_tool_returned_stores_its_result(kind, tmp_path):
+    """The tool returned and the result was being stored when the call was cancelled: the
+    result is stored all the same, and another worker's identical call is answered from it
+    without running the tool again."""
+    runs: list[str] = []
+    started = asyncio.Event()
+    charge = charging(runs, started, hang_first=False)
+    async with open_store(kind, tmp_path) as inner:
+        here = Invoker(ToolRegistry([charge]), middleware=chain(SetThenHang(inner)))
+        elsewhere = Invoker(ToolRegistry([charge]), middleware=chain(inner))
+        ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+        first = asyncio.create_task(here.invoke(call(1), ctx))
+        await asyncio.wait_for(here.middleware[3].store.written.wait(), 30)
+        await cancel(first)
+        assert doc(await inner.get(claim_key(ctx.run_id))) == {"s": "done", "value": "charge #1 of 900 on 4242"}
+        env = await asyncio.wait_for(elsewhere.invoke(call(2), ctx), 2 * LEASE_S)
+    assert (env["ok"], env["value"], env["deduplicated"]) == (True, "charge #1 of 900 on 4242", True)
+    assert runs == ["4242"]
+
+
+class FailingRelease:
+    """A store that fails every compare-and-set after the first (the claim)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cas_calls = 0
+
+    async def get(self, key: str) -> Any:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: Any) -> None:
+        await self.inner.set(key, value)
+
+    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
+        self.cas_calls += 1
+        if self.cas_calls > 1:
+            raise ConnectionError("the store went away")
+        return bool(await self.inner.compare_and_set(key, expected, value))
+
+
+async def test_a_store_failing_on_release_is_logged_and_the_cancellation_still_propagates(caplog):
+    from agentkit_tools import InMemoryStore
+
+    runs: list[str] = []
+    started = asyncio.Event()
+    store = FailingRelease(InMemoryStore())
+    records: list[dict[str, Any]] = []
+    inv = Invoker(
+        ToolRegistry([charging(runs, started)]),
+        middleware=[mw.audit(sink=records.append), *chain(store)[1:]],
+    )
+    ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+    first = asyncio.create_task(inv.invoke(call(1), ctx))
+    await asyncio.wait_for(started.wait(), 30)
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        await cancel(first)
+    assert store.cas_calls == 2
+    released = [r for r in caplog.records if "release" in r.getMessage()]
+    assert len(released) == 1 and released[0].exc_info is not None
+    assert released[0].exc_info[0] is ConnectionError
+    # the audit record of the cancelled call is still emitted
+    assert [(r["outcome"], r["attempts"], r["decision"]) for r in records] == [("cancelled", 1, "failed")]
+    assert runs == ["4242"]
