@@ -699,6 +699,50 @@ pub fn check_integer_literals(text: &str, places: &[(String, f64)]) -> Vec<(Stri
     out
 }
 
+/// A run of this many digits in JSON text may be an integer beyond 64 bits (`i64::MAX` has 19),
+/// which `serde_json` would read as a float of another value.
+pub const LONG_DIGITS: usize = 19;
+
+/// How a call's arguments sent as JSON text are read (see [`arguments_text`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgumentsText {
+    /// No arguments: blank text or `null`, the empty call `{}`.
+    Empty,
+    /// The text has a run of [`LONG_DIGITS`] digits or more (inside a string too): it may hold
+    /// an integer beyond 64 bits, so it is read by a reader that keeps every integer exact (the
+    /// body gets the integers that were sent; the validator sees floats of their magnitude).
+    ExactIntegers,
+    /// Anything else: read as JSON here.
+    Plain,
+}
+
+/// The reader for arguments sent as JSON `text`.
+pub fn arguments_text(text: &str) -> ArgumentsText {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed == "null" {
+        return ArgumentsText::Empty;
+    }
+    let mut run = 0;
+    for b in text.bytes() {
+        if b.is_ascii_digit() {
+            run += 1;
+            if run >= LONG_DIGITS {
+                return ArgumentsText::ExactIntegers;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    ArgumentsText::Plain
+}
+
+impl Rejection {
+    /// Values the schema forbids, as `(path, reason)` pairs.
+    pub fn invalid(invalid: Vec<(String, String)>) -> Self {
+        Rejection::Problems(ArgumentProblems { invalid, ..Default::default() })
+    }
+}
+
 /// The reason for a number literal too large for this reader (a float beyond about 1.8e308, or an
 /// integer of more than `max_digits` digits), and its path; `None` when `text` has no such
 /// literal.
@@ -1722,6 +1766,37 @@ mod tests {
         );
         assert_eq!(oversized_number(r#"{"n": 1e400}"#, 4300).unwrap().1.split(" is ").next(), Some("1e400"));
         assert_eq!(oversized_number(r#"{"n": 1e300, "m": 12345}"#, 4300), None);
+    }
+
+    #[test]
+    fn long_digit_runs_choose_the_exact_integer_reader() {
+        use ArgumentsText::*;
+        for (text, read) in [
+            ("", Empty),
+            ("  \n", Empty),
+            ("null", Empty),
+            (" null ", Empty),
+            ("{}", Plain),
+            ("nul", Plain),
+            (r#"{"n": 922337203685477580}"#, Plain), // 18 digits: within 64 bits
+            (r#"{"n": 9223372036854775807}"#, ExactIntegers), // 19: may be beyond
+            (r#"{"n": 123456789012345678901234567890}"#, ExactIntegers),
+            (r#"{"id": "1234567890123456789"}"#, ExactIntegers), // in a string: read exactly all the same
+            (r#"{"a": 123456789, "b": 1234567890}"#, Plain), // runs are not added up across a separator
+            (r#"{"x": 1.2345678901234567890}"#, ExactIntegers), // a fraction of 19 digits too
+        ] {
+            assert_eq!(arguments_text(text), read, "{text:?}");
+        }
+        assert_eq!(LONG_DIGITS, i64::MAX.to_string().len());
+    }
+
+    #[test]
+    fn an_invalid_rejection_carries_only_its_values() {
+        let r = Rejection::invalid(vec![("n".into(), "too long".into())]);
+        assert_eq!(
+            r.to_problems(),
+            ArgumentProblems { unexpected: vec![], missing: vec![], invalid: vec![("n".into(), "too long".into())] }
+        );
     }
 
     #[test]

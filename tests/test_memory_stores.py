@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentkit_tools.memory import (
+    InMemoryFiles,
     MemoryCommandError,
     MemoryCorruptError,
     MemoryExistsError,
@@ -479,6 +480,12 @@ def test_store_files_validates_its_arguments():
         StoreFiles(InMemoryStore(), namespace="")
     with pytest.raises(ValueError, match="max_attempts must be between 1 and 100000, got 0"):
         StoreFiles(InMemoryStore(), namespace="n", max_attempts=0)
+    with pytest.raises(ValueError, match="max_attempts must be between 1 and 100000, got 100001"):
+        StoreFiles(InMemoryStore(), namespace="n", max_attempts=100_001)
+    with pytest.raises(ValueError, match="max_bytes and max_files must be >= 0, got max_bytes=-1, max_files=4096"):
+        StoreFiles(InMemoryStore(), namespace="n", max_bytes=-1)
+    with pytest.raises(ValueError, match="max_bytes and max_files must be >= 0, got max_bytes=8388608, max_files=-2"):
+        InMemoryFiles(max_files=-2)
     with pytest.raises(ValueError, match="memory root \"rel\" is not usable"):
         StoreFiles(InMemoryStore(), namespace="n", root="rel")
 

@@ -53,6 +53,23 @@ impl Default for CasConfig {
     }
 }
 
+/// The most read-apply-write cycles a loop may be given.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100_000;
+
+impl CasConfig {
+    /// The default backoff with `max_attempts` as a caller gives it (any integer): 1 to
+    /// [`MAX_ATTEMPTS_LIMIT`].
+    pub fn with_max_attempts(max_attempts: i64) -> Result<CasConfig, MemoryError> {
+        match u32::try_from(max_attempts) {
+            Ok(n) if (1..=MAX_ATTEMPTS_LIMIT).contains(&n) => Ok(CasConfig { max_attempts: n, ..CasConfig::default() }),
+            _ => Err(MemoryError::invalid(
+                ErrorCode::InvalidArgument,
+                format!("max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {max_attempts}"),
+            )),
+        }
+    }
+}
+
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

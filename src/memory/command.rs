@@ -126,6 +126,19 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Limits as a caller gives them (any integers): both must be at least 0.
+    pub fn new(max_bytes: i64, max_files: i64) -> Result<Limits, MemoryError> {
+        match (u64::try_from(max_bytes), u64::try_from(max_files)) {
+            (Ok(max_bytes), Ok(max_files)) => Ok(Limits { max_bytes, max_files }),
+            _ => Err(MemoryError::invalid(
+                ErrorCode::InvalidArgument,
+                format!("max_bytes and max_files must be >= 0, got max_bytes={max_bytes}, max_files={max_files}"),
+            )),
+        }
+    }
+}
+
 /// What a successful command produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {

@@ -1343,3 +1343,24 @@ fn cas_batch_exhausted_gives_each_command_its_own_conflict() {
     assert!(msgs[0].starts_with("insert gave up after 2 compare-and-set attempts"));
     assert!(msgs[1].starts_with("delete gave up after 2 compare-and-set attempts"));
 }
+
+#[test]
+fn options_are_checked_by_the_core() {
+    assert_eq!(Limits::new(0, 0).unwrap(), Limits { max_bytes: 0, max_files: 0 });
+    assert_eq!(Limits::new(8_388_608, 4096).unwrap(), Limits::default());
+    assert_eq!(Limits::new(i64::MAX, 1).unwrap().max_bytes, i64::MAX as u64);
+    for (b, f) in [(-1, 0), (0, -1), (i64::MIN, i64::MIN)] {
+        let e = Limits::new(b, f).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert_eq!(e.message, format!("max_bytes and max_files must be >= 0, got max_bytes={b}, max_files={f}"));
+    }
+    for n in [1, 32, 100_000] {
+        let c = CasConfig::with_max_attempts(n).unwrap();
+        assert_eq!(c, CasConfig { max_attempts: n as u32, ..CasConfig::default() });
+    }
+    for n in [0, -1, 100_001, i64::from(u32::MAX) + 1, i64::MIN] {
+        let e = CasConfig::with_max_attempts(n).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert_eq!(e.message, format!("max_attempts must be between 1 and 100000, got {n}"));
+    }
+}

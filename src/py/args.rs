@@ -1,7 +1,8 @@
 //! A call's arguments between Python and the validator: read (JSON text or a mapping), checked,
-//! and turned into the body's keyword arguments. The rules are the core's (`validate`); this
-//! module keeps what only the Python side can hold exactly: integers beyond 64 bits, which JSON
-//! allows and Python ints carry, reach the body as the integers that were sent.
+//! and turned into the body's keyword arguments. The rules are the core's (`validate`: which
+//! reader a JSON text needs, the checks); this module keeps what only the Python side can hold
+//! exactly: integers beyond 64 bits, which JSON allows and Python ints carry, reach the body as
+//! the integers that were sent.
 
 use pyo3::prelude::*;
 use pyo3::PyTypeInfo;
@@ -9,16 +10,12 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PyMapping, PySet, PyString, PyTuple};
 use serde_json::{Map, Value};
 
-use crate::validate::{self, ArgumentValidator, Rejection};
+use crate::validate::{self, ArgumentValidator, ArgumentsText, Rejection};
 
 /// Arguments larger than this (bytes of JSON text, or top-level keys of a mapping) are parsed
 /// and checked with the GIL released, so one hostile call does not stall the other threads.
 const DETACH_TEXT_BYTES: usize = 64 * 1024;
 const DETACH_KEYS: usize = 1024;
-
-/// A run of this many digits in JSON text may be an integer beyond 64 bits, which `serde_json`
-/// would read as a float: such text is read by Python's `json` instead (ints stay exact).
-const LONG_DIGITS: usize = 19;
 
 /// A checked call.
 pub(crate) struct Checked {
@@ -53,21 +50,6 @@ fn empty() -> Value {
     Value::Object(Map::new())
 }
 
-fn has_long_digit_run(text: &str) -> bool {
-    let mut run = 0;
-    for b in text.bytes() {
-        if b.is_ascii_digit() {
-            run += 1;
-            if run >= LONG_DIGITS {
-                return true;
-            }
-        } else {
-            run = 0;
-        }
-    }
-    false
-}
-
 static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn json_loads<'py>(text: &Bound<'py, PyString>) -> Result<Bound<'py, PyAny>, Rejection> {
@@ -92,8 +74,7 @@ fn oversized(py: Python<'_>, text: &str) -> Option<Rejection> {
         .ok()
         .filter(|n| *n > 0)
         .unwrap_or(usize::MAX);
-    let (path, reason) = validate::oversized_number(text, max_digits)?;
-    Some(Rejection::Problems(validate::ArgumentProblems { invalid: vec![(path, reason)], ..Default::default() }))
+    validate::oversized_number(text, max_digits).map(|problem| Rejection::invalid(vec![problem]))
 }
 
 /// Parse (JSON text) or convert (a mapping) the arguments and check them. No arguments, in any
@@ -105,26 +86,27 @@ pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> R
     let mut source_text: Option<&str> = None;
     let mut value = if let Ok(text) = args.cast::<PyString>() {
         let s = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
-        let trimmed = s.trim();
         // A number this reader cannot hold is named with its place, not called invalid JSON.
         let not_json = |msg: String| oversized(py, s).unwrap_or(Rejection::NotJson(msg));
         source_text = Some(s);
-        if trimmed.is_empty() || trimmed == "null" {
-            empty()
-        } else if has_long_digit_run(s) {
-            let obj = json_loads(text).map_err(|e| match e {
-                Rejection::NotJson(msg) => not_json(msg),
-                other => other,
-            })?;
-            let value = super::tools::json_value_of(&obj).map_err(|e| not_json(e.to_string()))?;
-            if super::tools::last_met().big_ints {
-                exact = Some(obj.unbind());
+        match validate::arguments_text(s) {
+            ArgumentsText::Empty => empty(),
+            ArgumentsText::ExactIntegers => {
+                // Python's json keeps every integer exact.
+                let obj = json_loads(text).map_err(|e| match e {
+                    Rejection::NotJson(msg) => not_json(msg),
+                    other => other,
+                })?;
+                let value = super::tools::json_value_of(&obj).map_err(|e| not_json(e.to_string()))?;
+                if super::tools::last_met().big_ints {
+                    exact = Some(obj.unbind());
+                }
+                value
             }
-            value
-        } else if s.len() > DETACH_TEXT_BYTES {
-            py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| not_json(e.to_string()))?
-        } else {
-            serde_json::from_str(s).map_err(|e| not_json(e.to_string()))?
+            ArgumentsText::Plain if s.len() > DETACH_TEXT_BYTES => {
+                py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| not_json(e.to_string()))?
+            }
+            ArgumentsText::Plain => serde_json::from_str(s).map_err(|e| not_json(e.to_string()))?,
         }
     } else if args.is_none() {
         empty()
@@ -151,7 +133,7 @@ pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> R
     if let Some(text) = source_text {
         let invalid = validate::check_integer_literals(text, &fix.places);
         if !invalid.is_empty() {
-            return Err(Rejection::Problems(validate::ArgumentProblems { invalid, ..Default::default() }));
+            return Err(Rejection::invalid(invalid));
         }
     }
     Ok(Checked {

@@ -264,15 +264,7 @@ fn memory_parse_call<'py>(
 }
 
 fn limits(max_bytes: i64, max_files: i64) -> PyResult<Limits> {
-    if max_bytes < 0 || max_files < 0 {
-        return Err(PyValueError::new_err(format!(
-            "max_bytes and max_files must be >= 0, got max_bytes={max_bytes}, max_files={max_files}"
-        )));
-    }
-    Ok(Limits {
-        max_bytes: max_bytes as u64,
-        max_files: max_files as u64,
-    })
+    Limits::new(max_bytes, max_files).map_err(|e| PyValueError::new_err(e.message))
 }
 
 fn root(root: &str) -> PyResult<Root> {
@@ -406,15 +398,8 @@ impl PyMemoryStoreEngine {
         max_files: i64,
         max_attempts: i64,
     ) -> PyResult<Self> {
-        if !(1..=100_000).contains(&max_attempts) {
-            return Err(PyValueError::new_err(format!(
-                "max_attempts must be between 1 and 100000, got {max_attempts}"
-            )));
-        }
-        let config = CasConfig {
-            max_attempts: max_attempts as u32,
-            ..CasConfig::default()
-        };
+        let config = CasConfig::with_max_attempts(max_attempts)
+            .map_err(|e| PyValueError::new_err(e.message))?;
         Ok(PyMemoryStoreEngine {
             key,
             root: self::root(root)?,
