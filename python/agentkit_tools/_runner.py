@@ -1,10 +1,16 @@
 """How a tool body runs — the same way on every path (``Invoker``, ``dispatch``,
 ``FunctionTool.run``, the MCP server, the command line).
 
-- An ``async`` body runs as its own task on the caller's event loop. The caller waits for it up
-  to the deadline; at the deadline the caller gets ``timeout`` at once and the body is cancelled
-  without waiting for its clean-up (a ``finally`` that awaits, or a body that swallows the
-  cancellation, cannot hold the caller). A result that arrives after the deadline is discarded.
+- An ``async`` body is awaited in the caller's own task (no task of its own: one that never
+  suspends costs no pass of the event loop), each of its steps in a copy of the caller's
+  ``contextvars`` (its changes never reach the caller). At the deadline the caller gets
+  ``timeout`` at once: the body is cancelled and, if its clean-up awaits (a ``finally`` that
+  awaits, a body that swallows the cancellation), that goes on in a task of its own, its outcome
+  dropped. A result past the deadline is never a success, even from a body that blocked the
+  loop. The body shares the caller's task: ``asyncio.current_task()`` is the caller's, so its
+  own ``asyncio.timeout`` and task groups cancel that task and the body sees those
+  cancellations as it sees the caller's (it decides what to do with them, as any coroutine the
+  caller awaits does).
 - A sync body runs on a worker thread of one process-wide pool (or, for a tool declared
   ``non_blocking``, directly on the caller's thread: no hop, and no deadline can interrupt it).
   Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
@@ -29,9 +35,9 @@ import heapq
 import inspect
 import os
 import queue
-import sys
 import threading
 import time
+import types
 import weakref
 from typing import Any, Callable
 
@@ -205,36 +211,9 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
-async def _relayed(coro: Any, waiter: asyncio.Future[Any]) -> None:
-    """The body task: await ``coro`` and hand its outcome to the caller's waiter from inside the
-    task's own step (a done callback would cost one more pass of the event loop per call). An
-    outcome that arrives once the caller has gone (its deadline passed) is dropped: the task
-    ends without an exception to be logged as lost."""
-    try:
-        result = await coro
-    except asyncio.CancelledError as exc:
-        if not waiter.done():  # the body cancelled itself: a failure of the body, not the caller's
-            waiter.set_exception(BodyFailed(exc))
-        raise
-    except Exception as exc:
-        if not waiter.done():
-            waiter.set_exception(exc)
-    except BaseException as exc:
-        if not waiter.done():
-            waiter.set_exception(exc if isinstance(exc, _STOP) else BodyFailed(exc))
-        if isinstance(exc, _STOP):
-            raise  # the process is being stopped: the loop sees it too, as for any task
-    else:
-        if not waiter.done():
-            waiter.set_result(result)
-
-
 _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
 #: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-#: Python 3.12+: a task may start eagerly (a body that never suspends finishes without a
-#: round trip through the loop).
-_EAGER = sys.version_info >= (3, 12)
 
 
 class _Deadlines:
@@ -302,16 +281,18 @@ def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
 
 
 class _Deadline:
-    """``with _Deadline(limit, name): await waiter``: at most ``limit`` seconds (None: none).
-    On expiry the awaiting task is cancelled at its ``await`` and the block raises
-    ``ToolTimeoutError``; the caller's own cancellation (arriving at the same time too)
-    propagates. The awaited thing is never the body itself, so the body's clean-up never holds
-    the caller."""
+    """``with _Deadline(limit, name): await waiter``: at most ``limit`` seconds (None: none;
+    ``left``: seconds still left of ``limit`` when the block starts, if less). On expiry the
+    awaiting task is cancelled at its ``await`` and the block raises ``ToolTimeoutError``; the
+    caller's own cancellation (arriving at the same time too) propagates. Whoever awaits inside
+    the block must not let the task's cancellation wait for a body's clean-up (``_delegate``
+    hands a cancelled body's clean-up to a task of its own)."""
 
-    __slots__ = ("limit", "name", "task", "expired", "ended", "deadlines", "cancelling")
+    __slots__ = ("limit", "left", "name", "task", "expired", "ended", "deadlines", "cancelling")
 
-    def __init__(self, limit: float | None, name: str) -> None:
+    def __init__(self, limit: float | None, name: str, left: float | None = None) -> None:
         self.limit = limit
+        self.left = limit if left is None else left
         self.name = name
         self.task: asyncio.Task[Any] | None = None
         self.expired = False
@@ -327,7 +308,7 @@ class _Deadline:
         self.task = task
         self.deadlines = _deadlines_of(loop)
         self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
-        self.deadlines.add(loop.time() + self.limit, self)
+        self.deadlines.add(loop.time() + self.left, self)  # type: ignore[operator]
         return self
 
     def expire(self) -> None:
@@ -355,24 +336,160 @@ def is_function_tool(tool: Any) -> bool:
     return getattr(tool, "fn", None) is not None and getattr(tool, "check_output", None) is not None
 
 
+# ------------------------------------------------------------------ an async body, in the caller's task
+
+_FUTURE = asyncio.Future
+_COROUTINE = types.CoroutineType
+_isfuture = asyncio.isfuture
+#: Tasks driving the clean-up of bodies cancelled at their deadline (a loop holds its tasks
+#: weakly only).
+_CLEANING: set[asyncio.Task[Any]] = set()
+
+
 async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
-    """Await ``coro`` as its own task within ``limit`` seconds; at the deadline cancel it and
-    raise ``ToolTimeoutError`` without waiting for it."""
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
-    if _EAGER:
-        task = asyncio.Task(_relayed(coro, waiter), loop=loop, eager_start=True)  # type: ignore[call-arg]
-        if waiter.done():  # finished without suspending
-            return waiter.result()
-    else:
-        task = loop.create_task(_relayed(coro, waiter))
+    """Await the body ``coro`` within ``limit`` seconds, stepping it in the caller's own task
+    (no task of its own), each step in a copy of the caller's context. A body that finishes
+    without suspending costs no pass of the loop; one that finishes past its deadline raises
+    ``ToolTimeoutError`` all the same. When it suspends, :func:`_delegate` goes on."""
+    if type(coro) is not _COROUTINE:
+        coro = _as_coro(coro)
+    run = contextvars.copy_context().run
+    end = None if limit is None else _monotonic() + limit
     try:
-        with _Deadline(limit, name):
-            return await waiter
-    except BaseException:
-        if not task.done():
-            task.cancel()  # not awaited: its clean-up runs on without the caller
+        y = run(coro.send, None)
+    except StopIteration as stop:
+        if end is not None and _monotonic() > end:
+            raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
+        return stop.value
+    except Exception:
         raise
+    except BaseException as exc:
+        raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+    left = None if end is None else end - _monotonic()
+    if left is not None and left <= 0:  # its first step blocked past the deadline
+        if _isfuture(y):
+            y.cancel()
+        _abandon(coro, run, asyncio.CancelledError())
+        raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
+    with _Deadline(limit, name, left) as deadline:
+        return await _delegate(coro, run, y, deadline, end)
+
+
+@types.coroutine
+def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | None) -> Any:
+    """Go on stepping the suspended body ``coro`` (it yielded ``y``) in the caller's task:
+    what it yields goes to the task untouched (a future keeps its ``_asyncio_future_blocking``
+    hand-shake), what the task sends or throws goes to the body, each step in the body's
+    context (``run``). Returns what the body returns; raises as :func:`run_body`.
+
+    A task or a gathering future the body awaits is waited on through a plain future completed
+    with it: cancelling the caller's task then never waits for that task's own clean-up.
+
+    A cancellation of the caller's task reaches the body at once, in this task: the body's own
+    ``asyncio.timeout`` or task group cancels this same task, and only the body can tell its own
+    cancellations from the caller's. At the deadline, if the body's clean-up suspends, the body
+    goes on in a task of its own (:func:`_abandon`) and the caller gets ``timeout`` at once. The
+    caller's own cancellation is the body's to act on, like that of any coroutine the caller
+    awaits: it propagates when the body lets it through (a body that swallows it answers), and
+    a clean-up still running at the deadline goes on in a task of its own."""
+    task = asyncio.current_task()
+    counted = _COUNTS_CANCELS and task is not None
+    before = task.cancelling() if counted else 0  # type: ignore[union-attr]
+    delivered = False  # a cancellation of the task reached the body
+    send, throw = coro.send, coro.throw
+    while True:
+        if y is None or type(y) is _FUTURE or not _isfuture(y):
+            wait = y
+        else:  # a task, a gathering future: wait on a plain future completed with it
+            wait = y.get_loop().create_future()
+            y.add_done_callback(lambda _, wait=wait: wait.done() or wait.set_result(None))
+            y._asyncio_future_blocking = False
+            wait._asyncio_future_blocking = True
+        try:
+            value = yield wait
+        except asyncio.CancelledError as exc:
+            delivered = True
+            if wait is not y and not y.done():
+                y.cancel()  # as a task does with the future it awaits
+                if not deadline.expired:
+                    continue  # the body sees the cancellation once that future has ended
+            if deadline.expired:
+                _abandon(coro, run, exc)
+                raise
+            step, arg = throw, exc
+        except GeneratorExit:  # the caller's coroutine is closed
+            _abandon(coro, run, asyncio.CancelledError())
+            raise
+        except BaseException as exc:
+            step, arg = throw, exc
+        else:
+            step, arg = send, value
+        try:
+            y = run(step, arg)
+        except StopIteration as stop:
+            if end is not None and _monotonic() > end:
+                raise ToolTimeoutError(deadline.name, deadline.limit) from None  # type: ignore[arg-type]
+            return stop.value
+        except asyncio.CancelledError as exc:
+            if delivered and (not counted or task.cancelling() > before):  # type: ignore[union-attr]
+                raise  # the caller's cancellation (before 3.11, any one that reached the body)
+            raise BodyFailed(exc) from None  # the body cancelled itself
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+
+
+def _abandon(coro: Any, run: Any, exc: BaseException) -> None:
+    """Cancel the suspended body ``coro`` at once: ``exc`` (a ``CancelledError``) is thrown into
+    it in its context; if its clean-up suspends, a task of its own drives it to its end, the
+    outcome dropped without a trace."""
+    try:
+        y = run(coro.throw, exc)
+    except BaseException as ended:
+        if isinstance(ended, _STOP):
+            raise
+        return  # it ended at once
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no loop left to run its clean-up on: it is closed instead
+        try:
+            run(coro.close)
+        except Exception:
+            pass
+        return
+    task = run(loop.create_task, _finish(coro, y))  # in a copy of the body's context
+    _CLEANING.add(task)
+    task.add_done_callback(_CLEANING.discard)
+
+
+async def _finish(coro: Any, y: Any) -> None:
+    try:
+        await _follow(coro, y)
+    except BaseException as exc:
+        if isinstance(exc, _STOP):
+            raise  # the process is being stopped: the loop sees it, as for any task
+
+
+@types.coroutine
+def _follow(coro: Any, y: Any) -> Any:
+    """Step ``coro`` (it yielded ``y``) in this task until it ends."""
+    while True:
+        try:
+            value = yield y
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                y = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                y = coro.send(value)
+            except StopIteration:
+                return
 
 
 async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:

@@ -8,7 +8,7 @@ The built-in rules of the chain are one call pipeline in the Rust core: it admit
 (lookup, validation), makes every decision and answers with the steps to perform (run the body,
 ask the approver, sleep, wait for an identical call, read or write the idempotency store, emit
 the audit record); the driver here performs them. How a tool body runs is the same on every
-path (see ``agentkit_tools._runner``): an ``async`` body as its own task on the caller's loop, a
+path (see ``agentkit_tools._runner``): an ``async`` body awaited in the caller's own task, a
 sync body on the process's worker pool (daemon threads), a sync body of a tool declared
 non-blocking (``Invoker(..., inline={"name", ...})`` or ``non_blocking = True``) directly on the
 loop.

@@ -1,0 +1,608 @@
+"""How an ``async`` tool body is awaited: stepped in the caller's own task (no task of its own),
+each step in a copy of the caller's ``contextvars``.
+
+Pinned here: the body's contextvar changes never reach the caller; a call costs no task (a
+turn of ``invoke_many`` costs one per call, as a bare ``gather`` does); at the deadline the
+caller gets ``timeout`` at once and the body's clean-up goes on in a background task, its
+outcome dropped without noise; a result past the deadline is never ``ok``; the caller's own
+cancellation propagates, also when it coincides with the deadline; the body's own
+``asyncio.timeout`` scopes (which cancel the task they run in, the caller's) keep working.
+
+Bounds on time are generous hang guards (seconds), never speed assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import logging
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from agentkit_tools import Invoker, ToolRegistry, dispatch, middleware as mw, tool
+
+NEEDS_311 = pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout and Task.cancelling are 3.11+")
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def call(name: str, cid: str = "c1", **args: Any) -> dict[str, Any]:
+    return {"id": cid, "name": name, "input": args}
+
+
+def ok(value: Any) -> dict[str, Any]:
+    return {"ok": True, "value": value}
+
+
+def strip(env: dict[str, Any]) -> dict[str, Any]:
+    out = dict(env)
+    if out.get("ok"):
+        assert isinstance(out.pop("elapsed_ms"), float), env
+    return out
+
+
+def timeout_env(name: str, limit: str) -> dict[str, Any]:
+    return {"ok": False, "error": {
+        "code": "timeout",
+        "message": f"{name} did not finish within {limit}s. Do not retry immediately; tell the user the backend is slow."}}
+
+
+def internal(name: str, what: str) -> dict[str, Any]:
+    return {"ok": False, "error": {
+        "code": "internal_error",
+        "message": f"{name} failed: {what}. This is a bug in the tool, not in your arguments; do not retry."}}
+
+
+CHAINS = {"default": None, "timeout-only": [mw.timeout()], "bare": []}
+
+
+class TaskCount:
+    """Counts the tasks created on the running loop (a task factory)."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> TaskCount:
+        def factory(loop: Any, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+            self.created.append(getattr(coro, "__name__", type(coro).__name__))
+            return asyncio.Task(coro, loop=loop, **kw)
+
+        self.loop.set_task_factory(factory)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.loop.set_task_factory(None)
+
+
+# ------------------------------------------------------------------ contextvars
+
+
+@pytest.mark.parametrize("suspends", [False, True])
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+async def test_a_bodys_contextvar_changes_never_reach_the_caller(chain: str, suspends: bool) -> None:
+    seen: list[str] = []
+
+    @tool(read_only=True, timeout_s=30)
+    async def tagger(tag: str) -> str:
+        """Read the caller's context variable, then set it to the tag."""
+        seen.append(VAR.get())
+        VAR.set(tag)
+        if suspends:
+            await asyncio.sleep(0)
+            seen.append(VAR.get())
+            VAR.set(tag + "!")
+            await asyncio.sleep(0.001)
+        seen.append(VAR.get())
+        return tag
+
+    inv = Invoker(ToolRegistry([tagger]), middleware=CHAINS[chain])
+    token = VAR.set("caller")
+    try:
+        assert strip(await inv.invoke(call("tagger", tag="a"))) == ok("a")
+        assert VAR.get() == "caller"
+        envs = await inv.invoke_many([call("tagger", "1", tag="b"), call("tagger", "2", tag="c")])
+        assert [strip(e) for e in envs] == [ok("b"), ok("c")]
+        assert VAR.get() == "caller"
+    finally:
+        VAR.reset(token)
+    if suspends:
+        assert seen == ["caller", "a", "a!", "caller", "caller", "b", "c", "b!", "c!"]
+    else:
+        assert seen == ["caller", "a", "caller", "b", "caller", "c"]
+
+
+async def test_the_clean_up_after_the_deadline_keeps_the_bodys_context() -> None:
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def late(tag: str) -> str:
+        """Set the context variable, wait too long, read it back during clean-up."""
+        VAR.set(tag)
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await asyncio.sleep(0.01)  # the clean-up suspends: it goes on in the background
+            seen.append(VAR.get())
+            done.set()
+        return tag
+
+    token = VAR.set("caller")
+    try:
+        env = await Invoker(ToolRegistry([late])).invoke(call("late", tag="body"))
+        assert env == timeout_env("late", "0.05")
+        assert VAR.get() == "caller"
+        await asyncio.wait_for(done.wait(), 5)
+    finally:
+        VAR.reset(token)
+    assert seen == ["body"]
+
+
+# ------------------------------------------------------------------ tasks per call
+
+
+async def test_an_async_call_costs_no_task_and_a_turn_one_per_call_like_gather() -> None:
+    @tool(read_only=True)
+    async def instant(x: int) -> int:
+        """Answer with the given number at once."""
+        return x
+
+    @tool(read_only=True)
+    async def waits(x: int) -> int:
+        """Answer with the given number after a short sleep."""
+        await asyncio.sleep(0.001)
+        return x
+
+    inv = Invoker(ToolRegistry([instant, waits]))
+    bare = Invoker(ToolRegistry([instant, waits]), middleware=[])
+    for invoker in (inv, bare):
+        for name in ("instant", "waits"):
+            await invoker.invoke(call(name, x=0))  # warm up
+            with TaskCount() as count:
+                assert strip(await invoker.invoke(call(name, x=1))) == ok(1)
+            assert count.created == [], (name, invoker)
+            calls = [call(name, str(i), x=i) for i in range(5)]
+            with TaskCount() as count:
+                envs = await invoker.invoke_many(calls)
+            assert [strip(e) for e in envs] == [ok(i) for i in range(5)]
+            assert count.created == ["invoke"] * 5
+    with TaskCount() as count:
+        await asyncio.gather(*(waits.func(i) for i in range(5)))  # type: ignore[misc]
+    assert count.created == ["waits"] * 5  # a bare gather: one task per coroutine too
+
+
+async def test_a_deadline_costs_one_background_task_only_when_the_clean_up_suspends() -> None:
+    @tool(read_only=True, timeout_s=0.02)
+    async def quits(x: int) -> int:
+        """Wait past the deadline; stop at once when cancelled."""
+        await asyncio.sleep(10)
+        return x
+
+    @tool(read_only=True, timeout_s=0.02)
+    async def lingers(x: int) -> int:
+        """Wait too long; clean up for a moment when cancelled."""
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await asyncio.sleep(0.001)
+        return x
+
+    inv = Invoker(ToolRegistry([quits, lingers]))
+    with TaskCount() as count:
+        assert await inv.invoke(call("quits", x=1)) == timeout_env("quits", "0.02")
+    assert count.created == []
+    with TaskCount() as count:
+        assert await inv.invoke(call("lingers", x=1)) == timeout_env("lingers", "0.02")
+    assert count.created == ["_finish"]
+    await asyncio.sleep(0.05)
+
+
+# ------------------------------------------------------------------ the deadline
+
+
+@pytest.mark.parametrize("chain", ["default", "timeout-only"])
+async def test_a_first_step_that_blocks_past_the_deadline_is_a_timeout(chain: str) -> None:
+    @tool(read_only=True, timeout_s=0.05)
+    async def blocks(x: int) -> int:
+        """Block the loop (a sync sleep inside async def) past the deadline, then answer."""
+        time.sleep(0.1)
+        return x
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def blocks_later(x: int) -> int:
+        """Suspend once, then block past the deadline and answer."""
+        await asyncio.sleep(0)
+        time.sleep(0.1)
+        return x
+
+    inv = Invoker(ToolRegistry([blocks, blocks_later]), middleware=CHAINS[chain])
+    assert await inv.invoke(call("blocks", x=1)) == timeout_env("blocks", "0.05")
+    assert await inv.invoke(call("blocks_later", x=1)) == timeout_env("blocks_later", "0.05")
+    assert dispatch(call("blocks", x=1), ToolRegistry([blocks])) == timeout_env("blocks", "0.05")
+
+
+async def test_a_first_step_past_the_deadline_that_suspends_is_cancelled() -> None:
+    log: list[str] = []
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def blocks_then_waits(x: int) -> int:
+        """Block past the deadline, then wait."""
+        time.sleep(0.1)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+        return x
+
+    env = await Invoker(ToolRegistry([blocks_then_waits])).invoke(call("blocks_then_waits", x=1))
+    assert env == timeout_env("blocks_then_waits", "0.05")
+    assert log == ["cancelled"]
+
+
+@pytest.mark.parametrize("result_first", [True, False])
+async def test_a_future_completing_as_the_deadline_fires_is_never_ok(result_first: bool) -> None:
+    """The awaited future gets its result in the same loop pass as the deadline fires (a callback
+    blocks the loop past both): the call is ``timeout`` and the body sees its cancellation."""
+    outcomes = []
+    for _ in range(20):
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        log: list[str] = []
+
+        def finish() -> None:
+            if not fut.done():
+                fut.set_result(7)
+
+        @tool(read_only=True, timeout_s=0.05)
+        async def waits_for(x: int) -> int:
+            """Wait for a future that the test completes or not."""
+            # The deadline is armed when this first step suspends, due 0.05 s later; the result
+            # comes at 0.03 s or 0.07 s; a callback at 0.01 s blocks the loop until 0.11 s, so
+            # both are handled in one pass, in order of time.
+            loop.call_later(0.03 if result_first else 0.07, finish)
+            loop.call_later(0.01, time.sleep, 0.1)
+            try:
+                return await fut
+            except asyncio.CancelledError:
+                log.append("cancelled")
+                raise
+
+        inv = Invoker(ToolRegistry([waits_for]), middleware=[mw.timeout()])
+        env = await asyncio.wait_for(inv.invoke(call("waits_for", x=1)), 5)
+        outcomes.append((env, log))
+    assert outcomes == [(timeout_env("waits_for", "0.05"), ["cancelled"])] * 20
+
+
+async def test_a_body_awaiting_a_task_with_a_slow_clean_up_does_not_hold_the_caller() -> None:
+    """The body awaits a task (a gather) whose clean-up takes seconds: at the deadline the caller
+    is answered at once; the child's clean-up finishes on its own."""
+    log: list[str] = []
+    gate = asyncio.Event()
+
+    async def child() -> int:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await gate.wait()
+            log.append("child cleaned up")
+        return 1
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def fans_out(x: int) -> list[int]:
+        """Gather two slow children and return their answers."""
+        return list(await asyncio.gather(child(), child()))
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def awaits_task(x: int) -> int:
+        """Await one slow child task and return its answer."""
+        return await asyncio.ensure_future(child())
+
+    inv = Invoker(ToolRegistry([fans_out, awaits_task]))
+    for name, children in (("fans_out", 2), ("awaits_task", 1)):
+        log.clear()
+        gate.clear()
+        started = time.monotonic()
+        env = await asyncio.wait_for(inv.invoke(call(name, x=1)), 10)
+        assert env == timeout_env(name, "0.05")
+        assert time.monotonic() - started < 2.0
+        assert log == []
+        gate.set()
+        for _ in range(100):
+            if len(log) == children:
+                break
+            await asyncio.sleep(0.01)
+        assert log == ["child cleaned up"] * children
+
+
+async def test_a_body_awaiting_a_task_sees_it_end_as_a_task_would() -> None:
+    """Without a deadline involved, a task the body awaits is waited for as any task would wait
+    for it (its result, its exception, its cancellation by someone else)."""
+    @tool(read_only=True)
+    async def via_task(mode: str) -> str:
+        """Await a child task that answers, fails or is cancelled by a third party."""
+        async def child() -> str:
+            await asyncio.sleep(0.01)
+            if mode == "fail":
+                raise ValueError("child failed")
+            return "child ok"
+
+        t = asyncio.ensure_future(child())
+        if mode == "cancelled":
+            asyncio.get_running_loop().call_later(0.001, t.cancel)
+        try:
+            return await t
+        except asyncio.CancelledError:
+            return "child cancelled"
+        except ValueError as exc:
+            return str(exc)
+
+    inv = Invoker(ToolRegistry([via_task]))
+    envs = [strip(await inv.invoke(call("via_task", mode=m))) for m in ("ok", "fail", "cancelled")]
+    assert envs == [ok("child ok"), ok("child failed"), ok("child cancelled")]
+    if sys.version_info >= (3, 11):
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_the_background_clean_up_drops_its_outcome_without_noise(caplog: pytest.LogCaptureFixture) -> None:
+    done = asyncio.Event()
+
+    @tool(read_only=True, timeout_s=0.02)
+    async def noisy(kind: str) -> str:
+        """Wait too long; clean up, then end with the given outcome."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)
+            done.set()
+            if kind == "raise":
+                raise ValueError("clean-up failed")
+            if kind == "cancel":
+                raise
+            return "late"
+        return "never"
+
+    inv = Invoker(ToolRegistry([noisy]))
+    with caplog.at_level(logging.DEBUG, logger="asyncio"):
+        for kind in ("raise", "cancel", "return"):
+            done.clear()
+            assert await inv.invoke(call("noisy", kind=kind)) == timeout_env("noisy", "0.02")
+            await asyncio.wait_for(done.wait(), 5)
+            await asyncio.sleep(0.01)
+        gc.collect()
+        await asyncio.sleep(0)
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+# ------------------------------------------------------------------ the caller's cancellation
+
+
+@pytest.mark.parametrize("cancel_first", [True, False])
+async def test_the_callers_cancellation_coinciding_with_the_deadline_propagates(cancel_first: bool) -> None:
+    """The caller is cancelled in the same loop pass as the call's deadline fires (a callback
+    blocks the loop past both), 30 times in each order: the cancellation propagates, the task is
+    left with no pending cancellation of ours, and the body is cancelled (3.11+)."""
+    outcomes = []
+    for _ in range(30):
+        loop = asyncio.get_running_loop()
+        log: list[str] = []
+        caller: list[asyncio.Task[Any]] = []
+
+        @tool(read_only=True, timeout_s=0.05)
+        async def waits(x: int) -> int:
+            """Wait far longer than the deadline allows."""
+            # As above: the deadline due 0.05 s after this first step, the caller's cancellation
+            # at 0.03 s or 0.07 s, the loop blocked from 0.01 s to 0.11 s.
+            loop.call_later(0.03 if cancel_first else 0.07, caller[0].cancel)
+            loop.call_later(0.01, time.sleep, 0.1)
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                log.append("cancelled")
+                raise
+            return x
+
+        inv = Invoker(ToolRegistry([waits]))
+        task = asyncio.ensure_future(inv.invoke(call("waits", x=1)))
+        caller.append(task)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 5)
+            outcome = "answered"
+        except asyncio.CancelledError:
+            outcome = "cancelled" if task.cancelled() else "?"
+        pending = task.cancelling() if sys.version_info >= (3, 11) and not task.done() else 0
+        outcomes.append((outcome, pending, log))
+    # Python 3.10 keeps no count of a task's cancellation requests: there the two cannot be told
+    # apart and the caller is answered ``timeout``.
+    expected = "cancelled" if sys.version_info >= (3, 11) else "answered"
+    assert outcomes == [(expected, 0, ["cancelled"])] * 30
+    if sys.version_info >= (3, 11):
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_the_callers_cancellation_reaches_the_body_which_decides() -> None:
+    """The caller's cancellation reaches the body at once, in the caller's task, as it reaches any
+    coroutine the caller awaits: a body that lets it through cancels the caller; one that
+    swallows it and answers ends the call with its answer (it chose so)."""
+    started = asyncio.Event()
+    log: list[str] = []
+
+    @tool(read_only=True, timeout_s=30)
+    async def obeys(x: int) -> str:
+        """Wait; clean up briefly when cancelled and let the cancellation through."""
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        finally:
+            log.append("obeys: cleaning up")
+            await asyncio.sleep(0.01)
+            log.append("obeys: cleaned up")
+        return "slept"
+
+    @tool(read_only=True, timeout_s=30)
+    async def swallows(x: int) -> str:
+        """Wait; swallow a cancellation and answer anyway."""
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            log.append("swallows: cancelled")
+            return "swallowed"
+        return "slept"
+
+    for chain in ("default", "bare"):
+        outcomes = []
+        for name in ("obeys", "swallows"):
+            started.clear()
+            log.clear()
+            inv = Invoker(ToolRegistry([obeys, swallows]), middleware=CHAINS[chain])
+            task = asyncio.ensure_future(inv.invoke(call(name, x=1)))
+            await started.wait()
+            task.cancel()
+            try:
+                outcomes.append((strip(await task), list(log)))
+            except asyncio.CancelledError:
+                outcomes.append(("cancelled" if task.cancelled() else "?", list(log)))
+        assert outcomes == [
+            ("cancelled", ["obeys: cleaning up", "obeys: cleaned up"]),
+            (ok("swallowed"), ["swallows: cancelled"]),
+        ], chain
+
+
+@pytest.mark.parametrize("suspends", [False, True])
+async def test_a_body_that_raises_cancelled_error_itself_is_a_failure_of_the_body(suspends: bool) -> None:
+    @tool(read_only=True)
+    async def gives_up(x: int) -> int:
+        """Raise CancelledError although nobody cancelled anything."""
+        if suspends:
+            await asyncio.sleep(0.001)
+        raise asyncio.CancelledError()
+
+    for chain in ("default", "bare"):
+        env = await Invoker(ToolRegistry([gives_up]), middleware=CHAINS[chain]).invoke(call("gives_up", x=1))
+        assert env == internal("gives_up", "CancelledError"), chain
+    if sys.version_info >= (3, 11):
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ the body shares the caller's task
+
+
+async def test_the_body_runs_in_the_callers_task() -> None:
+    seen: list[Any] = []
+
+    @tool(read_only=True)
+    async def where(x: int) -> int:
+        """Report the current task before and after suspending."""
+        seen.append(asyncio.current_task())
+        await asyncio.sleep(0)
+        seen.append(asyncio.current_task())
+        return x
+
+    await Invoker(ToolRegistry([where])).invoke(call("where", x=1))
+    assert seen == [asyncio.current_task()] * 2
+
+
+@NEEDS_311
+@pytest.mark.parametrize("clean_up", ["none", "inside the scope"])
+async def test_asyncio_timeout_inside_a_body_keeps_working(clean_up: str) -> None:
+    """The body's own ``asyncio.timeout`` cancels the task it runs in (the caller's): the body
+    gets its TimeoutError, the caller is not cancelled, and a clean-up that awaits inside the
+    scope stays in the caller's task (it is the body's business, not the caller's)."""
+    @tool(read_only=True, timeout_s=30)
+    async def own_timeout(x: int) -> str:
+        """Give a slow step 10 ms of its own, then answer."""
+        try:
+            async with asyncio.timeout(0.01):
+                try:
+                    await asyncio.sleep(10)
+                finally:
+                    if clean_up != "none":
+                        await asyncio.sleep(0.01)
+        except TimeoutError:
+            await asyncio.sleep(0)
+            return "own timeout"
+        return "slept"
+
+    for chain in ("default", "bare"):
+        env = await Invoker(ToolRegistry([own_timeout]), middleware=CHAINS[chain]).invoke(call("own_timeout", x=1))
+        assert strip(env) == ok("own timeout"), chain
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+@NEEDS_311
+async def test_a_task_group_inside_a_body_keeps_working() -> None:
+    @tool(read_only=True)
+    async def group(x: int) -> str:
+        """Run two children in a task group, one of which fails."""
+        async def fails() -> None:
+            await asyncio.sleep(0.001)
+            raise ValueError("child failed")
+
+        try:
+            async with asyncio.TaskGroup() as tg:  # type: ignore[attr-defined]
+                tg.create_task(asyncio.sleep(10))
+                tg.create_task(fails())
+        except Exception as exc:  # an ExceptionGroup
+            return f"{type(exc).__name__}: {[str(e) for e in exc.exceptions]}"  # type: ignore[attr-defined]
+        return "no failure"
+
+    async def direct() -> tuple[Any, int]:
+        return await group.func(1), asyncio.current_task().cancelling()  # type: ignore[misc, union-attr]
+
+    async def invoked() -> tuple[Any, int]:
+        env = await Invoker(ToolRegistry([group])).invoke(call("group", x=1))
+        return strip(env), asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+    value, count = await asyncio.ensure_future(direct())
+    assert value == "ExceptionGroup: ['child failed']"
+    # The task's cancellation count is what awaiting the body directly leaves (Python 3.11 and
+    # early 3.12 leave 1: a task group whose child fails while it waits in __aexit__ cancels
+    # its task and never takes that back; 3.13 leaves 0).
+    assert await asyncio.ensure_future(invoked()) == (ok(value), count)
+
+
+async def test_nested_invoker_calls_inside_a_body() -> None:
+    @tool(read_only=True, timeout_s=0.05)
+    async def inner_slow(x: int) -> int:
+        """Wait far longer than the deadline allows."""
+        await asyncio.sleep(10)
+        return x
+
+    @tool(read_only=True)
+    async def inner_quick(x: int) -> int:
+        """Answer with the number plus one after a moment."""
+        await asyncio.sleep(0.001)
+        return x + 1
+
+    inner = Invoker(ToolRegistry([inner_slow, inner_quick]))
+
+    @tool(read_only=True, timeout_s=30)
+    async def outer(x: int) -> list[Any]:
+        """Call two inner tools through their own Invoker and report."""
+        slow = await inner.invoke(call("inner_slow", x=x))
+        quick = await inner.invoke(call("inner_quick", x=x))
+        return [slow["error"]["code"] if not slow["ok"] else slow["value"], quick["value"]]
+
+    env = await Invoker(ToolRegistry([outer])).invoke(call("outer", x=1))
+    assert strip(env) == ok(["timeout", 2])
+    if sys.version_info >= (3, 11):
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+def test_dispatch_of_an_async_tool_that_suspends() -> None:
+    @tool(read_only=True, timeout_s=5)
+    async def waits(x: int) -> int:
+        """Answer with the number plus one after a moment."""
+        VAR.set("body")
+        await asyncio.sleep(0.001)
+        return x + 1
+
+    reg = ToolRegistry([waits])
+    assert [strip(dispatch(call("waits", x=i), reg)) for i in range(3)] == [ok(1), ok(2), ok(3)]
+    assert VAR.get() == "unset"
