@@ -15,15 +15,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
+import textwrap
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentkit_tools import Invoker, ToolContext, ToolRegistry, _core, middleware as mw, tool
 
-from memory_fixtures import STORE_KINDS, open_store
+from memory_fixtures import PG_TABLE, POSTGRES_DSN, REDIS_URL, SERVER_KINDS, STORE_KINDS, open_store
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: The claim's lease in these tests (seconds): a waiter that waits for it is plainly seen.
 LEASE_S = 30.0
@@ -271,3 +277,86 @@ async def test_a_store_failing_on_release_is_logged_and_the_cancellation_still_p
     # the audit record of the cancelled call is still emitted
     assert [(r["outcome"], r["attempts"], r["decision"]) for r in records] == [("cancelled", 1, "failed")]
     assert runs == ["4242"]
+
+
+CANCELLED_WORKER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from agentkit_tools import Invoker, PostgresStore, RedisStore, ToolContext, ToolRegistry, middleware as mw, tool
+
+    @tool(side_effecting=True)
+    async def charge(card: str, cents: int) -> str:
+        \"\"\"Charge a card an amount in cents; the money is taken at once.\"\"\"
+        print("started", flush=True)
+        await asyncio.sleep(3600)
+        return "never"
+
+    async def main(kind, where, run_id, lease_s):
+        store = RedisStore(where, namespace=run_id) if kind == "redis" else PostgresStore(where, table=sys.argv[5])
+        chain = [mw.audit(), mw.approval(), mw.repeat_guard(), mw.idempotency(store=store, lease_s=float(lease_s)), mw.retry(), mw.timeout()]
+        inv = Invoker(ToolRegistry([charge]), middleware=chain)
+        call = {"id": "w1", "name": "charge", "input": {"card": "4242", "cents": 900}}
+        task = asyncio.create_task(inv.invoke(call, ToolContext(run_id=run_id)))
+        assert await asyncio.to_thread(sys.stdin.readline) == "cancel\\n"
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            print("cancelled", flush=True)
+        await asyncio.sleep(3600)  # the process lives on: only the release can free the claim
+
+    asyncio.run(main(*sys.argv[1:5]))
+    """
+)
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+async def test_a_worker_in_another_process_goes_on_when_the_claimer_is_cancelled(kind, tmp_path):
+    """Another process claimed the call and its task was cancelled while the tool ran (the
+    process lives on): this process's identical call, already waiting, runs the tool at once."""
+    run_id = f"conv-{uuid.uuid4().hex}"
+    where = REDIS_URL if kind == "redis" else POSTGRES_DSN
+    script = tmp_path / "worker.py"
+    script.write_text(CANCELLED_WORKER)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), kind, where, run_id, str(LEASE_S), PG_TABLE],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    runs: list[str] = []
+
+    @tool(side_effecting=True)
+    async def charge(card: str, cents: int) -> str:
+        """Charge a card an amount in cents; the money is taken at once."""
+        runs.append(card)
+        return f"charged {cents} on {card}"
+
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
+        assert line == "started\n"
+        async with open_store(kind, tmp_path) as store:
+            if kind == "redis":
+                store = type(store)(REDIS_URL, namespace=run_id)
+            inv = Invoker(ToolRegistry([charge]), middleware=chain(store))
+            waiter = asyncio.create_task(inv.invoke({"id": "w2", "name": "charge", "input": dict(CALL_ARGS)}, ToolContext(run_id=run_id)))
+            await asyncio.sleep(0.3)
+            assert not waiter.done()  # polling the other process's claim
+            t0 = time.monotonic()
+            proc.stdin.write("cancel\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)  # type: ignore[union-attr]
+            assert line == "cancelled\n"
+            env = await asyncio.wait_for(waiter, 2 * LEASE_S)
+            waited = time.monotonic() - t0
+            if kind == "redis":
+                keys = await store.client.keys(f"{run_id}:*")
+                if keys:
+                    await store.client.delete(*keys)
+                await store.aclose()
+    finally:
+        proc.kill()
+        proc.wait(30)
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+    assert (env["ok"], env["value"], "deduplicated" in env) == (True, "charged 900 on 4242", False)
+    assert runs == ["4242"]
+    assert waited < PROMPT_S, waited
