@@ -137,6 +137,24 @@ def test_invalid_arguments_reports_everything_with_the_schema():
     }
 
 
+def test_each_invalid_arguments_envelope_has_its_own_copy_of_the_schema():
+    """The schema in a rejection is the tool's input schema as plain dicts and lists, a new copy
+    per envelope: a host that edits one envelope's schema changes neither the next envelope nor
+    the tool."""
+    call = {"name": "convert", "input": {"value": "21", "unit": "celsius"}}
+    first = error(call)["schema"]
+    assert type(first) is dict and type(first["properties"]) is dict
+    assert type(first["properties"]["unit"]["enum"]) is list
+    first["properties"]["unit"]["enum"].append("kelvin")
+    first["properties"].pop("value")
+    first["required"].clear()
+    second = error(call)["schema"]
+    assert second == convert.schema.parameters
+    assert second["properties"]["unit"]["enum"] == ["celsius", "fahrenheit"]
+    assert second["required"] == ["value", "unit"]
+    assert second is not first and second["properties"] is not first["properties"]
+
+
 def test_strictness():
     # True is not an integer; null is not allowed for a non-Optional parameter; a default does not make it nullable.
     assert error({"name": "optional_arg", "input": {"limit": True}})["errors"] == [

@@ -13,6 +13,16 @@ pub(crate) type PyFailure<'a, 'py> = Failure<'a, Bound<'py, PyDict>>;
 
 /// `{"ok": False, "error": {...}}` for `f`.
 pub(crate) fn failure<'py>(py: Python<'py>, f: &PyFailure<'_, 'py>) -> PyResult<Bound<'py, PyDict>> {
+    failure_with_schema(py, f, None)
+}
+
+/// `failure`, with `f.schema` given as a plain Python tree built once (`schema`): the envelope
+/// gets a copy of its dicts and lists, the strings and numbers shared.
+pub(crate) fn failure_with_schema<'py>(
+    py: Python<'py>,
+    f: &PyFailure<'_, 'py>,
+    schema: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let error = PyDict::new(py);
     if let Some(details) = &f.details {
         error.update(details.as_mapping())?;
@@ -51,7 +61,11 @@ pub(crate) fn failure<'py>(py: Python<'py>, f: &PyFailure<'_, 'py>) -> PyResult<
     if let Some(s) = f.schema {
         // Plain dicts and lists, a fresh copy per envelope so a host that edits it changes
         // nothing here.
-        error.set_item(intern!(py, "schema"), super::tools::to_py(py, s)?)?;
+        let copy = match schema {
+            Some(tree) => super::frozen::copy_plain(tree)?,
+            None => super::tools::to_py(py, s)?,
+        };
+        error.set_item(intern!(py, "schema"), copy)?;
     }
     if let Some(r) = f.retriable {
         error.set_item(intern!(py, "retriable"), r)?;

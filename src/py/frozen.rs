@@ -22,7 +22,8 @@ pub(crate) fn freeze<'py>(
         return Err(PyRecursionError::new_err("maximum recursion depth exceeded while freezing a value"));
     }
     if let Ok(d) = value.cast::<PyDict>() {
-        if value.is_instance(fdict)? {
+        // An exact dict cannot be a frozen one (the instance check is the slow part).
+        if !value.is_exact_instance_of::<PyDict>() && value.is_instance(fdict)? {
             return Ok(value.clone());
         }
         let out = fdict.call0()?;
@@ -34,7 +35,7 @@ pub(crate) fn freeze<'py>(
         return Ok(out);
     }
     if let Ok(l) = value.cast::<PyList>() {
-        if value.is_instance(flist)? {
+        if !value.is_exact_instance_of::<PyList>() && value.is_instance(flist)? {
             return Ok(value.clone());
         }
         let out = flist.call0()?;
@@ -111,6 +112,11 @@ fn copy_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
     let deepcopy = DEEPCOPY.get_or_try_init(py, || py.import("copy")?.getattr("deepcopy").map(Bound::unbind))?;
     copy_tree(value, deepcopy.bind(py), 0)
+}
+
+/// A copy of a tree of exact dicts and lists (see `copy_json`).
+pub(crate) fn copy_plain<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    copy_json(value)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -21,7 +21,7 @@ use crate::pipeline::{self as core, AuditRecord, CallMachine, Env, Event, Facts,
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
-use super::registry::CoreRegistry;
+use super::registry::{frozen_args, Admission, CoreRegistry};
 use super::tools::{classify as raised, error_envelope, CoreTool};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -290,6 +290,9 @@ struct Helpers {
     get_running_loop: Py<PyAny>,
     frozen_dict: Py<PyType>,
     frozen_list: Py<PyType>,
+    /// `builtins.getattr`: `getattr(obj, name, None)` reads an attribute that is usually absent
+    /// without raising (and formatting) an `AttributeError` first.
+    getattr: Py<PyAny>,
 }
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
@@ -306,6 +309,7 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             get_running_loop: py.import("asyncio")?.getattr("get_running_loop")?.unbind(),
             frozen_dict: frozen.getattr("FrozenDict")?.cast_into::<PyType>()?.unbind(),
             frozen_list: frozen.getattr("FrozenList")?.cast_into::<PyType>()?.unbind(),
+            getattr: py.import("builtins")?.getattr("getattr")?.unbind(),
         })
     })
 }
@@ -426,14 +430,29 @@ impl Pipeline {
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         let py = slf.py();
         let this = slf.get();
-        let admitted = if this.frozen {
-            let h = helpers(py)?;
-            registry.borrow().admit(py, call, h.frozen_dict.bind(py), h.frozen_list.bind(py))
-        } else {
-            registry.borrow().prepare(py, call)
-        };
+        let admitted = (|| -> PyResult<Admitted<'py>> {
+            let reg = registry.borrow();
+            Ok(match reg.admit_call(py, call)? {
+                Admission::Tool { entry, args, checked } => {
+                    let (body_args, canonical) = if this.frozen {
+                        let h = helpers(py)?;
+                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py))?;
+                        (frozen, Canonical::Of(checked.value))
+                    } else {
+                        (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
+                    };
+                    Admitted::Tool {
+                        tool: entry.tool.bind(py).clone(),
+                        args: body_args,
+                        core: Some(entry.core.bind(py).clone()),
+                        canonical,
+                    }
+                }
+                Admission::Refused(env) => Admitted::Rejected { env, name: None, args: None, call_id: None },
+            })
+        })();
         let parts = match admitted {
-            Ok(t) => Admitted::from_tuple(this.frozen, &t)?,
+            Ok(parts) => parts,
             Err(exc) => {
                 let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
                 let env = envelope::failure(py, &Failure::invalid_call(&msg))?;
@@ -474,7 +493,7 @@ impl Pipeline {
                 tool,
                 args: tc.getattr(intern!(py, "args"))?,
                 core: core.cast_into::<CoreTool>().ok(),
-                canonical: Some(tc.getattr(intern!(py, "canonical"))?.extract()?),
+                canonical: Canonical::Text(tc.getattr(intern!(py, "canonical"))?.extract()?),
             }
         };
         let call = tc.getattr(intern!(py, "call"))?;
@@ -507,20 +526,19 @@ impl Pipeline {
     }
 }
 
-enum Admitted<'py> {
-    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, core: Option<Bound<'py, CoreTool>>, canonical: Option<String> },
-    Rejected { env: Bound<'py, PyDict>, name: Option<Bound<'py, PyAny>>, args: Option<Bound<'py, PyAny>>, call_id: Option<Bound<'py, PyAny>> },
+/// Where a call's canonical argument text comes from (computed only when a rule needs it).
+enum Canonical {
+    /// Known already (a `ToolCall` carries it).
+    Text(String),
+    /// The validated arguments.
+    Of(serde_json::Value),
+    /// The body's Python arguments.
+    FromArgs,
 }
 
-impl<'py> Admitted<'py> {
-    fn from_tuple(frozen: bool, t: &Bound<'py, PyTuple>) -> PyResult<Self> {
-        if !t.get_item(0)?.is_truthy()? {
-            let env = t.get_item(1)?.cast_into::<PyDict>()?;
-            return Ok(Admitted::Rejected { env, name: None, args: None, call_id: None });
-        }
-        let canonical = if frozen { Some(t.get_item(4)?.extract()?) } else { None };
-        Ok(Admitted::Tool { tool: t.get_item(1)?, args: t.get_item(2)?, core: t.get_item(3)?.cast_into::<CoreTool>().ok(), canonical })
-    }
+enum Admitted<'py> {
+    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
+    Rejected { env: Bound<'py, PyDict>, name: Option<Bound<'py, PyAny>>, args: Option<Bound<'py, PyAny>>, call_id: Option<Bound<'py, PyAny>> },
 }
 
 /// The name (a string) and arguments of a call, read through the core's call-shape rule.
@@ -627,7 +645,9 @@ impl Call {
                     f.host_approved = helpers(py)?.host_approved.bind(py).call1((call, ctx, &name, &cid))?.is_truthy()?;
                 }
                 if n.read_only {
-                    f.read_only = if tool.getattr_opt(intern!(py, "is_read_only_call"))?.is_some() {
+                    let h = helpers(py)?;
+                    let hook = h.getattr.bind(py).call1((&tool, intern!(py, "is_read_only_call"), py.None()))?;
+                    f.read_only = if !hook.is_none() {
                         helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()?
                     } else {
                         !truthy_attr(&tool, intern!(py, "side_effecting"))?
@@ -667,9 +687,10 @@ impl Call {
                 }
                 let needs_canonical = n.counts || observed || f.requires_approval;
                 f.canonical = match canonical {
-                    Some(c) => c,
-                    None if needs_canonical => canonical_text(&args)?,
-                    None => String::new(),
+                    Canonical::Text(c) => c,
+                    _ if !needs_canonical => String::new(),
+                    Canonical::Of(value) => rules::canonical_json(&value),
+                    Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
                 me.tool = Some(tool.unbind());

@@ -6,6 +6,7 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 
+use super::args::Checked;
 use super::calls::{type_error, PyCall};
 use super::envelope;
 use super::tools::{definition_error, json_to_frozen, CoreTool};
@@ -120,30 +121,15 @@ impl CoreRegistry {
     /// call or `(False, envelope, None, None)` with the `unknown_tool` / `invalid_call` /
     /// `invalid_arguments` envelope. Raises `TypeError` when the call is not a dict or its name
     /// is not a string.
-    pub(crate) fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-        let refuse = |envelope: Bound<'py, PyDict>| {
-            let none = py.None().into_bound(py);
-            PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none])
-        };
-        let (entry, args) = match self.lookup(py, call)? {
-            Ok(found) => found,
-            Err(envelope) => return refuse(envelope),
-        };
-        let core = entry.core.get();
-        match core.check(&args) {
-            Ok(checked) => {
-                let kwargs = core.kwargs(py, &args, &checked)?;
-                PyTuple::new(
-                    py,
-                    [
-                        PyBool::new(py, true).to_owned().into_any(),
-                        entry.tool.bind(py).clone(),
-                        kwargs.into_any(),
-                        entry.core.bind(py).clone().into_any(),
-                    ],
-                )
+    fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let none = || py.None().into_bound(py);
+        match self.admit_call(py, call)? {
+            Admission::Tool { entry, args, checked } => {
+                let kwargs = entry.core.get().kwargs(py, &args, &checked)?;
+                let items = [PyBool::new(py, true).to_owned().into_any(), entry.tool.bind(py).clone(), kwargs.into_any(), entry.core.bind(py).clone().into_any()];
+                PyTuple::new(py, items)
             }
-            Err(rejection) => refuse(core.rejection_envelope(py, &rejection)?),
+            Admission::Refused(env) => PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none()]),
         }
     }
 
@@ -152,49 +138,30 @@ impl CoreRegistry {
     /// canonical JSON text (what `canonical_args(args)[0]` gives), or `(False, envelope, None,
     /// None, None)`. One crossing instead of three (prepare, deep_freeze, canonical_args).
     /// Raises `TypeError` as `prepare` does.
-    pub(crate) fn admit<'py>(
+    fn admit<'py>(
         &self,
         py: Python<'py>,
         call: &Bound<'py, PyAny>,
         frozen_dict: &Bound<'py, PyType>,
         frozen_list: &Bound<'py, PyType>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let none = py.None().into_bound(py);
-        let refuse = |envelope: Bound<'py, PyDict>| {
-            PyTuple::new(
-                py,
-                [PyBool::new(py, false).to_owned().into_any(), envelope.into_any(), none.clone(), none.clone(), none.clone()],
-            )
-        };
-        let (entry, args) = match self.lookup(py, call)? {
-            Ok(found) => found,
-            Err(envelope) => return refuse(envelope),
-        };
-        let core = entry.core.get();
-        match core.check(&args) {
-            Ok(checked) => {
-                let frozen = match args.cast::<PyDict>() {
-                    // The caller's own objects, as `prepare` + deep_freeze.
-                    Ok(d) if checked.same_as_caller() => super::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)?,
-                    _ if checked.needs_python() => {
-                        let kwargs = core.kwargs(py, &args, &checked)?;
-                        super::frozen::freeze(kwargs.as_any(), frozen_dict, frozen_list, 0)?
-                    }
-                    _ => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list))?,
-                };
+        let none = || py.None().into_bound(py);
+        match self.admit_call(py, call)? {
+            Admission::Tool { entry, args, checked } => {
+                let frozen = frozen_args(py, entry, &args, &checked, frozen_dict, frozen_list)?;
                 let canonical = crate::middleware::canonical_json(&checked.value);
-                PyTuple::new(
-                    py,
-                    [
-                        PyBool::new(py, true).to_owned().into_any(),
-                        entry.tool.bind(py).clone(),
-                        frozen,
-                        entry.core.bind(py).clone().into_any(),
-                        PyString::new(py, &canonical).into_any(),
-                    ],
-                )
+                let items = [
+                    PyBool::new(py, true).to_owned().into_any(),
+                    entry.tool.bind(py).clone(),
+                    frozen,
+                    entry.core.bind(py).clone().into_any(),
+                    PyString::new(py, &canonical).into_any(),
+                ];
+                PyTuple::new(py, items)
             }
-            Err(rejection) => refuse(core.rejection_envelope(py, &rejection)?),
+            Admission::Refused(env) => {
+                PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none(), none()])
+            }
         }
     }
 
@@ -204,10 +171,51 @@ impl CoreRegistry {
     }
 }
 
+/// A call the registry admitted (a registered tool, arguments that pass its schema), or the
+/// `unknown_tool` / `invalid_call` / `invalid_arguments` envelope refusing it.
+pub(crate) enum Admission<'a, 'py> {
+    Tool { entry: &'a Entry, args: Bound<'py, PyAny>, checked: Checked },
+    Refused(Bound<'py, PyDict>),
+}
+
+/// The body's arguments deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`): the
+/// caller's own objects when validation kept them, else the validated value.
+pub(crate) fn frozen_args<'py>(
+    py: Python<'py>,
+    entry: &Entry,
+    args: &Bound<'py, PyAny>,
+    checked: &Checked,
+    frozen_dict: &Bound<'py, PyType>,
+    frozen_list: &Bound<'py, PyType>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match args.cast::<PyDict>() {
+        Ok(d) if checked.same_as_caller() => super::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0),
+        _ if checked.needs_python() => {
+            let kwargs = entry.core.get().kwargs(py, args, checked)?;
+            super::frozen::freeze(kwargs.as_any(), frozen_dict, frozen_list, 0)
+        }
+        _ => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list)),
+    }
+}
+
 impl CoreRegistry {
     /// The registered tool a call names and its arguments (None when the call has none), or the
     /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict or
     /// its name is not a string (the text is the `invalid_call` problem).
+    /// Look `call` up and check its arguments (see `prepare`). Raises `TypeError` for a call
+    /// that is not a dict or whose name is not a string.
+    pub(crate) fn admit_call<'a, 'py>(&'a self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Admission<'a, 'py>> {
+        let (entry, args) = match self.lookup(py, call)? {
+            Ok(found) => found,
+            Err(envelope) => return Ok(Admission::Refused(envelope)),
+        };
+        let core = entry.core.get();
+        Ok(match core.check(&args) {
+            Ok(checked) => Admission::Tool { entry, args, checked },
+            Err(rejection) => Admission::Refused(core.rejection_envelope(py, &rejection)?),
+        })
+    }
+
     pub(crate) fn lookup<'a, 'py>(&'a self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Lookup<'a, 'py>> {
         let Ok(d) = call.cast::<PyDict>() else {
             return Err(type_error(&CallError::NotAMapping(super::calls::type_name(call))));

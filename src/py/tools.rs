@@ -360,6 +360,9 @@ pub struct CoreTool {
     validator: ArgumentValidator,
     /// The input schema as a Python dict, built once.
     parameters: Py<PyAny>,
+    /// The input schema as plain Python dicts and lists, built on the first rejected call: each
+    /// `invalid_arguments` envelope gets a copy of its containers (strings and numbers shared).
+    envelope_schema: PyOnceLock<Py<PyAny>>,
 }
 
 impl CoreTool {
@@ -379,7 +382,7 @@ impl CoreTool {
                     .unwrap_or_else(|err| err.into_value(py).into_bound(py).into_any()),
             )
         })?;
-        Ok(Self { name, description, documented, validator, parameters: py_params })
+        Ok(Self { name, description, documented, validator, parameters: py_params, envelope_schema: PyOnceLock::new() })
     }
 
     /// Parse (JSON text) or convert (a mapping) the arguments and check them (see
@@ -415,7 +418,8 @@ impl CoreTool {
     /// The `invalid_arguments` envelope for a rejection.
     pub(crate) fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
         let f = Failure::invalid_arguments(&self.name, rejection, self.validator.accepted_repr(), self.validator.schema());
-        envelope::failure(py, &f)
+        let schema = self.envelope_schema.get_or_try_init(py, || to_py(py, self.validator.schema()).map(Bound::unbind))?;
+        envelope::failure_with_schema(py, &f, Some(schema.bind(py)))
     }
 }
 
@@ -639,7 +643,14 @@ fn define_function_tool<'py>(
     let frozen = json_to_frozen(py, validator.schema(), (&frozen_dict, &frozen_list))?;
     let py_params = frozen.clone().unbind();
     let core =
-        CoreTool { name, description: def.description, documented: def.documented, validator, parameters: py_params };
+        CoreTool {
+            name,
+            description: def.description,
+            documented: def.documented,
+            validator,
+            parameters: py_params,
+            envelope_schema: PyOnceLock::new(),
+        };
     Ok((core, frozen))
 }
 
