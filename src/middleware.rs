@@ -30,9 +30,17 @@ fn write_value(w: &mut Canonical, value: &Value) -> Result<(), std::convert::Inf
             w.string(s);
             Ok(())
         }
-        // Display of a number, bool or null is serde_json's own text.
-        other => {
-            w.raw(&other.to_string());
+        Value::Bool(b) => {
+            w.boolean(*b);
+            Ok(())
+        }
+        Value::Null => {
+            w.null();
+            Ok(())
+        }
+        // A number as serde_json prints it, written in place.
+        Value::Number(n) => {
+            let _ = write!(w.out, "{n}");
             Ok(())
         }
     }
@@ -97,10 +105,6 @@ impl Canonical {
 
     pub fn string(&mut self, s: &str) {
         write_string(s, &mut self.out);
-    }
-
-    fn raw(&mut self, text: &str) {
-        self.out.push_str(text);
     }
 
     fn enter(&mut self) -> Result<(), CanonicalError> {

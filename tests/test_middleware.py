@@ -72,6 +72,43 @@ async def test_audit_records_every_decision():
     assert runs.n == 1
 
 
+async def test_rejected_calls_are_audited_and_counted_by_their_raw_arguments():
+    """A rejected call's record carries the hash of its arguments as sent (the canonical text of
+    the raw mapping or JSON text: keys sorted, injected keys and big integers kept as they came),
+    and the repeat guard counts identical rejected calls, whichever form they came in."""
+
+    @tool(read_only=True)
+    def look(n: int, ctx: ToolContext) -> int:
+        """Look an item up by its number in the catalogue."""
+        return n
+
+    records: list[dict] = []
+    inv = Invoker(ToolRegistry([look]), middleware=[mw.audit(records.append), mw.repeat_guard(limit=3)])
+    raw = [
+        {"n": "x", "tags": ["é", 1.5, None, True], "z": {"b": 2, "a": -0.0}},
+        '{"z": {"a": -0.0, "b": 2}, "n": "x", "tags": ["é", 1.5, null, true]}',
+        {"n": "x", "ctx": 1},  # an injected key, dropped before validation, still hashed
+        {"n": 1.5, "big": 123456789012345678901234567890},
+        {"n": "x", "pair": (1, 2)},
+        "[1, 2]",
+        "{not json",
+    ]
+    for i, args in enumerate(raw):
+        await inv.invoke({"id": str(i), "name": "look", "input": args})
+    expected = [_core.canonical_args(a)[1] for a in raw]
+    assert expected[0] == expected[1] == canonical_hash({"n": "x", "tags": ["é", 1.5, None, True], "z": {"a": -0.0, "b": 2}})
+    assert expected[3] == hashlib.sha256(b'{"big":123456789012345678901234567890,"n":1.5}').hexdigest()[:16]
+    assert expected[4] == canonical_hash({"n": "x", "pair": [1, 2]})
+    assert expected[6] == hashlib.sha256(b"{not json").hexdigest()[:16]
+    assert [(r["call_id"], r["args_hash"], r["outcome"]) for r in records] == [
+        (str(i), h, "invalid_arguments") for i, h in enumerate(expected)
+    ]
+    # the same invalid call a third time, as text: the repeat guard refuses it
+    env = await inv.invoke({"id": "7", "name": "look", "input": raw[1]})
+    assert env["error"]["code"] == "repeated_call"
+    assert env["error"]["count"] == 3
+
+
 async def test_audit_logs_at_debug_and_feeds_ctx_trace(caplog):
     @tool(read_only=True)
     def ping() -> str:

@@ -77,10 +77,30 @@ fn oversized(py: Python<'_>, text: &str) -> Option<Rejection> {
     validate::oversized_number(text, max_digits).map(|problem| Rejection::invalid(vec![problem]))
 }
 
+/// A call whose arguments were rejected; `raw`: the arguments as read, when they are exactly
+/// what was sent (JSON text read by `serde_json`, or a mapping of plain JSON values with nothing
+/// dropped), so their canonical text is the raw arguments' own.
+pub(crate) struct Refused {
+    pub(crate) rejection: Rejection,
+    pub(crate) raw: Option<Value>,
+}
+
+impl From<Rejection> for Refused {
+    fn from(rejection: Rejection) -> Self {
+        Refused { rejection, raw: None }
+    }
+}
+
 /// Parse (JSON text) or convert (a mapping) the arguments and check them. No arguments, in any
 /// form (None, empty or blank text, JSON `null`), is the empty call `{}`.
 pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Rejection> {
+    check_call(validator, args).map_err(|r| r.rejection)
+}
+
+/// `check`, keeping the arguments as read when they are rejected (see [`Refused`]).
+pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Refused> {
     let py = args.py();
+    let mut as_sent = false;
     let mut exact = None;
     let mut other_containers = false;
     let mut source_text: Option<&str> = None;
@@ -104,9 +124,13 @@ pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> R
                 value
             }
             ArgumentsText::Plain if s.len() > DETACH_TEXT_BYTES => {
+                as_sent = true;
                 py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| not_json(e.to_string()))?
             }
-            ArgumentsText::Plain => serde_json::from_str(s).map_err(|e| not_json(e.to_string()))?,
+            ArgumentsText::Plain => {
+                as_sent = true;
+                serde_json::from_str(s).map_err(|e| not_json(e.to_string()))?
+            }
         }
     } else if args.is_none() {
         empty()
@@ -114,6 +138,7 @@ pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> R
         let value = super::tools::json_value_of(args).map_err(|e| Rejection::NotJson(e.to_string()))?;
         let met = super::tools::last_met();
         other_containers = met.other_containers;
+        as_sent = !met.other_containers && !met.big_ints;
         if met.big_ints {
             exact = Some(args.clone().unbind());
         }
@@ -121,19 +146,19 @@ pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> R
     };
     let dropped = validator.drop_injected(&mut value);
     let large = value.as_object().is_some_and(|m| m.len() > DETACH_KEYS);
+    let checked = if large { py.detach(|| validator.check(&value)) } else { validator.check(&value) };
+    if let Err(rejection) = checked {
+        return Err(Refused { rejection, raw: (as_sent && !dropped).then_some(value) });
+    }
     let fix = if large {
-        py.detach(|| {
-            validator.check(&value)?;
-            Ok::<_, Rejection>(validate::integral_floats_to_ints(validator.schema(), &mut value))
-        })?
+        py.detach(|| validate::integral_floats_to_ints(validator.schema(), &mut value))
     } else {
-        validator.check(&value)?;
         validate::integral_floats_to_ints(validator.schema(), &mut value)
     };
     if let Some(text) = source_text {
         let invalid = validate::check_integer_literals(text, &fix.places);
         if !invalid.is_empty() {
-            return Err(Rejection::invalid(invalid));
+            return Err(Refused { rejection: Rejection::invalid(invalid), raw: None });
         }
     }
     Ok(Checked {

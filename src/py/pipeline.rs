@@ -448,26 +448,24 @@ impl Pipeline {
                         canonical,
                     }
                 }
-                Admission::Refused(env) => Admitted::Rejected { env, name: None, args: None, call_id: None },
+                Admission::Refused { env, code, raw } => Admitted::Rejected { env, code: Some(code), raw, name: None, args: None, call_id: None },
             })
         })();
         let parts = match admitted {
             Ok(parts) => parts,
             Err(exc) => {
                 let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
-                let env = envelope::failure(py, &Failure::invalid_call(&msg))?;
-                Admitted::Rejected { env, name: None, args: None, call_id: None }
+                let f = Failure::invalid_call(&msg);
+                let env = envelope::failure(py, &f)?;
+                Admitted::Rejected { env, code: Some(f.code), raw: None, name: None, args: None, call_id: None }
             }
         };
         let parts = match parts {
-            Admitted::Rejected { env, name: None, args: None, call_id: None } if !call.is_instance_of::<PyDict>() => {
-                Admitted::Rejected { env, name: None, args: None, call_id: None }
-            }
-            Admitted::Rejected { env, .. } => {
+            Admitted::Rejected { env, code, raw, .. } if call.is_instance_of::<PyDict>() => {
                 let (name, args) = call_parts(call);
-                Admitted::Rejected { env, name, args, call_id: call_id(call) }
+                Admitted::Rejected { env, code, raw, name, args, call_id: call_id(call) }
             }
-            ok => ok,
+            other => other,
         };
         let mut c = Call::new(slf, parts, call, ctx)?;
         let (code, payload) = c.start(py)?;
@@ -483,6 +481,8 @@ impl Pipeline {
             let name = tc.getattr(intern!(py, "name"))?;
             Admitted::Rejected {
                 env,
+                code: None,
+                raw: None,
                 name: (!name.is_none()).then_some(name),
                 args: Some(tc.getattr(intern!(py, "raw_args"))?),
                 call_id: Some(tc.getattr(intern!(py, "call_id"))?),
@@ -538,7 +538,16 @@ enum Canonical {
 
 enum Admitted<'py> {
     Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
-    Rejected { env: Bound<'py, PyDict>, name: Option<Bound<'py, PyAny>>, args: Option<Bound<'py, PyAny>>, call_id: Option<Bound<'py, PyAny>> },
+    /// `code`: the envelope's error code when known (else read from it); `raw`: the arguments
+    /// as read, when exactly what was sent (their canonical text is the raw arguments').
+    Rejected {
+        env: Bound<'py, PyDict>,
+        code: Option<Code>,
+        raw: Option<serde_json::Value>,
+        name: Option<Bound<'py, PyAny>>,
+        args: Option<Bound<'py, PyAny>>,
+        call_id: Option<Bound<'py, PyAny>>,
+    },
 }
 
 /// The name (a string) and arguments of a call, read through the core's call-shape rule.
@@ -622,16 +631,15 @@ impl Call {
             }
         }
         match parts {
-            Admitted::Rejected { env, name, args, call_id } => {
-                f.rejection_code = Some(code_of(&env));
+            Admitted::Rejected { env, code, raw, name, args, call_id } => {
+                f.rejection_code = Some(code.unwrap_or_else(|| code_of(&env)));
                 f.name = name.as_ref().map(|n| n.to_string());
-                if f.name.is_some() && (n.counts || observed) {
-                    f.canonical = match &args {
-                        Some(a) => raw_canonical(a),
-                        None => "{}".to_owned(),
+                if (f.name.is_some() && n.counts) || observed {
+                    f.canonical = match (raw, &args) {
+                        (Some(value), _) => rules::canonical_json(&value),
+                        (None, Some(a)) => raw_canonical(a),
+                        (None, None) => "{}".to_owned(),
                     };
-                } else if observed {
-                    f.canonical = raw_canonical(&args.clone().unwrap_or_else(|| py.None().into_bound(py)));
                 }
                 me.call_id = call_id.map(Bound::unbind);
                 me.held = Some(env.unbind());

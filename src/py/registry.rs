@@ -11,6 +11,9 @@ use super::calls::{type_error, PyCall};
 use super::envelope;
 use super::tools::{definition_error, json_to_frozen, CoreTool};
 use crate::calls::CallError;
+use crate::envelope::Code;
+use crate::errors::ErrorCode;
+use serde_json::Value;
 use crate::registry::{self, Registry, RegistryError};
 
 /// What the registry stores per tool.
@@ -52,9 +55,6 @@ fn valid_tool_name(name: &str) -> bool {
 fn sanitized_tool_name(name: &str) -> String {
     registry::sanitized_tool_name(name)
 }
-
-/// A call's registered tool and arguments, or the envelope that refuses the call.
-type Lookup<'a, 'py> = Result<(&'a Entry, Bound<'py, PyAny>), Bound<'py, PyDict>>;
 
 /// The tools of a `ToolRegistry`: the core's registry over (tool, compiled core) pairs, and the
 /// lookup + validation of a call in one step.
@@ -129,7 +129,9 @@ impl CoreRegistry {
                 let items = [PyBool::new(py, true).to_owned().into_any(), entry.tool.bind(py).clone(), kwargs.into_any(), entry.core.bind(py).clone().into_any()];
                 PyTuple::new(py, items)
             }
-            Admission::Refused(env) => PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none()]),
+            Admission::Refused { env, .. } => {
+                PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none()])
+            }
         }
     }
 
@@ -159,7 +161,7 @@ impl CoreRegistry {
                 ];
                 PyTuple::new(py, items)
             }
-            Admission::Refused(env) => {
+            Admission::Refused { env, .. } => {
                 PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none(), none()])
             }
         }
@@ -175,7 +177,9 @@ impl CoreRegistry {
 /// `unknown_tool` / `invalid_call` / `invalid_arguments` envelope refusing it.
 pub(crate) enum Admission<'a, 'py> {
     Tool { entry: &'a Entry, args: Bound<'py, PyAny>, checked: Checked },
-    Refused(Bound<'py, PyDict>),
+    /// The envelope, its error code, and the arguments as read when they are exactly what was
+    /// sent (their canonical text is the raw arguments').
+    Refused { env: Bound<'py, PyDict>, code: Code, raw: Option<Value> },
 }
 
 /// The body's arguments deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`): the
@@ -199,32 +203,28 @@ pub(crate) fn frozen_args<'py>(
 }
 
 impl CoreRegistry {
-    /// The registered tool a call names and its arguments (None when the call has none), or the
-    /// `invalid_call` / `unknown_tool` envelope. Raises `TypeError` when `call` is not a dict or
-    /// its name is not a string (the text is the `invalid_call` problem).
     /// Look `call` up and check its arguments (see `prepare`). Raises `TypeError` for a call
-    /// that is not a dict or whose name is not a string.
+    /// that is not a dict or whose name is not a string (the text is the `invalid_call` problem).
     pub(crate) fn admit_call<'a, 'py>(&'a self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Admission<'a, 'py>> {
-        let (entry, args) = match self.lookup(py, call)? {
-            Ok(found) => found,
-            Err(envelope) => return Ok(Admission::Refused(envelope)),
-        };
-        let core = entry.core.get();
-        Ok(match core.check(&args) {
-            Ok(checked) => Admission::Tool { entry, args, checked },
-            Err(rejection) => Admission::Refused(core.rejection_envelope(py, &rejection)?),
-        })
-    }
-
-    pub(crate) fn lookup<'a, 'py>(&'a self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Lookup<'a, 'py>> {
         let Ok(d) = call.cast::<PyDict>() else {
             return Err(type_error(&CallError::NotAMapping(super::calls::type_name(call))));
         };
-        match self.inner.lookup(&PyCall(d.clone()))? {
-            registry::Lookup::Found(entry, args) => Ok(Ok((entry, args.unwrap_or_else(|| py.None().into_bound(py))))),
-            registry::Lookup::Refused(f) => Ok(Err(envelope::failure(py, &f)?)),
-            registry::Lookup::Malformed(e) => Err(type_error(&e)),
-        }
+        let (entry, args) = match self.inner.lookup(&PyCall(d.clone()))? {
+            registry::Lookup::Found(entry, args) => (entry, args.unwrap_or_else(|| py.None().into_bound(py))),
+            registry::Lookup::Refused(f) => {
+                return Ok(Admission::Refused { env: envelope::failure(py, &f)?, code: f.code, raw: None });
+            }
+            registry::Lookup::Malformed(e) => return Err(type_error(&e)),
+        };
+        let core = entry.core.get();
+        Ok(match core.check_call(&args) {
+            Ok(checked) => Admission::Tool { entry, args, checked },
+            Err(refused) => Admission::Refused {
+                env: core.rejection_envelope(py, &refused.rejection)?,
+                code: Code::Known(ErrorCode::InvalidArguments),
+                raw: refused.raw,
+            },
+        })
     }
 }
 

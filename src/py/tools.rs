@@ -391,6 +391,11 @@ impl CoreTool {
         super::args::check(&self.validator, args)
     }
 
+    /// `check`, keeping the arguments as read when they are rejected.
+    pub(crate) fn check_call(&self, args: &Bound<'_, PyAny>) -> Result<super::args::Checked, super::args::Refused> {
+        super::args::check_call(&self.validator, args)
+    }
+
     /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
     pub(crate) fn kwargs<'py>(
         &self,
