@@ -76,6 +76,91 @@ pub enum Observed {
     Span,
 }
 
+impl Observed {
+    /// The level an audit rule's host reports: 0 nobody reads the record, 1 a record, 2 (or
+    /// more) a record and a span.
+    pub fn from_level(level: u8) -> Observed {
+        match level {
+            0 => Observed::No,
+            1 => Observed::Record,
+            _ => Observed::Span,
+        }
+    }
+}
+
+/// Which facts of a call the rules of a pipeline read: the binding gathers only these (each
+/// costs a read of the tool, the context or the arguments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// `requires_approval` and the host's approval (an approval rule).
+    pub approval: bool,
+    /// The conversation's counts or idempotency window, keyed by the canonical arguments
+    /// (repeat guard, idempotency).
+    pub counts: bool,
+    /// Whether the call changes nothing (repeat guard, idempotency, retry).
+    pub read_only: bool,
+    /// Whether running the call again is safe (retry).
+    pub retry: bool,
+    /// The tool's own deadline and the context's (timeout, idempotency's lease).
+    pub timeout: bool,
+    /// The URL argument (egress).
+    pub egress: bool,
+    /// How each audit rule observes the call.
+    pub audit: bool,
+}
+
+impl Needs {
+    /// What `rules` read.
+    pub fn of(rules: &[Rule]) -> Needs {
+        let mut n = Needs::default();
+        for rule in rules {
+            match rule {
+                Rule::Audit => n.audit = true,
+                Rule::Approval { .. } => n.approval = true,
+                Rule::Repeat { .. } => {
+                    n.counts = true;
+                    n.read_only = true;
+                }
+                Rule::Idempotency { .. } => {
+                    n.counts = true;
+                    n.read_only = true;
+                    n.timeout = true;
+                }
+                Rule::Retry { .. } => {
+                    n.retry = true;
+                    n.read_only = true;
+                }
+                Rule::Timeout { .. } => n.timeout = true,
+                Rule::Egress { .. } => n.egress = true,
+            }
+        }
+        n
+    }
+
+    /// An admitted call needs its canonical argument text when a rule keys on it, an audit
+    /// record hashes it (`observed`) or the approval refusal quotes it.
+    pub fn canonical_of_admitted(&self, observed: bool, requires_approval: bool) -> bool {
+        self.counts || observed || requires_approval
+    }
+
+    /// A rejected call (its raw arguments) needs it when the repeat guard counts it (it names a
+    /// tool) or an audit record hashes it.
+    pub fn canonical_of_rejected(&self, named: bool, observed: bool) -> bool {
+        (named && self.counts) || observed
+    }
+}
+
+/// The indices of the audit rules among `rules` (their hosts are asked how a call is observed).
+pub fn audit_rules(rules: &[Rule]) -> Vec<usize> {
+    rules.iter().enumerate().filter(|(_, r)| matches!(r, Rule::Audit)).map(|(i, _)| i).collect()
+}
+
+/// Running a call again is safe: the tool is idempotent, or the call is read-only and the tool
+/// declared its effects (an undeclared tool is read-only by default but never repeated).
+pub fn retry_safe(idempotent: bool, read_only: bool, effects_declared: bool) -> bool {
+    idempotent || (read_only && effects_declared)
+}
+
 /// What the binding read from the tool, the context and the call before the first step.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {

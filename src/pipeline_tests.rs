@@ -510,3 +510,61 @@ fn a_call_aborted_after_a_failure_or_in_its_backoff_frees_its_claim() {
     assert_eq!(p.abort(&mut m, true, at(0.2)), vec![release(&mine, FREE), cancelled(1, 200.0)]);
     assert_eq!(p.sizes().1, 0);
 }
+
+#[test]
+fn needs_follow_the_rules() {
+    assert_eq!(Needs::of(&[]), Needs::default());
+    assert_eq!(
+        Needs::of(&default_rules()),
+        Needs { approval: true, counts: true, read_only: true, retry: true, timeout: true, egress: false, audit: true }
+    );
+    assert_eq!(Needs::of(&[Rule::Timeout { default_s: 1.0 }]), Needs { timeout: true, ..Needs::default() });
+    assert_eq!(
+        Needs::of(&[Rule::Repeat { limit: 2 }]),
+        Needs { counts: true, read_only: true, ..Needs::default() }
+    );
+    assert_eq!(
+        Needs::of(&[Rule::Idempotency { shared: true, lease_s: 5.0 }]),
+        Needs { counts: true, read_only: true, timeout: true, ..Needs::default() }
+    );
+    assert_eq!(
+        Needs::of(&[Rule::Retry { policy: RetryPolicy::default(), breaker: Some((3, 1.0)) }]),
+        Needs { retry: true, read_only: true, ..Needs::default() }
+    );
+    assert_eq!(
+        Needs::of(&[Rule::Egress { allow: HostAllowList::new(vec!["a.example".to_owned()]) }, Rule::Approval { approver: true }]),
+        Needs { egress: true, approval: true, ..Needs::default() }
+    );
+    assert_eq!(audit_rules(&[Rule::Audit, Rule::Timeout { default_s: 1.0 }, Rule::Audit]), vec![0, 2]);
+    assert_eq!(audit_rules(&default_rules()[1..]), Vec::<usize>::new());
+}
+
+#[test]
+fn canonical_text_only_when_something_reads_it() {
+    let bare = Needs::default();
+    let timeout = Needs::of(&[Rule::Timeout { default_s: 1.0 }]);
+    let counted = Needs::of(&[Rule::Repeat { limit: 2 }]);
+    // admitted: a rule keyed on it, an audit record's hash, the approval refusal's message
+    assert!(!bare.canonical_of_admitted(false, false));
+    assert!(!timeout.canonical_of_admitted(false, false));
+    assert!(counted.canonical_of_admitted(false, false));
+    assert!(bare.canonical_of_admitted(true, false));
+    assert!(bare.canonical_of_admitted(false, true));
+    // rejected: counted only when it names a tool; hashed whenever observed
+    assert!(!counted.canonical_of_rejected(false, false));
+    assert!(counted.canonical_of_rejected(true, false));
+    assert!(!bare.canonical_of_rejected(true, false));
+    assert!(bare.canonical_of_rejected(false, true));
+}
+
+#[test]
+fn retry_safety_and_observed_levels() {
+    assert!(retry_safe(true, false, false));
+    assert!(retry_safe(false, true, true));
+    assert!(!retry_safe(false, true, false)); // read-only by default, effects never declared
+    assert!(!retry_safe(false, false, true));
+    assert_eq!(
+        [0, 1, 2, 7].map(Observed::from_level),
+        [Observed::No, Observed::Record, Observed::Span, Observed::Span]
+    );
+}

@@ -17,7 +17,7 @@ use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 use crate::envelope::{Code, Success};
 use crate::errors::ErrorCode;
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
-use crate::pipeline::{self as core, AuditRecord, CallMachine, Env, Event, Facts, Observed, Refusal, Rule, Step, Time, Val};
+use crate::pipeline::{self as core, AuditRecord, CallMachine, Env, Event, Facts, Needs, Observed, Refusal, Rule, Step, Time, Val};
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
@@ -314,18 +314,6 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
     })
 }
 
-/// What the rules of a pipeline need to know about a call.
-#[derive(Default, Clone, Copy)]
-struct Needs {
-    approval: bool,
-    counts: bool,
-    read_only: bool,
-    retry: bool,
-    timeout: bool,
-    egress: bool,
-    audit: bool,
-}
-
 /// The Invoker's built-in rules of one chain segment, compiled (see `crate::pipeline`), with
 /// the state they share across calls.
 ///
@@ -360,46 +348,24 @@ impl Pipeline {
     fn new(py: Python<'_>, rules: Vec<(String, Bound<'_, PyAny>)>, default_scope: String, frozen: bool) -> PyResult<Self> {
         let mut compiled = Vec::with_capacity(rules.len());
         let mut configs = Vec::with_capacity(rules.len());
-        let mut needs = Needs::default();
         let mut transient = None;
-        let mut audits = Vec::new();
         for (kind, cfg) in rules {
             let rule = match kind.as_str() {
-                "audit" => {
-                    needs.audit = true;
-                    audits.push(compiled.len());
-                    Rule::Audit
-                }
-                "approval" => {
-                    needs.approval = true;
-                    Rule::Approval { approver: !cfg.getattr("approver")?.is_none() }
-                }
-                "repeat_guard" => {
-                    needs.counts = true;
-                    needs.read_only = true;
-                    Rule::Repeat { limit: cfg.getattr("limit")?.extract()? }
-                }
+                "audit" => Rule::Audit,
+                "approval" => Rule::Approval { approver: !cfg.getattr("approver")?.is_none() },
+                "repeat_guard" => Rule::Repeat { limit: cfg.getattr("limit")?.extract()? },
                 "idempotency" => {
-                    needs.counts = true;
-                    needs.read_only = true;
-                    needs.timeout = true;
                     Rule::Idempotency { shared: !cfg.getattr("store")?.is_none(), lease_s: cfg.getattr("lease_s")?.extract()? }
                 }
                 "retry" => {
-                    needs.retry = true;
-                    needs.read_only = true;
                     let policy = cfg.getattr("policy")?.cast_into::<RetryPolicy>()?;
                     transient.get_or_insert_with(|| policy.get().transient.clone_ref(py));
                     let threshold: Option<u32> = cfg.getattr("breaker_threshold")?.extract()?;
                     let cooldown: f64 = cfg.getattr("breaker_cooldown_s")?.extract()?;
                     Rule::Retry { policy: policy.get().policy, breaker: threshold.map(|t| (t, cooldown)) }
                 }
-                "timeout" => {
-                    needs.timeout = true;
-                    Rule::Timeout { default_s: cfg.getattr("default_s")?.extract()? }
-                }
+                "timeout" => Rule::Timeout { default_s: cfg.getattr("default_s")?.extract()? },
                 "egress" => {
-                    needs.egress = true;
                     Rule::Egress { allow: HostAllowList::new(cfg.getattr("allowed")?.extract::<Vec<String>>()?) }
                 }
                 other => return Err(PyValueError::new_err(format!("unknown pipeline rule {other:?}"))),
@@ -407,6 +373,8 @@ impl Pipeline {
             compiled.push(rule);
             configs.push(cfg.unbind());
         }
+        let needs = Needs::of(&compiled);
+        let audits = core::audit_rules(&compiled);
         Ok(Self {
             inner: Mutex::new(core::Pipeline::new(compiled)),
             configs,
@@ -622,19 +590,15 @@ impl Call {
             for &i in &p.audits {
                 let cfg = p.configs[i].bind(py);
                 let level: u8 = cfg.call_method1(intern!(py, "observed_level"), (ctx,))?.extract()?;
-                f.audit[i] = match level {
-                    0 => Observed::No,
-                    1 => Observed::Record,
-                    _ => Observed::Span,
-                };
-                observed |= level > 0;
+                f.audit[i] = Observed::from_level(level);
+                observed |= f.audit[i] != Observed::No;
             }
         }
         match parts {
             Admitted::Rejected { env, code, raw, name, args, call_id } => {
                 f.rejection_code = Some(code.unwrap_or_else(|| code_of(&env)));
                 f.name = name.as_ref().map(|n| n.to_string());
-                if (f.name.is_some() && n.counts) || observed {
+                if n.canonical_of_rejected(f.name.is_some(), observed) {
                     f.canonical = match (raw, &args) {
                         (Some(value), _) => rules::canonical_json(&value),
                         (None, Some(a)) => raw_canonical(a),
@@ -662,9 +626,10 @@ impl Call {
                     };
                 }
                 if n.retry {
-                    f.retry_safe = truthy_attr(&tool, intern!(py, "idempotent"))?
-                        || (f.read_only
-                            && !matches!(tool.getattr_opt(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false))));
+                    let idempotent = truthy_attr(&tool, intern!(py, "idempotent"))?;
+                    // Only an explicit `effects_declared = False` counts as undeclared.
+                    let undeclared = matches!(tool.getattr_opt(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false)));
+                    f.retry_safe = core::retry_safe(idempotent, f.read_only, !undeclared);
                 }
                 if n.timeout {
                     f.tool_timeout_s = match tool.getattr_opt(intern!(py, "timeout_s"))? {
@@ -693,7 +658,7 @@ impl Call {
                         }
                     }
                 }
-                let needs_canonical = n.counts || observed || f.requires_approval;
+                let needs_canonical = n.canonical_of_admitted(observed, f.requires_approval);
                 f.canonical = match canonical {
                     Canonical::Text(c) => c,
                     _ if !needs_canonical => String::new(),
@@ -852,7 +817,6 @@ impl Call {
     }
 
     fn envelope<'py>(&mut self, py: Python<'py>, env: Env<V>) -> PyResult<Bound<'py, PyDict>> {
-        let name = self.m.facts().name.clone().unwrap_or_default();
         match env {
             Env::Ok { value, elapsed_ms, deduplicated } => {
                 let value = match value {
@@ -867,7 +831,7 @@ impl Call {
             Env::Refused(r) => refusal_envelope(py, &r, self.m.facts()),
             Env::Failed { .. } | Env::Rejected { .. } | Env::Passed { .. } => match self.held.take() {
                 Some(env) => Ok(env.into_bound(py)),
-                None => internal_envelope(py, &name),
+                None => internal_envelope(py, self.m.facts().name.as_deref().unwrap_or("")),
             },
         }
     }
