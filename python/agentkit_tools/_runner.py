@@ -473,7 +473,9 @@ async def _finish(coro: Any, y: Any) -> None:
 
 @types.coroutine
 def _follow(coro: Any, y: Any) -> Any:
-    """Step ``coro`` (it yielded ``y``) in this task until it ends."""
+    """Step ``coro`` (it yielded ``y``) in this task until it ends. When this task is cancelled
+    (``asyncio.run`` ending, the loop shutting down) the body gets that cancellation too, and a
+    body that swallows it as well is closed: it never keeps the loop from ending."""
     while True:
         try:
             value = yield y
@@ -484,6 +486,9 @@ def _follow(coro: Any, y: Any) -> Any:
             try:
                 y = coro.throw(exc)
             except StopIteration:
+                return
+            if isinstance(exc, asyncio.CancelledError):  # it swallowed a second cancellation
+                coro.close()
                 return
         else:
             try:
