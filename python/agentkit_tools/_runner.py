@@ -355,6 +355,9 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
         coro = _as_coro(coro)
     run = contextvars.copy_context().run
     end = None if limit is None else _monotonic() + limit
+    # Deadlines entered in this task from here on while the body runs: its own and those of the
+    # calls it makes (handed to the task that runs its clean-up if it is abandoned).
+    mark = None if limit is None else _deadlines_of(asyncio.get_running_loop()).seq
     try:
         y = run(coro.send, None)
     except StopIteration as stop:
@@ -369,14 +372,14 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
     if left is not None and left <= 0:  # its first step blocked past the deadline
         if _isfuture(y):
             y.cancel()
-        _abandon(coro, run, asyncio.CancelledError())
+        _abandon(coro, run, asyncio.CancelledError(), mark)
         raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
     with _Deadline(limit, name, left) as deadline:
-        return await _delegate(coro, run, y, deadline, end)
+        return await _delegate(coro, run, y, deadline, end, mark)
 
 
 @types.coroutine
-def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | None) -> Any:
+def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | None, mark: int | None) -> Any:
     """Go on stepping the suspended body ``coro`` (it yielded ``y``) in the caller's task:
     what it yields goes to the task untouched (a future keeps its ``_asyncio_future_blocking``
     hand-shake), what the task sends or throws goes to the body, each step in the body's
@@ -414,11 +417,11 @@ def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | Non
                 if not deadline.expired:
                     continue  # the body sees the cancellation once that future has ended
             if deadline.expired:
-                _abandon(coro, run, exc)
+                _abandon(coro, run, exc, mark)
                 raise
             step, arg = throw, exc
         except GeneratorExit:  # the caller's coroutine is closed
-            _abandon(coro, run, asyncio.CancelledError())
+            _abandon(coro, run, asyncio.CancelledError(), mark)
             raise
         except BaseException as exc:
             step, arg = throw, exc
@@ -440,10 +443,12 @@ def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | Non
             raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
 
 
-def _abandon(coro: Any, run: Any, exc: BaseException) -> None:
+def _abandon(coro: Any, run: Any, exc: BaseException, mark: int | None = None) -> None:
     """Cancel the suspended body ``coro`` at once: ``exc`` (a ``CancelledError``) is thrown into
     it in its context; if its clean-up suspends, a task of its own drives it to its end, the
-    outcome dropped without a trace."""
+    outcome dropped without a trace. The deadlines of calls the body made itself (entered in
+    this task after ``mark``, still pending) go with it: at expiry they cancel that task, never
+    the caller's."""
     try:
         y = run(coro.throw, exc)
     except BaseException as ended:
@@ -461,6 +466,11 @@ def _abandon(coro: Any, run: Any, exc: BaseException) -> None:
     task = run(loop.create_task, _finish(coro, y))  # in a copy of the body's context
     _CLEANING.add(task)
     task.add_done_callback(_CLEANING.discard)
+    if mark is not None:
+        caller = asyncio.current_task()
+        for _, seq, deadline in _deadlines_of(loop).heap:
+            if seq > mark and deadline.task is caller and not deadline.ended:
+                deadline.task, deadline.cancelling = task, 0
 
 
 async def _finish(coro: Any, y: Any) -> None:
