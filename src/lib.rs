@@ -1,7 +1,7 @@
 //! agentkit-tools core.
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `calls`,
-//! `registry`, `middleware`, `render`, `memory`)
+//! `registry`, `middleware`, `render`, `memory`, `handoff`)
 //! hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
 //! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
 //! so the core builds and runs its tests with pyo3 absent.
@@ -9,6 +9,7 @@ pub mod calls;
 pub mod docstring;
 pub mod envelope;
 pub mod errors;
+pub mod handoff;
 pub mod memory;
 pub mod middleware;
 pub mod pipeline;

@@ -486,8 +486,11 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     """The calls from Python into the Rust core during one default-chain call, counted with a
     profile hook: exactly two — ``Pipeline.begin`` (lookup, validation, freezing, canonical text
     and every decision before the body) and ``Call.ok`` (the outcome in, the envelope out). The
-    deadline's timer is Python's own heap. (The worker thread of a sync body is not profiled;
-    it makes no call into the core.)"""
+    deadline's timer is Python's own heap. A sync body's hand-off to a worker thread adds the
+    core's work queue: ``WorkQueue.claim`` (an idle worker promised to the call) and
+    ``WorkQueue.run`` (queue it, wait briefly for the result) and ``ResultSlot.abandon`` when the
+    result was not there by the end of that wait, or ``WorkQueue.put`` when the loop had other
+    work ready. (The worker thread is not profiled.)"""
     import sys
     from collections import Counter
 
@@ -519,6 +522,15 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         finally:
             sys.setprofile(None)
         assert env["value"] == 7
+        handoff = {k: seen.pop(k) for k in list(seen) if k.split(".")[0] in ("WorkQueue", "ResultSlot")}
+        if name == "add_sync":
+            assert handoff in (
+                {"WorkQueue.claim": 1, "WorkQueue.run": 1},
+                {"WorkQueue.claim": 1, "WorkQueue.run": 1, "ResultSlot.abandon": 1},
+                {"WorkQueue.claim": 1, "WorkQueue.put": 1},
+            )
+        else:
+            assert handoff == {}
         expected = {"Pipeline.begin": 1, "Call.ok": 1}
         level = inv.middleware[0].observed_level(None)  # a tracer provider or DEBUG log set by another test
         if level:

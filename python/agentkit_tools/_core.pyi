@@ -50,11 +50,14 @@ __all__ = [
     "MAX_SPELLED_OUT",
     "MIN_DESCRIPTION_CHARS",
     "FORMAT_PATTERNS",
+    "HANDOFF_SPIN_S",
     "MemoryCasLoop",
     "MemoryCommand",
     "MemoryStoreEngine",
     "MemoryTree",
     "PROVIDERS",
+    "WorkQueue",
+    "ResultSlot",
     "RetryPolicy",
     "SchemaValidator",
     "__version__",
@@ -552,6 +555,76 @@ class RetryPolicy:
 
     def ceiling_s(self, attempt: int) -> float:
         """The upper bound of ``delay_s(attempt)``, in seconds."""
+
+# ---------------------------------------------------------------------- worker pool hand-off
+
+HANDOFF_SPIN_S: float
+"""The longest a thread waiting in ``WorkQueue`` spins before it parks, in seconds: 50 µs
+(5e-05). The bound in use is this while recent waits were shorter than it, and 2 µs while they
+were longer. Spinning runs with the interpreter lock released and yields the CPU
+(``sched_yield``) between checks."""
+
+@final
+class ResultSlot:
+    """A one-shot cell for a call's outcome ``(ok, value)`` between the worker thread that runs
+    the call and the caller that waits for it."""
+
+    def __new__(cls, done: Callable[[bool, Any], Any] | None = None) -> Self:
+        """``done(ok, value)``: the caller's other way back, called on the worker thread for an
+        outcome published after the caller abandoned the slot (None: such an outcome is
+        dropped)."""
+
+    @property
+    def done(self) -> Callable[[bool, Any], Any] | None:
+        """The ``done`` given to the constructor."""
+
+    def set(self, ok: bool, value: object) -> None:
+        """Store the outcome; the waiter sees it once it is published (``WorkQueue.take``)."""
+
+    def result(self) -> tuple[bool, Any]:
+        """Take the stored outcome out. Raises ``RuntimeError`` when the slot holds none."""
+
+    def abandon(self) -> bool:
+        """The waiter stops waiting: True when nothing was published yet (an outcome published
+        later stays in the slot for the worker), False when it was (take it with
+        ``result()``)."""
+
+@final
+class WorkQueue:
+    """The FIFO of jobs of a pool of worker threads, and the waits of its workers and callers.
+    Of the workers waiting for a job, at most one spins (``HANDOFF_SPIN_S``); the others park
+    and are woken one per job the spinning one cannot take. Every wait releases the
+    interpreter lock; a thread still waiting when the interpreter finalizes stays parked."""
+
+    def __new__(cls) -> Self: ...
+    def claim(self) -> bool:
+        """Promise the next job to an idle worker: True when one was idle (pass
+        ``claimed=True`` when queueing the job), False when every worker is busy."""
+
+    def idle(self) -> int:
+        """Workers waiting for a job that no job was promised to."""
+
+    def put(self, job: object, claimed: bool) -> None:
+        """Queue ``job`` (``claimed``: what ``claim()`` returned for it); wakes a parked worker
+        unless the spinning one will take it."""
+
+    def take(self, publish: ResultSlot | None = None) -> Any:
+        """For a worker thread: the next job, waiting as long as it takes (spinning first, then
+        parked). With ``publish``, first make that slot's stored outcome visible to its waiter,
+        after the interpreter lock is released; returns None instead of a job when that waiter
+        had abandoned the slot (the outcome stays in it)."""
+
+    def run(
+        self, job: object, claimed: bool, slot: ResultSlot, timeout: float | None, park: bool = True
+    ) -> tuple[bool, Any] | None:
+        """Queue ``job`` once the interpreter lock is released, then wait for ``slot`` up to
+        ``timeout`` seconds (None: no limit; negative or NaN: no wait): spinning first, then,
+        with ``park``, parked. Returns the outcome ``(ok, value)`` taken out of the slot, or
+        None when it was not published in time."""
+
+    def wait(self, slot: ResultSlot, timeout: float | None) -> tuple[bool, Any] | None:
+        """Wait for ``slot`` up to ``timeout`` seconds (None: no limit), parked; returns as
+        ``run``."""
 
 # ---------------------------------------------------------------------- memory
 

@@ -6,6 +6,7 @@ mod calls;
 mod docstring;
 mod envelope;
 mod frozen;
+mod handoff;
 mod memory;
 mod pipeline;
 mod providers;
@@ -18,6 +19,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     docstring::register(m)?;
     envelope::register(m)?;
     frozen::register(m)?;
+    handoff::register(m)?;
     memory::register(m)?;
     pipeline::register(m)?;
     providers::register(m)?;

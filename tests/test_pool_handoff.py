@@ -1,0 +1,239 @@
+"""The hand-off between callers and the worker pool that runs sync tool bodies.
+
+Waiting workers spin briefly (one at a time) then park; callers wait for the result spinning
+briefly with the interpreter lock released, then parked (``_core.WorkQueue``,
+``_core.ResultSlot``). These tests hold the guarantees that must survive every race of that
+hand-off: each call gets exactly one envelope, its own; a deadline is honoured; the pool's
+accounting returns to rest; and a process exits cleanly whatever its workers and callers are
+doing at that moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import agentkit_tools
+from agentkit_tools import Invoker, ToolRegistry, dispatch, tool
+from agentkit_tools._runner import pool_sizes
+
+CALLS = int(os.environ.get("AGENTKIT_HANDOFF_CALLS", "3000"))
+EXIT_RUNS = int(os.environ.get("AGENTKIT_EXIT_RUNS", "200")) // 2
+
+
+@tool(read_only=True, timeout_s=0.0004)
+def echo(n: int, spin_us: int) -> int:
+    """Busy-wait spin_us microseconds, then return n."""
+    end = time.perf_counter() + spin_us / 1e6
+    while time.perf_counter() < end:
+        pass
+    return n
+
+
+def _outcome(env: dict, n: int) -> str:
+    if env["ok"]:
+        assert env["value"] == n, env  # its own result, never another call's
+        return "ok"
+    assert env["error"]["code"] == "timeout", env
+    return "timeout"
+
+
+def _settle() -> tuple[int, int, int]:
+    """Wait until every worker is back waiting for a job (bodies here take at most 1 ms)."""
+    for _ in range(500):
+        threads, idle, stuck = pool_sizes()
+        if idle == threads and stuck == 0:
+            break
+        time.sleep(0.01)
+    return pool_sizes()
+
+
+def test_dispatch_under_tiny_deadlines_from_many_threads_gives_each_call_one_envelope() -> None:
+    reg = ToolRegistry([echo])
+    rng = random.Random(7)
+    plan = [(n, rng.choice((0, 0, 50, 200, 400, 1000))) for n in range(CALLS)]
+
+    def caller(part: list[tuple[int, int]]) -> list[str]:
+        return [
+            _outcome(dispatch({"id": str(n), "name": "echo", "input": {"n": n, "spin_us": us}}, reg), n)
+            for n, us in part
+        ]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        seen = [o for part in pool.map(caller, [plan[i::4] for i in range(4)]) for o in part]
+    assert len(seen) == CALLS
+    assert {"ok", "timeout"} <= set(seen)  # both sides of the race were exercised
+    threads, idle, stuck = _settle()
+    assert (idle, stuck) == (threads, 0)
+
+
+def test_invoker_under_tiny_deadlines_gives_each_call_one_envelope() -> None:
+    inv = Invoker(ToolRegistry([echo]))
+    rng = random.Random(11)
+    plan = [(n, rng.choice((0, 0, 50, 200, 400, 1000))) for n in range(CALLS)]
+
+    async def main() -> list[str]:
+        out = []
+        for i in range(0, CALLS, 50):  # one at a time (the loop is idle), then batches of 8
+            batch = plan[i : i + 50]
+            envs = [await inv.invoke({"id": str(n), "name": "echo", "input": {"n": n, "spin_us": us}}) for n, us in batch[:42]]
+            envs += await asyncio.gather(
+                *(inv.invoke({"id": str(n), "name": "echo", "input": {"n": n, "spin_us": us}}) for n, us in batch[42:])
+            )
+            out += [_outcome(env, n) for env, (n, _) in zip(envs, batch)]
+        return out
+
+    seen = asyncio.run(main())
+    assert len(seen) == CALLS
+    assert {"ok", "timeout"} <= set(seen)
+    threads, idle, stuck = _settle()
+    assert (idle, stuck) == (threads, 0)
+
+
+def test_a_result_that_misses_the_callers_brief_wait_still_reaches_the_event_loop() -> None:
+    @tool(read_only=True)
+    def slowish(n: int) -> int:
+        """Sleep two milliseconds, then return the number n."""
+        time.sleep(0.002)
+        return n
+
+    @tool(read_only=True)
+    def quick(n: int) -> int:
+        """Return the number n at once, without waiting."""
+        return n
+
+    inv = Invoker(ToolRegistry([slowish, quick]))
+
+    async def main() -> list:
+        return [(await inv.invoke({"id": str(n), "name": name, "input": {"n": n}}))["value"]
+                for n in range(200) for name in ("slowish", "quick")]
+
+    assert asyncio.run(main()) == [n for n in range(200) for _ in range(2)]
+
+
+def test_contextvars_reach_the_worker_on_both_paths() -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    @tool(read_only=True)
+    def read_var(n: int) -> str:
+        """Return the context variable's value and n."""
+        return f"{var.get()}-{n}"
+
+    reg = ToolRegistry([read_var])
+    var.set("dispatch")
+    assert [dispatch({"id": "c", "name": "read_var", "input": {"n": n}}, reg)["value"] for n in range(50)] == [
+        f"dispatch-{n}" for n in range(50)
+    ]
+
+    async def main() -> list:
+        var.set("invoke")
+        inv = Invoker(reg)
+        one = [(await inv.invoke({"id": "c", "name": "read_var", "input": {"n": n}}))["value"] for n in range(50)]
+        many = await asyncio.gather(*(inv.invoke({"id": "c", "name": "read_var", "input": {"n": n}}) for n in range(50, 60)))
+        return one + [e["value"] for e in many]
+
+    assert asyncio.run(main()) == [f"invoke-{n}" for n in range(60)]
+
+
+EXIT_SCRIPT = r"""
+import asyncio, random, sys, threading, time
+from agentkit_tools import Invoker, ToolRegistry, dispatch, tool
+from agentkit_tools._runner import _await_worker, run_sync_in_worker
+from agentkit_tools.errors import ToolTimeoutError
+
+@tool(read_only=True)
+def work(n: int, sleep_ms: float) -> int:
+    '''Sleep sleep_ms milliseconds (0: none), then return the number n.'''
+    if sleep_ms:
+        time.sleep(sleep_ms / 1000)
+    return n
+
+def body(n, sleep_s):
+    if sleep_s:
+        time.sleep(sleep_s)
+    return n
+
+def waiting(sleep_s, limit):  # a synchronous caller (what dispatch does)
+    i = 0
+    while True:
+        try:
+            assert run_sync_in_worker(body, i, sleep_s, limit, "body") == i
+        except ToolTimeoutError:
+            pass
+        i += 1
+
+def awaiting(sleep_s, limit):  # a caller on an event loop (what Invoker.invoke does)
+    async def main():
+        i = 0
+        while True:
+            try:
+                assert await _await_worker(None, body, i, sleep_s, limit, "body") == i
+            except ToolTimeoutError:
+                pass
+            i += 1
+    asyncio.run(main())
+
+reg = ToolRegistry([work])
+call = {"id": "m", "name": "work", "input": {"n": 1, "sleep_ms": 0}}
+assert dispatch(call, reg)["value"] == 1 and asyncio.run(Invoker(reg).invoke(call))["value"] == 1
+# Returning at once (workers spin for the next job), sleeping 1 ms (callers spin, then park),
+# overrunning the deadline (callers give up; workers finish late, then park).
+for target in (waiting, awaiting):
+    for sleep_s, limit in ((0, None), (0, 5.0), (0.001, 5.0), (0.2, 0.03)):
+        threading.Thread(target=target, args=(sleep_s, limit), daemon=True).start()
+time.sleep(random.uniform(0.0, 0.08))
+for n in range(3):  # the main thread's own calls: a worker is spinning for the next one at exit
+    call = {"id": "m", "name": "work", "input": {"n": n, "sleep_ms": 0}}
+    assert dispatch(call, reg)["value"] == n
+print("exit", flush=True)
+"""
+
+
+def _interpreters() -> list:
+    found = [pytest.param(sys.executable, id="sys.executable")]
+    for version in ("3.10.13", "3.13.0"):
+        exe = Path(f"/root/.pyenv/versions/{version}/bin/python3")
+        found.append(
+            pytest.param(
+                str(exe),
+                id=f"python{version}",
+                marks=pytest.mark.skipif(not exe.exists(), reason=f"no Python {version} interpreter at {exe} on this machine"),
+            )
+        )
+    return found
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_process_exits_cleanly_whatever_its_workers_and_callers_are_doing(python, tmp_path) -> None:
+    """Daemon threads keep handing sync bodies to the pool, as ``dispatch`` and ``Invoker`` do
+    (bodies that return at once, sleep 1 ms, or overrun their deadline), while the main thread
+    exits: at that moment workers are spinning, parked or mid-body and callers are spinning,
+    parked or about to re-take the interpreter lock. Every run must exit with status 0 and
+    nothing on stderr."""
+    pkg = Path(agentkit_tools.__file__).parent
+    (tmp_path / "agentkit_tools").symlink_to(pkg, target_is_directory=True)
+    script = tmp_path / "pool_exit.py"
+    script.write_text(EXIT_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONHOME", None)
+
+    def once(_: int) -> tuple[int, str, str]:
+        p = subprocess.run([python, str(script)], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=120)
+        return p.returncode, p.stdout, p.stderr[-2000:]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(once, range(EXIT_RUNS)))
+    failures = [r for r in results if r != (0, "exit\n", "")]
+    assert not failures, f"{len(failures)} of {EXIT_RUNS} runs did not exit cleanly; first: {failures[0]}"
