@@ -96,8 +96,12 @@ fn spin_until(until: Instant, ready: impl Fn() -> bool) -> bool {
 
 struct Queue<T> {
     items: VecDeque<(T, bool)>,
-    /// Workers inside [`Mailbox::take`] that no job has been promised to.
-    idle: usize,
+    /// Workers inside [`Mailbox::take`].
+    waiting: usize,
+    /// Claims ([`Mailbox::claim`]) whose job no worker has taken yet.
+    promised: usize,
+    /// Queued jobs put without a claim (each will take one worker too).
+    unclaimed: usize,
     /// Workers parked on the condition variable.
     parked: usize,
     /// A worker is spinning for the next job.
@@ -119,7 +123,9 @@ impl<T> Default for Mailbox<T> {
         Mailbox {
             queue: Mutex::new(Queue {
                 items: VecDeque::new(),
-                idle: 0,
+                waiting: 0,
+                promised: 0,
+                unclaimed: 0,
                 parked: 0,
                 spinning: false,
             }),
@@ -141,8 +147,8 @@ impl<T> Mailbox<T> {
     /// caller may start another).
     pub fn claim(&self) -> bool {
         let mut q = lock(&self.queue);
-        if q.idle > 0 {
-            q.idle -= 1;
+        if q.waiting > q.promised + q.unclaimed {
+            q.promised += 1;
             true
         } else {
             false
@@ -151,7 +157,8 @@ impl<T> Mailbox<T> {
 
     /// Workers waiting for a job that no job has been promised to.
     pub fn idle(&self) -> usize {
-        lock(&self.queue).idle
+        let q = lock(&self.queue);
+        q.waiting.saturating_sub(q.promised + q.unclaimed)
     }
 
     /// Queue a job (`claimed`: an idle worker was promised to it by [`Mailbox::claim`]) and wake
@@ -159,6 +166,9 @@ impl<T> Mailbox<T> {
     pub fn put(&self, job: T, claimed: bool) {
         let mut q = lock(&self.queue);
         q.items.push_back((job, claimed));
+        if !claimed {
+            q.unclaimed += 1;
+        }
         self.queued.store(q.items.len(), Ordering::Release);
         let covered = usize::from(q.spinning);
         if q.parked > 0 && q.items.len() > covered {
@@ -170,17 +180,21 @@ impl<T> Mailbox<T> {
     }
 
     /// The next job, waiting as long as it takes: the first waiting worker spins (bounded), the
-    /// others park. A worker counts as idle from the call until it receives a job no one
-    /// promised to it.
+    /// others park. Idle workers: those waiting here, less the jobs that will take one of
+    /// them (claims whose job is not taken yet, queued jobs put without a claim); whichever
+    /// worker takes which job, the count stays exact.
     pub fn take(&self) -> T {
         let mut q = lock(&self.queue);
-        q.idle += 1;
+        q.waiting += 1;
         let started = Instant::now();
         loop {
             if let Some((job, claimed)) = q.items.pop_front() {
                 self.queued.store(q.items.len(), Ordering::Release);
-                if !claimed && q.idle > 0 {
-                    q.idle -= 1;
+                q.waiting -= 1;
+                if claimed {
+                    q.promised -= 1;
+                } else {
+                    q.unclaimed -= 1;
                 }
                 if !q.items.is_empty() && q.parked > 0 && !q.spinning {
                     self.wake.notify_one();
@@ -526,5 +540,34 @@ mod tests {
             w.join().unwrap();
         }
         assert_eq!(seen, 20_000);
+    }
+
+    /// A worker takes an earlier, unclaimed job while a claim counted on it: the idle count
+    /// never exceeds the workers waiting (it once did, and grew by one per such race).
+    #[test]
+    fn idle_never_exceeds_the_workers_waiting() {
+        let m: Arc<Mailbox<u32>> = Arc::new(Mailbox::new());
+        m.put(1, false); // queued before any worker
+        let w = {
+            let m = m.clone();
+            thread::spawn(move || (m.take(), m.take()))
+        };
+        // While job 1 is queued the waiting worker is its: no idle worker to promise to job 2
+        // (once job 1 is taken and the worker waits again, there is).
+        let claimed = m.claim();
+        m.put(2, claimed);
+        assert_eq!(w.join().unwrap(), (1, 2));
+        assert_eq!(m.idle(), 0);
+        let w = {
+            let m = m.clone();
+            thread::spawn(move || m.take())
+        };
+        while m.idle() < 1 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(m.idle(), 1);
+        m.put(3, m.claim());
+        assert_eq!(w.join().unwrap(), 3);
+        assert_eq!(m.idle(), 0);
     }
 }

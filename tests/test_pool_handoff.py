@@ -25,10 +25,11 @@ import pytest
 
 import agentkit_tools
 from agentkit_tools import Invoker, ToolRegistry, dispatch, tool
+from agentkit_tools import _runner
 from agentkit_tools._runner import pool_sizes
 
 CALLS = int(os.environ.get("AGENTKIT_HANDOFF_CALLS", "3000"))
-EXIT_RUNS = int(os.environ.get("AGENTKIT_EXIT_RUNS", "200")) // 2
+EXIT_RUNS = int(os.environ.get("AGENTKIT_EXIT_RUNS", "200")) // 3  # per interpreter
 
 
 @tool(read_only=True, timeout_s=0.0004)
@@ -38,6 +39,13 @@ def echo(n: int, spin_us: int) -> int:
     while time.perf_counter() < end:
         pass
     return n
+
+
+@pytest.fixture
+def own_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool of its own for the test, so its accounting is not shared with bodies other tests
+    left running."""
+    monkeypatch.setattr(_runner, "_POOL", _runner._Pool())
 
 
 def _outcome(env: dict, n: int) -> str:
@@ -58,7 +66,7 @@ def _settle() -> tuple[int, int, int]:
     return pool_sizes()
 
 
-def test_dispatch_under_tiny_deadlines_from_many_threads_gives_each_call_one_envelope() -> None:
+def test_dispatch_under_tiny_deadlines_from_many_threads_gives_each_call_one_envelope(own_pool: None) -> None:
     reg = ToolRegistry([echo])
     rng = random.Random(7)
     plan = [(n, rng.choice((0, 0, 50, 200, 400, 1000))) for n in range(CALLS)]
@@ -74,10 +82,10 @@ def test_dispatch_under_tiny_deadlines_from_many_threads_gives_each_call_one_env
     assert len(seen) == CALLS
     assert {"ok", "timeout"} <= set(seen)  # both sides of the race were exercised
     threads, idle, stuck = _settle()
-    assert (idle, stuck) == (threads, 0)
+    assert (idle, stuck) == (threads, 0) and threads >= 1
 
 
-def test_invoker_under_tiny_deadlines_gives_each_call_one_envelope() -> None:
+def test_invoker_under_tiny_deadlines_gives_each_call_one_envelope(own_pool: None) -> None:
     inv = Invoker(ToolRegistry([echo]))
     rng = random.Random(11)
     plan = [(n, rng.choice((0, 0, 50, 200, 400, 1000))) for n in range(CALLS)]
