@@ -10,7 +10,9 @@
   loop. The body shares the caller's task: ``asyncio.current_task()`` is the caller's, so its
   own ``asyncio.timeout`` and task groups cancel that task and the body sees those
   cancellations as it sees the caller's (it decides what to do with them, as any coroutine the
-  caller awaits does).
+  caller awaits does). The limit of that: a scope the body entered (``asyncio.timeout``, a task
+  group) that is still open when its clean-up goes on by itself past the deadline, and fires
+  then, cancels the caller's task — it remembers the task it started in.
 - A sync body runs on a worker thread of one process-wide pool (or, for a tool declared
   ``non_blocking``, directly on the caller's thread: no hop, and no deadline can interrupt it).
   Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
