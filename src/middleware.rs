@@ -55,6 +55,20 @@ pub enum CanonicalError {
     TooDeep,
 }
 
+impl std::fmt::Display for CanonicalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CanonicalError::NotFinite(_) => "not a finite number",
+            CanonicalError::TooDeep => "arguments nested too deeply",
+        })
+    }
+}
+
+/// How deep arrays and objects may nest in a value whose nesting no JSON parser bounded (a
+/// host-language object written with [`Canonical::bounded`]); deeper is
+/// [`CanonicalError::TooDeep`].
+pub const MAX_CANONICAL_DEPTH: usize = 256;
+
 impl From<CanonicalError> for std::convert::Infallible {
     fn from(e: CanonicalError) -> Self {
         unreachable!("a serde_json::Value cannot fail canonical writing: {e:?}")
@@ -76,6 +90,11 @@ impl Canonical {
     /// A writer that refuses arrays and objects nested more than `max_depth` deep.
     pub fn new(max_depth: usize) -> Self {
         Self { out: String::with_capacity(128), depth: 0, max_depth }
+    }
+
+    /// A writer for a value whose nesting no parser bounded: at most [`MAX_CANONICAL_DEPTH`].
+    pub fn bounded() -> Self {
+        Self::new(MAX_CANONICAL_DEPTH)
     }
 
     /// The text written.
@@ -762,6 +781,20 @@ mod tests {
         let deep: Result<(), CanonicalError> = w.array([1], |w, _| w.array([2], |_, _| Ok(())));
         assert_eq!(deep, Err(CanonicalError::TooDeep));
         assert!(matches!(Canonical::new(1).float(f64::NAN), Err(CanonicalError::NotFinite(f)) if f.is_nan()));
+        assert_eq!(CanonicalError::NotFinite(f64::INFINITY).to_string(), "not a finite number");
+        assert_eq!(CanonicalError::TooDeep.to_string(), "arguments nested too deeply");
+        // the bounded writer takes MAX_CANONICAL_DEPTH levels, not one more
+        fn nest(w: &mut Canonical, levels: usize) -> Result<(), CanonicalError> {
+            if levels == 0 {
+                w.null();
+                return Ok(());
+            }
+            w.array([levels - 1], nest)
+        }
+        let mut w = Canonical::bounded();
+        assert_eq!(nest(&mut w, MAX_CANONICAL_DEPTH), Ok(()));
+        assert_eq!(w.finish(), format!("{}null{}", "[".repeat(256), "]".repeat(256)));
+        assert_eq!(nest(&mut Canonical::bounded(), MAX_CANONICAL_DEPTH + 1), Err(CanonicalError::TooDeep));
         // sha256("{}") = 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
         assert_eq!(args_hash("{}"), "44136fa355b3678a");
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

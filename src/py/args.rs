@@ -279,26 +279,18 @@ fn branches<'py>(py: Python<'py>, s: &Map<String, Value>, obj: &Bound<'py, PyAny
 
 // ------------------------------------------------------------------ canonical text
 
-/// Arrays and objects nested deeper than this are not written as canonical JSON (the caller
-/// falls back to the value's `repr`).
-const MAX_CANONICAL_DEPTH: usize = 256;
-
 impl From<crate::middleware::CanonicalError> for PyErr {
     fn from(e: crate::middleware::CanonicalError) -> PyErr {
-        use crate::middleware::CanonicalError;
-        pyo3::exceptions::PyValueError::new_err(match e {
-            CanonicalError::NotFinite(_) => "not a finite number",
-            CanonicalError::TooDeep => "arguments nested too deeply",
-        })
+        pyo3::exceptions::PyValueError::new_err(e.to_string())
     }
 }
 
 /// The canonical JSON text of a Python value (`crate::middleware::canonical_json` for the
 /// equivalent JSON, written by the same writer straight from the Python objects, integers of any
 /// size exact). Only dict/list/tuple (and subclasses), str, int, float, bool and None; anything
-/// else, a non-string key, NaN or nesting past the limit is a `ValueError`.
+/// else, a non-string key, NaN or nesting past the core's limit is a `ValueError`.
 pub(crate) fn canonical_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    let mut w = crate::middleware::Canonical::new(MAX_CANONICAL_DEPTH);
+    let mut w = crate::middleware::Canonical::bounded();
     write_canonical(&mut w, obj)?;
     Ok(w.finish())
 }
