@@ -898,3 +898,22 @@ def test_canonical_text_of_a_mapping_and_of_json_text_agree() -> None:
     for _ in range(300):
         deep = [deep]
     assert _core.canonical_args({"d": deep})[0].startswith("{'d': [[[")
+
+
+def test_audit_imports_opentelemetry_when_built_not_on_the_first_call():
+    """The core asks the audit rule per call whether anyone observes the record; an import
+    there, in a daemon thread of an exiting process, aborted the process (22 of 60 runs of a
+    script whose daemon threads made their first calls as the main thread returned). The rule
+    is resolved when ``audit()`` is built, on the constructing thread."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from agentkit_tools import middleware as mw\n"
+        "before = (mw._OTEL is None, 'opentelemetry.trace' in sys.modules)\n"
+        "mw.audit()\n"
+        "print(before, mw._OTEL is None, 'opentelemetry.trace' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "(True, False) False True\n", "")

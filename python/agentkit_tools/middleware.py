@@ -251,6 +251,10 @@ class _Audit(_Builtin):
 
     def __init__(self, sink: Callable[[dict[str, Any]], Any] | None) -> None:
         self.sink = sink
+        # Import opentelemetry (when installed) now, not on the first call: the core calls
+        # ``observed_level`` per call, and an import there, in a daemon thread of a process
+        # that is exiting, aborted the process (the thread is unwound through the core).
+        _otel()
 
     def observed(self, ctx: Any) -> bool:
         """Whether a record of a call in ``ctx`` would go anywhere (a sink, the DEBUG log,
