@@ -233,18 +233,23 @@ def pool_sizes() -> tuple[int, int, int]:
 # ------------------------------------------------------------------ running on an event loop
 
 
+def _raisable(exc: BaseException) -> BaseException:
+    """What a body's exception becomes on the loop: a future refuses ``StopIteration`` (Python
+    3.12+ converts it the same way), so it arrives as a ``RuntimeError`` caused by it."""
+    if not isinstance(exc, StopIteration):
+        return exc
+    err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
+    err.__cause__ = exc
+    return err
+
+
 def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if fut.done():
         return
     if ok:
         fut.set_result(value)
-    elif isinstance(value, StopIteration):
-        # A future refuses StopIteration (Python 3.12+ converts it the same way).
-        err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
-        err.__cause__ = value
-        fut.set_exception(err)
     else:
-        fut.set_exception(value)
+        fut.set_exception(_raisable(value))
 
 
 _CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
@@ -553,16 +558,6 @@ def _loop_idle(loop: asyncio.AbstractEventLoop, bound: float) -> bool:
     return not scheduled or scheduled[0].when() > loop.time() + bound
 
 
-def _outcome(ok: bool, value: Any) -> Any:
-    if ok:
-        return value
-    if isinstance(value, StopIteration):  # as _resolve does for a future
-        err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
-        err.__cause__ = value
-        raise err
-    raise value
-
-
 async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:
     """``fn(a, b)`` on a worker thread, awaited within ``limit`` seconds (None: no deadline).
 
@@ -589,7 +584,9 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
             ok, value = slot.result() if got is None else got
             if deadline is not None and _monotonic() > deadline:
                 raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]  # nothing past it is a success
-            return _outcome(ok, value)
+            if ok:
+                return value
+            raise _raisable(value)
         # abandoned: the worker hands the outcome over through ``done``
     else:
         job = _Job(fn, a, b, deadline, done)
