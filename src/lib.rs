@@ -1,7 +1,7 @@
 //! agentkit-tools core.
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `calls`,
-//! `registry`, `middleware`, `render`, `memory`, `handoff`)
+//! `registry`, `middleware`, `render`, `memory`, `handoff`, `shutdown`)
 //! hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
 //! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
 //! so the core builds and runs its tests with pyo3 absent.
@@ -17,6 +17,7 @@ pub mod providers;
 pub mod registry;
 pub mod render;
 pub mod schema;
+pub mod shutdown;
 pub mod validate;
 #[cfg(feature = "python")]
 mod py;

@@ -61,6 +61,7 @@ pub(crate) fn type_error(e: &CallError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (problem=None))]
 fn invalid_call_envelope<'py>(py: Python<'py>, problem: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    let _in = super::shutdown::inside(py);
     let f = match problem {
         Some(p) => Failure::invalid_call(p),
         None => Failure::no_tool_name(),
@@ -72,6 +73,7 @@ fn invalid_call_envelope<'py>(py: Python<'py>, problem: Option<&str>) -> PyResul
 /// only when it is a string. Never raises for a malformed call (a non-dict gives three Nones).
 #[pyfunction]
 fn call_parts<'py>(py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let _in = super::shutdown::inside(py);
     let none = || py.None().into_bound(py);
     let Ok(d) = call.cast::<PyDict>() else {
         return PyTuple::new(py, [none(), none(), none()]);

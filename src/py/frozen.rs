@@ -65,6 +65,7 @@ fn deep_freeze<'py>(
     frozen_dict: &Bound<'py, PyType>,
     frozen_list: &Bound<'py, PyType>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let _in = super::shutdown::inside(value.py());
     freeze(value, frozen_dict, frozen_list, 0)
 }
 
@@ -109,6 +110,7 @@ fn copy_tree<'py>(value: &Bound<'py, PyAny>, deepcopy: &Bound<'py, PyAny>, depth
 /// `copy.deepcopy`. Raises `RecursionError` past 1000 levels of nesting.
 #[pyfunction]
 fn copy_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let _in = super::shutdown::inside(value.py());
     let py = value.py();
     let deepcopy = DEEPCOPY.get_or_try_init(py, || py.import("copy")?.getattr("deepcopy").map(Bound::unbind))?;
     copy_tree(value, deepcopy.bind(py), 0)

@@ -228,6 +228,7 @@ fn memory_parse_call<'py>(
     args: &Bound<'py, PyAny>,
     root: &str,
 ) -> PyResult<(String, Bound<'py, PyTuple>)> {
+    let _in = super::shutdown::inside(py);
     let d = args.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(
             "memory tool arguments must be a dict (a JSON object); pass them as one",
@@ -304,6 +305,7 @@ impl PyMemoryTree {
         kwargs: Option<&Bound<'_, PyDict>>,
         numbered: bool,
     ) -> PyResult<String> {
+        let _in = super::shutdown::inside(py);
         let cmd = parse_command(
             py,
             Some(command.to_string()),
@@ -420,6 +422,7 @@ impl PyMemoryStoreEngine {
         kwargs: Option<&Bound<'_, PyDict>>,
         numbered: bool,
     ) -> PyResult<PyMemoryCommand> {
+        let _in = super::shutdown::inside(py);
         let cmd = parse_command(
             py,
             Some(command.to_string()),
@@ -442,6 +445,7 @@ impl PyMemoryStoreEngine {
         doc: &Bound<'_, PyAny>,
         numbered: bool,
     ) -> PyResult<String> {
+        let _in = super::shutdown::inside(py);
         let cmd = parse_command(
             py,
             Some(command.to_string()),
@@ -587,6 +591,7 @@ impl PyMemoryCasLoop {
     /// `store.compare_and_set(key, doc, value)` (pass back exactly the `doc` that was read).
     /// Raises `TypeError` when the store returned something else.
     fn on_get(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let _in = super::shutdown::inside(doc.py());
         let text = doc_text(doc, "store.get")?;
         let step = self.machine.on_get(text);
         match self.finish(step) {
@@ -604,6 +609,7 @@ impl PyMemoryCasLoop {
     /// batch changes that copy, or `None`: read the document and call `on_get` (views, no-ops
     /// and errors are only answered from a fresh read; a won write proves the copy current).
     fn on_cached(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let _in = super::shutdown::inside(doc.py());
         let Ok(text) = doc_text(doc, "the cached copy") else {
             return Ok(None);
         };
@@ -621,6 +627,7 @@ impl PyMemoryCasLoop {
     /// finished (see `outcomes`), or the seconds to wait (0.0: none) before reading the
     /// document again. Raises `TypeError` for a result that is not a bool.
     fn on_cas(&mut self, won: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+        let _in = super::shutdown::inside(won.py());
         if !won.is_instance_of::<PyBool>() {
             return Err(PyTypeError::new_err(format!(
                 "store.compare_and_set returned {}, expected bool; fix the StorePort implementation",
@@ -647,6 +654,7 @@ impl PyMemoryCasLoop {
     /// (not raised) of this module's classes — `StoreConflictError` when every attempt was
     /// lost, `MemoryCorruptError` for a document that is not a memory tree. `None` before.
     fn outcomes<'py>(&self, py: Python<'py>) -> Option<Vec<Bound<'py, PyAny>>> {
+        let _in = super::shutdown::inside(py);
         let outcomes = self.outcomes.as_ref()?;
         Some(
             outcomes

@@ -11,6 +11,7 @@ mod memory;
 mod pipeline;
 mod providers;
 mod registry;
+mod shutdown;
 mod tools;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,6 +25,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pipeline::register(m)?;
     providers::register(m)?;
     registry::register(m)?;
+    shutdown::register(m)?;
     tools::register(m)?;
     Ok(())
 }

@@ -93,6 +93,7 @@ type V = Arc<Py<PyAny>>;
 /// ask the user.
 #[pyfunction]
 fn approval_envelope<'py>(py: Python<'py>, tool: &str, canonical: &str) -> PyResult<Bound<'py, PyDict>> {
+    let _in = super::shutdown::inside(py);
     envelope::failure(py, &Failure::approval_required(tool, canonical))
 }
 
@@ -142,6 +143,7 @@ fn internal_envelope<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, Py
 /// its `repr` (such a call is rejected by validation anyway).
 #[pyfunction]
 pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
+    let _in = super::shutdown::inside(args.py());
     let canonical = canonical_text(args)?;
     let hash = rules::args_hash(&canonical);
     Ok((canonical, hash))
@@ -245,6 +247,7 @@ impl RetryPolicy {
     /// `"transient"`, `"deadline"` or `"permanent"` and `delay_s` the full-jitter wait before
     /// the next attempt, or None when the call is not retried.
     fn decide(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, retry_safe: bool, attempt: u32) -> PyResult<(&'static str, Option<f64>)> {
+        let _in = super::shutdown::inside(py);
         let kind = self.classify(py, exc)?;
         let name = match kind {
             FailureKind::Transient => "transient",
@@ -396,6 +399,7 @@ impl Pipeline {
         call: &Bound<'py, PyAny>,
         ctx: &Bound<'py, PyAny>,
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let this = slf.get();
         let admitted = (|| -> PyResult<Admitted<'py>> {
@@ -442,6 +446,7 @@ impl Pipeline {
 
     /// Start a call a user middleware passed on (a `ToolCall`): `(call_state, code, payload)`.
     fn begin_call<'py>(slf: &Bound<'py, Self>, tc: &Bound<'py, PyAny>) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let tool = tc.getattr(intern!(py, "tool"))?;
         let parts = if tool.is_none() {
@@ -841,6 +846,7 @@ impl Call {
 impl Call {
     /// The body returned `value` (already checked against the output schema).
     fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(py);
         if self.m.wants_value_json() {
             let text = helpers(py)?.json_text.bind(py).call1((&value,))?;
             self.m.set_value_json(text.extract::<Option<String>>()?);
@@ -850,6 +856,7 @@ impl Call {
 
     /// The body (or its deadline) raised `exc`.
     fn failed<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(py);
         let pipe = self.pipe.bind(py).get();
         let kind = classify(py, &exc, pipe.transient.as_ref().map(|t| t.bind(py)))?;
         let name = self.m.facts().name.clone().unwrap_or_default();
@@ -866,6 +873,7 @@ impl Call {
     /// The next handler (a user middleware) answered `env`; `exc`: the exception of the failed
     /// attempt it saw (None when it refused or succeeded); `attempts`: body starts so far.
     fn passed<'py>(&mut self, py: Python<'py>, env: Bound<'py, PyAny>, exc: Option<Bound<'py, PyAny>>, attempts: u32) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(py);
         let pipe = self.pipe.bind(py).get();
         let kind = match &exc {
             Some(e) => Some(classify(py, e, pipe.transient.as_ref().map(|t| t.bind(py)))?),
@@ -894,6 +902,7 @@ impl Call {
     /// answer, the store's document or compare-and-set result).
     #[pyo3(signature = (event, value=None))]
     fn feed<'py>(&mut self, py: Python<'py>, event: u8, value: Option<Bound<'py, PyAny>>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(py);
         let ev = match event {
             EV_APPROVED => Event::Approved(value.is_some_and(|v| v.is(PyBool::new(py, true)))),
             EV_SLEPT => Event::Slept,
@@ -920,6 +929,7 @@ impl Call {
     /// `attempts`: body starts so far, when a user middleware after this segment counts them.
     #[pyo3(signature = (cancelled, attempts=None))]
     fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(u8, Bound<'py, PyTuple>)>> {
+        let _in = super::shutdown::inside(py);
         if let Some(a) = attempts {
             self.m.set_attempts(a);
         }

@@ -122,6 +122,7 @@ impl CoreRegistry {
     /// `invalid_arguments` envelope. Raises `TypeError` when the call is not a dict or its name
     /// is not a string.
     fn prepare<'py>(&self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let _in = super::shutdown::inside(py);
         let none = || py.None().into_bound(py);
         match self.admit_call(py, call)? {
             Admission::Tool { entry, args, checked } => {
@@ -147,6 +148,7 @@ impl CoreRegistry {
         frozen_dict: &Bound<'py, PyType>,
         frozen_list: &Bound<'py, PyType>,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        let _in = super::shutdown::inside(py);
         let none = || py.None().into_bound(py);
         match self.admit_call(py, call)? {
             Admission::Tool { entry, args, checked } => {
@@ -169,6 +171,7 @@ impl CoreRegistry {
 
     /// The `unknown_tool` envelope for `name`.
     fn unknown_tool<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let _in = super::shutdown::inside(py);
         envelope::failure(py, &self.inner.unknown_tool(name))
     }
 }

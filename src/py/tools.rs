@@ -339,11 +339,13 @@ impl SchemaValidator {
 
     /// True when `instance` (a JSON-compatible Python value) is valid.
     fn is_valid(&self, instance: &Bound<'_, PyAny>) -> bool {
+        let _in = super::shutdown::inside(instance.py());
         to_value(instance).is_ok_and(|v| self.inner.is_valid(&v))
     }
 
     /// Every problem as `(path, reason)` pairs; `[]` when valid.
     fn problems(&self, instance: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+        let _in = super::shutdown::inside(instance.py());
         match json_value(instance) {
             Ok(v) => Ok(self.inner.problems(&v)),
             Err(e) => Ok(vec![("<root>".to_owned(), format!("not a JSON value: {e}"))]),
@@ -471,6 +473,7 @@ impl CoreTool {
     /// Validate a call's arguments (a mapping or JSON text) and return a fresh dict of them.
     /// Raises `ToolArgumentError` with every problem.
     fn validate<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let _in = super::shutdown::inside(py);
         match self.check(args) {
             Ok(checked) => self.kwargs(py, args, &checked),
             Err(rejection) => Err(self.argument_error(py, &rejection)),
@@ -479,6 +482,7 @@ impl CoreTool {
 
     /// The `invalid_arguments` envelope for a `ToolArgumentError` raised elsewhere.
     fn argument_error_envelope<'py>(&self, py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let _in = super::shutdown::inside(py);
         let tuple_of = |attr: &str| -> PyResult<Vec<String>> { exc.getattr(attr)?.extract() };
         let problems = validate::ArgumentProblems {
             unexpected: tuple_of("unexpected")?,
@@ -683,6 +687,7 @@ pub(crate) fn error_envelope<'py>(
     exc: &Bound<'py, PyAny>,
     core: Option<&Bound<'py, CoreTool>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let _in = super::shutdown::inside(py);
     match classify(py, exc, None)? {
         Raised::Arguments => {
             if let Some(core) = core {
@@ -729,6 +734,7 @@ pub(crate) fn error_envelope<'py>(
 /// raised `exc`): it names the exception and tells the model not to retry.
 #[pyfunction]
 fn fault_envelope<'py>(py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let _in = super::shutdown::inside(py);
     let exc_type: String = exc.get_type().qualname().and_then(|q| q.extract()).unwrap_or_default();
     let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
     envelope::failure(py, &Failure::tooling_fault(&exc_type, &text))
@@ -751,6 +757,7 @@ pub(crate) fn ok_envelope<'py>(
     elapsed_ms: f64,
     deduplicated: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let _in = super::shutdown::inside(py);
     let mut s = Success::new(value.clone(), elapsed_ms);
     s.deduplicated = deduplicated;
     envelope::success(py, s)
