@@ -69,22 +69,30 @@ pub enum Rule {
 pub enum Observed {
     /// Nobody reads the record: none is built.
     #[default]
-    No,
+    No = 0,
     /// A record is emitted at the end.
-    Record,
+    Record = 1,
     /// A record, and a tracing span is opened around the call ([`Step::AuditOpen`]).
-    Span,
+    Span = 2,
 }
 
 impl Observed {
-    /// The level an audit rule's host reports: 0 nobody reads the record, 1 a record, 2 (or
-    /// more) a record and a span.
-    pub fn from_level(level: u8) -> Observed {
-        match level {
-            0 => Observed::No,
-            1 => Observed::Record,
-            _ => Observed::Span,
+    /// How a call is observed: a span (and a record) while a tracer is installed (`tracing`),
+    /// else a record when anything reads one (`readers`: a sink, the audit log at DEBUG, the
+    /// context's `trace`), else nothing.
+    pub fn of(tracing: bool, readers: bool) -> Observed {
+        if tracing {
+            Observed::Span
+        } else if readers {
+            Observed::Record
+        } else {
+            Observed::No
         }
+    }
+
+    /// 0 nobody reads the record, 1 a record, 2 a record and a span.
+    pub fn level(self) -> u8 {
+        self as u8
     }
 }
 

@@ -564,7 +564,8 @@ fn retry_safety_and_observed_levels() {
     assert!(!retry_safe(false, true, false)); // read-only by default, effects never declared
     assert!(!retry_safe(false, false, true));
     assert_eq!(
-        [0, 1, 2, 7].map(Observed::from_level),
+        [(false, false), (false, true), (true, false), (true, true)].map(|(t, r)| Observed::of(t, r)),
         [Observed::No, Observed::Record, Observed::Span, Observed::Span]
     );
+    assert_eq!([Observed::No, Observed::Record, Observed::Span].map(Observed::level), [0, 1, 2]);
 }

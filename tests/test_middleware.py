@@ -127,6 +127,54 @@ async def test_audit_logs_at_debug_and_feeds_ctx_trace(caplog):
     assert [(n, strip(a)) for n, a in events] == [("tool.call", expected)]
 
 
+async def test_audit_follows_log_level_changes_made_while_calls_run():
+    """Whether anybody reads a record is decided per call without asking Python (the logger's
+    own cache of ``isEnabledFor``): a level set on the audit logger or on a parent, or
+    ``logging.disable``, between two calls of the same Invoker takes effect at the next call."""
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    audit_log, parent = logging.getLogger("agentkit_tools.audit"), logging.getLogger("agentkit_tools")
+    levels = (audit_log.level, parent.level)
+    handler = Keep(logging.DEBUG)
+    audit_log.addHandler(handler)
+    audit = mw.audit()
+    inv = Invoker(ToolRegistry([ping]), middleware=[audit])
+    seen = []
+    try:
+        audit_log.setLevel(logging.NOTSET)
+        for change in (
+            lambda: parent.setLevel(logging.WARNING),
+            lambda: parent.setLevel(logging.DEBUG),
+            lambda: logging.disable(logging.DEBUG),
+            lambda: logging.disable(logging.NOTSET),
+            lambda: audit_log.setLevel(logging.INFO),
+            lambda: audit_log.setLevel(logging.DEBUG),
+        ):
+            change()
+            before = len(records)
+            assert (await inv.invoke(call("ping")))["value"] == "pong"
+            seen.append((len(records) - before, audit.observed_level(None)))
+    finally:
+        audit_log.removeHandler(handler)
+        audit_log.setLevel(levels[0])
+        parent.setLevel(levels[1])
+        logging.disable(logging.NOTSET)
+    tracing = audit.observed_level(None) == 2  # a tracer provider set by another test
+    if tracing:
+        assert [n for n, _ in seen] == [0, 1, 0, 1, 0, 1]
+    else:
+        assert seen == [(0, 0), (1, 1), (0, 0), (1, 1), (0, 0), (1, 1)]
+
+
 async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call():
     @tool(read_only=True)
     def ping() -> str:

@@ -511,6 +511,12 @@ EV_STORE_FAILED: int
 EV_OPENED: int
 EV_RECORDED: int
 
+def observed_level(config: Any, ctx: object) -> int:
+    """How an ``audit()`` rule ``config`` observes a call in ``ctx``: 0 nobody reads its record;
+    1 a record (``config.sink`` set, the ``agentkit_tools.audit`` log enabled at DEBUG, or
+    ``ctx.trace`` set); 2 a record and an OpenTelemetry span (a tracer provider is installed).
+    Raises what reading ``ctx.trace`` raises."""
+
 def host_allow_list(allow: Sequence[str]) -> list[str]:
     """The entries of an egress allow-list as the check reads them (lowercase, no brackets or
     final dot, ``*.x`` for subdomain-only entries, blanks dropped), exact ones first."""

@@ -212,7 +212,8 @@ _OTEL: Any = None
 def _otel() -> Any:
     """``(tracer, Status, StatusCode)`` when opentelemetry-api is installed and a tracer provider
     is configured, else False. Without a provider every span would be a no-op that still costs
-    more than the rest of the chain, so none is started."""
+    more than the rest of the chain, so none is started. (The core answers "no provider set yet"
+    per call from ``_OTEL`` itself and asks here only once one may be.)"""
     global _OTEL
     if _OTEL is None:
         try:
@@ -232,10 +233,7 @@ def _otel() -> Any:
             _OTEL = False
     if not _OTEL:
         return False
-    trace, no_ops, tracer, status, status_code, from_env = _OTEL
-    # Fast path: no provider set yet (the global is only ever set once) means no spans.
-    if getattr(trace, "_TRACER_PROVIDER", False) is None and not from_env:
-        return False
+    trace, no_ops, tracer, status, status_code, _ = _OTEL
     if isinstance(trace.get_tracer_provider(), no_ops):
         return False
     return tracer, status, status_code
@@ -251,26 +249,17 @@ class _Audit(_Builtin):
 
     def __init__(self, sink: Callable[[dict[str, Any]], Any] | None) -> None:
         self.sink = sink
-        # Import opentelemetry (when installed) now, not on the first call: the core calls
-        # ``observed_level`` per call, and an import there, in a daemon thread of a process
-        # that is exiting, aborted the process (the thread is unwound through the core).
+        # Import opentelemetry (when installed) now, not on the first call: an import while a
+        # call is observed, in a daemon thread of a process that is exiting, aborted the process
+        # (the thread is unwound through the core).
         _otel()
 
-    def observed(self, ctx: Any) -> bool:
-        """Whether a record of a call in ``ctx`` would go anywhere (a sink, the DEBUG log,
-        ``ctx.trace`` or an OpenTelemetry span). An unobserved call needs no record at all."""
-        return self.observed_level(ctx) > 0
-
     def observed_level(self, ctx: Any) -> int:
-        """0: nobody reads the record; 1: a record; 2: a record and a span (read per call, so a
-        sink or tracer provider set later is not skipped)."""
-        if _otel():
-            return 2
-        return int(
-            self.sink is not None
-            or _log.isEnabledFor(logging.DEBUG)
-            or (ctx is not None and getattr(ctx, "trace", None) is not None)
-        )
+        """0: nobody reads the record; 1: a record (a sink, the ``agentkit_tools.audit`` log at
+        DEBUG, ``ctx.trace``); 2: a record and a span (a tracer provider is installed). The
+        pipeline asks the same per call, so a sink, log level or tracer provider set later is
+        followed."""
+        return _core.observed_level(self, ctx)  # type: ignore[no-any-return]
 
     async def emit(self, rec: dict[str, Any], ctx: Any) -> None:
         """Send one record to the DEBUG log, the sink and ``ctx.trace`` (failures logged)."""

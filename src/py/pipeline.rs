@@ -34,6 +34,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(approval_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(url_host, m)?)?;
     m.add_function(wrap_pyfunction!(host_allow_list, m)?)?;
+    m.add_function(wrap_pyfunction!(observed_level, m)?)?;
     m.add("MAX_SCOPES", rules::MAX_SCOPES)?;
     m.add("MAX_CALLS_PER_SCOPE", rules::MAX_CALLS_PER_SCOPE)?;
     for (name, v) in [
@@ -200,6 +201,66 @@ fn host_allow_list(allow: Vec<String>) -> Vec<String> {
     HostAllowList::new(allow).entries()
 }
 
+// ------------------------------------------------------------------ audit
+
+const DEBUG: u8 = 10;
+
+/// Whether a tracer provider is installed (spans are recorded). Without a provider set yet (the
+/// global is only ever set once) and none named by the environment, the answer is read from
+/// two attributes; otherwise, or before opentelemetry was looked for, `middleware._otel()`
+/// answers.
+fn tracing_on(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
+    let state = h.middleware.bind(py).getattr(intern!(py, "_OTEL"))?;
+    if let Ok(t) = state.cast::<PyTuple>() {
+        let unset = t.get_item(0)?.getattr_opt(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
+        if unset && !t.get_item(5)?.is_truthy()? {
+            return Ok(false);
+        }
+    } else if !state.is_none() {
+        return Ok(false); // opentelemetry-api is not installed
+    }
+    h.otel.bind(py).call0()?.is_truthy()
+}
+
+/// `audit_log.isEnabledFor(DEBUG)`, answered from the logger's own cache when it holds the answer
+/// (logging clears that cache on every level change, `logging.disable` included), so a level
+/// set at run time is followed without a call per tool call.
+fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
+    let log = h.audit_log.bind(py);
+    let cache = log.getattr_opt(intern!(py, "_cache"))?;
+    if let Some(cache) = cache.as_ref().and_then(|c| c.cast::<PyDict>().ok()) {
+        if log.getattr(intern!(py, "disabled"))?.is_truthy()? {
+            return Ok(false);
+        }
+        if let Some(known) = cache.get_item(DEBUG)? {
+            return known.is_truthy();
+        }
+    }
+    log.call_method1(intern!(py, "isEnabledFor"), (DEBUG,))?.is_truthy()
+}
+
+/// How the audit rule `config` observes a call in `ctx` (see `Observed::of`): a record is read
+/// when `config.sink` is set, the audit log is enabled at DEBUG or `ctx.trace` is set; a span is
+/// opened too while a tracer provider is installed. Read per call (a sink, a log level or a
+/// tracer provider set later is followed).
+fn observed_by<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Observed> {
+    let h = helpers(py)?;
+    let tracing = tracing_on(py, h)?;
+    let readers = tracing
+        || !config.getattr(intern!(py, "sink"))?.is_none()
+        || debug_logged(py, h)?
+        || (!ctx.is_none() && ctx.getattr_opt(intern!(py, "trace"))?.is_some_and(|t| !t.is_none()));
+    Ok(Observed::of(tracing, readers))
+}
+
+/// How the audit rule `config` (an `audit()` middleware) observes a call in `ctx`: 0 nobody reads
+/// its record, 1 a record (a sink, the `agentkit_tools.audit` log at DEBUG, `ctx.trace`), 2 a
+/// record and an OpenTelemetry span (a tracer provider is installed).
+#[pyfunction]
+fn observed_level(py: Python<'_>, config: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>) -> PyResult<u8> {
+    Ok(observed_by(py, config, ctx)?.level())
+}
+
 // ------------------------------------------------------------------ retry
 
 /// Retry settings and the classification of failures by exception type.
@@ -296,6 +357,12 @@ struct Helpers {
     /// `builtins.getattr`: `getattr(obj, name, None)` reads an attribute that is usually absent
     /// without raising (and formatting) an `AttributeError` first.
     getattr: Py<PyAny>,
+    /// `agentkit_tools.middleware`: its `_OTEL` (what `_otel()` found of opentelemetry).
+    middleware: Py<PyModule>,
+    /// `middleware._otel`: the tracer when one is installed, else False.
+    otel: Py<PyAny>,
+    /// The audit logger (`agentkit_tools.audit`).
+    audit_log: Py<PyAny>,
 }
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
@@ -313,6 +380,9 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             frozen_dict: frozen.getattr("FrozenDict")?.cast_into::<PyType>()?.unbind(),
             frozen_list: frozen.getattr("FrozenList")?.cast_into::<PyType>()?.unbind(),
             getattr: py.import("builtins")?.getattr("getattr")?.unbind(),
+            otel: mw.getattr("_otel")?.unbind(),
+            audit_log: mw.getattr("_log")?.unbind(),
+            middleware: mw.unbind(),
         })
     })
 }
@@ -321,7 +391,7 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
 /// the state they share across calls.
 ///
 /// `rules`: `(kind, config)` pairs in chain order, `kind` one of `"audit"` (config: has
-/// `sink` and `observed_level(ctx) -> 0|1|2`), `"approval"` (`approver`), `"repeat_guard"`
+/// `sink` and `emit(record, ctx)`), `"approval"` (`approver`), `"repeat_guard"`
 /// (`limit`), `"idempotency"` (`store`, `lease_s`), `"retry"` (`policy`: a `RetryPolicy`,
 /// `breaker_threshold`, `breaker_cooldown_s`), `"timeout"` (`default_s`), `"egress"`
 /// (`allowed`). `default_scope`: the scope of calls without `ctx.run_id`. `frozen`: the body
@@ -593,9 +663,7 @@ impl Call {
         if n.audit {
             f.audit = vec![Observed::No; p.configs.len()];
             for &i in &p.audits {
-                let cfg = p.configs[i].bind(py);
-                let level: u8 = cfg.call_method1(intern!(py, "observed_level"), (ctx,))?.extract()?;
-                f.audit[i] = Observed::from_level(level);
+                f.audit[i] = observed_by(py, p.configs[i].bind(py), ctx)?;
                 observed |= f.audit[i] != Observed::No;
             }
         }
