@@ -163,6 +163,33 @@ pub fn audit_rules(rules: &[Rule]) -> Vec<usize> {
     rules.iter().enumerate().filter(|(_, r)| matches!(r, Rule::Audit)).map(|(i, _)| i).collect()
 }
 
+/// How a tool body runs (decided at each attempt: a tool may change its flags between them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// A sync function body declared non-blocking: called on the caller's thread.
+    Inline = 0,
+    /// An `async` function body: awaited in the caller's task.
+    Async = 1,
+    /// A sync function body: run on the worker pool.
+    Worker = 2,
+    /// Any other tool: its own `run(args, ctx)`.
+    Tool = 3,
+}
+
+impl BodyKind {
+    /// `function`: the tool wraps a function (else it runs itself); `is_async`: that function is
+    /// `async`; `non_blocking`: the tool, or the caller's list of inline tools, declares its sync
+    /// body non-blocking.
+    pub fn of(function: bool, is_async: bool, non_blocking: bool) -> BodyKind {
+        match (function, is_async, non_blocking) {
+            (false, _, _) => BodyKind::Tool,
+            (true, true, _) => BodyKind::Async,
+            (true, false, true) => BodyKind::Inline,
+            (true, false, false) => BodyKind::Worker,
+        }
+    }
+}
+
 /// Running a call again is safe: the tool is idempotent, or the call is read-only and the tool
 /// declared its effects (an undeclared tool is read-only by default but never repeated).
 pub fn retry_safe(idempotent: bool, read_only: bool, effects_declared: bool) -> bool {

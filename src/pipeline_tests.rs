@@ -558,6 +558,14 @@ fn canonical_text_only_when_something_reads_it() {
 }
 
 #[test]
+fn body_kinds() {
+    assert_eq!(BodyKind::of(false, true, true), BodyKind::Tool);
+    assert_eq!(BodyKind::of(true, true, true), BodyKind::Async);
+    assert_eq!(BodyKind::of(true, false, true), BodyKind::Inline);
+    assert_eq!(BodyKind::of(true, false, false), BodyKind::Worker);
+}
+
+#[test]
 fn retry_safety_and_observed_levels() {
     assert!(retry_safe(true, false, false));
     assert!(retry_safe(false, true, true));

@@ -43,6 +43,11 @@ __all__ = [
     "EV_STORE_FAILED",
     "EV_OPENED",
     "EV_RECORDED",
+    "BODY_INLINE",
+    "BODY_ASYNC",
+    "BODY_WORKER",
+    "BODY_TOOL",
+    "observed_level",
     "CoreRegistry",
     "CoreTool",
     "MAX_CALLS_PER_SCOPE",
@@ -413,9 +418,13 @@ class Pipeline:
     with ``code`` one of the ``STEP_*`` constants:
 
     - ``STEP_DONE``: ``payload`` is the envelope;
-    - ``STEP_RUN``: ``(tool, args, timeout_s)``: run the body once (or call the next handler)
-      within ``timeout_s`` seconds (None: none), then ``Call.ok`` / ``Call.failed`` /
-      ``Call.passed``;
+    - ``STEP_RUN``: ``(tool, args, timeout_s, kind)``: run the body once (or call the next
+      handler) within ``timeout_s`` seconds (None: none), then ``Call.ok`` / ``Call.failed`` /
+      ``Call.passed``; ``kind`` (read from the tool at each attempt) says how: ``BODY_INLINE``
+      a sync function declared non-blocking (the tool's ``non_blocking = True`` or a name in
+      ``inline``), called on the caller's thread; ``BODY_ASYNC`` an ``async`` function,
+      awaited; ``BODY_WORKER`` any other sync function, on the worker pool; ``BODY_TOOL`` any
+      other tool, its own ``run(args, ctx)``;
     - ``STEP_APPROVE``: ``(approver, tool, args)``: ask, then ``feed(EV_APPROVED, answer)``;
     - ``STEP_SLEEP``: ``(sleep or None, seconds)``, then ``feed(EV_SLEPT)``;
     - ``STEP_WAIT``: an asyncio future (an identical call in flight), then ``feed(EV_WOKEN)``;
@@ -427,12 +436,15 @@ class Pipeline:
     - ``STEP_RECORD`` ``(config, record)``: emit the audit record, then ``feed(EV_RECORDED)``.
     """
 
-    def __new__(cls, rules: Sequence[tuple[str, Any]], default_scope: str, frozen: bool = True) -> Self:
+    def __new__(
+        cls, rules: Sequence[tuple[str, Any]], default_scope: str, frozen: bool = True, inline: Sequence[str] | None = None
+    ) -> Self:
         """``rules``: ``(kind, config)`` in chain order; ``kind`` one of ``"audit"``,
         ``"approval"``, ``"repeat_guard"``, ``"idempotency"``, ``"retry"``, ``"timeout"``,
         ``"egress"``; ``config`` the middleware object whose attributes configure it.
         ``default_scope``: the conversation of calls without ``ctx.run_id``; ``frozen``: the
-        body gets deep-frozen arguments (else a fresh dict). Raises ``ValueError`` for an
+        body gets deep-frozen arguments (else a fresh dict); ``inline``: names of tools whose sync
+        body is called on the caller's thread. Raises ``ValueError`` for an
         unknown kind, ``AttributeError``/``TypeError`` for a config without its settings."""
 
     def begin(self, registry: CoreRegistry, call: object, ctx: object) -> tuple[Call, int, Any]:
@@ -521,6 +533,11 @@ def host_allow_list(allow: Sequence[str]) -> list[str]:
     """The entries of an egress allow-list as the check reads them (lowercase, no brackets or
     final dot, ``*.x`` for subdomain-only entries, blanks dropped), exact ones first."""
 
+#: How a body runs (the ``kind`` of a ``STEP_RUN``; see ``Pipeline``).
+BODY_INLINE: int
+BODY_ASYNC: int
+BODY_WORKER: int
+BODY_TOOL: int
 #: The most conversations one Invoker keeps state for.
 MAX_SCOPES: int
 #: The most distinct calls whose repeat count one conversation keeps.

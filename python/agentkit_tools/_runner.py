@@ -55,7 +55,7 @@ from typing import Any, Callable
 from . import _core
 from .errors import ToolError, ToolTimeoutError
 
-__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "in_worker", "BodyFailed"]
+__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "in_worker", "BodyFailed"]
 
 #: Threads that run sync bodies within their deadline (tool bodies block on I/O, so more than the
 #: CPU count): 8 per CPU, at least 32, at most 256.
@@ -373,10 +373,6 @@ class _Deadline:
 _PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
 
 
-def is_function_tool(tool: Any) -> bool:
-    return getattr(tool, "fn", None) is not None and getattr(tool, "check_output", None) is not None
-
-
 # ------------------------------------------------------------------ an async body, in the caller's task
 
 _FUTURE = asyncio.Future
@@ -599,20 +595,66 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
         raise
 
 
-async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, inline: Any = frozenset()) -> Any:
+#: How a body runs, as the core's call pipeline decides it at each attempt (``STEP_RUN``).
+BODY_INLINE, BODY_ASYNC, BODY_WORKER, BODY_TOOL = _core.BODY_INLINE, _core.BODY_ASYNC, _core.BODY_WORKER, _core.BODY_TOOL
+
+
+class Later:
+    """The result of a non-blocking sync body that is itself awaitable: ``await later.settle()``
+    awaits it within what is left of the deadline and checks it against the output schema."""
+
+    __slots__ = ("tool", "result", "ctx", "limit")
+
+    def __init__(self, tool: Any, result: Any, ctx: Any, limit: float | None) -> None:
+        self.tool, self.result, self.ctx, self.limit = tool, result, ctx, limit
+
+    async def settle(self) -> Any:
+        result = await _await_coro(_as_coro(self.result), self.limit, self.tool.name)
+        return self.tool.check_output(result, self.ctx)
+
+
+def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
+    """Call the sync body of a non-blocking function tool (``BODY_INLINE``) on this thread, from
+    a coroutine, as :func:`run_body` does: returns its result checked against the output schema
+    (a :class:`Later` when that result is awaitable), raises as :func:`run_body` (a
+    ``StopIteration`` as the ``RuntimeError`` a coroutine makes of it). Nothing interrupts it;
+    a result past ``limit`` seconds is ``ToolTimeoutError``."""
+    if limit is not None:
+        if limit <= 0:
+            raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
+        started = _monotonic()
+    try:
+        result = tool.fn(args, ctx)
+    except StopIteration as exc:
+        raise RuntimeError("coroutine raised StopIteration") from exc
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+    if limit is not None and _monotonic() - started > limit:
+        raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
+    if type(result) not in _PLAIN and inspect.isawaitable(result):
+        return Later(tool, result, ctx, limit)
+    return tool.check_output(result, ctx)
+
+
+async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int) -> Any:
     """Run ``tool``'s body once on validated ``args`` within ``limit`` seconds (None: no
-    deadline) and check its result against the output schema; returns the value. Raises what the
-    body raised (a ``BaseException`` that is not an ``Exception`` comes wrapped in
-    ``BodyFailed``, except ``KeyboardInterrupt``/``SystemExit``), ``ToolTimeoutError`` at the
-    deadline, ``BackendSaturatedError`` when no worker can take a sync body. ``inline``: names of
-    tools whose sync body is called on this thread (so is a tool with ``non_blocking = True``)."""
+    deadline) and check its result against the output schema; returns the value. ``kind``: how
+    the body runs (``BODY_*``, given by the call pipeline). Raises what the body raised (a
+    ``BaseException`` that is not an ``Exception`` comes wrapped in ``BodyFailed``, except
+    ``KeyboardInterrupt``/``SystemExit``), ``ToolTimeoutError`` at the deadline,
+    ``BackendSaturatedError`` when no worker can take a sync body."""
+    if kind == BODY_INLINE:
+        result = run_inline(tool, args, ctx, limit)
+        return await result.settle() if type(result) is Later else result
     name = tool.name
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
-    if not is_function_tool(tool):  # any other Tool: its own run(args, ctx)
+    if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
         return await _await_coro(tool.run(args, ctx), limit, name)
     fn = tool.fn
-    if getattr(tool, "_is_async", False):
+    if kind == BODY_ASYNC:
         try:
             coro = fn(args, ctx)
         except Exception:
@@ -620,16 +662,6 @@ async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, inline: 
         except BaseException as exc:
             raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
         result = await _await_coro(coro, limit, name)
-    elif tool.name in inline or getattr(tool, "non_blocking", False) is True:
-        started = _monotonic()
-        try:
-            result = fn(args, ctx)
-        except Exception:
-            raise
-        except BaseException as exc:
-            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
-        if limit is not None and _monotonic() - started > limit:
-            raise ToolTimeoutError(name, limit)  # nothing past the deadline is a success
     else:
         result = await _await_worker(tool, fn, args, ctx, limit, name)
     if type(result) not in _PLAIN and inspect.isawaitable(result):
@@ -685,16 +717,16 @@ def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) 
     raise got[1]
 
 
-def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
+def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int) -> Any:
     """:func:`run_body` for a caller without an event loop (``dispatch``): a sync body on the
     worker pool (the caller waits up to ``limit``) or on this thread for a ``non_blocking``
     tool; an async body (or an awaitable a sync body returns) on :func:`background_loop`.
     Raises as :func:`run_body`."""
     name = tool.name
-    if not (is_function_tool(tool) and getattr(tool, "_is_async", True) is False):
-        return run_on_background_loop(run_body(tool, args, ctx, limit), limit, name)
+    if kind != BODY_WORKER and kind != BODY_INLINE:
+        return run_on_background_loop(run_body(tool, args, ctx, limit, kind), limit, name)
     started = _monotonic()
-    if getattr(tool, "non_blocking", False) is True:
+    if kind == BODY_INLINE:
         try:
             value = tool.fn(args, ctx)
         except Exception:

@@ -80,9 +80,9 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
         return _core.fault_envelope(exc)  # type: ignore[no-any-return]
     while step != _core.STEP_DONE:
         if step == _core.STEP_RUN:
-            tool, args, limit = arg
+            tool, args, limit, kind = arg
             try:
-                value = run_body_sync(tool, args, ctx, limit)
+                value = run_body_sync(tool, args, ctx, limit, kind)
             except BaseException as exc:
                 if isinstance(exc, _STOP):
                     raise

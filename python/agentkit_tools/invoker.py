@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BodyFailed, run_body
+from ._runner import BODY_INLINE, BodyFailed, Later, run_body, run_inline
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
@@ -172,7 +172,7 @@ class Invoker:
     # ---------------------------------------------------------------- the pipeline driver
 
     def _pipeline(self, rules: list[Any]) -> Any:
-        pipe = _core.Pipeline([(r.name, r) for r in rules], self.default_scope)
+        pipe = _core.Pipeline([(r.name, r) for r in rules], self.default_scope, True, list(self.inline))
         self._pipelines.append(pipe)
         return pipe
 
@@ -213,7 +213,7 @@ class Invoker:
         try:
             while True:
                 if step == RUN:
-                    tool, args, limit = arg
+                    tool, args, limit, kind = arg
                     if nxt is not None:  # a user middleware comes next
                         if limit is not None:
                             tc.timeout_s = limit  # type: ignore[union-attr]
@@ -228,7 +228,12 @@ class Invoker:
                         if limit is None:
                             limit = tc.timeout_s
                     try:
-                        value = await run_body(tool, args, ctx, limit, self.inline)
+                        if kind == BODY_INLINE:  # called right here: no coroutine of its own
+                            value = run_inline(tool, args, ctx, limit)
+                            if type(value) is Later:
+                                value = await value.settle()
+                        else:
+                            value = await run_body(tool, args, ctx, limit, kind)
                     except Exception as exc:
                         step, arg = m.failed(exc.exc if type(exc) is BodyFailed else exc)
                     else:

@@ -17,7 +17,7 @@ use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 use crate::envelope::{Code, Success};
 use crate::errors::ErrorCode;
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
-use crate::pipeline::{self as core, AuditRecord, CallMachine, Env, Event, Facts, Needs, Observed, Refusal, Rule, Step, Time, Val};
+use crate::pipeline::{self as core, AuditRecord, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed, Refusal, Rule, Step, Time, Val};
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
@@ -48,6 +48,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("STEP_CAS", STEP_CAS),
         ("STEP_OPEN", STEP_OPEN),
         ("STEP_RECORD", STEP_RECORD),
+        ("BODY_INLINE", BodyKind::Inline as u8),
+        ("BODY_ASYNC", BodyKind::Async as u8),
+        ("BODY_WORKER", BodyKind::Worker as u8),
+        ("BODY_TOOL", BodyKind::Tool as u8),
         ("EV_APPROVED", EV_APPROVED),
         ("EV_SLEPT", EV_SLEPT),
         ("EV_WOKEN", EV_WOKEN),
@@ -406,6 +410,8 @@ pub struct Pipeline {
     needs: Needs,
     default_scope: String,
     frozen: bool,
+    /// Names of tools whose sync body is called on the caller's thread (as `non_blocking`).
+    inline: std::collections::HashSet<String>,
     /// Futures of calls waiting for an identical call in flight, by ticket.
     waiters: Mutex<HashMap<u64, Py<PyAny>>>,
 }
@@ -417,8 +423,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl Pipeline {
     #[new]
-    #[pyo3(signature = (rules, default_scope, frozen=true))]
-    fn new(py: Python<'_>, rules: Vec<(String, Bound<'_, PyAny>)>, default_scope: String, frozen: bool) -> PyResult<Self> {
+    #[pyo3(signature = (rules, default_scope, frozen=true, inline=None))]
+    fn new(
+        py: Python<'_>,
+        rules: Vec<(String, Bound<'_, PyAny>)>,
+        default_scope: String,
+        frozen: bool,
+        inline: Option<Vec<String>>,
+    ) -> PyResult<Self> {
         let mut compiled = Vec::with_capacity(rules.len());
         let mut configs = Vec::with_capacity(rules.len());
         let mut transient = None;
@@ -456,6 +468,7 @@ impl Pipeline {
             needs,
             default_scope,
             frozen,
+            inline: inline.into_iter().flatten().collect(),
             waiters: Mutex::new(HashMap::new()),
         })
     }
@@ -801,6 +814,23 @@ impl Call {
         Ok(())
     }
 
+    /// How `tool`'s body runs at this attempt (its flags are read each time): a function tool
+    /// (`fn` and `check_output` set) with an `async` `fn` (`_is_async`) is awaited, a sync one
+    /// declared `non_blocking = True` or named in the pipeline's inline tools is called on the
+    /// caller's thread, any other sync one goes to the worker pool; any other tool runs itself.
+    fn body_kind(&self, py: Python<'_>, tool: &Bound<'_, PyAny>) -> PyResult<BodyKind> {
+        let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
+        let function = set(tool.getattr_opt(intern!(py, "fn"))?) && set(tool.getattr_opt(intern!(py, "check_output"))?);
+        if !function {
+            return Ok(BodyKind::of(false, false, false));
+        }
+        let is_async = truthy_attr(tool, intern!(py, "_is_async"))?;
+        let non_blocking = !is_async
+            && (matches!(tool.getattr_opt(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true)))
+                || self.pipe.bind(py).get().inline.contains(self.m.facts().name.as_deref().unwrap_or("")));
+        Ok(BodyKind::of(true, is_async, non_blocking))
+    }
+
     fn config<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
         let pipe = self.pipe.bind(py).get();
         match self.m.rule_index().and_then(|i| pipe.configs.get(i)) {
@@ -822,7 +852,8 @@ impl Call {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
                 let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
                 let limit = timeout_s.into_pyobject(py)?.into_any();
-                (STEP_RUN, PyTuple::new(py, [tool, args, limit])?.into_any())
+                let kind = (self.body_kind(py, &tool)? as u8).into_pyobject(py)?.into_any();
+                (STEP_RUN, PyTuple::new(py, [tool, args, limit, kind])?.into_any())
             }
             Step::AskApprover => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
