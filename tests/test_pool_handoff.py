@@ -245,3 +245,40 @@ def test_a_process_exits_cleanly_whatever_its_workers_and_callers_are_doing(pyth
         results = list(pool.map(once, range(EXIT_RUNS)))
     failures = [r for r in results if r != (0, "exit\n", "")]
     assert not failures, f"{len(failures)} of {EXIT_RUNS} runs did not exit cleanly; first: {failures[0]}"
+
+
+_FORK_SCRIPT = """
+import os, sys
+from agentkit_tools import ToolRegistry, dispatch, tool
+from agentkit_tools._runner import pool_sizes
+
+@tool(read_only=True)
+def double(n: int) -> int:
+    '''Return twice n, computed on a worker thread.'''
+    return 2 * n
+
+reg = ToolRegistry([double])
+assert dispatch({"id": "p", "name": "double", "input": {"n": 1}}, reg)["value"] == 2
+parent_threads = pool_sizes()[0]
+pid = os.fork()
+if pid == 0:
+    # the child inherits none of the parent's worker threads: it starts its own
+    before = pool_sizes()
+    env = dispatch({"id": "c", "name": "double", "input": {"n": 21}}, reg)
+    print("child", before, env["value"], pool_sizes()[0], flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+env = dispatch({"id": "p2", "name": "double", "input": {"n": 2}}, reg)
+print("parent", os.waitstatus_to_exitcode(status), parent_threads, env["value"], pool_sizes()[0], flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_runs_sync_bodies_on_a_pool_of_its_own() -> None:
+    """The pool is replaced in a forked child at the fork (``os.register_at_fork``), not by a
+    process-id check on every call: the child's first call finds an empty pool, starts a worker
+    and gets its result; the parent's pool is untouched."""
+    out = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.split("\n")[:2])
+    assert lines == ["child (0, 0, 0) 42 1", "parent 0 1 4 1"], out

@@ -55,7 +55,7 @@ from typing import Any, Callable
 from . import _core
 from .errors import ToolError, ToolTimeoutError
 
-__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "in_worker", "BodyFailed"]
+__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "start_async", "checked", "in_worker", "BodyFailed"]
 
 #: Threads that run sync bodies within their deadline (tool bodies block on I/O, so more than the
 #: CPU count): 8 per CPU, at least 32, at most 256.
@@ -127,7 +127,6 @@ class _Pool:
         self.lock = threading.Lock()
         self.threads = 0  # alive
         self.stuck = 0  # running a call whose caller gave up at its deadline
-        self.pid = os.getpid()
 
     def reserve(self, name: str) -> bool:
         """Make sure a worker will take the next job: True when an idle one was promised to it,
@@ -218,10 +217,17 @@ class _Pool:
 _POOL = _Pool()
 
 
-def _pool() -> _Pool:
+def _new_pool() -> None:
+    """A forked child has none of the parent's threads: it starts a pool of its own (set at the
+    fork itself, so no call pays for asking which process it is in)."""
     global _POOL
-    if _POOL.pid != os.getpid():  # a forked child has none of the parent's threads
-        _POOL = _Pool()
+    _POOL = _Pool()
+
+
+os.register_at_fork(after_in_child=_new_pool)
+
+
+def _pool() -> _Pool:
     return _POOL
 
 
@@ -615,10 +621,9 @@ class Later:
 
 def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     """Call the sync body of a non-blocking function tool (``BODY_INLINE``) on this thread, from
-    a coroutine, as :func:`run_body` does: returns its result checked against the output schema
-    (a :class:`Later` when that result is awaitable), raises as :func:`run_body` (a
-    ``StopIteration`` as the ``RuntimeError`` a coroutine makes of it). Nothing interrupts it;
-    a result past ``limit`` seconds is ``ToolTimeoutError``."""
+    a coroutine, as :func:`run_body` does: returns its result as :func:`checked` gives it,
+    raises as :func:`run_body` (a ``StopIteration`` as the ``RuntimeError`` a coroutine makes of
+    it). Nothing interrupts it; a result past ``limit`` seconds is ``ToolTimeoutError``."""
     if limit is not None:
         if limit <= 0:
             raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
@@ -633,6 +638,26 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
         raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
     if limit is not None and _monotonic() - started > limit:
         raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
+    return checked(tool, result, ctx, limit)
+
+
+def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
+    """The coroutine of an ``async`` function tool's body (``BODY_ASYNC``), to await with
+    :func:`_await_coro` within ``limit``; raises as :func:`run_body` (``ToolTimeoutError`` when
+    the deadline has passed already: the body never starts)."""
+    if limit is not None and limit <= 0:
+        raise ToolTimeoutError(tool.name, limit)
+    try:
+        return tool.fn(args, ctx)
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+
+
+def checked(tool: Any, result: Any, ctx: Any, limit: float | None) -> Any:
+    """A body's result checked against the tool's output schema, or, when the result is itself
+    awaitable, a :class:`Later` to ``await later.settle()``."""
     if type(result) not in _PLAIN and inspect.isawaitable(result):
         return Later(tool, result, ctx, limit)
     return tool.check_output(result, ctx)
@@ -647,26 +672,16 @@ async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: in
     ``BackendSaturatedError`` when no worker can take a sync body."""
     if kind == BODY_INLINE:
         result = run_inline(tool, args, ctx, limit)
-        return await result.settle() if type(result) is Later else result
-    name = tool.name
-    if limit is not None and limit <= 0:
-        raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
-    if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
-        return await _await_coro(tool.run(args, ctx), limit, name)
-    fn = tool.fn
-    if kind == BODY_ASYNC:
-        try:
-            coro = fn(args, ctx)
-        except Exception:
-            raise
-        except BaseException as exc:
-            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
-        result = await _await_coro(coro, limit, name)
+    elif kind == BODY_ASYNC:
+        result = checked(tool, await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name), ctx, limit)
     else:
-        result = await _await_worker(tool, fn, args, ctx, limit, name)
-    if type(result) not in _PLAIN and inspect.isawaitable(result):
-        result = await _await_coro(_as_coro(result), limit, name)
-    return tool.check_output(result, ctx)
+        name = tool.name
+        if limit is not None and limit <= 0:
+            raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
+        if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
+            return await _await_coro(tool.run(args, ctx), limit, name)
+        result = checked(tool, await _await_worker(tool, tool.fn, args, ctx, limit, name), ctx, limit)
+    return await result.settle() if type(result) is Later else result
 
 
 async def _as_coro(awaitable: Any) -> Any:

@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BODY_INLINE, BodyFailed, Later, run_body, run_inline
+from ._runner import BODY_ASYNC, BODY_INLINE, BodyFailed, Later, _await_coro, checked, run_body, run_inline, start_async
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
@@ -228,12 +228,17 @@ class Invoker:
                         if limit is None:
                             limit = tc.timeout_s
                     try:
-                        if kind == BODY_INLINE:  # called right here: no coroutine of its own
+                        # A non-blocking sync body is called, an async one awaited, right here
+                        # (no coroutine of run_body's in between).
+                        if kind == BODY_INLINE:
                             value = run_inline(tool, args, ctx, limit)
-                            if type(value) is Later:
-                                value = await value.settle()
+                        elif kind == BODY_ASYNC:
+                            value = await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name)
+                            value = checked(tool, value, ctx, limit)
                         else:
                             value = await run_body(tool, args, ctx, limit, kind)
+                        if type(value) is Later:
+                            value = await value.settle()
                     except Exception as exc:
                         step, arg = m.failed(exc.exc if type(exc) is BodyFailed else exc)
                     else:
