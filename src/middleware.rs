@@ -305,14 +305,19 @@ impl<V> Conversations<V> {
     }
 
     fn scope(&mut self, scope: &str) -> &mut Scope<V> {
-        self.tick += 1;
-        let tick = self.tick;
         if let Some(s) = self.scopes.get_mut(scope) {
-            self.lru.remove(&s.touched);
-            s.touched = tick;
-            self.lru.insert(tick, scope.to_owned());
+            if s.touched != self.tick {
+                // Not the most recently used one already (the usual case of a conversation's
+                // calls in a row costs no reordering): it becomes so.
+                self.tick += 1;
+                self.lru.remove(&s.touched);
+                s.touched = self.tick;
+                self.lru.insert(self.tick, scope.to_owned());
+            }
             return self.scopes.get_mut(scope).expect("present");
         }
+        self.tick += 1;
+        let tick = self.tick;
         if self.scopes.len() >= self.max_scopes {
             // The least recently used scope with no call in flight (its waiters must be woken by
             // the call that runs, so such a scope stays).

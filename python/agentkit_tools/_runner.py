@@ -227,13 +227,9 @@ def _new_pool() -> None:
 os.register_at_fork(after_in_child=_new_pool)
 
 
-def _pool() -> _Pool:
-    return _POOL
-
-
 def pool_sizes() -> tuple[int, int, int]:
     """``(threads, idle, stuck)`` of the worker pool."""
-    return _pool().sizes()
+    return _POOL.sizes()
 
 
 # ------------------------------------------------------------------ running on an event loop
@@ -575,7 +571,7 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
     call_soon = loop.call_soon_threadsafe
     done = lambda ok, v: call_soon(_resolve, fut, ok, v)  # noqa: E731
     deadline = None if limit is None else _monotonic() + limit
-    pool = _pool()
+    pool = _POOL
     queue = pool.queue
     claimed = pool.reserve(name)
     if claimed and _loop_idle(loop, _core.HANDOFF_SPIN_S):
@@ -709,7 +705,7 @@ def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) 
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
     deadline = None if limit is None else _monotonic() + limit
-    pool = _pool()
+    pool = _POOL
     queue = pool.queue
     claimed = pool.reserve(name)
     slot = _core.ResultSlot()

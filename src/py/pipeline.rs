@@ -214,14 +214,24 @@ const DEBUG: u8 = 10;
 /// two attributes; otherwise, or before opentelemetry was looked for, `middleware._otel()`
 /// answers.
 fn tracing_on(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
-    let state = h.middleware.bind(py).getattr(intern!(py, "_OTEL"))?;
-    if let Ok(t) = state.cast::<PyTuple>() {
-        let unset = t.get_item(0)?.getattr_opt(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
-        if unset && !t.get_item(5)?.is_truthy()? {
-            return Ok(false);
+    let otel = match OTEL.get(py) {
+        Some(found) => found,
+        None => {
+            let state = h.middleware.bind(py).getattr(intern!(py, "_OTEL"))?;
+            if state.is_none() {
+                return h.otel.bind(py).call0()?.is_truthy(); // not looked for yet
+            }
+            let found = match state.cast::<PyTuple>() {
+                Ok(t) => Some((t.get_item(0)?.unbind(), t.get_item(5)?.is_truthy()?)),
+                Err(_) => None,
+            };
+            OTEL.get_or_init(py, || found)
         }
-    } else if !state.is_none() {
-        return Ok(false); // opentelemetry-api is not installed
+    };
+    let Some((trace, from_env)) = otel else { return Ok(false) }; // opentelemetry-api is not installed
+    let unset = trace.bind(py).getattr_opt(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
+    if unset && !from_env {
+        return Ok(false);
     }
     h.otel.bind(py).call0()?.is_truthy()
 }
@@ -231,12 +241,11 @@ fn tracing_on(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
 /// set at run time is followed without a call per tool call.
 fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
     let log = h.audit_log.bind(py);
-    let cache = log.getattr_opt(intern!(py, "_cache"))?;
-    if let Some(cache) = cache.as_ref().and_then(|c| c.cast::<PyDict>().ok()) {
+    if let Some(cache) = &h.audit_cache {
         if log.getattr(intern!(py, "disabled"))?.is_truthy()? {
             return Ok(false);
         }
-        if let Some(known) = cache.get_item(DEBUG)? {
+        if let Some(known) = cache.bind(py).get_item(DEBUG)? {
             return known.is_truthy();
         }
     }
@@ -262,6 +271,7 @@ fn observed_by<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, ctx: &Bound<'py
 /// record and an OpenTelemetry span (a tracer provider is installed).
 #[pyfunction]
 fn observed_level(py: Python<'_>, config: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>) -> PyResult<u8> {
+    let _in = super::shutdown::inside(py);
     Ok(observed_by(py, config, ctx)?.level())
 }
 
@@ -365,9 +375,15 @@ struct Helpers {
     middleware: Py<PyModule>,
     /// `middleware._otel`: the tracer when one is installed, else False.
     otel: Py<PyAny>,
-    /// The audit logger (`agentkit_tools.audit`).
+    /// The audit logger (`agentkit_tools.audit`) and its `isEnabledFor` cache (a dict logging
+    /// clears, never replaces, on every level change).
     audit_log: Py<PyAny>,
+    audit_cache: Option<Py<PyDict>>,
 }
+
+/// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
+/// whether the environment names a tracer provider, or None without opentelemetry-api.
+static OTEL: PyOnceLock<Option<(Py<PyAny>, bool)>> = PyOnceLock::new();
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
 
@@ -385,6 +401,7 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             frozen_list: frozen.getattr("FrozenList")?.cast_into::<PyType>()?.unbind(),
             getattr: py.import("builtins")?.getattr("getattr")?.unbind(),
             otel: mw.getattr("_otel")?.unbind(),
+            audit_cache: mw.getattr("_log")?.getattr_opt("_cache")?.and_then(|c| c.cast_into::<PyDict>().ok()).map(Bound::unbind),
             audit_log: mw.getattr("_log")?.unbind(),
             middleware: mw.unbind(),
         })
