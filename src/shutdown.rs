@@ -82,6 +82,12 @@ impl ExitGate {
         self.closed.store(true, Ordering::SeqCst);
     }
 
+    /// In a child process just forked: only the forking thread exists there, so only it can be
+    /// inside (the other threads' entries were copied but will never be left).
+    pub fn after_fork(&self) {
+        self.inside.store(usize::from(DEPTH.get() > 0), Ordering::SeqCst);
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
@@ -162,6 +168,31 @@ mod tests {
         closed_tx.send(()).unwrap();
         assert_eq!(t.join().unwrap(), Entry::Park);
         assert_eq!(g.inside(), 0);
+    }
+
+    #[test]
+    fn after_a_fork_only_the_forking_thread_counts() {
+        let g = Arc::new(ExitGate::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let other = Arc::clone(&g);
+        let t = std::thread::spawn(move || {
+            assert_eq!(other.enter(), Entry::Go);
+            tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            other.leave();
+        });
+        rx.recv().unwrap();
+        assert_eq!(g.enter(), Entry::Go);
+        assert_eq!(g.inside(), 2);
+        g.after_fork(); // as the child of a fork made by this thread, inside the gate
+        assert_eq!(g.inside(), 1);
+        g.leave();
+        assert_eq!(g.inside(), 0);
+        g.after_fork();
+        assert_eq!(g.inside(), 0);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     #[test]

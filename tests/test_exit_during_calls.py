@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,52 @@ def test_a_process_exits_cleanly_while_daemon_threads_are_calling_tools(python, 
         results = list(pool.map(once, range(RUNS)))
     failures = [r for r in results if r != (0, "exit\n", "")]
     assert not failures, f"{len(failures)} of {RUNS} runs did not exit cleanly; first: {failures[0]}"
+
+
+FORK_SCRIPT = r"""
+import os, sys, threading, time
+from agentkit_tools import ToolRegistry, dispatch, tool
+
+inside = threading.Event()
+
+class SlowCtx:
+    approvals = ()
+
+    @property
+    def run_id(self):  # read by the core: this thread is inside it for 10 s
+        inside.set()
+        time.sleep(10)
+        return "run"
+
+@tool(read_only=True)
+def echo(n: int) -> int:
+    '''Return the number n unchanged, for the exit test.'''
+    return n
+
+reg = ToolRegistry([echo])
+call = {"id": "c", "name": "echo", "input": {"n": 1}}
+threading.Thread(target=dispatch, args=(call, reg), kwargs={"ctx": SlowCtx()}, daemon=True).start()
+inside.wait()
+started = time.monotonic()
+pid = os.fork()
+if pid == 0:  # the child: the thread inside the core was not copied, nothing to wait for
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+child_s = time.monotonic() - started
+print(os.waitstatus_to_exitcode(status), child_s < 1.0, flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_exit_waits_only_for_threads_inside_the_core_and_not_past_its_bound(tmp_path) -> None:
+    """A forked child exits at once although a thread of its parent was inside the core when it
+    forked (that thread does not exist in the child); the parent, whose daemon thread is still
+    inside the core running a 10 s property, waits for it at most the bound (2 s), then exits
+    cleanly."""
+    script = tmp_path / "fork_exit.py"
+    script.write_text(FORK_SCRIPT)
+    started = time.monotonic()
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - started
+    assert (p.returncode, p.stdout, p.stderr) == (0, "0 True\n", "")
+    assert 2.0 <= took < 9.0

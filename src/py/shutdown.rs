@@ -6,7 +6,8 @@
 //! So no thread runs Python code under the core's frames while the interpreter finalizes: before
 //! Python 3.14 such a thread, waiting to re-take the lock, is unwound by `pthread_exit` through
 //! those frames, which aborts the process or crashes it. (A thread waiting in the core with the
-//! lock released re-takes it through pyo3, which parks it instead during finalization.)
+//! lock released re-takes it through pyo3, which parks it instead during finalization.) A thread
+//! still inside when the wait ends (a callback of the host that blocks) is not waited for.
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
@@ -44,8 +45,18 @@ fn _close_exit_gate(py: Python<'_>) -> bool {
     py.detach(|| GATE.wait_empty(Instant::now() + EXIT_WAIT))
 }
 
+/// The `os.register_at_fork` hook of a child: the parent's other threads do not exist there.
+#[pyfunction]
+fn _exit_gate_after_fork() {
+    GATE.after_fork();
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     let close = wrap_pyfunction!(_close_exit_gate, m)?;
-    m.py().import("atexit")?.call_method1("register", (close,))?;
+    py.import("atexit")?.call_method1("register", (close,))?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("after_in_child", wrap_pyfunction!(_exit_gate_after_fork, m)?)?;
+    py.import("os")?.call_method("register_at_fork", (), Some(&kwargs))?;
     Ok(())
 }
