@@ -3,16 +3,15 @@
 
 - An ``async`` body is awaited in the caller's own task (no task of its own: one that never
   suspends costs no pass of the event loop), each of its steps in a copy of the caller's
-  ``contextvars`` (its changes never reach the caller). At the deadline the caller gets
-  ``timeout`` at once: the body is cancelled and, if its clean-up awaits (a ``finally`` that
-  awaits, a body that swallows the cancellation), that goes on in a task of its own, its outcome
-  dropped. A result past the deadline is never a success, even from a body that blocked the
-  loop. The body shares the caller's task: ``asyncio.current_task()`` is the caller's, so its
-  own ``asyncio.timeout`` and task groups cancel that task and the body sees those
-  cancellations as it sees the caller's (it decides what to do with them, as any coroutine the
-  caller awaits does). The limit of that: a scope the body entered (``asyncio.timeout``, a task
-  group) that is still open when its clean-up goes on by itself past the deadline, and fires
-  then, cancels the caller's task — it remembers the task it started in.
+  ``contextvars`` (its changes never reach the caller) and as a task of its own: during its
+  steps ``asyncio.current_task()`` is a stand-in for the body (:class:`_BodyTask`), so what the
+  body enters that remembers its task (``asyncio.timeout``, a task group, an anyio cancel scope)
+  cancels the body, never the caller, and the caller's own cancellation reaches the body as a
+  cancellation of the body's task. At the deadline the caller gets ``timeout`` at once: the body
+  is cancelled and, if its clean-up awaits (a ``finally`` that awaits, a body that swallows the
+  cancellation), that goes on in a task of its own, its outcome dropped; the body's scopes and
+  the deadlines of calls it made go on cancelling the body there. A result past the deadline is
+  never a success, even from a body that blocked the loop.
 - A sync body runs on a worker thread of one process-wide pool (or, for a tool declared
   ``non_blocking``, directly on the caller's thread: no hop, and no deadline can interrupt it).
   Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
@@ -379,26 +378,167 @@ _PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict}
 
 _FUTURE = asyncio.Future
 _COROUTINE = types.CoroutineType
+_CANCELLED = asyncio.CancelledError
 _isfuture = asyncio.isfuture
+_current_task = asyncio.current_task
 #: Tasks driving the clean-up of bodies cancelled at their deadline (a loop holds its tasks
 #: weakly only).
 _CLEANING: set[asyncio.Task[Any]] = set()
 
+_swap_current_task = getattr(asyncio.tasks, "_swap_current_task", None)  # Python 3.12+
+if _swap_current_task is None:
+    _enter_task, _leave_task = asyncio.tasks._enter_task, asyncio.tasks._leave_task  # type: ignore[attr-defined]
+
+    def _swap_current_task(loop: Any, task: Any) -> Any:
+        prev = _current_task(loop)
+        if prev is not None:
+            _leave_task(loop, prev)
+        if task is not None:
+            _enter_task(loop, task)
+        return prev
+
+
+class _BodyTask:
+    """The task an async body runs as: ``asyncio.current_task()`` during each of its steps,
+    whichever task drives them (the caller's, or the clean-up task past the deadline). It does
+    what ``asyncio.timeout``, ``asyncio.TaskGroup`` and anyio's cancel scopes ask of a task, with
+    a task's semantics: ``cancel()`` cancels the future the body waits on (else the body gets
+    ``CancelledError`` at its next step), and counts, as do ``cancelling()``/``uncancel()``.
+    So a scope the body entered cancels the body, never the task driving it."""
+
+    __slots__ = ("_loop", "_coro", "_fut_waiter", "_must_cancel", "_cancel_message", "_num_cancels_requested",
+                 "_waiter_cancelled", "_cancelled", "_callbacks", "_name", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
+        self._loop = loop
+        self._coro = coro
+        self._fut_waiter: Any = None  # the future the body waits on (None while a step runs)
+        self._must_cancel = False  # a cancel() with nothing to cancel: the next step throws
+        self._cancel_message: Any = None
+        self._num_cancels_requested = 0
+        self._waiter_cancelled = False  # cancel() cancelled the future the body waits on
+        self._cancelled = False
+        self._callbacks: list[tuple[Any, Any]] | None = None
+        self._name: str | None = None
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def get_coro(self) -> Any:
+        return self._coro
+
+    def get_name(self) -> str:
+        return self._name or f"tool body {getattr(self._coro, '__qualname__', '?')}"
+
+    def set_name(self, value: object) -> None:
+        self._name = str(value)
+
+    def done(self) -> bool:
+        return self._coro.cr_frame is None
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancelling(self) -> int:
+        return self._num_cancels_requested
+
+    def uncancel(self) -> int:
+        if self._num_cancels_requested > 0:
+            self._num_cancels_requested -= 1
+            if self._num_cancels_requested == 0:
+                self._must_cancel = False
+        return self._num_cancels_requested
+
+    def cancel(self, msg: Any = None) -> bool:
+        if self.done():
+            return False
+        self._num_cancels_requested += 1
+        waiter = self._fut_waiter
+        if waiter is not None and _isfuture(waiter) and waiter.cancel(msg):
+            self._waiter_cancelled = True
+            return True
+        self._must_cancel = True
+        self._cancel_message = msg
+        return True
+
+    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
+        if self.done():
+            self._loop.call_soon(fn, self, context=context)
+        else:
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append((fn, context))
+
+    def remove_done_callback(self, fn: Any) -> int:
+        if not self._callbacks:
+            return 0
+        kept = [(f, c) for f, c in self._callbacks if f != fn]
+        removed = len(self._callbacks) - len(kept)
+        self._callbacks = kept
+        return removed
+
+    def _ended(self, exc: BaseException) -> None:
+        self._cancelled = isinstance(exc, _CANCELLED)
+        callbacks, self._callbacks = self._callbacks, None
+        for fn, context in callbacks or ():
+            try:
+                self._loop.call_soon(fn, self, context=context)
+            except RuntimeError:  # the loop is closed
+                pass
+
+    def __repr__(self) -> str:
+        return f"<_BodyTask {self.get_name()} {'done' if self.done() else 'pending'}>"
+
+
+def _step(body: _BodyTask, run: Any, fn: Any, arg: Any) -> Any:
+    """One step of ``body`` (``fn(arg)``: its coroutine's ``send`` or ``throw``) in its context
+    (``run``), as its own task: ``asyncio.current_task()`` is ``body`` meanwhile. Returns what
+    it yielded; raises what it raised (``StopIteration`` when it returned)."""
+    if body._must_cancel:  # a cancellation it has not seen yet: delivered now, as a task does
+        body._must_cancel = False
+        if not isinstance(arg, _CANCELLED):
+            fn, arg = body._coro.throw, _CANCELLED(body._cancel_message)
+    body._fut_waiter = None
+    body._waiter_cancelled = False
+    loop = body._loop
+    prev = _swap_current_task(loop, body)
+    try:
+        y = run(fn, arg)
+    except BaseException as exc:
+        _swap_current_task(loop, prev)
+        body._ended(exc)
+        raise
+    _swap_current_task(loop, prev)
+    body._fut_waiter = y
+    if body._must_cancel and _isfuture(y) and y.cancel(body._cancel_message):
+        body._must_cancel = False  # it cancelled itself during this step
+        body._waiter_cancelled = True
+    return y
+
+
+def _close(body: _BodyTask, run: Any) -> None:
+    """Close ``body`` (its ``finally`` blocks run as its own task)."""
+    loop = body._loop
+    prev = _swap_current_task(loop, body)
+    try:
+        run(body._coro.close)
+    finally:
+        _swap_current_task(loop, prev)
+
 
 async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
     """Await the body ``coro`` within ``limit`` seconds, stepping it in the caller's own task
-    (no task of its own), each step in a copy of the caller's context. A body that finishes
-    without suspending costs no pass of the loop; one that finishes past its deadline raises
-    ``ToolTimeoutError`` all the same. When it suspends, :func:`_delegate` goes on."""
+    (no task of its own), each step in a copy of the caller's context and as the body's own
+    task (:class:`_BodyTask`). A body that finishes without suspending costs no pass of the
+    loop; one that finishes past its deadline raises ``ToolTimeoutError`` all the same. When it
+    suspends, :func:`_delegate` goes on."""
     if type(coro) is not _COROUTINE:
         coro = _as_coro(coro)
     run = contextvars.copy_context().run
     end = None if limit is None else _monotonic() + limit
-    # Deadlines entered in this task from here on while the body runs: its own and those of the
-    # calls it makes (handed to the task that runs its clean-up if it is abandoned).
-    mark = None if limit is None else _deadlines_of(asyncio.get_running_loop()).seq
+    body = _BodyTask(asyncio.get_running_loop(), coro)
     try:
-        y = run(coro.send, None)
+        y = _step(body, run, coro.send, None)
     except StopIteration as stop:
         if end is not None and _monotonic() > end:
             raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
@@ -411,33 +551,34 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
     if left is not None and left <= 0:  # its first step blocked past the deadline
         if _isfuture(y):
             y.cancel()
-        _abandon(coro, run, asyncio.CancelledError(), mark)
+        _abandon(body, run, _CANCELLED())
         raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
     with _Deadline(limit, name, left) as deadline:
-        return await _delegate(coro, run, y, deadline, end, mark)
+        return await _delegate(body, run, y, deadline, end)
 
 
 @types.coroutine
-def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | None, mark: int | None) -> Any:
-    """Go on stepping the suspended body ``coro`` (it yielded ``y``) in the caller's task:
-    what it yields goes to the task untouched (a future keeps its ``_asyncio_future_blocking``
-    hand-shake), what the task sends or throws goes to the body, each step in the body's
-    context (``run``). Returns what the body returns; raises as :func:`run_body`.
+def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float | None) -> Any:
+    """Go on stepping the suspended body (it yielded ``y``) in the caller's task: what it
+    yields goes to the task untouched (a future keeps its ``_asyncio_future_blocking``
+    hand-shake), what the task sends or throws goes to the body, each step by :func:`_step`.
+    Returns what the body returns; raises as :func:`run_body`.
 
     A task or a gathering future the body awaits is waited on through a plain future completed
     with it: cancelling the caller's task then never waits for that task's own clean-up.
 
-    A cancellation of the caller's task reaches the body at once, in this task: the body's own
-    ``asyncio.timeout`` or task group cancels this same task, and only the body can tell its own
-    cancellations from the caller's. At the deadline, if the body's clean-up suspends, the body
-    goes on in a task of its own (:func:`_abandon`) and the caller gets ``timeout`` at once. The
-    caller's own cancellation is the body's to act on, like that of any coroutine the caller
-    awaits: it propagates when the body lets it through (a body that swallows it answers), and
-    a clean-up still running at the deadline goes on in a task of its own."""
-    task = asyncio.current_task()
+    A cancellation of the caller's task reaches the body at once, as a cancellation of the
+    body's own task; a ``CancelledError`` the body's own scopes caused (they cancel ``body``)
+    goes to the body and is none of the caller's. At the deadline, if the body's clean-up
+    suspends, it goes on in a task of its own (:func:`_abandon`) and the caller gets
+    ``timeout`` at once. The caller's own cancellation is the body's to act on, like that of any
+    coroutine the caller awaits: it propagates when the body lets it through (a body that
+    swallows it answers)."""
+    task = _current_task()  # the caller's (or an enclosing body's)
     counted = _COUNTS_CANCELS and task is not None
-    before = task.cancelling() if counted else 0  # type: ignore[union-attr]
-    delivered = False  # a cancellation of the task reached the body
+    before = seen = task.cancelling() if counted else 0  # type: ignore[union-attr]
+    delivered = False  # a cancellation of the caller reached the body
+    coro = body._coro
     send, throw = coro.send, coro.throw
     while True:
         if y is None or type(y) is _FUTURE or not _isfuture(y):
@@ -449,32 +590,39 @@ def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | Non
             wait._asyncio_future_blocking = True
         try:
             value = yield wait
-        except asyncio.CancelledError as exc:
-            delivered = True
-            if wait is not y and not y.done():
-                y.cancel()  # as a task does with the future it awaits
-                if not deadline.expired:
-                    continue  # the body sees the cancellation once that future has ended
-            if deadline.expired:
-                _abandon(coro, run, exc, mark)
-                raise
+        except _CANCELLED as exc:
+            if counted:
+                callers = task.cancelling() > seen  # type: ignore[union-attr]
+                seen = task.cancelling()  # type: ignore[union-attr]
+            else:  # Python 3.10: any one the body did not cause itself
+                callers = wait is not y or not body._waiter_cancelled
+            if callers:
+                delivered = True
+                body._num_cancels_requested += 1  # the body's task is cancelled with its caller
+                if wait is not y and not y.done():
+                    y.cancel()  # as a task does with the future it awaits
+                    if not deadline.expired:
+                        continue  # the body sees the cancellation once that future has ended
+                if deadline.expired:
+                    _abandon(body, run, exc, counted=True)
+                    raise
             step, arg = throw, exc
         except GeneratorExit:  # the caller's coroutine is closed
-            _abandon(coro, run, asyncio.CancelledError(), mark)
+            _abandon(body, run, _CANCELLED())
             raise
         except BaseException as exc:
             step, arg = throw, exc
         else:
             step, arg = send, value
         try:
-            y = run(step, arg)
+            y = _step(body, run, step, arg)
         except StopIteration as stop:
             if end is not None and _monotonic() > end:
                 raise ToolTimeoutError(deadline.name, deadline.limit) from None  # type: ignore[arg-type]
             return stop.value
-        except asyncio.CancelledError as exc:
+        except _CANCELLED as exc:
             if delivered and (not counted or task.cancelling() > before):  # type: ignore[union-attr]
-                raise  # the caller's cancellation (before 3.11, any one that reached the body)
+                raise  # the caller's cancellation
             raise BodyFailed(exc) from None  # the body cancelled itself
         except Exception:
             raise
@@ -482,14 +630,16 @@ def _delegate(coro: Any, run: Any, y: Any, deadline: _Deadline, end: float | Non
             raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
 
 
-def _abandon(coro: Any, run: Any, exc: BaseException, mark: int | None = None) -> None:
-    """Cancel the suspended body ``coro`` at once: ``exc`` (a ``CancelledError``) is thrown into
-    it in its context; if its clean-up suspends, a task of its own drives it to its end, the
-    outcome dropped without a trace. The deadlines of calls the body made itself (entered in
-    this task after ``mark``, still pending) go with it: at expiry they cancel that task, never
-    the caller's."""
+def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = False) -> None:
+    """Cancel the suspended ``body`` at once: ``exc`` (a ``CancelledError``) is thrown into it
+    (``counted``: its task's cancellation was counted already); if its clean-up suspends, a task
+    of its own drives it to its end, the outcome dropped without a trace. Scopes the body
+    entered, and deadlines of calls it made, belong to ``body``: they go on cancelling the body,
+    never the caller."""
+    if not counted:
+        body._num_cancels_requested += 1
     try:
-        y = run(coro.throw, exc)
+        y = _step(body, run, body._coro.throw, exc)
     except BaseException as ended:
         if isinstance(ended, _STOP):
             raise
@@ -498,50 +648,59 @@ def _abandon(coro: Any, run: Any, exc: BaseException, mark: int | None = None) -
         loop = asyncio.get_running_loop()
     except RuntimeError:  # no loop left to run its clean-up on: it is closed instead
         try:
-            run(coro.close)
+            _close(body, run)
         except Exception:
             pass
         return
-    task = run(loop.create_task, _finish(coro, y))  # in a copy of the body's context
+    task = loop.create_task(_finish(body, run, y))
     _CLEANING.add(task)
     task.add_done_callback(_CLEANING.discard)
-    if mark is not None:
-        caller = asyncio.current_task()
-        for _, seq, deadline in _deadlines_of(loop).heap:
-            if seq > mark and deadline.task is caller and not deadline.ended:
-                deadline.task, deadline.cancelling = task, 0
 
 
-async def _finish(coro: Any, y: Any) -> None:
+async def _finish(body: _BodyTask, run: Any, y: Any) -> None:
     try:
-        await _follow(coro, y)
+        await _follow(body, run, y)
     except BaseException as exc:
         if isinstance(exc, _STOP):
             raise  # the process is being stopped: the loop sees it, as for any task
 
 
 @types.coroutine
-def _follow(coro: Any, y: Any) -> Any:
-    """Step ``coro`` (it yielded ``y``) in this task until it ends. When this task is cancelled
+def _follow(body: _BodyTask, run: Any, y: Any) -> Any:
+    """Step ``body`` (it yielded ``y``) in this task until it ends. When this task is cancelled
     (``asyncio.run`` ending, the loop shutting down) the body gets that cancellation too, and a
-    body that swallows it as well is closed: it never keeps the loop from ending."""
+    body that swallows it as well is closed: it never keeps the loop from ending. A cancellation
+    the body's own scopes caused is the body's business."""
+    task = _current_task()
+    counted = _COUNTS_CANCELS and task is not None
+    seen = task.cancelling() if counted else 0  # type: ignore[union-attr]
+    coro = body._coro
     while True:
         try:
             value = yield y
         except GeneratorExit:
-            coro.close()
+            _close(body, run)
             raise
         except BaseException as exc:
+            mine = False  # this task's own cancellation
+            if isinstance(exc, _CANCELLED):
+                if counted:
+                    mine = task.cancelling() > seen  # type: ignore[union-attr]
+                    seen = task.cancelling()  # type: ignore[union-attr]
+                else:
+                    mine = not body._waiter_cancelled
+                if mine:
+                    body._num_cancels_requested += 1
             try:
-                y = coro.throw(exc)
+                y = _step(body, run, coro.throw, exc)
             except StopIteration:
                 return
-            if isinstance(exc, asyncio.CancelledError):  # it swallowed a second cancellation
-                coro.close()
+            if mine:  # it swallowed a second cancellation
+                _close(body, run)
                 return
         else:
             try:
-                y = coro.send(value)
+                y = _step(body, run, coro.send, value)
             except StopIteration:
                 return
 
