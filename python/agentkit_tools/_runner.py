@@ -524,6 +524,7 @@ def _close(body: _BodyTask, run: Any) -> None:
         run(body._coro.close)
     finally:
         _swap_current_task(loop, prev)
+        body._ended(GeneratorExit())
 
 
 async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
