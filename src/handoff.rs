@@ -309,6 +309,16 @@ impl<V> Slot<V> {
         self.state.load(Ordering::Acquire) == READY
     }
 
+    /// Look at the stored value without waiting (nothing when there is none or the cell is
+    /// locked right now): for a garbage collector's traversal.
+    pub fn peek<R>(&self, f: impl FnOnce(&V) -> R) -> Option<R> {
+        match self.value.try_lock() {
+            Ok(g) => g.as_ref().map(f),
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().as_ref().map(f),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Take the stored value out (None when there is none).
     pub fn take(&self) -> Option<V> {
         lock(&self.value).take()

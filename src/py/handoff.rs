@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::handoff::{Mailbox, Slot, SPIN_MAX};
 
@@ -33,6 +34,13 @@ pub struct PyResultSlot {
 
 #[pymethods]
 impl PyResultSlot {
+    // The garbage collector sees `done` and a stored outcome: a failed call's exception, whose
+    // traceback holds the waiter's frame and so this slot, is collected with its cycle.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.done)?;
+        self.inner.peek(|(_, v)| visit.call(v)).unwrap_or(Ok(()))
+    }
+
     #[new]
     #[pyo3(signature = (done=None))]
     fn new(done: Option<Py<PyAny>>) -> Self {

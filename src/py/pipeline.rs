@@ -11,6 +11,7 @@ use std::time::Instant;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 
@@ -439,6 +440,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[pymethods]
 impl Pipeline {
+    // The garbage collector sees the rules' configurations (an approver or store may refer back
+    // to the Invoker) and the futures of waiting calls.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for c in &self.configs {
+            visit.call(c)?;
+        }
+        visit.call(&self.transient)?;
+        if let Ok(waiters) = self.waiters.try_lock() {
+            for f in waiters.values() {
+                visit.call(f)?;
+            }
+        }
+        Ok(())
+    }
+
     #[new]
     #[pyo3(signature = (rules, default_scope, frozen=true, inline=None))]
     fn new(
@@ -656,8 +672,6 @@ pub struct Call {
     call_id: Option<Py<PyAny>>,
     /// The envelope the call ends with when the machine says `Failed`/`Rejected`/`Passed`.
     held: Option<Py<PyDict>>,
-    /// The exception of the last failed attempt.
-    exc: Option<Py<PyAny>>,
     /// The `ToolCall` of a segment after a user middleware.
     tc: Option<Py<PyAny>>,
     started: f64,
@@ -677,7 +691,6 @@ impl Call {
             core: None,
             call_id: None,
             held: None,
-            exc: None,
             tc: None,
             started: 0.0,
         };
@@ -864,7 +877,11 @@ impl Call {
         self.wake(py)?;
         let none = || py.None().into_bound(py);
         Ok(match step {
-            Step::Done(env) => (STEP_DONE, self.envelope(py, env)?.into_any()),
+            Step::Done(env) => {
+                let env = self.envelope(py, env)?.into_any();
+                self.release();
+                (STEP_DONE, env)
+            }
             Step::RunBody { timeout_s } => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
                 let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
@@ -924,6 +941,16 @@ impl Call {
         })
     }
 
+    /// The call ended: the Python objects only its steps needed are let go at once (the
+    /// driver's frame may outlive the call in a traceback, and the call state with it).
+    fn release(&mut self) {
+        self.tool = None;
+        self.args = None;
+        self.core = None;
+        self.held = None;
+        self.tc = None;
+    }
+
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
         let f = self.m.facts();
         let d = PyDict::new(py);
@@ -960,6 +987,24 @@ impl Call {
 
 #[pymethods]
 impl Call {
+    // The garbage collector sees what a call state holds (a cycle through it, e.g. an
+    // exception's traceback -> the driver's frame -> this state -> the ToolCall, is collected).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.pipe)?;
+        visit.call(&self.tool)?;
+        visit.call(&self.args)?;
+        visit.call(&self.core)?;
+        visit.call(&self.call_id)?;
+        visit.call(&self.held)?;
+        visit.call(&self.tc)?;
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.release();
+        self.call_id = None;
+    }
+
     /// The body returned `value` (already checked against the output schema).
     fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
@@ -982,7 +1027,6 @@ impl Call {
         if let Some(tc) = &self.tc {
             tc.bind(py).setattr(intern!(py, "exc"), &exc)?;
         }
-        self.exc = Some(exc.unbind());
         self.feed_event(py, Event::BodyFailed { kind, code })
     }
 
