@@ -558,6 +558,16 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
         return await _delegate(body, run, y, deadline, end)
 
 
+def _woken(fut: Any, wait: Any) -> None:
+    """``fut`` (a task or gathering future the body awaits) ended: complete ``wait``. Its
+    outcome counts as read, as when a task wakes from it: a body abandoned at its deadline
+    never reads it, and asyncio would log it as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()
+    if not wait.done():
+        wait.set_result(None)
+
+
 @types.coroutine
 def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float | None) -> Any:
     """Go on stepping the suspended body (it yielded ``y``) in the caller's task: what it
@@ -586,7 +596,7 @@ def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float
             wait = y
         else:  # a task, a gathering future: wait on a plain future completed with it
             wait = y.get_loop().create_future()
-            y.add_done_callback(lambda _, wait=wait: wait.done() or wait.set_result(None))
+            y.add_done_callback(lambda f, wait=wait: _woken(f, wait))
             y._asyncio_future_blocking = False
             wait._asyncio_future_blocking = True
         try:
