@@ -11,7 +11,9 @@
   is cancelled and, if its clean-up awaits (a ``finally`` that awaits, a body that swallows the
   cancellation), that goes on in a task of its own, its outcome dropped; the body's scopes and
   the deadlines of calls it made go on cancelling the body there. A result past the deadline is
-  never a success, even from a body that blocked the loop.
+  never a success, even from a body that blocked the loop. As for any task of its own, the body
+  is outside the anyio cancel scopes the caller entered: the caller's scope cancels it as a plain
+  task cancellation (a shield the body entered does not hold that off).
 - A sync body runs on a worker thread of one process-wide pool (or, for a tool declared
   ``non_blocking``, directly on the caller's thread: no hop, and no deadline can interrupt it).
   Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
