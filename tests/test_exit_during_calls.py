@@ -19,17 +19,14 @@ run must exit with status 0 and nothing on stderr.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-import agentkit_tools
+from exit_runs import interpreters, run_many
 
 RUNS = int(os.environ.get("AGENTKIT_EXIT_RUNS", "200")) // 8  # per interpreter
 
@@ -114,36 +111,9 @@ print("exit", flush=True)
 """
 
 
-def _interpreters() -> list:
-    found = [pytest.param(sys.executable, id="sys.executable")]
-    for version in ("3.10.13", "3.13.0"):
-        exe = Path(f"/root/.pyenv/versions/{version}/bin/python3")
-        found.append(
-            pytest.param(
-                str(exe),
-                id=f"python{version}",
-                marks=pytest.mark.skipif(not exe.exists(), reason=f"no Python {version} interpreter at {exe} on this machine"),
-            )
-        )
-    return found
-
-
-@pytest.mark.parametrize("python", _interpreters())
+@pytest.mark.parametrize("python", interpreters())
 def test_a_process_exits_cleanly_while_daemon_threads_are_calling_tools(python, tmp_path) -> None:
-    # The abi3 package directory, importable from any interpreter of 3.10 or later.
-    pkg = Path(agentkit_tools.__file__).parent
-    (tmp_path / "agentkit_tools").symlink_to(pkg, target_is_directory=True)
-    script = tmp_path / "exit_during_calls.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("PYTHONHOME", None)
-
-    def once(_: int) -> tuple[int, str, str]:
-        p = subprocess.run([python, str(script)], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=120)
-        return p.returncode, p.stdout, p.stderr[-2000:]
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(once, range(RUNS)))
+    results = run_many(python, SCRIPT, tmp_path, RUNS, parallel=2)
     failures = [r for r in results if r != (0, "exit\n", "")]
     assert not failures, f"{len(failures)} of {RUNS} runs did not exit cleanly; first: {failures[0]}"
 

@@ -10,16 +10,12 @@ configured and importable) and a last line that is ``asyncio.run(...)``.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
-import agentkit_tools
+from exit_runs import interpreters, run_many
 
 RUNS = int(os.environ.get("AGENTKIT_EXIT_RUNS", "200"))
 
@@ -60,40 +56,9 @@ asyncio.run(StoreFiles(InMemoryStore(), namespace="n").create("/memories/f.md", 
 """
 
 
-def _interpreters() -> list:
-    found = [pytest.param(sys.executable, id="sys.executable")]
-    for version in ("3.10.13", "3.13.0"):
-        exe = Path(f"/root/.pyenv/versions/{version}/bin/python3")
-        found.append(
-            pytest.param(
-                str(exe),
-                id=f"python{version}",
-                marks=pytest.mark.skipif(
-                    not exe.exists(), reason=f"no Python {version} interpreter at {exe} on this machine"
-                ),
-            )
-        )
-    return found
-
-
-@pytest.mark.parametrize("python", _interpreters())
+@pytest.mark.parametrize("python", interpreters())
 def test_storefiles_process_exits_cleanly_every_time(python, tmp_path):
-    # The abi3 package directory, importable from any interpreter of 3.10 or later.
-    pkg = Path(agentkit_tools.__file__).parent
-    (tmp_path / "agentkit_tools").symlink_to(pkg, target_is_directory=True)
-    script = tmp_path / "exit_script.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("PYTHONHOME", None)
-
-    def once(_: int) -> tuple[int, str, str]:
-        p = subprocess.run(
-            [python, str(script)], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=120
-        )
-        return p.returncode, p.stdout.strip(), p.stderr[-2000:]
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(once, range(RUNS)))
+    results = [(rc, out.strip(), err) for rc, out, err in run_many(python, SCRIPT, tmp_path, RUNS, parallel=8)]
     failures = [r for r in results if r[0] != 0]
     assert not failures, f"{len(failures)} of {RUNS} runs did not exit cleanly; first: {failures[0]}"
     covered = {r[1] for r in results}

@@ -16,14 +16,11 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
-import agentkit_tools
+from exit_runs import interpreters, run_many
 from agentkit_tools import Invoker, ToolRegistry, dispatch, tool
 from agentkit_tools import _runner
 from agentkit_tools._runner import pool_sizes
@@ -209,40 +206,14 @@ print("exit", flush=True)
 """
 
 
-def _interpreters() -> list:
-    found = [pytest.param(sys.executable, id="sys.executable")]
-    for version in ("3.10.13", "3.13.0"):
-        exe = Path(f"/root/.pyenv/versions/{version}/bin/python3")
-        found.append(
-            pytest.param(
-                str(exe),
-                id=f"python{version}",
-                marks=pytest.mark.skipif(not exe.exists(), reason=f"no Python {version} interpreter at {exe} on this machine"),
-            )
-        )
-    return found
-
-
-@pytest.mark.parametrize("python", _interpreters())
+@pytest.mark.parametrize("python", interpreters())
 def test_a_process_exits_cleanly_whatever_its_workers_and_callers_are_doing(python, tmp_path) -> None:
     """Daemon threads keep handing sync bodies to the pool, as ``dispatch`` and ``Invoker`` do
     (bodies that return at once, sleep 1 ms, or overrun their deadline), while the main thread
     exits: at that moment workers are spinning, parked or mid-body and callers are spinning,
     parked or about to re-take the interpreter lock. Every run must exit with status 0 and
     nothing on stderr."""
-    pkg = Path(agentkit_tools.__file__).parent
-    (tmp_path / "agentkit_tools").symlink_to(pkg, target_is_directory=True)
-    script = tmp_path / "pool_exit.py"
-    script.write_text(EXIT_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("PYTHONHOME", None)
-
-    def once(_: int) -> tuple[int, str, str]:
-        p = subprocess.run([python, str(script)], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=120)
-        return p.returncode, p.stdout, p.stderr[-2000:]
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
-        results = list(pool.map(once, range(EXIT_RUNS)))
+    results = run_many(python, EXIT_SCRIPT, tmp_path, EXIT_RUNS, parallel=6)
     failures = [r for r in results if r != (0, "exit\n", "")]
     assert not failures, f"{len(failures)} of {EXIT_RUNS} runs did not exit cleanly; first: {failures[0]}"
 
