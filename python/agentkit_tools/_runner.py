@@ -93,6 +93,13 @@ def unwrap(exc: BaseException) -> BaseException:
     return exc.exc if type(exc) is BodyFailed else exc
 
 
+def _carried(exc: BaseException) -> BaseException:
+    """What a body's ``BaseException`` (not an ``Exception``) becomes on its way to the caller:
+    ``KeyboardInterrupt``/``SystemExit`` as they are (the process is being stopped), anything
+    else wrapped in ``BodyFailed``."""
+    return exc if isinstance(exc, _STOP) else BodyFailed(exc)
+
+
 _STOP = (KeyboardInterrupt, SystemExit)
 
 # ------------------------------------------------------------------ the worker pool
@@ -189,7 +196,7 @@ class _Pool:
                 except Exception as exc:
                     ok, value = False, exc
                 except BaseException as exc:  # noqa: B036 - handed to the caller, never lost
-                    ok, value = False, exc if isinstance(exc, _STOP) else BodyFailed(exc)
+                    ok, value = False, _carried(exc)
                 with lock:
                     abandoned = job.state == _ABANDONED
                     if abandoned:
@@ -549,7 +556,7 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
     except Exception:
         raise
     except BaseException as exc:
-        raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+        raise _carried(exc) from None
     left = None if end is None else end - _monotonic()
     if left is not None and left <= 0:  # its first step blocked past the deadline
         if _isfuture(y):
@@ -640,7 +647,7 @@ def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float
         except Exception:
             raise
         except BaseException as exc:
-            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+            raise _carried(exc) from None
 
 
 def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = False) -> None:
@@ -803,7 +810,7 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     except Exception:
         raise
     except BaseException as exc:
-        raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+        raise _carried(exc) from None
     if limit is not None and _monotonic() - started > limit:
         raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
     return checked(tool, result, ctx, limit)
@@ -820,7 +827,7 @@ def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     except Exception:
         raise
     except BaseException as exc:
-        raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+        raise _carried(exc) from None
 
 
 def checked(tool: Any, result: Any, ctx: Any, limit: float | None) -> Any:
@@ -915,7 +922,7 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
         except Exception:
             raise
         except BaseException as exc:
-            raise exc if isinstance(exc, _STOP) else BodyFailed(exc) from None
+            raise _carried(exc) from None
     else:
         value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):
