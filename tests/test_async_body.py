@@ -22,11 +22,13 @@ import gc
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentkit_tools import Invoker, ToolRegistry, dispatch, middleware as mw, tool
+from exit_runs import interpreters, run_many
 
 NEEDS_311 = pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout and Task.cancelling are 3.11+")
 
@@ -403,6 +405,73 @@ async def test_the_background_clean_up_drops_its_outcome_without_noise(caplog: p
         gc.collect()
         await asyncio.sleep(0)
     assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+CLEAN_UP_OUTLIVES_ITS_LOOP = '''
+import asyncio, gc, weakref
+from agentkit_tools import Invoker, ToolRegistry, tool
+
+class Alive:
+    pass
+
+ALIVE = weakref.WeakSet()
+ENDED = []
+
+@tool(read_only=True, timeout_s=0.05)
+async def lingers(x: int) -> int:
+    """Wait too long; when cancelled, clean up for long, letting two more cancellations pass."""
+    mark = Alive()
+    ALIVE.add(mark)
+    try:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            for _ in range(3):
+                try:
+                    await asyncio.sleep(10)
+                except asyncio.CancelledError:
+                    pass
+    finally:
+        ENDED.append(x)
+    return x
+
+inv = Invoker(ToolRegistry([lingers]))
+loops = weakref.WeakSet()
+N = 10
+
+async def call(i):
+    loops.add(asyncio.get_running_loop())
+    return await inv.invoke({"id": str(i), "name": "lingers", "input": {"x": i}})
+
+async def leaves_it_running(i):
+    asyncio.get_running_loop().create_task(call(i))
+    await asyncio.sleep(0.01)  # asyncio.run cancels the call; its deadline comes during the shut-down
+
+for i in range(N):
+    asyncio.run(leaves_it_running(i))
+gc.collect()
+print(f"asyncio.run: loops alive {len(loops)}, bodies alive {len(ALIVE)}, ended {len(ENDED)}")
+codes = set()
+for i in range(N, 2 * N):
+    loop = asyncio.new_event_loop()
+    codes.add(loop.run_until_complete(call(i))["error"]["code"])
+    loop.close()  # without asyncio.run's cancelling of the tasks left
+    del loop
+gc.collect()
+print(f"closed loops: loops alive {len(loops)}, bodies alive {len(ALIVE)}, ended {len(ENDED)}, {sorted(codes)}")
+'''
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_a_clean_up_still_running_when_its_loop_is_closed_keeps_nothing(python: str, tmp_path: Path) -> None:
+    """A body abandoned at its deadline whose clean-up is still running when its loop is closed
+    (a clean-up started during ``asyncio.run``'s own shut-down; ``loop.close()`` without it):
+    the body is closed with the loop (its ``finally`` blocks run), nothing of the loop is kept,
+    and nothing is printed."""
+    [(code, out, err)] = run_many(python, CLEAN_UP_OUTLIVES_ITS_LOOP, tmp_path, runs=1, parallel=1)
+    assert (code, out, err) == (0, (
+        "asyncio.run: loops alive 0, bodies alive 0, ended 10\n"
+        "closed loops: loops alive 0, bodies alive 0, ended 20, ['timeout']\n"), "")
 
 
 # ------------------------------------------------------------------ the caller's cancellation

@@ -279,6 +279,7 @@ class _Deadlines:
         self.seq = 0
         self.armed_at: float | None = None
         self.handle: weakref.ref[asyncio.TimerHandle] | None = None
+        self.clean_ups: weakref.ref[_CleanUps] | None = None
 
     def add(self, when: float, deadline: _Deadline) -> int:
         token = self.seq = self.seq + 1
@@ -390,9 +391,6 @@ _COROUTINE = types.CoroutineType
 _CANCELLED = asyncio.CancelledError
 _isfuture = asyncio.isfuture
 _current_task = asyncio.current_task
-#: Tasks driving the clean-up of bodies cancelled at their deadline (a loop holds its tasks
-#: weakly only).
-_CLEANING: set[asyncio.Task[Any]] = set()
 
 _swap_current_task = getattr(asyncio.tasks, "_swap_current_task", None)  # Python 3.12+
 if _swap_current_task is None:
@@ -673,13 +671,67 @@ def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = Fals
             pass
         return
     task = loop.create_task(_finish(body, run, y))
-    _CLEANING.add(task)
-    task.add_done_callback(_CLEANING.discard)
+    state = _deadlines_of(loop)
+    held = None if state.clean_ups is None else state.clean_ups()
+    if held is None:
+        held = _CleanUps()
+        state.clean_ups = weakref.ref(held)
+    held.add(task)
+
+
+#: How far ahead the timer that holds a loop's clean-up tasks is set (seconds; reached, it is
+#: set again).
+_HOLD_S = 86400.0
+
+
+class _CleanUps:
+    """The tasks driving the clean-up of bodies abandoned at their deadline on one event loop
+    (:func:`_abandon`). A loop holds its tasks weakly only; these are held by the loop itself,
+    through a timer of its own that never runs them, and by nothing else: a loop closed while
+    one is still running (``loop.close()`` alone, or one started during ``asyncio.run``'s own
+    shut-down, after it cancelled the tasks left) drops that timer and with it this holder,
+    which then closes each body there (its ``finally`` blocks run, as for any coroutine
+    collected) and drops its task without asyncio's 'destroyed but it is pending' report.
+    Nothing of a closed loop is kept."""
+
+    __slots__ = ("tasks", "handle", "__weakref__")
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.handle: weakref.ref[asyncio.TimerHandle] | None = None
+
+    def hold(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.handle = weakref.ref(loop.call_at(loop.time() + _HOLD_S, self.hold, loop))
+
+    def add(self, task: asyncio.Task[Any]) -> None:
+        handle = None if self.handle is None else self.handle()
+        if handle is None or handle.cancelled():
+            self.hold(task.get_loop())
+        self.tasks.add(task)
+        task._log_destroy_pending = False  # type: ignore[attr-defined]
+        me = weakref.ref(self)  # the task must not hold this: the loop alone does
+        task.add_done_callback(lambda t: None if (held := me()) is None else held.ended(t))
+
+    def ended(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not self.tasks:
+            handle = None if self.handle is None else self.handle()
+            if handle is not None:
+                handle.cancel()  # the loop lets go of this holder
+
+    def __del__(self) -> None:  # the loop was closed with clean-ups still running
+        for task in self.tasks:
+            try:
+                task.get_coro().close()  # type: ignore[union-attr]
+            except BaseException:  # noqa: BLE001 - a body that awaits while closed: dropped
+                pass
 
 
 async def _finish(body: _BodyTask, run: Any, y: Any) -> None:
     try:
         await _follow(body, run, y)
+    except GeneratorExit:
+        raise  # closed (its loop was closed): the body was closed
     except BaseException as exc:
         if isinstance(exc, _STOP):
             raise  # the process is being stopped: the loop sees it, as for any task
