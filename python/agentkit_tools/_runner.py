@@ -90,6 +90,7 @@ class BodyFailed(Exception):
 
 
 def unwrap(exc: BaseException) -> BaseException:
+    """The exception a body raised: ``BodyFailed`` unwrapped."""
     return exc.exc if type(exc) is BodyFailed else exc
 
 
@@ -576,36 +577,41 @@ def _woken(fut: Any, wait: Any) -> None:
 
 
 @types.coroutine
-def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float | None) -> Any:
-    """Go on stepping the suspended body (it yielded ``y``) in the caller's task: what it
-    yields goes to the task untouched (a future keeps its ``_asyncio_future_blocking``
-    hand-shake), what the task sends or throws goes to the body, each step by :func:`_step`.
-    Returns what the body returns; raises as :func:`run_body`.
+def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline | None = None, end: float | None = None) -> Any:
+    """Go on stepping the suspended body (it yielded ``y``) in this task: what it yields goes to
+    the task untouched (a future keeps its ``_asyncio_future_blocking`` hand-shake), what the
+    task sends or throws goes to the body, each step by :func:`_step`. Returns what the body
+    returns; raises as :func:`run_body`. Runs in the caller's task (``deadline`` given), or in
+    the task driving an abandoned body's clean-up (:func:`_finish`; no ``deadline``).
 
-    A task or a gathering future the body awaits is waited on through a plain future completed
-    with it: cancelling the caller's task then never waits for that task's own clean-up.
+    In the caller's task, a task or a gathering future the body awaits is waited on through a
+    plain future completed with it: cancelling the caller then never waits for that task's own
+    clean-up.
 
-    A cancellation of the caller's task reaches the body at once, as a cancellation of the
-    body's own task; a ``CancelledError`` the body's own scopes caused (they cancel ``body``)
-    goes to the body and is none of the caller's. At the deadline, if the body's clean-up
-    suspends, it goes on in a task of its own (:func:`_abandon`) and the caller gets
-    ``timeout`` at once. The caller's own cancellation is the body's to act on, like that of any
+    A cancellation of this task reaches the body at once, as a cancellation of the body's own
+    task; a ``CancelledError`` the body's own scopes caused (they cancel ``body``) goes to the
+    body and is none of this task's. In the caller's task: at the deadline, if the body's
+    clean-up suspends, it goes on in a task of its own (:func:`_abandon`) and the caller gets
+    ``timeout`` at once; the caller's own cancellation is the body's to act on, like that of any
     coroutine the caller awaits: it propagates when the body lets it through (a body that
-    swallows it answers)."""
-    task = _current_task()  # the caller's (or an enclosing body's)
+    swallows it answers). In a clean-up's task, cancelled when ``asyncio.run`` ends or the loop
+    shuts down, a body that swallows that cancellation too is closed: it never keeps the loop
+    from ending."""
+    task = _current_task()
     counted = _COUNTS_CANCELS and task is not None
     before = seen = task.cancelling() if counted else 0  # type: ignore[union-attr]
-    delivered = False  # a cancellation of the caller reached the body
+    delivered = False  # a cancellation of this task reached the body
     coro = body._coro
     send, throw = coro.send, coro.throw
     while True:
-        if y is None or type(y) is _FUTURE or not _isfuture(y):
+        if deadline is None or y is None or type(y) is _FUTURE or not _isfuture(y):
             wait = y
         else:  # a task, a gathering future: wait on a plain future completed with it
             wait = y.get_loop().create_future()
             y.add_done_callback(lambda f, wait=wait: _woken(f, wait))
             y._asyncio_future_blocking = False
             wait._asyncio_future_blocking = True
+        callers = False
         try:
             value = yield wait
         except _CANCELLED as exc:
@@ -616,17 +622,20 @@ def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float
                 callers = wait is not y or not body._waiter_cancelled
             if callers:
                 delivered = True
-                body._num_cancels_requested += 1  # the body's task is cancelled with its caller
+                body._num_cancels_requested += 1  # the body's task is cancelled with this one
                 if wait is not y and not y.done():
                     y.cancel()  # as a task does with the future it awaits
-                    if not deadline.expired:
+                    if not deadline.expired:  # type: ignore[union-attr]
                         continue  # the body sees the cancellation once that future has ended
-                if deadline.expired:
+                if deadline is not None and deadline.expired:
                     _abandon(body, run, exc, counted=True)
                     raise
             step, arg = throw, exc
-        except GeneratorExit:  # the caller's coroutine is closed
-            _abandon(body, run, _CANCELLED())
+        except GeneratorExit:  # this task's coroutine is closed
+            if deadline is None:
+                _close(body, run)
+            else:
+                _abandon(body, run, _CANCELLED())
             raise
         except BaseException as exc:
             step, arg = throw, exc
@@ -636,16 +645,19 @@ def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline, end: float
             y = _step(body, run, step, arg)
         except StopIteration as stop:
             if end is not None and _monotonic() > end:
-                raise ToolTimeoutError(deadline.name, deadline.limit) from None  # type: ignore[arg-type]
+                raise ToolTimeoutError(deadline.name, deadline.limit) from None  # type: ignore[union-attr, arg-type]
             return stop.value
         except _CANCELLED as exc:
             if delivered and (not counted or task.cancelling() > before):  # type: ignore[union-attr]
-                raise  # the caller's cancellation
+                raise  # this task's cancellation
             raise BodyFailed(exc) from None  # the body cancelled itself
         except Exception:
             raise
         except BaseException as exc:
             raise _carried(exc) from None
+        if callers and deadline is None:  # a clean-up that swallowed its task's cancellation
+            _close(body, run)
+            return None
 
 
 def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = False) -> None:
@@ -728,53 +740,13 @@ class _CleanUps:
 
 
 async def _finish(body: _BodyTask, run: Any, y: Any) -> None:
+    """Drive an abandoned body's clean-up to its end, its outcome dropped."""
     try:
-        await _follow(body, run, y)
-    except GeneratorExit:
-        raise  # closed (its loop was closed): the body was closed
-    except BaseException as exc:
-        if isinstance(exc, _STOP):
-            raise  # the process is being stopped: the loop sees it, as for any task
-
-
-@types.coroutine
-def _follow(body: _BodyTask, run: Any, y: Any) -> Any:
-    """Step ``body`` (it yielded ``y``) in this task until it ends. When this task is cancelled
-    (``asyncio.run`` ending, the loop shutting down) the body gets that cancellation too, and a
-    body that swallows it as well is closed: it never keeps the loop from ending. A cancellation
-    the body's own scopes caused is the body's business."""
-    task = _current_task()
-    counted = _COUNTS_CANCELS and task is not None
-    seen = task.cancelling() if counted else 0  # type: ignore[union-attr]
-    coro = body._coro
-    while True:
-        try:
-            value = yield y
-        except GeneratorExit:
-            _close(body, run)
-            raise
-        except BaseException as exc:
-            mine = False  # this task's own cancellation
-            if isinstance(exc, _CANCELLED):
-                if counted:
-                    mine = task.cancelling() > seen  # type: ignore[union-attr]
-                    seen = task.cancelling()  # type: ignore[union-attr]
-                else:
-                    mine = not body._waiter_cancelled
-                if mine:
-                    body._num_cancels_requested += 1
-            try:
-                y = _step(body, run, coro.throw, exc)
-            except StopIteration:
-                return
-            if mine:  # it swallowed a second cancellation
-                _close(body, run)
-                return
-        else:
-            try:
-                y = _step(body, run, coro.send, value)
-            except StopIteration:
-                return
+        await _delegate(body, run, y)
+    except (GeneratorExit, KeyboardInterrupt, SystemExit):
+        raise  # closed (its loop was closed), or the process is being stopped
+    except BaseException:  # noqa: BLE001 - the outcome of a call past its deadline: nobody reads it
+        pass
 
 
 def _loop_idle(loop: asyncio.AbstractEventLoop, bound: float) -> bool:
@@ -856,13 +828,9 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
             raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
         started = _monotonic()
     try:
-        result = tool.fn(args, ctx)
+        result = _call(tool, args, ctx)
     except StopIteration as exc:
         raise RuntimeError("coroutine raised StopIteration") from exc
-    except Exception:
-        raise
-    except BaseException as exc:
-        raise _carried(exc) from None
     if limit is not None and _monotonic() - started > limit:
         raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
     return checked(tool, result, ctx, limit)
@@ -874,6 +842,12 @@ def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     the deadline has passed already: the body never starts)."""
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(tool.name, limit)
+    return _call(tool, args, ctx)
+
+
+def _call(tool: Any, args: Any, ctx: Any) -> Any:
+    """``tool.fn(args, ctx)``; raises what it raised, a ``BaseException`` that is not an
+    ``Exception`` as :func:`_carried` makes it."""
     try:
         return tool.fn(args, ctx)
     except Exception:
@@ -969,12 +943,7 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
         return run_on_background_loop(run_body(tool, args, ctx, limit, kind), limit, name)
     started = _monotonic()
     if kind == BODY_INLINE:
-        try:
-            value = tool.fn(args, ctx)
-        except Exception:
-            raise
-        except BaseException as exc:
-            raise _carried(exc) from None
+        value = _call(tool, args, ctx)
     else:
         value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):

@@ -17,7 +17,7 @@ import re
 from typing import Any, Mapping
 
 from . import _core
-from ._runner import BodyFailed, run_body_sync, run_on_background_loop
+from ._runner import run_body_sync, run_on_background_loop, unwrap
 
 __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 
@@ -86,7 +86,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
             except BaseException as exc:
                 if isinstance(exc, _STOP):
                     raise
-                step, arg = m.failed(exc.exc if type(exc) is BodyFailed else exc)
+                step, arg = m.failed(unwrap(exc))
             else:
                 step, arg = m.ok(value)
         else:  # the approval gate: the host has not approved this call

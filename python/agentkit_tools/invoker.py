@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BODY_ASYNC, BODY_INLINE, BodyFailed, Later, _await_coro, checked, run_body, run_inline, start_async
+from ._runner import BODY_ASYNC, BODY_INLINE, Later, _await_coro, checked, run_body, run_inline, start_async, unwrap
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
@@ -240,7 +240,7 @@ class Invoker:
                         if type(value) is Later:
                             value = await value.settle()
                     except Exception as exc:
-                        step, arg = m.failed(exc.exc if type(exc) is BodyFailed else exc)
+                        step, arg = m.failed(unwrap(exc))
                     else:
                         step, arg = m.ok(value)
                 elif step == DONE:
