@@ -175,7 +175,8 @@ async def test_an_async_call_costs_no_task_and_a_turn_one_per_call_like_gather()
             with TaskCount() as count:
                 envs = await invoker.invoke_many(calls)
             assert [strip(e) for e in envs] == [ok(i) for i in range(5)]
-            assert count.created == ["invoke"] * 5
+            # one task per call: the body's (or, when a span opens first, the driver's)
+            assert count.created in (["_body"] * 5, ["_drive"] * 5), count.created
     with TaskCount() as count:
         await asyncio.gather(*(waits.func(i) for i in range(5)))  # type: ignore[misc]
     assert count.created == ["waits"] * 5  # a bare gather: one task per coroutine too

@@ -2,7 +2,8 @@
 ``FunctionTool.run``, the MCP server, the command line).
 
 - An ``async`` body is awaited in the caller's own task (no task of its own: one that never
-  suspends costs no pass of the event loop), each of its steps in a copy of the caller's
+  suspends costs no pass of the event loop; the exception: a turn of ``Invoker.invoke_many``
+  gives each async body a real task of its own, as ``asyncio.gather`` would), each of its steps in a copy of the caller's
   ``contextvars`` (its changes never reach the caller) and as a task of its own: during its
   steps ``asyncio.current_task()`` is a stand-in for the body (:class:`_BodyTask`), so what the
   body enters that remembers its task (``asyncio.timeout``, a task group, an anyio cancel scope)
@@ -270,31 +271,36 @@ _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
 
 class _Deadlines:
     """All pending call deadlines of one event loop behind a single timer: a heap of ``(when,
-    seq, deadline)``, entries of calls that ended dropped lazily (one asyncio timer per call
-    would cost more than the rest of the call)."""
+    seq, entry)``, entries of calls that ended dropped lazily (one asyncio timer per call
+    would cost more than the rest of the call). An entry has ``ended`` and ``expire()`` (a
+    :class:`_Deadline`, or a whole ``invoke_many`` turn, which may add itself again from
+    ``expire`` for its next deadline)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = weakref.proxy(loop)
-        self.heap: list[tuple[float, int, _Deadline]] = []
+        self.heap: list[tuple[float, int, Any]] = []
         self.live = 0
         self.seq = 0
         self.armed_at: float | None = None
         self.handle: weakref.ref[asyncio.TimerHandle] | None = None
         self.clean_ups: weakref.ref[_CleanUps] | None = None
 
-    def add(self, when: float, deadline: _Deadline) -> int:
+    def add(self, when: float, deadline: Any) -> int:
         token = self.seq = self.seq + 1
         heapq.heappush(self.heap, (when, token, deadline))
         self.live += 1
         if self.armed_at is None or when < self.armed_at:
-            handle = None if self.handle is None else self.handle()
-            if handle is not None:
-                handle.cancel()
-            self.armed_at = when
-            self.handle = weakref.ref(self.loop.call_at(when, self._fire))
+            self._arm(when)
         return token
 
-    def remove(self, deadline: _Deadline) -> None:
+    def _arm(self, when: float) -> None:
+        handle = None if self.handle is None else self.handle()
+        if handle is not None:
+            handle.cancel()
+        self.armed_at = when
+        self.handle = weakref.ref(self.loop.call_at(when, self._fire))
+
+    def remove(self, deadline: Any) -> None:
         """The call ended: its entry is dropped when it reaches the top (all at once when it was
         the last one pending)."""
         deadline.ended = True
@@ -311,10 +317,8 @@ class _Deadlines:
                 deadline.ended = True
                 self.live -= 1
                 deadline.expire()
-        nxt = heap[0][0] if heap else None
-        if nxt is not None:
-            self.armed_at = nxt
-            self.handle = weakref.ref(self.loop.call_at(nxt, self._fire))
+        if heap and (self.armed_at is None or heap[0][0] < self.armed_at):
+            self._arm(heap[0][0])
 
 
 _LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
@@ -682,7 +686,12 @@ def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = Fals
         except Exception:
             pass
         return
-    task = loop.create_task(_finish(body, run, y))
+    hold_clean_up(loop, loop.create_task(_finish(body, run, y)))
+
+
+def hold_clean_up(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    """Hold ``task``, which drives the clean-up of a body past its deadline (its outcome
+    dropped), until it ends or its loop is closed (see :class:`_CleanUps`)."""
     state = _deadlines_of(loop)
     held = None if state.clean_ups is None else state.clean_ups()
     if held is None:

@@ -23,7 +23,11 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BODY_ASYNC, BODY_INLINE, Later, _await_coro, checked, run_body, run_inline, start_async, unwrap
+from ._runner import (
+    _CLOCK_RESOLUTION, BODY_ASYNC, BODY_INLINE, Later, _await_coro, _deadlines_of, _monotonic, checked, hold_clean_up,
+    run_body, run_inline, start_async, unwrap,
+)
+from .errors import ToolTimeoutError
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
@@ -38,6 +42,9 @@ _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
     _core.STEP_DONE, _core.STEP_RUN, _core.STEP_APPROVE, _core.STEP_SLEEP, _core.STEP_WAIT,
     _core.STEP_GET, _core.STEP_SET, _core.STEP_CAS, _core.STEP_OPEN, _core.STEP_RECORD,
 )
+#: Steps of the driver's own (never the core's): an ``invoke_many`` body's awaitable result to
+#: settle, a fault to abort the call with.
+_LATER, _RAISE = -1, -2
 
 
 def _fault_envelope(exc: BaseException) -> dict[str, Any]:
@@ -47,6 +54,16 @@ def _fault_envelope(exc: BaseException) -> dict[str, Any]:
 def _caller_cancelled() -> bool:
     task = asyncio.current_task()
     return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
+
+
+def _fault(exc: BaseException, call: Any, caller_cancelled: bool) -> dict[str, Any]:
+    """The envelope of a call whose driver raised ``exc`` (a fault in a middleware or a host
+    callback, not in the tool), logged. ``KeyboardInterrupt``/``SystemExit`` and the caller's
+    own cancellation (``caller_cancelled``) are raised again instead."""
+    if isinstance(exc, _STOP) or (caller_cancelled and isinstance(exc, asyncio.CancelledError)):
+        raise exc
+    _log.error("Invoker failed on a call of %r", _core.call_parts(call)[1], exc_info=exc)
+    return _fault_envelope(exc)
 
 
 def _builtin(mw: Any) -> bool:
@@ -153,21 +170,24 @@ class Invoker:
             if self._only is not None:
                 return await self._drive(self._only, None, call, ctx, None)
             return await self._entry(self._start(call, ctx))
-        except Exception as exc:  # a fault in a middleware or a host callback, not in the tool
-            _log.exception("Invoker failed on a call of %r", _core.call_parts(call)[1])
-            return _fault_envelope(exc)
         except BaseException as exc:
-            if isinstance(exc, _STOP) or (isinstance(exc, asyncio.CancelledError) and _caller_cancelled()):
-                raise
-            _log.exception("Invoker failed on a call of %r", _core.call_parts(call)[1])
-            return _fault_envelope(exc)
+            return _fault(exc, call, isinstance(exc, asyncio.CancelledError) and _caller_cancelled())
 
     async def invoke_many(self, calls: Iterable[Mapping[str, Any]], ctx: Any = None) -> list[dict[str, Any]]:
-        """Run a model turn's calls concurrently; the envelopes come back in call order."""
+        """Run a model turn's calls concurrently; the envelopes come back in call order. Never
+        raises but as :meth:`invoke` does; the cancellation of the awaiting task cancels every
+        call of the turn (each body gets it) and propagates once they have all ended.
+
+        The calls are admitted and started in call order before any body runs. With the
+        built-in rules only (the default chain), an ``async`` body runs as a task of its own
+        (one task per call, as ``asyncio.gather`` costs): ``asyncio.current_task()`` in it is
+        that task."""
         calls = list(calls)
         if len(calls) == 1:
             return [await self.invoke(calls[0], ctx)]
-        return list(await asyncio.gather(*(self.invoke(c, ctx) for c in calls)))
+        if self._only is None or not calls:
+            return list(await asyncio.gather(*(self.invoke(c, ctx) for c in calls)))
+        return await _Turn(self, calls, ctx).run()
 
     # ---------------------------------------------------------------- the pipeline driver
 
@@ -203,9 +223,14 @@ class Invoker:
         tc._canonical = canonical
         return tc
 
-    async def _drive(self, pipe: Any, nxt: Handler | None, call: Any, ctx: Any, tc: ToolCall | None) -> dict[str, Any]:
-        """Perform the steps of one call through ``pipe`` until its envelope."""
-        if tc is None:
+    async def _drive(
+        self, pipe: Any, nxt: Handler | None, call: Any, ctx: Any, tc: ToolCall | None, begun: Any = None
+    ) -> dict[str, Any]:
+        """Perform the steps of one call through ``pipe`` until its envelope. ``begun``: the
+        call was started already (``(call_state, step, payload)``, an ``invoke_many`` turn)."""
+        if begun is not None:
+            m, step, arg = begun
+        elif tc is None:
             m, step, arg = pipe.begin(self.registry._core, call, ctx)
         else:
             m, step, arg = pipe.begin_call(tc)
@@ -275,24 +300,260 @@ class Invoker:
                 elif step == OPEN:
                     span = _open_span(arg[1], arg[2])
                     step, arg = m.feed(_core.EV_OPENED)
+                elif step == _LATER:
+                    try:
+                        value = await arg.settle()
+                    except Exception as exc:
+                        step, arg = m.failed(unwrap(exc))
+                    else:
+                        step, arg = m.ok(value)
+                elif step == _RAISE:
+                    raise arg
                 else:
                     step, arg = await _store_step(m, step, arg)
         except BaseException as exc:
-            steps = m.abort(isinstance(exc, asyncio.CancelledError), None if nxt is None else tc.attempts)  # type: ignore[union-attr]
-            rec = None
-            if not isinstance(exc, _STOP):  # the process is being stopped: the lease frees the claim
-                # Shielded from the cancellation: the shared claim is released (the identical
-                # calls of other workers go on at once) and a record per call is emitted, a
-                # middleware's fault included.
-                for step, arg in steps:
-                    if step == CAS:
-                        await asyncio.shield(_release(*arg))
-                    else:
-                        cfg, rec = arg
-                        await asyncio.shield(cfg.emit(rec, ctx))
-            if span is not None:
-                _close_span(span, rec, exc)
+            await _aborted(m, exc, None if nxt is None else tc.attempts, ctx, span)  # type: ignore[union-attr]
             raise
+
+
+_OWN, _DRIVEN, _ANSWERED, _CUT = 0, 1, 2, 3
+
+
+class _Turn:
+    """The calls of one ``invoke_many`` turn of an Invoker whose chain is built-in rules only.
+
+    Every call is admitted and started (``Pipeline.begin``) in call order before any body
+    runs. A call the pipeline answers at once is answered; a call whose first step is to await
+    an ``async`` body gets one task of its own that awaits just the body (no driver coroutine,
+    no stand-in task around it) and finishes the call when it returns; any other call, and
+    whatever a call asks for after its body (a retry, an audit record), goes through the
+    Invoker's driver, in that same task or in one of its own.
+
+    ``state[i]``: ``_OWN`` while the turn answers for call ``i``'s body (its deadline),
+    ``_DRIVEN`` once its outcome is being settled, ``_ANSWERED`` with ``envs[i]`` set, ``_CUT``
+    when the caller's cancellation reached its body. ``machines[i]``: its call state until it
+    is answered or aborted. The deadlines of the bodies the turn owns are one entry of the
+    loop's deadline timer (the earliest of them): at a call's deadline it gets ``timeout`` at
+    once and its body is cancelled, its clean-up going on in its task, its outcome dropped.
+
+    The caller's cancellation reaches every body still running (and every call in the driver);
+    once they have all ended it propagates. As for a single call, a body is the one to act on
+    it: one that ends by the cancellation is aborted (record ``cancelled``), one that swallows
+    it and answers is settled as it answered."""
+
+    __slots__ = ("inv", "calls", "ctx", "envs", "state", "tasks", "machines", "pending", "waiter",
+                 "cancelled", "ends", "dues", "next", "ended", "deadlines")
+
+    def __init__(self, inv: Invoker, calls: list[Any], ctx: Any) -> None:
+        self.inv = inv
+        self.calls = calls
+        self.ctx = ctx
+        n = len(calls)
+        self.envs: list[Any] = [None] * n
+        self.state = [_OWN] * n
+        self.tasks: list[Any] = [None] * n
+        self.machines: list[Any] = [None] * n
+        self.pending = n
+        self.waiter: Any = None
+        self.cancelled = False
+        self.ends: list[Any] = [None] * n  # the deadline of each body the turn owns (monotonic)
+        self.dues: list[tuple[float, int, str, float]] = []  # (when, call, tool name, limit)
+        self.next = 0  # the first of ``dues`` not yet past
+        self.ended = True  # no entry in the loop's deadline timer
+        self.deadlines: Any = None
+
+    async def run(self) -> list[dict[str, Any]]:
+        inv, ctx, calls = self.inv, self.ctx, self.calls
+        loop = asyncio.get_running_loop()
+        self.waiter = loop.create_future()
+        pipe, registry = inv._only, inv.registry._core
+        begin, create_task = pipe.begin, loop.create_task
+        tasks, machines, ends, dues = self.tasks, self.machines, self.ends, self.dues
+        for i, call in enumerate(calls):
+            try:
+                m, step, arg = begin(registry, call, ctx)
+            except BaseException as exc:
+                if isinstance(exc, _STOP):  # the process is being stopped
+                    self._drop()
+                    raise
+                self._answer(i, _fault(exc, call, False))
+                continue
+            if step == DONE:
+                self._answer(i, arg)
+                continue
+            machines[i] = m
+            if step == RUN and arg[3] == BODY_ASYNC:
+                tool, args, limit, _ = arg
+                try:
+                    coro = start_async(tool, args, ctx, limit)
+                except Exception as exc:
+                    self.state[i] = _DRIVEN
+                    tasks[i] = create_task(self._drive(i, m, RUN, arg, unwrap(exc)))
+                    continue
+                if limit is not None:
+                    end = ends[i] = _monotonic() + limit
+                    dues.append((end, i, tool.name, limit))
+                tasks[i] = create_task(self._body(i, m, tool, coro, limit))
+            else:
+                self.state[i] = _DRIVEN
+                tasks[i] = create_task(self._drive(i, m, step, arg))
+        if dues and self.pending:
+            dues.sort()
+            self.deadlines = _deadlines_of(loop)
+            self.ended = False
+            self.deadlines.add(loop.time() + (dues[0][0] - _monotonic()), self)
+        try:
+            if self.pending:
+                await self.waiter
+        except BaseException:
+            await self._cancel()
+            raise
+        finally:
+            if not self.ended:
+                self.deadlines.remove(self)
+        return self.envs
+
+    def _drop(self) -> None:
+        """The process is being stopped while the turn starts: the calls started so far are
+        cancelled and aborted without their records (the lease frees a shared claim)."""
+        for task in self.tasks:
+            if task is not None:
+                task.cancel()
+        for i, m in enumerate(self.machines):
+            if m is not None:
+                self.state[i] = _CUT
+                m.abort(True)
+
+    def _answer(self, i: int, env: dict[str, Any]) -> None:
+        self.envs[i] = env
+        self.state[i] = _ANSWERED
+        self.machines[i] = None
+        self.tasks[i] = None
+        self.pending -= 1
+        if self.pending == 0 and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def _body(self, i: int, m: Any, tool: Any, coro: Any, limit: float | None) -> None:
+        """Call ``i``'s task: await its body, then finish the call (at once when the pipeline
+        answers; else through the driver)."""
+        exc: BaseException | None = None
+        try:
+            value = await coro
+        except BaseException as e:
+            if isinstance(e, _STOP):
+                raise
+            exc, value = e, None
+        state = self.state[i]
+        if state != _OWN and (state != _CUT or isinstance(exc, asyncio.CancelledError)):
+            return  # answered at its deadline (outcome dropped), or ended by the caller's cancellation
+        self.state[i] = _DRIVEN
+        try:
+            if exc is None:
+                if limit is not None and _monotonic() > self.ends[i]:
+                    exc = ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
+                else:
+                    try:
+                        value = checked(tool, value, self.ctx, limit)
+                    except Exception as e:
+                        exc = unwrap(e)
+            if exc is not None:
+                step, arg = m.failed(exc)
+            elif type(value) is Later:
+                step, arg = _LATER, value
+            else:
+                step, arg = m.ok(value)
+        except BaseException as e:
+            step, arg = _RAISE, e
+        if step == DONE:
+            self._answer(i, arg)
+        else:
+            await self._drive(i, m, step, arg)
+
+    async def _drive(self, i: int, m: Any, step: int, arg: Any, failed: BaseException | None = None) -> None:
+        """Finish call ``i`` through the Invoker's driver from ``(step, arg)`` (``failed``: the
+        body's exception when it could not even start)."""
+        inv = self.inv
+        try:
+            if failed is not None:
+                step, arg = m.failed(failed)
+            env = await inv._drive(inv._only, None, None, self.ctx, None, (m, step, arg))
+        except BaseException as exc:
+            if self.cancelled and isinstance(exc, asyncio.CancelledError):
+                self.machines[i] = None  # the driver aborted the call
+                return
+            env = _fault(exc, self.calls[i], False)
+        self._answer(i, env)
+
+    def expire(self) -> None:
+        """The earliest deadline of the bodies the turn owns has come: each call past its
+        deadline gets ``timeout`` and its body is cancelled; the timer is set for the next."""
+        dues, state = self.dues, self.state
+        now = _monotonic() + _CLOCK_RESOLUTION
+        while self.next < len(dues) and dues[self.next][0] <= now:
+            _, i, name, limit = dues[self.next]
+            self.next += 1
+            if state[i] != _OWN:
+                continue
+            m, task = self.machines[i], self.tasks[i]
+            self.state[i] = _DRIVEN
+            try:
+                step, arg = m.failed(ToolTimeoutError(name, limit))
+            except BaseException as exc:
+                step, arg = _RAISE, exc
+            self.tasks[i] = None  # not the turn's to wait for, nor to cancel again
+            if step == DONE:
+                self._answer(i, arg)
+            else:
+                self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
+            task.cancel()  # its clean-up goes on in its task, its outcome dropped
+            hold_clean_up(task.get_loop(), task)
+        while self.next < len(dues) and state[dues[self.next][1]] != _OWN:
+            self.next += 1
+        if self.next < len(dues) and self.pending:
+            self.ended = False
+            loop = asyncio.get_running_loop()
+            self.deadlines.add(loop.time() + (dues[self.next][0] - _monotonic()), self)
+
+    async def _cancel(self) -> None:
+        """The caller's cancellation (or a request to stop): every body and driver still running
+        is cancelled; once all have ended, the calls still unanswered are aborted (their shared
+        claims released, their records emitted) unless the driver did."""
+        self.cancelled = True
+        state = self.state
+        for i, st in enumerate(state):
+            if st == _OWN:
+                state[i] = _CUT
+        running = [t for t in self.tasks if t is not None and not t.done()]
+        while running:
+            for t in running:
+                t.cancel()
+            try:
+                await asyncio.wait(running)
+            except asyncio.CancelledError:
+                pass  # cancelled again: they are cancelled again (as gather does)
+            running = [t for t in running if not t.done()]
+        for i, m in enumerate(self.machines):
+            if m is not None:
+                self.machines[i] = None
+                await _aborted(m, asyncio.CancelledError(), None, self.ctx, None)
+
+
+async def _aborted(m: Any, exc: BaseException, attempts: int | None, ctx: Any, span: Any) -> None:
+    """A call ended by ``exc`` (the caller's cancellation, a fault outside the pipeline) before
+    its envelope: abort it in the pipeline. Shielded from the cancellation, its shared claim is
+    released (the identical calls of other workers go on at once) and its record is emitted,
+    unless the process is being stopped (the lease frees the claim)."""
+    steps = m.abort(isinstance(exc, asyncio.CancelledError), attempts)
+    rec = None
+    if not isinstance(exc, _STOP):
+        for step, arg in steps:
+            if step == CAS:
+                await asyncio.shield(_release(*arg))
+            else:
+                cfg, rec = arg
+                await asyncio.shield(cfg.emit(rec, ctx))
+    if span is not None:
+        _close_span(span, rec, exc)
 
 
 async def _release(store: Any, key: str, expected: str, value: str) -> None:

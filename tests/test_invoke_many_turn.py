@@ -1,0 +1,369 @@
+"""``Invoker.invoke_many`` of a chain of built-in rules runs the turn as one batch: every call
+is admitted and started in call order before any body runs, an async body runs as a task of its
+own that awaits just the body, the deadlines of those bodies share one timer entry, and any other
+call or step goes through the Invoker's driver.
+
+Pinned here, per call of a turn exactly as for the call alone: the envelope (mixed tools, failing
+bodies among successes, rejected calls, approvals, a retry), the order of the results, the repeat
+guard counting in call order, ``timeout`` at each call's own deadline (never before it, never
+waiting for the body's clean-up, never a success past it, the rest of the turn untouched), the
+caller's cancellation reaching every body and propagating once they ended, with one audit record
+per call.
+
+Bounds on time are generous hang guards (seconds), never speed assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from agentkit_tools import Invoker, ToolContext, ToolRegistry, middleware as mw, tool
+
+
+class Halt(BaseException):
+    """A custom BaseException subclass a tool body may raise (not a request to stop)."""
+
+
+def call(name: str, cid: str, **args: Any) -> dict[str, Any]:
+    return {"id": cid, "name": name, "input": args}
+
+
+def strip(env: dict[str, Any]) -> dict[str, Any]:
+    out = dict(env)
+    if out.get("ok"):
+        assert isinstance(out.pop("elapsed_ms"), float), env
+    return out
+
+
+def timeout_env(name: str, limit: str) -> dict[str, Any]:
+    return {"ok": False, "error": {
+        "code": "timeout",
+        "message": f"{name} did not finish within {limit}s. Do not retry immediately; tell the user the backend is slow."}}
+
+
+def internal(name: str, what: str) -> dict[str, Any]:
+    return {"ok": False, "error": {
+        "code": "internal_error",
+        "message": f"{name} failed: {what}. This is a bug in the tool, not in your arguments; do not retry."}}
+
+
+# ------------------------------------------------------------------ tools
+
+
+@tool(read_only=True)
+async def naps(x: int) -> int:
+    """Sleep a moment, then answer with the number doubled."""
+    await asyncio.sleep(0.01)
+    return 2 * x
+
+
+@tool(read_only=True)
+async def instant(x: int) -> int:
+    """Answer with the number plus one at once."""
+    return x + 1
+
+
+@tool(read_only=True)
+def worker(x: int) -> int:
+    """Answer with the number times ten, from a worker thread."""
+    time.sleep(0.005)
+    return 10 * x
+
+
+@tool(read_only=True, non_blocking=True)
+def inline(x: int) -> int:
+    """Answer with the number negated, on the event loop."""
+    return -x
+
+
+@tool(read_only=True)
+async def breaks(x: int) -> int:
+    """Fail with a ValueError after a short sleep."""
+    await asyncio.sleep(0.005)
+    raise ValueError(f"bad {x}")
+
+
+@tool(read_only=True)
+async def cancels_itself(x: int) -> int:
+    """Raise a cancellation from inside the body, though nobody cancelled the caller."""
+    await asyncio.sleep(0)
+    raise asyncio.CancelledError()
+
+
+@tool(read_only=True)
+async def halts(x: int) -> int:
+    """Raise a custom BaseException subclass from an async body."""
+    raise Halt("stop here")
+
+
+@tool(read_only=True, output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+async def misshapen(x: int) -> Any:
+    """Return something that is not the declared output shape."""
+    return "not an object"
+
+
+@tool(side_effecting=True, requires_approval=True)
+async def pay(x: int) -> str:
+    """Pay an amount; needs the host's approval."""
+    return f"paid {x}"
+
+
+TOOLS = [naps, instant, worker, inline, breaks, cancels_itself, halts, misshapen, pay]
+
+
+def mixed_turn() -> list[dict[str, Any]]:
+    return [
+        call("naps", "a", x=1),
+        call("worker", "b", x=2),
+        call("breaks", "c", x=3),
+        call("instant", "d", x=4),
+        call("nope", "e", x=5),
+        call("naps", "f", x="six"),
+        call("inline", "g", x=7),
+        call("cancels_itself", "h", x=8),
+        call("pay", "i", x=9),
+        {**call("pay", "j", x=10), "approved": True},
+        call("halts", "k", x=11),
+        call("misshapen", "l", x=12),
+        call("naps", "m", x=13),
+    ]
+
+
+@pytest.mark.parametrize("chain", ["default", "bare"])
+async def test_every_call_of_a_mixed_turn_gets_the_envelope_it_gets_alone(chain: str) -> None:
+    middleware = None if chain == "default" else []
+    calls = mixed_turn()
+    alone = [strip(await Invoker(ToolRegistry(TOOLS), middleware=middleware).invoke(c)) for c in calls]
+    envs = await asyncio.wait_for(Invoker(ToolRegistry(TOOLS), middleware=middleware).invoke_many(calls), 30)
+    assert [strip(e) for e in envs] == alone
+    assert [e.get("value") for e in envs] == [2, 20, None, 5, None, None, -7, None, None if chain == "default" else "paid 9",
+                                              "paid 10", None, None, 26]
+    assert alone[2] == internal("breaks", "ValueError: bad 3")
+    assert alone[7] == internal("cancels_itself", "CancelledError")
+    assert alone[10] == internal("halts", "Halt: stop here")
+    assert [e["error"]["code"] for e in envs if not e["ok"]] == (
+        ["internal_error", "unknown_tool", "invalid_arguments", "internal_error", "approval_required", "internal_error",
+         "output_mismatch"]
+        if chain == "default"
+        else ["internal_error", "unknown_tool", "invalid_arguments", "internal_error", "internal_error", "output_mismatch"]
+    )
+    # the task awaiting the turn was not cancelled by the body that cancelled itself
+    assert not asyncio.current_task().cancelled()  # type: ignore[union-attr]
+
+
+async def test_the_repeat_guard_counts_the_calls_of_a_turn_in_call_order() -> None:
+    runs: list[int] = []
+
+    @tool(read_only=True)
+    async def look(day: str) -> str:
+        """Look at the events of one day of the calendar."""
+        runs.append(1)
+        await asyncio.sleep(0.005)
+        return day
+
+    inv = Invoker(ToolRegistry([look]))
+    envs = await inv.invoke_many([call("look", str(i), day="mon") for i in range(5)] + [call("look", "x", day="tue")])
+    assert [strip(e) for e in envs[:2]] == [{"ok": True, "value": "mon"}] * 2
+    assert [(e["error"]["code"], e["error"]["count"]) for e in envs[2:5]] == [("repeated_call", 3), ("repeated_call", 4),
+                                                                                ("repeated_call", 5)]
+    assert strip(envs[5]) == {"ok": True, "value": "tue"}
+    assert len(runs) == 3
+
+
+async def test_a_retry_after_a_turns_body_goes_on_through_the_driver() -> None:
+    attempts: dict[int, int] = {}
+    slept: list[float] = []
+    records: list[dict[str, Any]] = []
+
+    @tool(read_only=True)
+    async def flaky(x: int) -> int:
+        """Fail with a connection error on the first attempt for odd numbers."""
+        attempts[x] = attempts.get(x, 0) + 1
+        await asyncio.sleep(0.001)
+        if x % 2 and attempts[x] == 1:
+            raise ConnectionError("reset")
+        return x
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    chain = [mw.audit(records.append), mw.retry(sleep=sleep), mw.timeout()]
+    envs = await Invoker(ToolRegistry([flaky]), middleware=chain).invoke_many([call("flaky", str(i), x=i) for i in range(4)])
+    assert [strip(e) for e in envs] == [{"ok": True, "value": i} for i in range(4)]
+    assert attempts == {0: 1, 1: 2, 2: 1, 3: 2}
+    assert len(slept) == 2
+    assert sorted((r["call_id"], r["outcome"], r["attempts"]) for r in records) == [
+        ("0", "ok", 1), ("1", "ok", 2), ("2", "ok", 1), ("3", "ok", 2)]
+
+
+# ------------------------------------------------------------------ deadlines
+
+
+async def test_each_call_of_a_turn_times_out_at_its_own_deadline_and_the_rest_finish() -> None:
+    loop = asyncio.get_running_loop()
+    cut: list[tuple[str, float]] = []
+    start = 0.0
+
+    def hanging(name: str, limit: float) -> Any:
+        async def body(q: str) -> str:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cut.append((q, loop.time() - start))
+                raise
+            return "never"
+
+        body.__name__ = name
+        body.__doc__ = "Wait on a backend that never answers."
+        return tool(body, read_only=True, timeout_s=limit)
+
+    @tool(read_only=True, timeout_s=5)
+    async def slow_ok(q: str) -> str:
+        """Answer after 0.2 s, within its deadline."""
+        await asyncio.sleep(0.2)
+        return q
+
+    tools = [hanging("hang_short", 0.05), hanging("hang_mid", 0.1), hanging("hang_long", 0.15), slow_ok, instant]
+    inv = Invoker(ToolRegistry(tools))
+    calls = [call("hang_long", "1", q="c"), call("slow_ok", "2", q="ok"), call("hang_short", "3", q="a"),
+             call("instant", "4", x=1), call("hang_mid", "5", q="b")]
+    start = loop.time()
+    envs = await asyncio.wait_for(inv.invoke_many(calls), 30)
+    assert [strip(e) for e in envs] == [timeout_env("hang_long", "0.15"), {"ok": True, "value": "ok"},
+                                        timeout_env("hang_short", "0.05"), {"ok": True, "value": 2},
+                                        timeout_env("hang_mid", "0.1")]
+    assert [q for q, _ in cut] == ["a", "b", "c"]
+    # never before its deadline
+    assert [at >= limit for (_, at), limit in zip(cut, (0.05, 0.1, 0.15))] == [True, True, True]
+
+
+async def test_a_turn_answers_at_the_deadline_without_waiting_for_the_clean_up() -> None:
+    cleaned = asyncio.Event()
+    swallowed: list[str] = []
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def lingers(q: str) -> str:
+        """Wait too long; when cancelled, clean up for a while."""
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await asyncio.sleep(0.5)
+            cleaned.set()
+        return q
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def swallows(q: str) -> str:
+        """Wait too long; when cancelled, answer anyway."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            swallowed.append(q)
+        return "late " + q
+
+    inv = Invoker(ToolRegistry([lingers, swallows, naps]))
+    started = time.monotonic()
+    envs = await asyncio.wait_for(inv.invoke_many([call("lingers", "1", q="a"), call("swallows", "2", q="b"),
+                                                   call("naps", "3", x=2)]), 30)
+    assert [strip(e) for e in envs] == [timeout_env("lingers", "0.05"), timeout_env("swallows", "0.05"),
+                                        {"ok": True, "value": 4}]
+    assert not cleaned.is_set()  # the turn did not wait for the clean-up (0.5 s)
+    assert time.monotonic() - started < 0.45
+    await asyncio.sleep(0)
+    assert swallowed == ["b"]
+    await asyncio.wait_for(cleaned.wait(), 5)
+
+
+async def test_a_body_of_a_turn_that_blocks_past_its_deadline_is_never_a_success() -> None:
+    @tool(read_only=True, timeout_s=0.05)
+    async def blocks(x: int) -> int:
+        """Suspend once, then block the loop past the deadline and answer."""
+        await asyncio.sleep(0)
+        time.sleep(0.1)
+        return x
+
+    envs = await Invoker(ToolRegistry([blocks, instant])).invoke_many([call("blocks", "1", x=1), call("instant", "2", x=1)])
+    assert [strip(e) for e in envs] == [timeout_env("blocks", "0.05"), {"ok": True, "value": 2}]
+
+
+async def test_a_context_deadline_cuts_every_call_of_the_turn() -> None:
+    @tool(read_only=True, timeout_s=30)
+    async def waits(x: int) -> int:
+        """Wait ten seconds (a long time), then answer with the number."""
+        await asyncio.sleep(10)
+        return x
+
+    ctx = ToolContext(run_id="conv", deadline=time.monotonic() + 0.1)
+    envs = await asyncio.wait_for(Invoker(ToolRegistry([waits, instant])).invoke_many(
+        [call("waits", "1", x=1), call("instant", "2", x=1), call("waits", "3", x=2)], ctx), 30)
+    assert envs[1]["ok"] is True
+    assert [envs[0]["error"]["code"], envs[2]["error"]["code"]] == ["timeout", "timeout"]
+
+
+# ------------------------------------------------------------------ the caller's cancellation
+
+
+@pytest.mark.parametrize("rounds", range(3))
+async def test_cancelling_a_turn_cancels_every_body_and_records_each_call(rounds: int) -> None:
+    records: list[dict[str, Any]] = []
+    cancelled: list[str] = []
+    started = asyncio.Event()
+    release = threading.Event()
+
+    @tool(read_only=True, timeout_s=60)
+    async def slow(q: str) -> str:
+        """Wait on a slow backend for half a minute, then answer."""
+        try:
+            started.set()
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(q)
+            raise
+        return q
+
+    @tool(read_only=True, timeout_s=60)
+    async def stubborn(q: str) -> str:
+        """Wait; when cancelled, clean up briefly and answer anyway."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)
+            cancelled.append(q)
+        return q
+
+    @tool(read_only=True, timeout_s=60)
+    def blocking(q: str) -> str:
+        """Block a worker thread until the test releases it."""
+        release.wait(5)
+        return q
+
+    chain = [mw.audit(records.append), *mw.default_chain()[1:]]
+    inv = Invoker(ToolRegistry([slow, stubborn, blocking, instant]), middleware=chain)
+    before = set(asyncio.all_tasks())
+    task = asyncio.ensure_future(inv.invoke_many([
+        call("instant", "1", x=1), call("slow", "2", q="a"), call("stubborn", "3", q="b"),
+        call("blocking", "4", q="c"), call("slow", "5", q="d"),
+    ]))
+    await started.wait()
+    await asyncio.sleep(0.01)
+    task.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+    finally:
+        release.set()
+    assert task.cancelled()
+    assert sorted(cancelled) == ["a", "b", "d"]
+    assert sorted((r["call_id"], r["outcome"], r["decision"]) for r in records) == [
+        ("1", "ok", "executed"),
+        ("2", "cancelled", "failed"),
+        ("3", "ok", "executed"),  # it swallowed the cancellation and answered
+        ("4", "cancelled", "failed"),
+        ("5", "cancelled", "failed"),
+    ]
+    await asyncio.sleep(0)
+    assert set(asyncio.all_tasks()) - before == set()
