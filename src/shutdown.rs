@@ -15,8 +15,8 @@
 //! inside (the host's code called back into the library) counts once per thread; parked there, the
 //! thread stops counting (it never runs again).
 //!
-//! Nothing here knows about Python; the binding layer enters at each of its per-call entry
-//! points and closes the gate when the interpreter starts exiting.
+//! Nothing here knows about Python; the binding layer enters at each of its entry points and
+//! closes the gate when the interpreter starts exiting.
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;

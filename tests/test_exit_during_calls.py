@@ -118,6 +118,74 @@ def test_a_process_exits_cleanly_while_daemon_threads_are_calling_tools(python, 
     assert not failures, f"{len(failures)} of {RUNS} runs did not exit cleanly; first: {failures[0]}"
 
 
+DEFINING_SCRIPT = r"""
+import random, threading, time
+from typing import Annotated, Literal, Optional
+from agentkit_tools import ToolDefinitionError, ToolRegistry, tool
+
+class Client:
+    '''A connection a tool holds: closing it (its finaliser) waits on I/O, with the lock released.'''
+    def __del__(self):
+        time.sleep(0.001)
+
+def make(i):
+    client = Client()
+    def lookup(query: Annotated[str, "the words to look for"], limit: int = 10,
+               mode: Literal["fast", "full"] = "fast", tags: Optional[list[str]] = None) -> str:
+        '''Look a thing up in the catalogue and return the best match.
+
+        Args:
+            limit: at most this many matches.
+        '''
+        return repr(client)
+    lookup.__name__ = f"lookup_{i}"
+    return lookup
+
+def short(x: int) -> int:
+    '''Too short.'''
+    return x
+
+def defining():
+    while True:
+        tool(read_only=True)(make(0))  # the definition is dropped at once
+        try:
+            tool(short)
+        except ToolDefinitionError:
+            pass
+
+def registering():
+    reg = ToolRegistry()
+    i = 0
+    while True:
+        i += 1
+        reg.register(tool(read_only=True)(make(i % 3)), replace=True)  # the tool replaced goes
+        if i % 7 == 0:
+            reg.unregister(f"lookup_{i % 3}")
+
+def rendering():
+    reg = ToolRegistry([tool(read_only=True)(make(k)) for k in range(3)])
+    while True:
+        reg.to_anthropic(), reg.to_openai(strict=True), reg.to_gemini(), reg.to_mcp()
+
+threads = [threading.Thread(target=f, daemon=True) for f in (defining, registering, rendering) for _ in range(2)]
+random.shuffle(threads)
+for t in threads:
+    t.start()
+time.sleep(random.uniform(0.01, 0.06))
+print("exit", flush=True)
+"""
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_a_process_exits_cleanly_while_daemon_threads_define_register_and_render_tools(python, tmp_path) -> None:
+    """Defining a tool, registering, replacing or removing one and rendering a registry enter
+    the core too, and run the host's code there: the finaliser of a tool dropped (the one
+    replaced or removed), exception constructors, the collector's finalisers."""
+    results = run_many(python, DEFINING_SCRIPT, tmp_path, RUNS, parallel=2)
+    failures = [r for r in results if r != (0, "exit\n", "")]
+    assert not failures, f"{len(failures)} of {RUNS} runs did not exit cleanly; first: {failures[0]}"
+
+
 FORK_SCRIPT = r"""
 import os, sys, threading, time
 from agentkit_tools import ToolRegistry, dispatch, tool

@@ -11,7 +11,8 @@ type Parsed = (String, Vec<(String, String)>, Option<String>);
 ///
 /// Raises ``ValueError`` when a model-visible line starts with TODO, FIXME, XXX or HACK.
 #[pyfunction]
-fn parse_docstring(doc: &str) -> PyResult<Parsed> {
+fn parse_docstring(py: Python<'_>, doc: &str) -> PyResult<Parsed> {
+    let _in = super::shutdown::inside(py);
     let parsed = docstring::parse(doc).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok((parsed.description, parsed.params, parsed.returns))
 }

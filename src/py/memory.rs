@@ -327,7 +327,8 @@ impl PyMemoryTree {
     }
 
     /// A copy of the files: `{path: text}` sorted by path.
-    fn files(&self) -> BTreeMap<String, String> {
+    fn files(&self, py: Python<'_>) -> BTreeMap<String, String> {
+        let _in = super::shutdown::inside(py);
         self.tree
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -482,7 +483,8 @@ impl PyMemoryStoreEngine {
     /// Starts the compare-and-set loop of a batch of commands (from `command`), applied in
     /// order and written together. The caller drives it: `get` the document, `on_get(doc)`,
     /// and while that asks for a write, `compare_and_set` and `on_cas(won)`; then `outcomes()`.
-    fn begin(&self, commands: Vec<PyRef<'_, PyMemoryCommand>>) -> PyResult<PyMemoryCasLoop> {
+    fn begin(&self, py: Python<'_>, commands: Vec<PyRef<'_, PyMemoryCommand>>) -> PyResult<PyMemoryCasLoop> {
+        let _in = super::shutdown::inside(py);
         let cmds = commands.iter().map(|c| c.cmd.clone()).collect();
         let mut machine = CasLoop::batch(
             self.root.clone(),

@@ -202,7 +202,8 @@ fn url_host(url: &str) -> Option<String> {
 /// The entries of an egress allow-list as the check reads them (lowercase, no brackets or final
 /// dot; `*.x` for subdomain-only entries; blanks dropped), exact ones first.
 #[pyfunction]
-fn host_allow_list(allow: Vec<String>) -> Vec<String> {
+fn host_allow_list(py: Python<'_>, allow: Vec<String>) -> Vec<String> {
+    let _in = super::shutdown::inside(py);
     HostAllowList::new(allow).entries()
 }
 
@@ -302,6 +303,7 @@ impl RetryPolicy {
     #[new]
     #[pyo3(signature = (max_attempts=3, base_s=0.5, cap_s=30.0, transient=None))]
     fn new(py: Python<'_>, max_attempts: u32, base_s: f64, cap_s: f64, transient: Option<Bound<'_, PyTuple>>) -> PyResult<Self> {
+        let _in = super::shutdown::inside(py);
         if max_attempts < 1 {
             return Err(PyValueError::new_err(format!("retry: max_attempts must be at least 1, got {max_attempts}")));
         }
@@ -464,6 +466,7 @@ impl Pipeline {
         frozen: bool,
         inline: Option<Vec<String>>,
     ) -> PyResult<Self> {
+        let _in = super::shutdown::inside(py);
         let mut compiled = Vec::with_capacity(rules.len());
         let mut configs = Vec::with_capacity(rules.len());
         let mut transient = None;
@@ -594,12 +597,14 @@ impl Pipeline {
     }
 
     /// Forget the repeat counts and cached results of conversation `scope`.
-    fn forget(&self, scope: &str) {
+    fn forget(&self, py: Python<'_>, scope: &str) {
+        let _in = super::shutdown::inside(py);
         lock(&self.inner).forget(scope);
     }
 
     /// `(repeat keys, idempotency entries, breakers)`: sizes, for tests and monitoring.
-    fn sizes(&self) -> (usize, usize, usize) {
+    fn sizes(&self, py: Python<'_>) -> (usize, usize, usize) {
+        let _in = super::shutdown::inside(py);
         lock(&self.inner).sizes()
     }
 
@@ -611,6 +616,7 @@ impl Pipeline {
     /// The configuration objects of the rules, in order.
     #[getter]
     fn configs(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        let _in = super::shutdown::inside(py);
         self.configs.iter().map(|c| c.clone_ref(py)).collect()
     }
 }

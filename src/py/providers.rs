@@ -26,6 +26,7 @@ fn render_tool<'py>(
     output_schema: Option<&Bound<'py, PyAny>>,
     flags: Option<(bool, bool, Option<bool>, Option<bool>)>,
 ) -> PyResult<(Bound<'py, PyAny>, Vec<PyFinding>)> {
+    let _in = super::shutdown::inside(py);
     let which = Provider::parse(provider).ok_or_else(|| {
         PyValueError::new_err(format!(
             "unknown provider {provider:?}; expected one of {}",
@@ -62,6 +63,7 @@ fn strip_strict_nulls<'py>(
     parameters: &Bound<'py, PyAny>,
     args: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let _in = super::shutdown::inside(py);
     let schema = to_value(parameters)?;
     let mut value = to_value(args)?;
     providers::strip_strict_nulls(&schema, &mut value);

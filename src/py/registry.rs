@@ -40,6 +40,7 @@ fn registry_error(py: Python<'_>, e: RegistryError) -> PyErr {
 /// name (a trailing newline included). Raises `ToolDefinitionError` naming it.
 #[pyfunction]
 fn check_tool_name(name: &Bound<'_, PyAny>) -> PyResult<()> {
+    let _in = super::shutdown::inside(name.py());
     let ok = name.cast::<PyString>().ok().and_then(|s| s.to_str().ok()).is_some_and(registry::valid_tool_name);
     if ok { Ok(()) } else { Err(bad_name(name)) }
 }
@@ -74,11 +75,13 @@ impl CoreRegistry {
     /// a name the tool-name rule refuses.
     #[pyo3(signature = (name, tool, core, replace=false))]
     fn add(&mut self, py: Python<'_>, name: &str, tool: Py<PyAny>, core: Py<CoreTool>, replace: bool) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
         self.inner.add(name, Entry { tool, core }, replace).map_err(|e| registry_error(py, e))
     }
 
     /// Remove a tool by name (`KeyError` when absent).
     fn remove(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
         self.inner.remove(name).map(drop).map_err(|e| registry_error(py, e))
     }
 
@@ -91,17 +94,20 @@ impl CoreRegistry {
     }
 
     /// Names, sorted (byte order).
-    fn names(&self) -> Vec<&str> {
+    fn names(&self, py: Python<'_>) -> Vec<&str> {
+        let _in = super::shutdown::inside(py);
         self.inner.names().collect()
     }
 
     /// Tools, sorted by name.
     fn sorted_tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        let _in = super::shutdown::inside(py);
         self.inner.sorted().map(|e| e.tool.clone_ref(py)).collect()
     }
 
     /// Tools in insertion order.
     fn tools(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        let _in = super::shutdown::inside(py);
         self.inner.in_order().map(|e| e.tool.clone_ref(py)).collect()
     }
 

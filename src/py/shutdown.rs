@@ -1,6 +1,8 @@
-//! The exit gate (`crate::shutdown`) for Python: each per-call entry point of the binding counts
-//! itself in with [`inside`]; when the interpreter starts exiting (an `atexit` hook, which runs
-//! before finalization, after the non-daemon threads were joined) the gate closes, the exiting
+//! The exit gate (`crate::shutdown`) for Python: each entry point of the binding, per call or at
+//! definition time, counts itself in with [`inside`] as its first statement (the exceptions, and
+//! why, are listed in `tests/test_exit_gate_entries.py`, which checks this). When the
+//! interpreter starts exiting (an `atexit` hook, which runs before finalization, after the
+//! non-daemon threads were joined) the gate closes, the exiting
 //! thread waits with the interpreter lock released until no other thread is inside (at most
 //! [`EXIT_WAIT`]), and a thread that enters afterwards parks for good with the lock released.
 //! So no thread runs Python code under the core's frames while the interpreter finalizes: before

@@ -333,6 +333,7 @@ pub struct SchemaValidator {
 impl SchemaValidator {
     #[new]
     fn new(schema: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let _in = super::shutdown::inside(schema.py());
         let inner = validate::SchemaValidator::new(to_value(schema)?).map_err(PyValueError::new_err)?;
         Ok(Self { inner })
     }
@@ -442,6 +443,7 @@ impl CoreTool {
         dropped: Vec<String>,
         description: String,
     ) -> PyResult<Self> {
+        let _in = super::shutdown::inside(py);
         Self::build(py, name, description, Vec::new(), to_value(parameters)?, dropped)
     }
 
@@ -461,12 +463,14 @@ impl CoreTool {
     }
 
     #[getter]
-    fn documented(&self) -> Vec<String> {
+    fn documented(&self, py: Python<'_>) -> Vec<String> {
+        let _in = super::shutdown::inside(py);
         self.documented.clone()
     }
 
     #[getter]
-    fn accepted(&self) -> Vec<String> {
+    fn accepted(&self, py: Python<'_>) -> Vec<String> {
+        let _in = super::shutdown::inside(py);
         self.validator.accepted().to_vec()
     }
 
@@ -512,6 +516,7 @@ fn define_tool(
     dropped: Vec<String>,
     defs: Option<Bound<'_, PyAny>>,
 ) -> PyResult<CoreTool> {
+    let _in = super::shutdown::inside(py);
     let params = params.into_iter().map(|(n, fragment, required, default, desc, has_default)| {
         (n, fragment, required, has_default.then_some(default), desc)
     });
@@ -640,6 +645,7 @@ fn define_function_tool<'py>(
     frozen_dict: Bound<'py, PyType>,
     frozen_list: Bound<'py, PyType>,
 ) -> PyResult<(CoreTool, Bound<'py, PyAny>)> {
+    let _in = super::shutdown::inside(py);
     let params = params.into_iter().map(|(n, fragment, required, default, desc)| {
         let advertised = !required && !non_json.contains(&n);
         (n, fragment, required, advertised.then_some(default), desc)

@@ -1,0 +1,131 @@
+"""Every entry point of the binding (``src/py``) counts itself in at the exit gate, or is listed
+here with the reason it need not.
+
+A thread inside the core that runs Python code (a finaliser of an object it drops, a callback, an
+exception constructor, a conversion of a host object) while the interpreter finalizes takes the
+process down (see ``test_exit_during_calls``); the gate (``shutdown::inside``, the first
+statement of an entry point) keeps threads out once the interpreter is exiting and lets the
+exiting thread wait for the ones inside. This test reads the binding's source: each
+``#[pyfunction]`` and each method of a ``#[pymethods]`` block must start with that statement
+unless it is in ``UNGATED``, so a new entry point cannot be added without that decision. What it
+cannot see: whether the reason given still holds once an entry point is changed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "py"
+
+_PURE = "reads and returns only strings, numbers and references it holds: no host object is read, dropped or made"
+_GC = "called by the collector, which must neither park nor run Python code"
+_GATE = "the gate itself"
+_HANDOFF = (
+    "the worker pool's hand-off: it moves references and waits with the lock released (a thread "
+    "re-attaching during finalization is left hanging); idle workers wait in it for good, so "
+    "counting them in would hold every exit for the gate's whole bound"
+)
+
+#: ``file::Type::method`` or ``file::function`` -> why it is not gated.
+UNGATED = {
+    "handoff.rs::PyResultSlot::__traverse__": _GC,
+    "pipeline.rs::Pipeline::__traverse__": _GC,
+    "pipeline.rs::Call::__traverse__": _GC,
+    "pipeline.rs::Call::__clear__": _GC,
+    "shutdown.rs::_close_exit_gate": _GATE,
+    "shutdown.rs::_exit_gate_after_fork": _GATE,
+    **{f"handoff.rs::PyResultSlot::{m}": _HANDOFF for m in ("new", "set", "result", "abandon")},
+    **{f"handoff.rs::PyWorkQueue::{m}": _HANDOFF for m in ("new", "claim", "idle", "put", "take", "run", "wait")},
+    **{
+        name: _PURE
+        for name in (
+            "memory.rs::PyMemoryTree::new",
+            "memory.rs::PyMemoryTree::to_json",
+            "memory.rs::PyMemoryTree::bytes",
+            "memory.rs::PyMemoryTree::file_count",
+            "memory.rs::PyMemoryTree::root",
+            "memory.rs::PyMemoryStoreEngine::new",
+            "memory.rs::PyMemoryStoreEngine::key",
+            "memory.rs::PyMemoryCommand::read_only",
+            "memory.rs::PyMemoryCasLoop::attempts",
+            "memory.rs::PyMemoryCasLoop::written",
+            "pipeline.rs::args_hash",
+            "pipeline.rs::idempotency_store_key",
+            "pipeline.rs::url_host",
+            "pipeline.rs::RetryPolicy::max_attempts",
+            "pipeline.rs::RetryPolicy::delay_s",
+            "pipeline.rs::RetryPolicy::ceiling_s",
+            "pipeline.rs::Pipeline::scopes",
+            "pipeline.rs::Call::attempts",
+            "pipeline.rs::Call::tool",
+            "registry.rs::valid_tool_name",
+            "registry.rs::sanitized_tool_name",
+            "registry.rs::CoreRegistry::new",
+            "registry.rs::CoreRegistry::get",
+            "registry.rs::CoreRegistry::core",
+            "registry.rs::CoreRegistry::__len__",
+            "registry.rs::CoreRegistry::__contains__",
+            "tools.rs::backend_saturated_message",
+            "tools.rs::truncate",
+            "tools.rs::CoreTool::name",
+            "tools.rs::CoreTool::description",
+            "tools.rs::CoreTool::parameters",
+        )
+    },
+}
+
+_FN = re.compile(r"^(?P<indent>\s*)(?:pub(?:\([a-z]+\))?\s+)?fn\s+(?P<name>\w+)")
+_GATED = re.compile(r"let _in = super::shutdown::inside\(")
+
+
+def entry_points() -> dict[str, bool]:
+    """``qualified name -> gated`` for every ``#[pyfunction]`` and ``#[pymethods]`` method."""
+    found: dict[str, bool] = {}
+    for path in sorted(SRC.glob("*.rs")):
+        lines = path.read_text().splitlines()
+        methods_of: str | None = None  # the type of the #[pymethods] block we are in
+        in_methods = function_next = False
+        for i, line in enumerate(lines):
+            stripped = line.strip()
+            if stripped.startswith("#[pymethods]"):
+                in_methods = True
+            elif in_methods and methods_of is None and line.startswith("impl "):
+                methods_of = line.split()[1]
+            elif methods_of is not None and line == "}":
+                in_methods, methods_of = False, None
+            elif stripped.startswith("#[pyfunction"):
+                function_next = True
+            match = _FN.match(line)
+            if match is None:
+                continue
+            if methods_of is not None and match["indent"] == "    ":
+                name = f"{path.name}::{methods_of}::{match['name']}"
+            elif function_next and match["indent"] == "":
+                name = f"{path.name}::{match['name']}"
+                function_next = False
+            else:
+                continue
+            body = i
+            while not lines[body].rstrip().endswith("{"):
+                body += 1
+            first = next(s for s in lines[body + 1:] if s.strip() and not s.strip().startswith("//"))
+            found[name] = bool(_GATED.search(first))
+    return found
+
+
+def test_the_source_reader_finds_the_entry_points() -> None:
+    found = entry_points()
+    assert found["registry.rs::CoreRegistry::add"] is True
+    assert found["tools.rs::define_function_tool"] is True
+    assert found["providers.rs::render_tool"] is True
+    assert found["handoff.rs::PyWorkQueue::take"] is False
+    assert len(found) > 80
+
+
+def test_every_entry_point_is_gated_or_says_why_not() -> None:
+    found = entry_points()
+    ungated = sorted(name for name, gated in found.items() if not gated and name not in UNGATED)
+    assert ungated == [], "entry points that must start with `let _in = super::shutdown::inside(py);`"
+    gated_but_listed = sorted(name for name in UNGATED if found.get(name) is not False)
+    assert gated_but_listed == [], "listed in UNGATED but gated, or gone: drop them from the list"
