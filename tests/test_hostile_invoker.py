@@ -114,6 +114,43 @@ async def test_approvals_given_as_a_string_do_not_approve_by_substring():
     assert (code(env), RUNS) == ("approval_required", [])
 
 
+class Approvals:
+    """A host's collection of approvals: ``in`` answers from ``holds`` or raises ``error``."""
+
+    def __init__(self, holds: set, error: BaseException | None = None) -> None:
+        self.holds, self.error, self.asked = holds, error, []
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.append(key)
+        if self.error is not None:
+            raise self.error
+        return key in self.holds
+
+
+async def test_approvals_are_asked_for_the_name_then_the_call_id_and_a_type_error_refuses():
+    ctx = ToolContext(run_id="r")
+    for approvals, expected, asked in [
+        (Approvals({"pay"}), "ok", ["pay"]),
+        (Approvals({"c1"}), "ok", ["pay", "c1"]),
+        (Approvals(set()), "approval_required", ["pay", "c1"]),
+        (Approvals(set(), TypeError("unhashable")), "approval_required", ["pay"]),
+    ]:
+        ctx.approvals = approvals  # type: ignore[assignment]
+        env = await gate().invoke(call("pay", amount=5), ctx)
+        assert (code(env), approvals.asked) == (expected, asked)
+    assert RUNS == [5, 5]
+
+
+async def test_approvals_that_fail_otherwise_fail_the_call_as_a_fault():
+    ctx = ToolContext(run_id="r")
+    ctx.approvals = Approvals(set(), RuntimeError("approvals store down"))  # type: ignore[assignment]
+    env = await gate().invoke(call("pay", amount=5), ctx)
+    assert (code(env), RUNS) == ("internal_error", [])
+
+
 # ------------------------------------------------------------------ run ids
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["ToolContext"]
 
@@ -64,14 +64,3 @@ class ToolContext:
     def remaining_s(self) -> float | None:
         """Seconds left before ``deadline`` (negative once passed), or None without a deadline."""
         return None if self.deadline is None else self.deadline - time.monotonic()
-
-
-def _is_approved(ctx: Any, name: str, call_id: Any) -> bool:
-    approvals: Iterable[Any] | None = getattr(ctx, "approvals", None)
-    # A bare string is not a collection of names: `in` would match substrings ("pay" in "pay_all").
-    if not approvals or isinstance(approvals, (str, bytes)):
-        return False
-    try:
-        return name in approvals or (call_id is not None and call_id in approvals)  # type: ignore[operator]
-    except TypeError:
-        return False

@@ -17,7 +17,7 @@ import re
 from typing import Any, Mapping
 
 from . import _core
-from ._runner import run_body_sync, run_on_background_loop, unwrap
+from ._runner import _as_coro, run_body_sync, run_on_background_loop, unwrap
 
 __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 
@@ -44,10 +44,6 @@ _PIPELINE = _core.Pipeline(
     "dispatch",
     False,
 )
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approver: Any = None) -> dict[str, Any]:
@@ -96,7 +92,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
                 try:
                     answer = approver(tool, args, ctx)
                     if inspect.isawaitable(answer):
-                        answer = run_on_background_loop(_await(answer))
+                        answer = run_on_background_loop(_as_coro(answer))
                 except BaseException as exc:
                     if isinstance(exc, _STOP):
                         raise

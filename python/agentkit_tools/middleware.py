@@ -19,7 +19,7 @@ import os
 from typing import Any, Awaitable, Callable, Iterable
 
 from . import _core
-from .context import _is_approved
+from ._runner import _COUNTS_CANCELS
 from .tools import MAX_TIMEOUT_S
 
 __all__ = [
@@ -38,9 +38,6 @@ __all__ = [
 
 _log = logging.getLogger("agentkit_tools.audit")
 _mw_log = logging.getLogger("agentkit_tools.middleware")
-#: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
-#: told apart from a CancelledError raised by a callback.
-_COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
 
 
 def _propagates(exc: BaseException) -> bool:
@@ -118,16 +115,8 @@ class ToolCall:
     def _digest(self) -> None:
         if self._canonical is not None:  # given by the Invoker: only the hash is missing
             self._hash = _core.args_hash(self._canonical)
-            return
-        source = self.args if self.tool is not None else self.raw_args
-        try:
-            self._canonical, self._hash = _core.canonical_args(source)
-        except Exception:
-            try:  # not JSON (a rejected call's raw arguments): its repr stands for it
-                text = repr(source).encode("utf-8", "backslashreplace").decode("utf-8")
-            except Exception:  # nested too deeply to print, a broken __repr__
-                text = f"<unreadable {type(source).__qualname__}>"
-            self._canonical, self._hash = _core.canonical_args(text)
+        else:
+            self._canonical, self._hash = _core.canonical_args(self.args if self.tool is not None else self.raw_args)
 
     @property
     def canonical(self) -> str:
@@ -172,12 +161,6 @@ def call_is_read_only(tool: Any, args: Any) -> bool:
                 "%r.is_read_only_call returned %r, not a bool; its side_effecting flag decides", tool, type(answer)
             )
     return not getattr(tool, "side_effecting", False)
-
-
-def host_approved(call: Any, ctx: Any, name: str, call_id: Any) -> bool:
-    """Whether the host approved this call already: the call dict's ``"approved": True`` (a key
-    of the call, never of the model's arguments) or ``ctx.approvals`` naming the tool or call id."""
-    return (isinstance(call, dict) and call.get("approved") is True) or _is_approved(ctx, name, call_id)
 
 
 class Middleware:

@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::envelope::{Code, Success};
 use crate::errors::ErrorCode;
@@ -146,28 +146,29 @@ fn internal_envelope<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, Py
 
 /// `(canonical JSON text, args_hash)` of a call's arguments (a mapping, JSON text or None).
 /// JSON text that does not parse is hashed as it is; a mapping that is not JSON is hashed by
-/// its `repr` (such a call is rejected by validation anyway).
+/// its `repr` (such a call is rejected by validation anyway), one that cannot even be printed
+/// by a placeholder naming its type (see [`raw_canonical`]). Never raises.
 #[pyfunction]
-pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
+pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> (String, String) {
     let _in = super::shutdown::inside(args.py());
-    let canonical = canonical_text(args)?;
+    let canonical = raw_canonical(args);
     let hash = rules::args_hash(&canonical);
-    Ok((canonical, hash))
+    (canonical, hash)
 }
 
 fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(if let Ok(text) = args.cast::<PyString>() {
-        let text = text.to_str()?;
-        match serde_json::from_str::<serde_json::Value>(text) {
+        let text = text.to_string_lossy(); // a lone surrogate (not JSON) as U+FFFD
+        match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(v) => rules::canonical_json(&v),
-            Err(_) => text.to_owned(),
+            Err(_) => text.into_owned(),
         }
     } else if args.is_none() {
         "{}".to_owned()
     } else {
         match super::args::canonical_text(args) {
             Ok(text) => text,
-            Err(_) => args.repr()?.extract()?,
+            Err(_) => args.repr()?.to_string_lossy().into_owned(),
         }
     })
 }
@@ -365,7 +366,6 @@ fn now() -> Time {
 /// Python helpers the binding calls back (imported once).
 struct Helpers {
     read_only: Py<PyAny>,
-    host_approved: Py<PyAny>,
     json_text: Py<PyAny>,
     monotonic: Py<PyAny>,
     get_running_loop: Py<PyAny>,
@@ -396,7 +396,6 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
         let frozen = py.import("agentkit_tools.frozen")?;
         Ok(Helpers {
             read_only: mw.getattr("call_is_read_only")?.unbind(),
-            host_approved: mw.getattr("host_approved")?.unbind(),
             json_text: mw.getattr("_json_text")?.unbind(),
             monotonic: py.import("time")?.getattr("monotonic")?.unbind(),
             get_running_loop: py.import("asyncio")?.getattr("get_running_loop")?.unbind(),
@@ -659,6 +658,31 @@ fn call_id<'py>(call: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
     crate::calls::id_of(&PyCall(d.clone())).ok().flatten()
 }
 
+/// Whether the host approved this call already: the call dict's `"approved": True` (a key of
+/// the call, never of the model's arguments), or `ctx.approvals` (a collection: a bare string is
+/// not one, `in` would match substrings) holding the tool name or the call id. A collection that
+/// cannot hold them (`TypeError`) approves nothing; other errors fail the call.
+fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    let py = call.py();
+    if let Ok(d) = call.cast::<PyDict>() {
+        if d.get_item(intern!(py, "approved"))?.is_some_and(|v| v.is(PyBool::new(py, true))) {
+            return Ok(true);
+        }
+    }
+    let Some(approvals) = ctx.getattr_opt(intern!(py, "approvals"))? else { return Ok(false) };
+    if approvals.is_instance_of::<PyString>() || approvals.is_instance_of::<PyBytes>() || !approvals.is_truthy()? {
+        return Ok(false);
+    }
+    let held = approvals.contains(name).and_then(|by_name| match call_id(call) {
+        Some(cid) if !by_name && !cid.is_none() => approvals.contains(cid),
+        _ => Ok(by_name),
+    });
+    match held {
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => Ok(false),
+        held => held,
+    }
+}
+
 /// `bool(getattr(obj, name, False))`; a flag that raises while read fails the call.
 fn truthy_attr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<bool> {
     match obj.getattr_opt(name)? {
@@ -735,8 +759,7 @@ impl Call {
                 let name: String = tool.getattr(intern!(py, "name"))?.extract()?;
                 if n.approval && truthy_attr(&tool, intern!(py, "requires_approval"))? {
                     f.requires_approval = true;
-                    let cid = call_id(call).unwrap_or_else(|| py.None().into_bound(py));
-                    f.host_approved = helpers(py)?.host_approved.bind(py).call1((call, ctx, &name, &cid))?.is_truthy()?;
+                    f.host_approved = host_approved(call, ctx, &name)?;
                 }
                 if n.read_only {
                     let h = helpers(py)?;
