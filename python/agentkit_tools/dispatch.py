@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from . import _core
 from ._runner import _as_coro, run_body_sync, run_on_background_loop, unwrap
+from .middleware import approval, timeout
 
 __all__ = ["dispatch", "render_result", "DEFAULT_TIMEOUT_S"]
 
@@ -32,18 +33,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _RENDERED_AS_IS = (str, collections.abc.Mapping, list, tuple, int, float, bool)
 
 
-class _Rule:
-    def __init__(self, name: str, **config: Any) -> None:
-        self.name = name
-        vars(self).update(config)
-
-
 #: The rules of ``dispatch``: the approval gate (the approver is the call's) and the deadline.
-_PIPELINE = _core.Pipeline(
-    [("approval", _Rule("approval", approver=True)), ("timeout", _Rule("timeout", default_s=DEFAULT_TIMEOUT_S))],
-    "dispatch",
-    False,
-)
+_PIPELINE = _core.Pipeline([("approval", approval(True)), ("timeout", timeout(DEFAULT_TIMEOUT_S))], "dispatch", False)
 
 
 def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approver: Any = None) -> dict[str, Any]:
