@@ -461,6 +461,18 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// `max_attempts` ≥ 1 (the first call included); `base_s` and `cap_s` finite and ≥ 0
+    /// seconds. The error says which setting is wrong and what it got.
+    pub fn new(max_attempts: u32, base_s: f64, cap_s: f64) -> Result<Self, String> {
+        if max_attempts < 1 {
+            return Err(format!("retry: max_attempts must be at least 1, got {max_attempts}"));
+        }
+        if !(base_s >= 0.0 && cap_s >= 0.0 && base_s.is_finite() && cap_s.is_finite()) {
+            return Err(format!("retry: base_s and cap_s must be finite and >= 0 seconds, got {base_s} and {cap_s}"));
+        }
+        Ok(Self { max_attempts, base_s, cap_s })
+    }
+
     /// Whether attempt number `attempt` (1-based) that failed with `kind` is tried again.
     /// `retry_safe`: the tool is read-only or idempotent.
     pub fn should_retry(&self, kind: FailureKind, retry_safe: bool, attempt: u32) -> bool {
@@ -764,6 +776,16 @@ pub fn check_egress(url: &str, allow: &HostAllowList) -> Result<String, EgressDe
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn retry_settings_out_of_range_are_refused_with_what_was_given() {
+        assert_eq!(RetryPolicy::new(3, 0.5, 30.0), Ok(RetryPolicy::default()));
+        assert_eq!(RetryPolicy::new(0, 0.5, 30.0), Err("retry: max_attempts must be at least 1, got 0".to_owned()));
+        for (base, cap) in [(-1.0, 1.0), (1.0, -0.5), (f64::NAN, 1.0), (1.0, f64::INFINITY)] {
+            let err = RetryPolicy::new(3, base, cap).unwrap_err();
+            assert_eq!(err, format!("retry: base_s and cap_s must be finite and >= 0 seconds, got {base} and {cap}"));
+        }
+    }
 
     #[test]
     fn strings_are_escaped_exactly_as_serde_json_escapes_them() {

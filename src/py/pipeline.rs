@@ -305,16 +305,8 @@ impl RetryPolicy {
     #[pyo3(signature = (max_attempts=3, base_s=0.5, cap_s=30.0, transient=None))]
     fn new(py: Python<'_>, max_attempts: u32, base_s: f64, cap_s: f64, transient: Option<Bound<'_, PyTuple>>) -> PyResult<Self> {
         let _in = super::shutdown::inside(py);
-        if max_attempts < 1 {
-            return Err(PyValueError::new_err(format!("retry: max_attempts must be at least 1, got {max_attempts}")));
-        }
-        if !(base_s >= 0.0 && cap_s >= 0.0 && base_s.is_finite() && cap_s.is_finite()) {
-            return Err(PyValueError::new_err(format!(
-                "retry: base_s and cap_s must be finite and >= 0 seconds, got {base_s} and {cap_s}"
-            )));
-        }
-        let transient = transient.unwrap_or_else(|| PyTuple::empty(py)).unbind();
-        Ok(Self { policy: rules::RetryPolicy { max_attempts, base_s, cap_s }, transient })
+        let policy = rules::RetryPolicy::new(max_attempts, base_s, cap_s).map_err(PyValueError::new_err)?;
+        Ok(Self { policy, transient: transient.unwrap_or_else(|| PyTuple::empty(py)).unbind() })
     }
 
     #[getter]
