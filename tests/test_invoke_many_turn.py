@@ -18,11 +18,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentkit_tools import Invoker, ToolContext, ToolRegistry, middleware as mw, tool
+
+from exit_runs import interpreters, run_many
+from test_async_body import CLEAN_UP_OUTLIVES_ITS_LOOP
 
 
 class Halt(BaseException):
@@ -367,3 +371,61 @@ async def test_cancelling_a_turn_cancels_every_body_and_records_each_call(rounds
     ]
     await asyncio.sleep(0)
     assert set(asyncio.all_tasks()) - before == set()
+
+
+async def test_a_cancelled_turn_waits_for_a_body_that_swallows_it_only_until_its_deadline() -> None:
+    records: list[dict[str, Any]] = []
+    seen: list[str] = []
+    finished = asyncio.Event()
+
+    @tool(read_only=True, timeout_s=0.3)
+    async def stubborn(q: str) -> str:
+        """Wait; when cancelled, go on for two seconds; cancelled again, clean up for 0.3 s."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("caller")
+            try:
+                await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                seen.append("deadline")
+                await asyncio.sleep(0.3)
+            finally:
+                finished.set()
+        return q
+
+    chain = [mw.audit(records.append), *mw.default_chain()[1:]]
+    inv = Invoker(ToolRegistry([stubborn, instant]), middleware=chain)
+    task = asyncio.ensure_future(inv.invoke_many([call("stubborn", "1", q="a"), call("instant", "2", x=1)]))
+    await asyncio.sleep(0.02)
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    # it propagated at the body's deadline (which cancelled the body again), not after its clean-up
+    assert (seen, finished.is_set()) == (["caller", "deadline"], False)
+    assert time.monotonic() - started < 1.5
+    assert sorted((r["call_id"], r["outcome"]) for r in records) == [("1", "cancelled"), ("2", "ok")]
+    await asyncio.wait_for(finished.wait(), 10)  # the clean-up went on by itself
+
+# ------------------------------------------------------------------ clean-ups past the deadline
+
+TURN_CLEAN_UP_OUTLIVES_ITS_LOOP = CLEAN_UP_OUTLIVES_ITS_LOOP.replace(
+    '''    return await inv.invoke({"id": str(i), "name": "lingers", "input": {"x": i}})''',
+    '''    calls = [{"id": str(i), "name": "lingers", "input": {"x": i}}, {"id": "b", "name": "lingers", "input": {"x": 100 + i}}]
+    return (await inv.invoke_many(calls))[0]''',
+)
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_a_turns_clean_up_still_running_when_its_loop_is_closed_keeps_nothing(python: str, tmp_path: Path) -> None:
+    """As for a single call: two bodies of a turn abandoned at their deadline whose clean-ups
+    (swallowing further cancellations) still run when the loop is closed, during ``asyncio.run``'s
+    own shut-down or by ``loop.close()`` alone: neither keeps the loop from ending, each is
+    closed with the loop (its ``finally`` blocks run), nothing of the loop is kept, nothing is
+    printed."""
+    assert TURN_CLEAN_UP_OUTLIVES_ITS_LOOP != CLEAN_UP_OUTLIVES_ITS_LOOP
+    [(code, out, err)] = run_many(python, TURN_CLEAN_UP_OUTLIVES_ITS_LOOP, tmp_path, runs=1, parallel=1)
+    assert (code, out, err) == (0, (
+        "asyncio.run: loops alive 0, bodies alive 0, ended 20\n"
+        "closed loops: loops alive 0, bodies alive 0, ended 40, ['timeout']\n"), "")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import types
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -342,7 +343,7 @@ class _Turn:
     it and answers is settled as it answered."""
 
     __slots__ = ("inv", "calls", "ctx", "envs", "state", "tasks", "machines", "pending", "waiter",
-                 "cancelled", "ends", "dues", "next", "ended", "deadlines")
+                 "cancelled", "ends", "dues", "next", "ended", "deadlines", "expired")
 
     def __init__(self, inv: Invoker, calls: list[Any], ctx: Any) -> None:
         self.inv = inv
@@ -361,6 +362,7 @@ class _Turn:
         self.next = 0  # the first of ``dues`` not yet past
         self.ended = True  # no entry in the loop's deadline timer
         self.deadlines: Any = None
+        self.expired: set[int] = set()  # calls whose deadline cancelled their body
 
     async def run(self) -> list[dict[str, Any]]:
         inv, ctx, calls = self.inv, self.ctx, self.calls
@@ -438,13 +440,13 @@ class _Turn:
         answers; else through the driver)."""
         exc: BaseException | None = None
         try:
-            value = await coro
+            value = await _relay(self, i, coro)
         except BaseException as e:
             if isinstance(e, _STOP):
                 raise
             exc, value = e, None
         state = self.state[i]
-        if state != _OWN and (state != _CUT or isinstance(exc, asyncio.CancelledError)):
+        if state != _OWN and (state != _CUT or i in self.expired or isinstance(exc, asyncio.CancelledError)):
             return  # answered at its deadline (outcome dropped), or ended by the caller's cancellation
         self.state[i] = _DRIVEN
         try:
@@ -486,28 +488,33 @@ class _Turn:
 
     def expire(self) -> None:
         """The earliest deadline of the bodies the turn owns has come: each call past its
-        deadline gets ``timeout`` and its body is cancelled; the timer is set for the next."""
+        deadline gets ``timeout`` (unless the caller's cancellation cut it: it is aborted) and
+        its body is cancelled, its clean-up going on in a task of its own (see :func:`_relay`);
+        the timer is set for the next."""
         dues, state = self.dues, self.state
         now = _monotonic() + _CLOCK_RESOLUTION
         while self.next < len(dues) and dues[self.next][0] <= now:
             _, i, name, limit = dues[self.next]
             self.next += 1
-            if state[i] != _OWN:
+            st = state[i]
+            if st != _OWN and st != _CUT:
                 continue
-            m, task = self.machines[i], self.tasks[i]
-            self.state[i] = _DRIVEN
-            try:
-                step, arg = m.failed(ToolTimeoutError(name, limit))
-            except BaseException as exc:
-                step, arg = _RAISE, exc
-            self.tasks[i] = None  # not the turn's to wait for, nor to cancel again
-            if step == DONE:
-                self._answer(i, arg)
-            else:
-                self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
-            task.cancel()  # its clean-up goes on in its task, its outcome dropped
-            hold_clean_up(task.get_loop(), task)
-        while self.next < len(dues) and state[dues[self.next][1]] != _OWN:
+            task = self.tasks[i]
+            if st == _OWN:
+                m = self.machines[i]
+                state[i] = _DRIVEN
+                self.tasks[i] = None  # not the turn's to wait for, nor to cancel again
+                try:
+                    step, arg = m.failed(ToolTimeoutError(name, limit))
+                except BaseException as exc:
+                    step, arg = _RAISE, exc
+                if step == DONE:
+                    self._answer(i, arg)
+                else:
+                    self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
+            self.expired.add(i)
+            task.cancel()
+        while self.next < len(dues) and state[dues[self.next][1]] not in (_OWN, _CUT):
             self.next += 1
         if self.next < len(dues) and self.pending:
             self.ended = False
@@ -536,6 +543,66 @@ class _Turn:
             if m is not None:
                 self.machines[i] = None
                 await _aborted(m, asyncio.CancelledError(), None, self.ctx, None)
+
+
+@types.coroutine
+def _relay(turn: _Turn, i: int, coro: Any) -> Any:
+    """Await the body ``coro`` of call ``i`` of ``turn`` in this task (its own): what it yields
+    goes to the task untouched, what the task sends or throws goes to the body. At the call's
+    deadline (the turn cancels this task) the cancellation is thrown into the body and, if its
+    clean-up suspends, that goes on in a task of its own (:func:`_clean_up`) while this one
+    ends: nobody waits for a clean-up past the deadline (``asyncio.run``'s shut-down included)."""
+    send, throw = coro.send, coro.throw
+    value: Any = None
+    exc: BaseException | None = None
+    while True:
+        try:
+            y = send(value) if exc is None else throw(exc)
+        except StopIteration as stop:
+            return stop.value
+        if exc is not None and i in turn.expired and isinstance(exc, asyncio.CancelledError):
+            loop = asyncio.get_running_loop()
+            hold_clean_up(loop, loop.create_task(_clean_up(coro, y)))
+            return None
+        exc = None
+        try:
+            value = yield y
+        except BaseException as e:  # noqa: BLE001 - handed to the body
+            exc = e
+
+
+async def _clean_up(coro: Any, y: Any) -> None:
+    """Drive the clean-up of a turn's body cancelled at its deadline to its end, its outcome
+    dropped."""
+    try:
+        await _follow(coro, y)
+    except (GeneratorExit, KeyboardInterrupt, SystemExit):
+        raise  # closed (its loop was closed), or the process is being stopped
+    except BaseException:  # noqa: BLE001 - the outcome of a call past its deadline: nobody reads it
+        pass
+
+
+@types.coroutine
+def _follow(coro: Any, y: Any) -> Any:
+    """Step ``coro`` (it yielded ``y``) in this task until it ends; a cancellation of this task
+    (the loop shutting down) that the body swallows closes it: it never keeps the loop from
+    ending."""
+    while True:
+        try:
+            value = yield y
+        except BaseException as exc:  # noqa: BLE001 - handed to the body
+            try:
+                y = coro.throw(exc)
+            except StopIteration:
+                return
+            if isinstance(exc, asyncio.CancelledError):
+                coro.close()
+                return
+        else:
+            try:
+                y = coro.send(value)
+            except StopIteration:
+                return
 
 
 async def _aborted(m: Any, exc: BaseException, attempts: int | None, ctx: Any, span: Any) -> None:
