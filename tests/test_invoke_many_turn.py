@@ -429,3 +429,182 @@ def test_a_turns_clean_up_still_running_when_its_loop_is_closed_keeps_nothing(py
     assert (code, out, err) == (0, (
         "asyncio.run: loops alive 0, bodies alive 0, ended 20\n"
         "closed loops: loops alive 0, bodies alive 0, ended 40, ['timeout']\n"), "")
+
+
+# ------------------------------------------------------------------ a turn agrees with its calls alone
+
+
+async def test_a_second_cancellation_while_a_turn_winds_down_still_aborts_every_call() -> None:
+    records: list[dict[str, Any]] = []
+    slow = [True]
+
+    @tool(side_effecting=True, timeout_s=30)
+    async def send(to: str) -> str:
+        """Send a message to the given address (slow backend)."""
+        await asyncio.sleep(10 if slow[0] else 0)
+        return "sent " + to
+
+    chain = [mw.audit(records.append), *mw.default_chain()[1:]]
+    inv = Invoker(ToolRegistry([send]), middleware=chain)
+    task = asyncio.ensure_future(inv.invoke_many([call("send", str(i), to=f"user{i}") for i in range(4)]))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    for _ in range(5):  # cancelled again while it winds down (as an anyio scope does every pass)
+        await asyncio.sleep(0)
+        task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    await asyncio.sleep(0.05)
+    assert sorted((r["call_id"], r["outcome"]) for r in records) == [(str(i), "cancelled") for i in range(4)]
+    slow[0] = False  # every in-flight claim was released: an identical call runs at once
+    assert strip(await asyncio.wait_for(inv.invoke(call("send", "again", to="user3")), 10)) == {"ok": True, "value": "sent user3"}
+
+
+STOP_IN_A_TURN = '''
+import asyncio
+from agentkit_tools import Invoker, ToolRegistry, tool
+
+interrupt = [True]
+
+@tool(side_effecting=True, timeout_s=5)
+async def send(to: str) -> str:
+    """Send a message to the given address."""
+    await asyncio.sleep(0.01)
+    if interrupt[0]:
+        interrupt[0] = False
+        raise {stop}
+    return "sent to " + to
+
+@tool(read_only=True)
+async def naps(x: int) -> int:
+    """Sleep a moment, then answer with the number doubled."""
+    await asyncio.sleep(0.05)
+    return 2 * x
+
+inv = Invoker(ToolRegistry([send, naps]))
+
+async def main():
+    calls = [{{"id": "1", "name": "send", "input": {{"to": "bob"}}}}] + [
+        {{"id": str(i), "name": "naps", "input": {{"x": i}}}} for i in range(2, 6)]
+    try:
+        await inv.invoke_many(calls)
+    except {stop}:
+        print("caller saw the stop")
+    env = await asyncio.wait_for(inv.invoke({{"id": "7", "name": "send", "input": {{"to": "bob"}}}}), 5)
+    print("repeat:", env["ok"], env.get("value"))
+
+asyncio.run(main())
+print("end")
+'''
+
+
+@pytest.mark.parametrize("stop", ["KeyboardInterrupt", "SystemExit"])
+def test_a_stop_in_a_turns_body_reaches_the_callers_await_and_releases_the_call(stop: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_IN_A_TURN.format(stop=stop))
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-W", "default", str(script)], capture_output=True, text=True, timeout=60)
+        assert (out.returncode, out.stdout, out.stderr) == (0, "caller saw the stop\nrepeat: True sent to bob\nend\n", "")
+
+
+async def test_a_bodys_deadline_starts_when_its_body_starts() -> None:
+    @tool(read_only=True, timeout_s=5)
+    async def hog(x: int) -> int:
+        """Hold the loop for a while (CPU work), then answer."""
+        time.sleep(0.3)
+        return x
+
+    @tool(read_only=True, timeout_s=0.2)
+    async def quick(x: int) -> int:
+        """Answer with the number plus one at once."""
+        return x + 1
+
+    inv = Invoker(ToolRegistry([hog, quick, instant]))
+    envs = await inv.invoke_many([call("hog", "1", x=1), call("quick", "2", x=1), call("quick", "3", x=2)])
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, {"ok": True, "value": 2}, {"ok": True, "value": 3}]
+
+
+async def test_nothing_of_a_finished_turn_stays_alive() -> None:
+    import gc
+    import weakref
+
+    class Ctx:
+        run_id = "conv"
+
+    @tool(read_only=True, timeout_s=300)
+    async def other(x: int) -> int:
+        """Another conversation's long call in flight meanwhile."""
+        await asyncio.sleep(1)
+        return x
+
+    inv = Invoker(ToolRegistry([naps, other]))
+    background = asyncio.ensure_future(inv.invoke(call("other", "bg", x=1)))  # a deadline pending on the loop
+    await asyncio.sleep(0)
+    ctx = Ctx()
+    ref = weakref.ref(ctx)
+    envs = await inv.invoke_many([call("naps", "1", x=1), call("naps", "2", x=2)], ctx)
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 2}, {"ok": True, "value": 4}]
+    del ctx, envs
+    gc.collect()
+    assert ref() is None
+    assert strip(await background) == {"ok": True, "value": 1}
+
+
+async def test_a_deadline_and_a_cancellation_in_the_same_pass_leave_a_record_per_call() -> None:
+    records: list[dict[str, Any]] = []
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def hangs(q: str) -> str:
+        """Wait on a backend that never answers in time."""
+        await asyncio.sleep(10)
+        return q
+
+    @tool(read_only=True, timeout_s=5)
+    async def hogs(q: str) -> str:
+        """Hold the loop past the other call's deadline, then wait."""
+        await asyncio.sleep(0)
+        time.sleep(0.1)
+        await asyncio.sleep(10)
+        return q
+
+    chain = [mw.audit(records.append), *mw.default_chain()[1:]]
+    inv = Invoker(ToolRegistry([hangs, hogs]), middleware=chain)
+    task = asyncio.ensure_future(inv.invoke_many([call("hangs", "1", q="a"), call("hogs", "2", q="b")]))
+    asyncio.get_running_loop().call_later(0.045, task.cancel)  # due in the same pass as call 1's deadline
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    await asyncio.sleep(0.05)
+    assert sorted((r["call_id"], r["outcome"]) for r in records) == [("1", "cancelled"), ("2", "cancelled")]
+
+
+async def test_context_variables_a_body_sets_reach_none_of_its_calls_later_steps() -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="caller")
+    seen: list[tuple[str, str]] = []
+
+    @tool(read_only=True)
+    async def flaky(x: int) -> str:
+        """Fail on the first attempt with a connection error, then answer."""
+        n = sum(1 for s in seen if s[0].startswith("attempt")) + 1
+        seen.append((f"attempt {n}", var.get()))
+        var.set(f"set by attempt {n}")
+        await asyncio.sleep(0.001)
+        if n == 1:
+            raise ConnectionError("reset")
+        return "done"
+
+    async def no_sleep(_: float) -> None:
+        pass
+
+    def sink(rec: dict[str, Any]) -> None:
+        seen.append(("sink " + rec["call_id"], var.get()))
+
+    inv = Invoker(ToolRegistry([flaky, instant]), middleware=[mw.audit(sink), mw.retry(sleep=no_sleep), mw.timeout()])
+    envs = await inv.invoke_many([call("flaky", "1", x=1), call("instant", "2", x=1)])
+    assert [strip(e) for e in envs] == [{"ok": True, "value": "done"}, {"ok": True, "value": 2}]
+    assert sorted(seen) == [("attempt 1", "caller"), ("attempt 2", "caller"), ("sink 1", "caller"), ("sink 2", "caller")]
+    assert var.get() == "caller"

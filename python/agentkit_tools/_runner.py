@@ -272,9 +272,8 @@ _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
 class _Deadlines:
     """All pending call deadlines of one event loop behind a single timer: a heap of ``(when,
     seq, entry)``, entries of calls that ended dropped lazily (one asyncio timer per call
-    would cost more than the rest of the call). An entry has ``ended`` and ``expire()`` (a
-    :class:`_Deadline`, or a whole ``invoke_many`` turn, which may add itself again from
-    ``expire`` for its next deadline)."""
+    would cost more than the rest of the call). An entry (a :class:`_Deadline`) has ``ended``
+    and ``expire()``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = weakref.proxy(loop)

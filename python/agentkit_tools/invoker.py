@@ -17,6 +17,7 @@ loop.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import types
@@ -25,8 +26,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
 from ._runner import (
-    _CLOCK_RESOLUTION, BODY_ASYNC, BODY_INLINE, Later, _await_coro, _deadlines_of, _monotonic, checked, hold_clean_up,
-    run_body, run_inline, start_async, unwrap,
+    BODY_ASYNC, BODY_INLINE, Later, _await_coro, _Deadline, _monotonic, checked, hold_clean_up, run_body, run_inline,
+    start_async, unwrap,
 )
 from .errors import ToolTimeoutError
 from .frozen import FrozenDict, FrozenList
@@ -43,9 +44,6 @@ _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
     _core.STEP_DONE, _core.STEP_RUN, _core.STEP_APPROVE, _core.STEP_SLEEP, _core.STEP_WAIT,
     _core.STEP_GET, _core.STEP_SET, _core.STEP_CAS, _core.STEP_OPEN, _core.STEP_RECORD,
 )
-#: Steps of the driver's own (never the core's): an ``invoke_many`` body's awaitable result to
-#: settle, a fault to abort the call with.
-_LATER, _RAISE = -1, -2
 
 
 def _fault_envelope(exc: BaseException) -> dict[str, Any]:
@@ -179,10 +177,15 @@ class Invoker:
         raises but as :meth:`invoke` does; the cancellation of the awaiting task cancels every
         call of the turn (each body gets it) and propagates once they have all ended.
 
-        The calls are admitted and started in call order before any body runs. With the
-        built-in rules only (the default chain), an ``async`` body runs as a task of its own
-        (one task per call, as ``asyncio.gather`` costs): ``asyncio.current_task()`` in it is
-        that task."""
+        The calls are admitted in call order before any body runs, and their bodies start in
+        call order; each call's deadline starts when its body starts, as for a call alone. With
+        the built-in rules only (the default chain), a call whose first step is its ``async``
+        body (no approval to ask, no tracing span to open) runs that first attempt as a task of
+        its own (one task per call, as ``asyncio.gather`` costs): ``asyncio.current_task()`` in
+        it is that task. Any later attempt (a retry), and a body reached after other steps, runs
+        as in :meth:`invoke`, where ``asyncio.current_task()`` is a stand-in task for the body
+        (it cancels the body, never the caller). Either way the body's ``contextvars`` changes
+        reach neither the caller nor the call's later steps."""
         calls = list(calls)
         if len(calls) == 1:
             return [await self.invoke(calls[0], ctx)]
@@ -301,15 +304,6 @@ class Invoker:
                 elif step == OPEN:
                     span = _open_span(arg[1], arg[2])
                     step, arg = m.feed(_core.EV_OPENED)
-                elif step == _LATER:
-                    try:
-                        value = await arg.settle()
-                    except Exception as exc:
-                        step, arg = m.failed(unwrap(exc))
-                    else:
-                        step, arg = m.ok(value)
-                elif step == _RAISE:
-                    raise arg
                 else:
                     step, arg = await _store_step(m, step, arg)
         except BaseException as exc:
@@ -317,33 +311,27 @@ class Invoker:
             raise
 
 
-_OWN, _DRIVEN, _ANSWERED, _CUT = 0, 1, 2, 3
-
-
 class _Turn:
     """The calls of one ``invoke_many`` turn of an Invoker whose chain is built-in rules only.
 
-    Every call is admitted and started (``Pipeline.begin``) in call order before any body
-    runs. A call the pipeline answers at once is answered; a call whose first step is to await
-    an ``async`` body gets one task of its own that awaits just the body (no driver coroutine,
-    no stand-in task around it) and finishes the call when it returns; any other call, and
-    whatever a call asks for after its body (a retry, an audit record), goes through the
-    Invoker's driver, in that same task or in one of its own.
-
-    ``state[i]``: ``_OWN`` while the turn answers for call ``i``'s body (its deadline),
-    ``_DRIVEN`` once its outcome is being settled, ``_ANSWERED`` with ``envs[i]`` set, ``_CUT``
-    when the caller's cancellation reached its body. ``machines[i]``: its call state until it
-    is answered or aborted. The deadlines of the bodies the turn owns are one entry of the
-    loop's deadline timer (the earliest of them): at a call's deadline it gets ``timeout`` at
-    once and its body is cancelled, its clean-up going on in its task, its outcome dropped.
+    Every call is admitted (``Pipeline.begin``) in call order before any body runs. A call the
+    pipeline answers at once is answered; a call whose first step is to await an ``async`` body
+    gets one task of its own that calls the body, awaits just it (no driver coroutine, no
+    stand-in task around it) and finishes the call when it returns; any other call, and whatever
+    a call asks for after its body (a retry, an audit record), goes through the Invoker's
+    driver, in that same task or in one of its own. A body's deadline starts when its task
+    starts the body (as for a call alone) and is one entry of the loop's deadline timer
+    (:class:`_Deadline`): at the deadline the call gets ``timeout`` at once and its body is
+    cancelled, its clean-up going on in a task of its own, its outcome dropped.
 
     The caller's cancellation reaches every body still running (and every call in the driver);
-    once they have all ended it propagates. As for a single call, a body is the one to act on
-    it: one that ends by the cancellation is aborted (record ``cancelled``), one that swallows
-    it and answers is settled as it answered."""
+    once they have all ended, the calls still unanswered are aborted (records ``cancelled``,
+    shared claims released, shielded from further cancellations) and it propagates. As for a
+    single call, a body is the one to act on it: one that ends by the cancellation is aborted,
+    one that swallows it and answers is settled as it answered. ``KeyboardInterrupt`` or
+    ``SystemExit`` from a call aborts it and reaches the caller's ``await`` the same way."""
 
-    __slots__ = ("inv", "calls", "ctx", "envs", "state", "tasks", "machines", "pending", "waiter",
-                 "cancelled", "ends", "dues", "next", "ended", "deadlines", "expired")
+    __slots__ = ("inv", "calls", "ctx", "envs", "tasks", "machines", "pending", "waiter", "cancelled")
 
     def __init__(self, inv: Invoker, calls: list[Any], ctx: Any) -> None:
         self.inv = inv
@@ -351,18 +339,11 @@ class _Turn:
         self.ctx = ctx
         n = len(calls)
         self.envs: list[Any] = [None] * n
-        self.state = [_OWN] * n
-        self.tasks: list[Any] = [None] * n
-        self.machines: list[Any] = [None] * n
+        self.tasks: list[Any] = [None] * n  # the task of each call not answered yet
+        self.machines: list[Any] = [None] * n  # the call state of each call not answered nor aborted
         self.pending = n
         self.waiter: Any = None
-        self.cancelled = False
-        self.ends: list[Any] = [None] * n  # the deadline of each body the turn owns (monotonic)
-        self.dues: list[tuple[float, int, str, float]] = []  # (when, call, tool name, limit)
-        self.next = 0  # the first of ``dues`` not yet past
-        self.ended = True  # no entry in the loop's deadline timer
-        self.deadlines: Any = None
-        self.expired: set[int] = set()  # calls whose deadline cancelled their body
+        self.cancelled = False  # the caller's cancellation (or a stop) reached the turn
 
     async def run(self) -> list[dict[str, Any]]:
         inv, ctx, calls = self.inv, self.ctx, self.calls
@@ -370,13 +351,13 @@ class _Turn:
         self.waiter = loop.create_future()
         pipe, registry = inv._only, inv.registry._core
         begin, create_task = pipe.begin, loop.create_task
-        tasks, machines, ends, dues = self.tasks, self.machines, self.ends, self.dues
+        tasks, machines = self.tasks, self.machines
         for i, call in enumerate(calls):
             try:
                 m, step, arg = begin(registry, call, ctx)
             except BaseException as exc:
                 if isinstance(exc, _STOP):  # the process is being stopped
-                    self._drop()
+                    await self._cancel(exc)
                     raise
                 self._answer(i, _fault(exc, call, False))
                 continue
@@ -385,151 +366,92 @@ class _Turn:
                 continue
             machines[i] = m
             if step == RUN and arg[3] == BODY_ASYNC:
-                tool, args, limit, _ = arg
-                try:
-                    coro = start_async(tool, args, ctx, limit)
-                except Exception as exc:
-                    self.state[i] = _DRIVEN
-                    tasks[i] = create_task(self._drive(i, m, RUN, arg, unwrap(exc)))
-                    continue
-                if limit is not None:
-                    end = ends[i] = _monotonic() + limit
-                    dues.append((end, i, tool.name, limit))
-                tasks[i] = create_task(self._body(i, m, tool, coro, limit))
+                tasks[i] = create_task(self._body(i, m, arg))
             else:
-                self.state[i] = _DRIVEN
                 tasks[i] = create_task(self._drive(i, m, step, arg))
-        if dues and self.pending:
-            dues.sort()
-            self.deadlines = _deadlines_of(loop)
-            self.ended = False
-            self.deadlines.add(loop.time() + (dues[0][0] - _monotonic()), self)
         try:
             if self.pending:
                 await self.waiter
-        except BaseException:
-            await self._cancel()
+        except BaseException as exc:
+            await self._cancel(exc)
             raise
-        finally:
-            if not self.ended:
-                self.deadlines.remove(self)
         return self.envs
-
-    def _drop(self) -> None:
-        """The process is being stopped while the turn starts: the calls started so far are
-        cancelled and aborted without their records (the lease frees a shared claim)."""
-        for task in self.tasks:
-            if task is not None:
-                task.cancel()
-        for i, m in enumerate(self.machines):
-            if m is not None:
-                self.state[i] = _CUT
-                m.abort(True)
 
     def _answer(self, i: int, env: dict[str, Any]) -> None:
         self.envs[i] = env
-        self.state[i] = _ANSWERED
         self.machines[i] = None
         self.tasks[i] = None
         self.pending -= 1
-        if self.pending == 0 and self.waiter is not None and not self.waiter.done():
+        if self.pending == 0 and not self.waiter.done():
             self.waiter.set_result(None)
 
-    async def _body(self, i: int, m: Any, tool: Any, coro: Any, limit: float | None) -> None:
-        """Call ``i``'s task: await its body, then finish the call (at once when the pipeline
-        answers; else through the driver)."""
-        exc: BaseException | None = None
+    def _stop(self, i: int, exc: BaseException) -> None:
+        """Call ``i`` raised ``KeyboardInterrupt``/``SystemExit`` (it was aborted): the caller's
+        ``await`` raises it."""
+        self.machines[i] = None
+        if not self.waiter.done():
+            self.waiter.set_exception(exc)
+
+    async def _body(self, i: int, m: Any, arg: Any) -> None:
+        """Call ``i``'s task: call and await its async body within its deadline, then finish the
+        call (at once when the pipeline answers; else through the driver)."""
+        tool, args, limit, _ = arg
+        ctx = self.ctx
+        deadline = _Deadline(limit, tool.name)
         try:
-            value = await _relay(self, i, coro)
-        except BaseException as e:
-            if isinstance(e, _STOP):
-                raise
-            exc, value = e, None
-        state = self.state[i]
-        if state != _OWN and (state != _CUT or i in self.expired or isinstance(exc, asyncio.CancelledError)):
-            return  # answered at its deadline (outcome dropped), or ended by the caller's cancellation
-        self.state[i] = _DRIVEN
-        try:
-            if exc is None:
-                if limit is not None and _monotonic() > self.ends[i]:
-                    exc = ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
-                else:
-                    try:
-                        value = checked(tool, value, self.ctx, limit)
-                    except Exception as e:
-                        exc = unwrap(e)
-            if exc is not None:
-                step, arg = m.failed(exc)
-            elif type(value) is Later:
-                step, arg = _LATER, value
+            try:
+                end = None if limit is None else _monotonic() + limit
+                coro = start_async(tool, args, ctx, limit)
+                with deadline:
+                    value = await _relay(deadline, coro)
+                if end is not None and _monotonic() > end:
+                    raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
+                value = checked(tool, value, ctx, limit)
+                if type(value) is Later:
+                    value = await value.settle()
+            except Exception as exc:
+                step, arg = m.failed(unwrap(exc))
+            except BaseException as exc:
+                if isinstance(exc, _STOP):
+                    raise
+                if self.cancelled and isinstance(exc, asyncio.CancelledError):
+                    return  # ended by the caller's cancellation: the turn aborts it
+                step, arg = m.failed(exc)  # a BaseException of the body's own
             else:
                 step, arg = m.ok(value)
-        except BaseException as e:
-            step, arg = _RAISE, e
+        except BaseException as exc:
+            await _aborted(m, exc, None, ctx, None)
+            if isinstance(exc, _STOP):
+                self._stop(i, exc)
+            else:
+                self._answer(i, _fault(exc, self.calls[i], False))
+            return
         if step == DONE:
             self._answer(i, arg)
         else:
             await self._drive(i, m, step, arg)
 
-    async def _drive(self, i: int, m: Any, step: int, arg: Any, failed: BaseException | None = None) -> None:
-        """Finish call ``i`` through the Invoker's driver from ``(step, arg)`` (``failed``: the
-        body's exception when it could not even start)."""
+    async def _drive(self, i: int, m: Any, step: int, arg: Any) -> None:
+        """Finish call ``i`` through the Invoker's driver from ``(step, arg)``."""
         inv = self.inv
         try:
-            if failed is not None:
-                step, arg = m.failed(failed)
             env = await inv._drive(inv._only, None, None, self.ctx, None, (m, step, arg))
-        except BaseException as exc:
+        except BaseException as exc:  # the driver aborted the call
+            if isinstance(exc, _STOP):
+                self._stop(i, exc)
+                return
             if self.cancelled and isinstance(exc, asyncio.CancelledError):
-                self.machines[i] = None  # the driver aborted the call
+                self.machines[i] = None
                 return
             env = _fault(exc, self.calls[i], False)
         self._answer(i, env)
 
-    def expire(self) -> None:
-        """The earliest deadline of the bodies the turn owns has come: each call past its
-        deadline gets ``timeout`` (unless the caller's cancellation cut it: it is aborted) and
-        its body is cancelled, its clean-up going on in a task of its own (see :func:`_relay`);
-        the timer is set for the next."""
-        dues, state = self.dues, self.state
-        now = _monotonic() + _CLOCK_RESOLUTION
-        while self.next < len(dues) and dues[self.next][0] <= now:
-            _, i, name, limit = dues[self.next]
-            self.next += 1
-            st = state[i]
-            if st != _OWN and st != _CUT:
-                continue
-            task = self.tasks[i]
-            if st == _OWN:
-                m = self.machines[i]
-                state[i] = _DRIVEN
-                self.tasks[i] = None  # not the turn's to wait for, nor to cancel again
-                try:
-                    step, arg = m.failed(ToolTimeoutError(name, limit))
-                except BaseException as exc:
-                    step, arg = _RAISE, exc
-                if step == DONE:
-                    self._answer(i, arg)
-                else:
-                    self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
-            self.expired.add(i)
-            task.cancel()
-        while self.next < len(dues) and state[dues[self.next][1]] not in (_OWN, _CUT):
-            self.next += 1
-        if self.next < len(dues) and self.pending:
-            self.ended = False
-            loop = asyncio.get_running_loop()
-            self.deadlines.add(loop.time() + (dues[self.next][0] - _monotonic()), self)
-
-    async def _cancel(self) -> None:
-        """The caller's cancellation (or a request to stop): every body and driver still running
-        is cancelled; once all have ended, the calls still unanswered are aborted (their shared
-        claims released, their records emitted) unless the driver did."""
+    async def _cancel(self, exc: BaseException) -> None:
+        """The caller's cancellation, or a request to stop (``exc``): every body and driver still
+        running is cancelled; once all have ended, the calls still unanswered are aborted (their
+        shared claims released, their records emitted unless the process is being stopped) in
+        a task of their own that further cancellations of the caller do not interrupt."""
         self.cancelled = True
-        state = self.state
-        for i, st in enumerate(state):
-            if st == _OWN:
-                state[i] = _CUT
         running = [t for t in self.tasks if t is not None and not t.done()]
         while running:
             for t in running:
@@ -539,31 +461,46 @@ class _Turn:
             except asyncio.CancelledError:
                 pass  # cancelled again: they are cancelled again (as gather does)
             running = [t for t in running if not t.done()]
-        for i, m in enumerate(self.machines):
-            if m is not None:
-                self.machines[i] = None
-                await _aborted(m, asyncio.CancelledError(), None, self.ctx, None)
+        rest = [m for m in self.machines if m is not None]
+        self.machines = [None] * len(self.machines)
+        if rest:
+            aborts = asyncio.get_running_loop().create_task(self._abort(rest, exc))
+            while not aborts.done():
+                try:
+                    await asyncio.shield(aborts)
+                except asyncio.CancelledError:
+                    pass  # cancelled again: the aborts go on; the first cancellation propagates
+
+    async def _abort(self, machines: list[Any], exc: BaseException) -> None:
+        ctx = self.ctx
+        for m in machines:
+            try:
+                await _aborted(m, exc, None, ctx, None)
+            except Exception:
+                _log.error("Invoker failed to abort a call of a cancelled turn", exc_info=True)
 
 
 @types.coroutine
-def _relay(turn: _Turn, i: int, coro: Any) -> Any:
-    """Await the body ``coro`` of call ``i`` of ``turn`` in this task (its own): what it yields
-    goes to the task untouched, what the task sends or throws goes to the body. At the call's
-    deadline (the turn cancels this task) the cancellation is thrown into the body and, if its
+def _relay(deadline: _Deadline, coro: Any) -> Any:
+    """Await the body ``coro`` in this task (its own), each step in a copy of the task's
+    ``contextvars`` (the body's changes never reach the call's later steps): what it yields goes
+    to the task untouched, what the task sends or throws goes to the body. At the call's
+    ``deadline`` (it cancels this task) the cancellation is thrown into the body and, if its
     clean-up suspends, that goes on in a task of its own (:func:`_clean_up`) while this one
     ends: nobody waits for a clean-up past the deadline (``asyncio.run``'s shut-down included)."""
+    run = contextvars.copy_context().run
     send, throw = coro.send, coro.throw
     value: Any = None
     exc: BaseException | None = None
     while True:
         try:
-            y = send(value) if exc is None else throw(exc)
+            y = run(send, value) if exc is None else run(throw, exc)
         except StopIteration as stop:
             return stop.value
-        if exc is not None and i in turn.expired and isinstance(exc, asyncio.CancelledError):
+        if exc is not None and deadline.expired and isinstance(exc, asyncio.CancelledError):
             loop = asyncio.get_running_loop()
-            hold_clean_up(loop, loop.create_task(_clean_up(coro, y)))
-            return None
+            hold_clean_up(loop, run(loop.create_task, _clean_up(coro, y)))
+            raise exc  # the deadline's ``__exit__`` makes it ``timeout`` (or the caller's cancellation)
         exc = None
         try:
             value = yield y
