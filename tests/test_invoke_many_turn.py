@@ -608,3 +608,26 @@ async def test_context_variables_a_body_sets_reach_none_of_its_calls_later_steps
     assert [strip(e) for e in envs] == [{"ok": True, "value": "done"}, {"ok": True, "value": 2}]
     assert sorted(seen) == [("attempt 1", "caller"), ("attempt 2", "caller"), ("sink 1", "caller"), ("sink 2", "caller")]
     assert var.get() == "caller"
+
+
+async def test_a_body_that_cancels_its_own_task_and_returns_answers_as_it_does_alone() -> None:
+    records: list[dict[str, Any]] = []
+
+    @tool(read_only=True)
+    async def cancels_then_returns(x: int) -> int:
+        """Cancel the task it runs in, then answer anyway."""
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        return x
+
+    async def sink(rec: dict[str, Any]) -> None:  # a step after the body that suspends
+        await asyncio.sleep(0)
+        records.append(rec)
+
+    chain = [mw.audit(sink), *mw.default_chain()[1:]]
+    for turn in (False, True):
+        records.clear()
+        inv = Invoker(ToolRegistry([cancels_then_returns, instant]), middleware=chain)
+        calls = [call("cancels_then_returns", "1", x=1), call("instant", "2", x=1)]
+        envs = await inv.invoke_many(calls) if turn else [await inv.invoke(c) for c in calls]
+        assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, {"ok": True, "value": 2}], turn
+        assert sorted((r["call_id"], r["outcome"]) for r in records) == [("1", "ok"), ("2", "ok")], turn

@@ -428,6 +428,10 @@ class _Turn:
             return
         if step == DONE:
             self._answer(i, arg)
+        elif asyncio.current_task()._must_cancel:  # type: ignore[union-attr]
+            # The body cancelled its own task and returned: as for a call alone, that
+            # cancellation was the body's; the call's later steps go on in a task of their own.
+            self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
         else:
             await self._drive(i, m, step, arg)
 
