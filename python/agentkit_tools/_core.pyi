@@ -34,6 +34,8 @@ __all__ = [
     "STEP_CAS",
     "STEP_OPEN",
     "STEP_RECORD",
+    "STEP_SETTLE",
+    "STEP_RAISE",
     "EV_APPROVED",
     "EV_SLEPT",
     "EV_WOKEN",
@@ -434,7 +436,12 @@ class Pipeline:
       text)``, ``feed(EV_SET)``, ``feed(EV_CAS, won)`` or ``feed(EV_STORE_FAILED)``;
     - ``STEP_OPEN`` ``(config, tool name, call id)``: open the audit span, then
       ``feed(EV_OPENED)``;
-    - ``STEP_RECORD`` ``(config, record)``: emit the audit record, then ``feed(EV_RECORDED)``.
+    - ``STEP_RECORD`` ``(config, record)``: emit the audit record, then ``feed(EV_RECORDED)``;
+    - ``STEP_SETTLE``: a body the core called itself (``begin(..., here=True)``) returned an
+      awaitable: ``payload`` is a ``Later``; ``await payload.settle()``, then ``Call.ok`` /
+      ``Call.failed``;
+    - ``STEP_RAISE``: that body raised ``KeyboardInterrupt``/``SystemExit`` (or its output check
+      a ``BaseException`` that is not an ``Exception``): raise ``payload`` (then ``Call.abort``).
     """
 
     def __new__(
@@ -448,9 +455,13 @@ class Pipeline:
         body is called on the caller's thread. Raises ``ValueError`` for an
         unknown kind, ``AttributeError``/``TypeError`` for a config without its settings."""
 
-    def begin(self, registry: CoreRegistry, call: object, ctx: object) -> tuple[Call, int, Any]:
+    def begin(self, registry: CoreRegistry, call: object, ctx: object, here: bool = False) -> tuple[Call | None, int, Any]:
         """Look ``call`` up in ``registry``, validate it and start it: ``(call_state, code,
-        payload)``. Raises what reading the tool's flags or ``ctx`` raises."""
+        payload)``; ``call_state`` is None when ``code`` is ``STEP_DONE`` (the call was answered
+        at once). ``here``: at every attempt, a non-blocking sync body is called by the core
+        itself and its outcome fed in (no ``STEP_RUN`` of ``BODY_INLINE`` reaches the driver;
+        ``STEP_SETTLE`` and ``STEP_RAISE`` may). Raises what reading the tool's flags or
+        ``ctx`` raises."""
 
     def begin_call(self, tc: Any) -> tuple[Call, int, Any]:
         """Start a ``ToolCall`` a user middleware passed on: ``(call_state, code, payload)``."""
@@ -514,6 +525,8 @@ STEP_SET: int
 STEP_CAS: int
 STEP_OPEN: int
 STEP_RECORD: int
+STEP_SETTLE: int
+STEP_RAISE: int
 EV_APPROVED: int
 EV_SLEPT: int
 EV_WOKEN: int

@@ -40,9 +40,10 @@ _STOP = (KeyboardInterrupt, SystemExit)
 #: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
 #: told apart from a CancelledError raised by a middleware.
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-(DONE, RUN, APPROVE, SLEEP, WAIT, GET, SET, CAS, OPEN, RECORD) = (
+(DONE, RUN, APPROVE, SLEEP, WAIT, GET, SET, CAS, OPEN, RECORD, SETTLE, RAISE) = (
     _core.STEP_DONE, _core.STEP_RUN, _core.STEP_APPROVE, _core.STEP_SLEEP, _core.STEP_WAIT,
     _core.STEP_GET, _core.STEP_SET, _core.STEP_CAS, _core.STEP_OPEN, _core.STEP_RECORD,
+    _core.STEP_SETTLE, _core.STEP_RAISE,
 )
 
 
@@ -166,8 +167,13 @@ class Invoker:
         True``) or ``{"ok": False, "error": {"code", "message", ...}}``.
         """
         try:
-            if self._only is not None:
-                return await self._drive(self._only, None, call, ctx, None)
+            only = self._only
+            if only is not None:
+                # The core calls a non-blocking sync body itself (no step of the driver's around it).
+                m, step, arg = only.begin(self.registry._core, call, ctx, True)
+                if step == DONE:  # answered in the core (a refusal, a non-blocking body's outcome)
+                    return arg  # type: ignore[no-any-return]
+                return await self._drive(m, step, arg, None, ctx, None)
             return await self._entry(self._start(call, ctx))
         except BaseException as exc:
             return _fault(exc, call, isinstance(exc, asyncio.CancelledError) and _caller_cancelled())
@@ -207,7 +213,8 @@ class Invoker:
 
     def _segment_of(self, pipe: Any, nxt: Handler | None) -> Handler:
         async def handle(tc: ToolCall) -> dict[str, Any]:
-            return await self._drive(pipe, nxt, None, tc.ctx, tc)
+            m, step, arg = pipe.begin_call(tc)
+            return await self._drive(m, step, arg, nxt, tc.ctx, tc)
 
         return handle
 
@@ -227,17 +234,9 @@ class Invoker:
         tc._canonical = canonical
         return tc
 
-    async def _drive(
-        self, pipe: Any, nxt: Handler | None, call: Any, ctx: Any, tc: ToolCall | None, begun: Any = None
-    ) -> dict[str, Any]:
-        """Perform the steps of one call through ``pipe`` until its envelope. ``begun``: the
-        call was started already (``(call_state, step, payload)``, an ``invoke_many`` turn)."""
-        if begun is not None:
-            m, step, arg = begun
-        elif tc is None:
-            m, step, arg = pipe.begin(self.registry._core, call, ctx)
-        else:
-            m, step, arg = pipe.begin_call(tc)
+    async def _drive(self, m: Any, step: int, arg: Any, nxt: Handler | None, ctx: Any, tc: ToolCall | None) -> dict[str, Any]:
+        """Perform the steps of call ``m`` (its pipeline asked for ``step``) until its envelope;
+        ``nxt``: the handler after this segment (None: the tool body)."""
         span = None
         try:
             while True:
@@ -274,6 +273,15 @@ class Invoker:
                         step, arg = m.ok(value)
                 elif step == DONE:
                     return arg  # type: ignore[no-any-return]
+                elif step == SETTLE:  # a body's awaitable result to settle (a Later)
+                    try:
+                        value = await arg.settle()
+                    except Exception as exc:
+                        step, arg = m.failed(unwrap(exc))
+                    else:
+                        step, arg = m.ok(value)
+                elif step == RAISE:  # a fault to abort the call with (a request to stop from a body)
+                    raise arg
                 elif step == APPROVE:
                     approver, tool, args = arg
                     try:
@@ -439,7 +447,7 @@ class _Turn:
         """Finish call ``i`` through the Invoker's driver from ``(step, arg)``."""
         inv = self.inv
         try:
-            env = await inv._drive(inv._only, None, None, self.ctx, None, (m, step, arg))
+            env = await inv._drive(m, step, arg, None, self.ctx, None)
         except BaseException as exc:  # the driver aborted the call
             if isinstance(exc, _STOP):
                 self._stop(i, exc)

@@ -23,27 +23,40 @@ pub(crate) fn freeze<'py>(
     }
     if let Ok(d) = value.cast::<PyDict>() {
         // An exact dict cannot be a frozen one (the instance check is the slow part).
-        if !value.is_exact_instance_of::<PyDict>() && value.is_instance(fdict)? {
+        let exact = value.is_exact_instance_of::<PyDict>();
+        if !exact && value.is_instance(fdict)? {
             return Ok(value.clone());
         }
-        let out = fdict.call0()?;
-        let target = out.cast::<PyDict>()?;
-        // PyDict_SetItem: the store of the dict itself, below FrozenDict's refusing __setitem__.
-        for (k, v) in d.iter() {
-            target.set_item(k, freeze(&v, fdict, flist, depth + 1)?)?;
+        let target = new_empty(fdict)?.cast_into::<PyDict>()?;
+        // The stores of the dict itself, below FrozenDict's refusing __setitem__.
+        if exact {
+            // All entries at once (the C merge of two dicts), then the containers among the
+            // values replaced by their frozen copies.
+            // SAFETY: both are live dicts; the interpreter lock is held.
+            if unsafe { pyo3::ffi::PyDict_Merge(target.as_ptr(), d.as_ptr(), 1) } != 0 {
+                return Err(PyErr::fetch(value.py()));
+            }
+            for (k, v) in d.iter() {
+                if is_container(&v) {
+                    target.set_item(k, freeze(&v, fdict, flist, depth + 1)?)?;
+                }
+            }
+        } else {
+            for (k, v) in d.iter() {
+                target.set_item(k, freeze(&v, fdict, flist, depth + 1)?)?;
+            }
         }
-        return Ok(out);
+        return Ok(target.into_any());
     }
     if let Ok(l) = value.cast::<PyList>() {
         if !value.is_exact_instance_of::<PyList>() && value.is_instance(flist)? {
             return Ok(value.clone());
         }
-        let out = flist.call0()?;
-        let target = out.cast::<PyList>()?;
+        let target = new_empty(flist)?.cast_into::<PyList>()?;
         for v in l.iter() {
             target.append(freeze(&v, fdict, flist, depth + 1)?)?;
         }
-        return Ok(out);
+        return Ok(target.into_any());
     }
     if let Ok(t) = value.cast::<PyTuple>() {
         if value.hasattr("_fields")? {
@@ -53,6 +66,36 @@ pub(crate) fn freeze<'py>(
         return Ok(PyTuple::new(value.py(), items)?.into_any());
     }
     Ok(value.clone())
+}
+
+/// A dict or list that `freeze` copies (a tuple too: its items may be).
+fn is_container(v: &Bound<'_, PyAny>) -> bool {
+    v.is_instance_of::<PyDict>() || v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()
+}
+
+/// A new empty instance of `ty` (a subclass of dict or list without an `__init__` of its own,
+/// as `FrozenDict`/`FrozenList`): its `tp_new` alone, as `ty()` would do before an `__init__`
+/// that has nothing to add. Any other class is called.
+pub(crate) fn new_empty<'py>(ty: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+    let py = ty.py();
+    static PLAIN: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+    let (dict_init, list_init) = PLAIN.get_or_try_init(py, || -> PyResult<_> {
+        Ok((py.get_type::<PyDict>().getattr("__init__")?.unbind(), py.get_type::<PyList>().getattr("__init__")?.unbind()))
+    })?;
+    let init = ty.getattr(pyo3::intern!(py, "__init__"))?;
+    if !(init.is(dict_init.bind(py)) || init.is(list_init.bind(py))) {
+        return ty.call0();
+    }
+    // SAFETY: a heap type's slot read (limited API); `tp_new` of dict/list accepts empty args.
+    unsafe {
+        let slot = pyo3::ffi::PyType_GetSlot(ty.as_ptr().cast(), pyo3::ffi::Py_tp_new);
+        if slot.is_null() {
+            return ty.call0();
+        }
+        let new: pyo3::ffi::newfunc = std::mem::transmute(slot);
+        let args = PyTuple::empty(py);
+        Bound::from_owned_ptr_or_err(py, new(ty.as_ptr().cast(), args.as_ptr(), std::ptr::null_mut()))
+    }
 }
 
 /// `value` with every dict, list and tuple inside it frozen: dicts become `frozen_dict`

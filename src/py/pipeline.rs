@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 
 use crate::envelope::{Code, Success};
 use crate::errors::ErrorCode;
@@ -49,6 +49,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("STEP_CAS", STEP_CAS),
         ("STEP_OPEN", STEP_OPEN),
         ("STEP_RECORD", STEP_RECORD),
+        ("STEP_SETTLE", STEP_SETTLE),
+        ("STEP_RAISE", STEP_RAISE),
         ("BODY_INLINE", BodyKind::Inline as u8),
         ("BODY_ASYNC", BodyKind::Async as u8),
         ("BODY_WORKER", BodyKind::Worker as u8),
@@ -78,6 +80,13 @@ const STEP_SET: u8 = 6;
 const STEP_CAS: u8 = 7;
 const STEP_OPEN: u8 = 8;
 const STEP_RECORD: u8 = 9;
+/// The core ran a non-blocking sync body itself and it returned an awaitable: the payload is a
+/// `_runner.Later`; `await payload.settle()`, then `Call.ok` / `Call.failed`.
+const STEP_SETTLE: u8 = 10;
+/// The core ran a non-blocking sync body itself and it (or its output check) raised a
+/// `BaseException` that is not an `Exception` and stops the process (`KeyboardInterrupt`,
+/// `SystemExit`) or that the driver must see: the payload is the exception; raise it.
+const STEP_RAISE: u8 = 11;
 
 const EV_APPROVED: u8 = 0;
 const EV_SLEPT: u8 = 1;
@@ -374,6 +383,11 @@ struct Helpers {
     /// clears, never replaces, on every level change).
     audit_log: Py<PyAny>,
     audit_cache: Option<Py<PyDict>>,
+    /// `_runner.Later` (an awaitable a non-blocking sync body returned, to settle),
+    /// `errors.ToolTimeoutError` and `inspect.isawaitable`: a body the core calls itself.
+    later: Py<PyAny>,
+    timeout_error: Py<PyAny>,
+    isawaitable: Py<PyAny>,
 }
 
 /// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
@@ -398,6 +412,9 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             audit_cache: mw.getattr("_log")?.getattr_opt("_cache")?.and_then(|c| c.cast_into::<PyDict>().ok()).map(Bound::unbind),
             audit_log: mw.getattr("_log")?.unbind(),
             middleware: mw.unbind(),
+            later: py.import("agentkit_tools._runner")?.getattr("Later")?.unbind(),
+            timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
+            isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
         })
     })
 }
@@ -502,13 +519,16 @@ impl Pipeline {
 
     /// Admit `call` against `registry` (a `CoreRegistry`: lookup and validation) and start it:
     /// `(call_state, code, payload)`. Raises nothing for a malformed call (it is answered with
-    /// an `invalid_call` envelope).
+    /// an `invalid_call` envelope). `here`: the core calls a non-blocking sync body itself (see
+    /// `Call::run_here`), at every attempt of the call.
+    #[pyo3(signature = (registry, call, ctx, here=false))]
     fn begin<'py>(
         slf: &Bound<'py, Self>,
         registry: &Bound<'py, CoreRegistry>,
         call: &Bound<'py, PyAny>,
         ctx: &Bound<'py, PyAny>,
-    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        here: bool,
+    ) -> PyResult<(Option<Call>, u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let this = slf.get();
@@ -550,8 +570,13 @@ impl Pipeline {
             other => other,
         };
         let mut c = Call::new(slf, parts, call, ctx)?;
+        if here && c.tool.is_some() {
+            c.here = true;
+            c.ctx = Some(ctx.clone().unbind());
+        }
         let (code, payload) = c.start(py)?;
-        Ok((c, code, payload))
+        // A call answered already needs no state of its own on the Python side.
+        Ok(((code != STEP_DONE).then_some(c), code, payload))
     }
 
     /// Start a call a user middleware passed on (a `ToolCall`): `(call_state, code, payload)`.
@@ -683,6 +708,29 @@ fn truthy_attr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<b
     }
 }
 
+/// What became of a body the core called itself (`Call::run_here`).
+enum Here<'py> {
+    /// Its checked result.
+    Ok(Bound<'py, PyAny>),
+    /// What it (or its deadline, or its output check) raised, as a failure of the attempt.
+    Failed(Bound<'py, PyAny>),
+    /// A step only the driver performs (`STEP_SETTLE`, `STEP_RAISE`).
+    Out(u8, Bound<'py, PyAny>),
+}
+
+/// A result that is never awaitable (`inspect.isawaitable`, an ABC check, is skipped for it).
+fn plain(v: &Bound<'_, PyAny>) -> bool {
+    v.is_none()
+        || v.is_exact_instance_of::<PyString>()
+        || v.is_exact_instance_of::<PyList>()
+        || v.is_exact_instance_of::<PyDict>()
+        || v.is_exact_instance_of::<PyBool>()
+        || v.is_exact_instance_of::<PyInt>()
+        || v.is_exact_instance_of::<PyFloat>()
+        || v.is_exact_instance_of::<PyTuple>()
+        || v.is_exact_instance_of::<PyBytes>()
+}
+
 /// One call going through a pipeline (see `Pipeline.begin`). Feed it the outcome of each step.
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Call {
@@ -696,6 +744,10 @@ pub struct Call {
     held: Option<Py<PyDict>>,
     /// The `ToolCall` of a segment after a user middleware.
     tc: Option<Py<PyAny>>,
+    /// The core calls the body itself (`Pipeline.begin(..., here=True)`), with the call's
+    /// context `ctx`.
+    here: bool,
+    ctx: Option<Py<PyAny>>,
     started: f64,
 }
 
@@ -714,6 +766,8 @@ impl Call {
             call_id: None,
             held: None,
             tc: None,
+            here: false,
+            ctx: None,
             started: 0.0,
         };
         let has_ctx = !ctx.is_none();
@@ -826,13 +880,130 @@ impl Call {
             self.m = m;
             step
         };
-        self.render(py, step)
+        self.advance(py, step)
+    }
+
+    fn feed_step(&mut self, py: Python<'_>, ev: Event<V>) -> Step<V> {
+        let pipe = self.pipe.clone_ref(py);
+        let step = lock(&pipe.get().inner).feed(&mut self.m, ev, now());
+        step
     }
 
     fn feed_event<'py>(&mut self, py: Python<'py>, ev: Event<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        let pipe = self.pipe.clone_ref(py);
-        let step = lock(&pipe.get().inner).feed(&mut self.m, ev, now());
-        self.render(py, step)
+        let step = self.feed_step(py, ev);
+        self.advance(py, step)
+    }
+
+    /// The step for the driver after `step`: a non-blocking sync body the core may call itself
+    /// (`Pipeline.begin(..., here=True)`) is called here, its outcome fed in, until
+    /// a step that needs the driver.
+    fn advance<'py>(&mut self, py: Python<'py>, mut step: Step<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        loop {
+            let Step::RunBody { timeout_s } = step else { return self.render(py, step) };
+            let tool = self.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
+            let kind = self.body_kind(py, &tool)?;
+            let here = kind == BodyKind::Inline && self.here;
+            // A call past its deadline never starts: the driver answers it.
+            if !here || timeout_s.is_some_and(|l| l <= 0.0) {
+                self.wake(py)?;
+                return self.run_step(py, tool, timeout_s, kind);
+            }
+            self.wake(py)?;
+            step = match self.run_here(py, &tool, timeout_s)? {
+                Here::Ok(value) => self.ok_step(py, value)?,
+                Here::Failed(exc) => self.failed_step(py, exc)?,
+                Here::Out(code, payload) => return Ok((code, payload)),
+            };
+        }
+    }
+
+    fn run_step<'py>(&mut self, py: Python<'py>, tool: Bound<'py, PyAny>, timeout_s: Option<f64>, kind: BodyKind) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let args = self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
+        let limit = timeout_s.into_pyobject(py)?.into_any();
+        let kind = (kind as u8).into_pyobject(py)?.into_any();
+        Ok((STEP_RUN, PyTuple::new(py, [tool, args, limit, kind])?.into_any()))
+    }
+
+    /// Call the non-blocking sync body of function tool `tool` on this thread, as
+    /// `_runner.run_inline` does, within `limit` seconds (> 0): a `StopIteration` it raises is a
+    /// `RuntimeError`, a result past the deadline a `ToolTimeoutError`, the result is checked
+    /// against the output schema (an awaitable one is handed to the driver as a `Later` to
+    /// settle); `KeyboardInterrupt`/`SystemExit` from the body, and a `BaseException` that is not
+    /// an `Exception` from the output check, go to the driver to raise.
+    fn run_here<'py>(&self, py: Python<'py>, tool: &Bound<'py, PyAny>, limit: Option<f64>) -> PyResult<Here<'py>> {
+        let none = || py.None().into_bound(py);
+        let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
+        let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
+        let started = Instant::now();
+        let value = match tool.getattr(intern!(py, "fn")).and_then(|f| f.call1((&args, &ctx))) {
+            Ok(v) => v,
+            Err(e) => {
+                let exc = e.into_value(py).into_bound(py).into_any();
+                if exc.is_instance_of::<PyStopIteration>() {
+                    let err = PyRuntimeError::new_err("coroutine raised StopIteration");
+                    err.set_cause(py, Some(PyErr::from_value(exc)));
+                    return Ok(Here::Failed(err.into_value(py).into_bound(py).into_any()));
+                }
+                if exc.is_instance_of::<PyKeyboardInterrupt>() || exc.is_instance_of::<PySystemExit>() {
+                    return Ok(Here::Out(STEP_RAISE, exc));
+                }
+                return Ok(Here::Failed(exc)); // a BaseException of its own is the body's failure
+            }
+        };
+        let h = helpers(py)?;
+        let after = |e: PyErr| {
+            let exc = e.into_value(py).into_bound(py).into_any();
+            if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
+        };
+        if let Some(l) = limit {
+            if started.elapsed().as_secs_f64() > l {
+                // Nothing past the deadline is a success.
+                let name = self.m.facts().name.clone().unwrap_or_default();
+                return Ok(match h.timeout_error.bind(py).call1((name, l)) {
+                    Ok(exc) => Here::Failed(exc),
+                    Err(e) => after(e),
+                });
+            }
+        }
+        if !plain(&value) {
+            match h.isawaitable.bind(py).call1((&value,)).and_then(|a| a.is_truthy()) {
+                Ok(true) => {
+                    return Ok(match h.later.bind(py).call1((tool, &value, &ctx, limit)) {
+                        Ok(later) => Here::Out(STEP_SETTLE, later),
+                        Err(e) => after(e),
+                    });
+                }
+                Ok(false) => {}
+                Err(e) => return Ok(after(e)),
+            }
+        }
+        Ok(match tool.call_method1(intern!(py, "check_output"), (&value, &ctx)) {
+            Ok(v) => Here::Ok(v),
+            Err(e) => after(e),
+        })
+    }
+
+    /// Feed in the value the body returned (checked against the output schema).
+    fn ok_step(&mut self, py: Python<'_>, value: Bound<'_, PyAny>) -> PyResult<Step<V>> {
+        if self.m.wants_value_json() {
+            let text = helpers(py)?.json_text.bind(py).call1((&value,))?;
+            self.m.set_value_json(text.extract::<Option<String>>()?);
+        }
+        Ok(self.feed_step(py, Event::BodyOk(Arc::new(value.unbind()))))
+    }
+
+    /// Feed in what the body (or its deadline) raised.
+    fn failed_step(&mut self, py: Python<'_>, exc: Bound<'_, PyAny>) -> PyResult<Step<V>> {
+        let pipe = self.pipe.bind(py).get();
+        let kind = classify(py, &exc, pipe.transient.as_ref().map(|t| t.bind(py)))?;
+        let name = self.m.facts().name.clone().unwrap_or_default();
+        let env = failure_envelope(py, &name, &exc, self.core.as_ref().map(|c| c.bind(py)))?;
+        let code = code_of(&env);
+        self.held = Some(env.unbind());
+        if let Some(tc) = &self.tc {
+            tc.bind(py).setattr(intern!(py, "exc"), &exc)?;
+        }
+        Ok(self.feed_step(py, Event::BodyFailed { kind, code }))
     }
 
     fn wake(&mut self, py: Python<'_>) -> PyResult<()> {
@@ -905,10 +1076,8 @@ impl Call {
             }
             Step::RunBody { timeout_s } => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
-                let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
-                let limit = timeout_s.into_pyobject(py)?.into_any();
-                let kind = (self.body_kind(py, &tool)? as u8).into_pyobject(py)?.into_any();
-                (STEP_RUN, PyTuple::new(py, [tool, args, limit, kind])?.into_any())
+                let kind = self.body_kind(py, &tool)?;
+                return self.run_step(py, tool, timeout_s, kind);
             }
             Step::AskApprover => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
@@ -970,6 +1139,7 @@ impl Call {
         self.core = None;
         self.held = None;
         self.tc = None;
+        self.ctx = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
@@ -1018,6 +1188,7 @@ impl Call {
         visit.call(&self.call_id)?;
         visit.call(&self.held)?;
         visit.call(&self.tc)?;
+        visit.call(&self.ctx)?;
         Ok(())
     }
 
@@ -1029,26 +1200,15 @@ impl Call {
     /// The body returned `value` (already checked against the output schema).
     fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
-        if self.m.wants_value_json() {
-            let text = helpers(py)?.json_text.bind(py).call1((&value,))?;
-            self.m.set_value_json(text.extract::<Option<String>>()?);
-        }
-        self.feed_event(py, Event::BodyOk(Arc::new(value.unbind())))
+        let step = self.ok_step(py, value)?;
+        self.advance(py, step)
     }
 
     /// The body (or its deadline) raised `exc`.
     fn failed<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
-        let pipe = self.pipe.bind(py).get();
-        let kind = classify(py, &exc, pipe.transient.as_ref().map(|t| t.bind(py)))?;
-        let name = self.m.facts().name.clone().unwrap_or_default();
-        let env = failure_envelope(py, &name, &exc, self.core.as_ref().map(|c| c.bind(py)))?;
-        let code = code_of(&env);
-        self.held = Some(env.unbind());
-        if let Some(tc) = &self.tc {
-            tc.bind(py).setattr(intern!(py, "exc"), &exc)?;
-        }
-        self.feed_event(py, Event::BodyFailed { kind, code })
+        let step = self.failed_step(py, exc)?;
+        self.advance(py, step)
     }
 
     /// The next handler (a user middleware) answered `env`; `exc`: the exception of the failed

@@ -578,14 +578,14 @@ pub(crate) fn json_to_frozen<'py>(
         }
         Value::String(s) => py_str(py, s).into_any(),
         Value::Array(items) => {
-            let list = frozen.1.call0()?.cast_into::<PyList>()?;
+            let list = super::frozen::new_empty(frozen.1)?.cast_into::<PyList>()?;
             for item in items {
                 list.append(json_to_frozen(py, item, frozen)?)?;
             }
             list.into_any()
         }
         Value::Object(map) => {
-            let dict = frozen.0.call0()?.cast_into::<PyDict>()?;
+            let dict = super::frozen::new_empty(frozen.0)?.cast_into::<PyDict>()?;
             for (k, v) in map {
                 dict.set_item(py_str(py, k), json_to_frozen(py, v, frozen)?)?;
             }
