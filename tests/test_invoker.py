@@ -486,8 +486,9 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     """The calls from Python into the Rust core during one default-chain call, counted with a
     profile hook: exactly two — ``Pipeline.begin`` (lookup, validation, freezing, canonical text
     and every decision before the body) and ``Call.ok`` (the outcome in, the envelope out); one
-    for a non-blocking sync tool, whose body the core calls itself (``Pipeline.begin`` answers
-    with the envelope). The
+    for a non-blocking sync tool and for an async tool whose body does not suspend: the core
+    calls the body itself (it takes an async body's first step) and ``Pipeline.begin`` answers
+    with the envelope. The
     deadline's timer is Python's own heap. A sync body's hand-off to a worker thread adds the
     core's work queue: ``WorkQueue.claim`` (an idle worker promised to the call) and
     ``WorkQueue.run`` (queue it, wait briefly for the result) and ``ResultSlot.abandon`` when the
@@ -512,8 +513,14 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         """Add two integers and return their sum to the caller."""
         return a + b
 
-    inv = Invoker(ToolRegistry([add_async, add_sync, add_inline]))
-    for name in ("add_async", "add_sync", "add_inline"):
+    @tool(read_only=True)
+    async def add_later(a: int, b: int) -> int:
+        """Add two integers after a pass of the event loop."""
+        await asyncio.sleep(0)
+        return a + b
+
+    inv = Invoker(ToolRegistry([add_async, add_sync, add_inline, add_later]))
+    for name in ("add_async", "add_sync", "add_inline", "add_later"):
         await inv.invoke({"id": "0", "name": name, "input": {"a": 0, "b": 0}})
         seen: Counter[str] = Counter()
 
@@ -541,7 +548,8 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             ), handoff
         else:
             assert handoff == {}
-        expected = {"Pipeline.begin": 1} if name == "add_inline" else {"Pipeline.begin": 1, "Call.ok": 1}
+        once = name in ("add_inline", "add_async")
+        expected = {"Pipeline.begin": 1} if once else {"Pipeline.begin": 1, "Call.ok": 1}
         level = inv.middleware[0].observed_level(None)  # a tracer provider or DEBUG log set by another test
         if level:
             expected["Call.feed"] = level  # the audit record was emitted (and its span opened)

@@ -36,6 +36,7 @@ __all__ = [
     "STEP_RECORD",
     "STEP_SETTLE",
     "STEP_RAISE",
+    "STEP_AWAIT",
     "EV_APPROVED",
     "EV_SLEPT",
     "EV_WOKEN",
@@ -440,6 +441,11 @@ class Pipeline:
     - ``STEP_SETTLE``: a body the core called itself (``begin(..., here=True)``) returned an
       awaitable: ``payload`` is a ``Later``; ``await payload.settle()``, then ``Call.ok`` /
       ``Call.failed``;
+    - ``STEP_AWAIT``: ``(tool, body, run, awaited, end, timeout_s)``: an ``async`` body the core
+      started itself (``begin(..., here=True)``: its first step taken) suspended: await the rest
+      with ``_runner.go_on(body, run, awaited, end, timeout_s, tool.name)`` (``body`` None:
+      ``awaited`` is an awaitable that is no coroutine, for ``_runner._await_coro``), check
+      the result, then ``Call.ok`` / ``Call.failed``;
     - ``STEP_RAISE``: that body raised ``KeyboardInterrupt``/``SystemExit`` (or its output check
       a ``BaseException`` that is not an ``Exception``): raise ``payload`` (then ``Call.abort``).
     """
@@ -459,9 +465,10 @@ class Pipeline:
         """Look ``call`` up in ``registry``, validate it and start it: ``(call_state, code,
         payload)``; ``call_state`` is None when ``code`` is ``STEP_DONE`` (the call was answered
         at once). ``here``: at every attempt, a non-blocking sync body is called by the core
-        itself and its outcome fed in (no ``STEP_RUN`` of ``BODY_INLINE`` reaches the driver;
-        ``STEP_SETTLE`` and ``STEP_RAISE`` may). Raises what reading the tool's flags or
-        ``ctx`` raises."""
+        itself and an ``async`` one started, its first step taken, and the outcome fed in (no
+        ``STEP_RUN`` of ``BODY_INLINE`` or ``BODY_ASYNC`` reaches the driver; ``STEP_SETTLE``,
+        ``STEP_AWAIT`` and ``STEP_RAISE`` may). Raises what reading the tool's flags or ``ctx``
+        raises."""
 
     def begin_call(self, tc: Any) -> tuple[Call, int, Any]:
         """Start a ``ToolCall`` a user middleware passed on: ``(call_state, code, payload)``."""
@@ -527,6 +534,7 @@ STEP_OPEN: int
 STEP_RECORD: int
 STEP_SETTLE: int
 STEP_RAISE: int
+STEP_AWAIT: int
 EV_APPROVED: int
 EV_SLEPT: int
 EV_WOKEN: int

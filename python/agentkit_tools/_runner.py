@@ -559,6 +559,14 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
         raise
     except BaseException as exc:
         raise _carried(exc) from None
+    return await go_on(body, run, y, end, limit, name)
+
+
+async def go_on(body: _BodyTask, run: Any, y: Any, end: float | None, limit: float | None, name: str) -> Any:
+    """The rest of :func:`_await_coro` once the first step of ``body`` suspended (it yielded
+    ``y``; ``end``: its deadline on ``time.monotonic``, None: none): the deadline's timer is
+    armed only now (a body that finishes at once needs none). The core's call pipeline takes a
+    body's first step itself and hands a suspended one here."""
     left = None if end is None else end - _monotonic()
     if left is not None and left <= 0:  # its first step blocked past the deadline
         if _isfuture(y):

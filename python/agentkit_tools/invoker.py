@@ -26,8 +26,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
 from ._runner import (
-    BODY_ASYNC, BODY_INLINE, Later, _await_coro, _Deadline, _monotonic, checked, hold_clean_up, run_body, run_inline,
-    start_async, unwrap,
+    BODY_ASYNC, BODY_INLINE, Later, _await_coro, _Deadline, _monotonic, checked, go_on, hold_clean_up, run_body,
+    run_inline, start_async, unwrap,
 )
 from .errors import ToolTimeoutError
 from .frozen import FrozenDict, FrozenList
@@ -40,10 +40,10 @@ _STOP = (KeyboardInterrupt, SystemExit)
 #: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
 #: told apart from a CancelledError raised by a middleware.
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-(DONE, RUN, APPROVE, SLEEP, WAIT, GET, SET, CAS, OPEN, RECORD, SETTLE, RAISE) = (
+(DONE, RUN, APPROVE, SLEEP, WAIT, GET, SET, CAS, OPEN, RECORD, SETTLE, RAISE, AWAIT) = (
     _core.STEP_DONE, _core.STEP_RUN, _core.STEP_APPROVE, _core.STEP_SLEEP, _core.STEP_WAIT,
     _core.STEP_GET, _core.STEP_SET, _core.STEP_CAS, _core.STEP_OPEN, _core.STEP_RECORD,
-    _core.STEP_SETTLE, _core.STEP_RAISE,
+    _core.STEP_SETTLE, _core.STEP_RAISE, _core.STEP_AWAIT,
 )
 
 
@@ -169,7 +169,8 @@ class Invoker:
         try:
             only = self._only
             if only is not None:
-                # The core calls a non-blocking sync body itself (no step of the driver's around it).
+                # The core calls a non-blocking sync body itself and takes an async body's first
+                # step (no step of the driver's around a body that does not suspend).
                 m, step, arg = only.begin(self.registry._core, call, ctx, True)
                 if step == DONE:  # answered in the core (a refusal, a non-blocking body's outcome)
                     return arg  # type: ignore[no-any-return]
@@ -273,6 +274,20 @@ class Invoker:
                         step, arg = m.ok(value)
                 elif step == DONE:
                     return arg  # type: ignore[no-any-return]
+                elif step == AWAIT:  # an async body the core started suspended: await the rest
+                    tool, body, run, y, end, limit = arg
+                    try:
+                        if body is None:  # an awaitable that is no coroutine
+                            value = await _await_coro(y, limit, tool.name)
+                        else:
+                            value = await go_on(body, run, y, end, limit, tool.name)
+                        value = checked(tool, value, ctx, limit)
+                        if type(value) is Later:
+                            value = await value.settle()
+                    except Exception as exc:
+                        step, arg = m.failed(unwrap(exc))
+                    else:
+                        step, arg = m.ok(value)
                 elif step == SETTLE:  # a body's awaitable result to settle (a Later)
                     try:
                         value = await arg.settle()

@@ -51,6 +51,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("STEP_RECORD", STEP_RECORD),
         ("STEP_SETTLE", STEP_SETTLE),
         ("STEP_RAISE", STEP_RAISE),
+        ("STEP_AWAIT", STEP_AWAIT),
         ("BODY_INLINE", BodyKind::Inline as u8),
         ("BODY_ASYNC", BodyKind::Async as u8),
         ("BODY_WORKER", BodyKind::Worker as u8),
@@ -87,6 +88,11 @@ const STEP_SETTLE: u8 = 10;
 /// `BaseException` that is not an `Exception` and stops the process (`KeyboardInterrupt`,
 /// `SystemExit`) or that the driver must see: the payload is the exception; raise it.
 const STEP_RAISE: u8 = 11;
+/// The core started an `async` body itself and its first step suspended: the payload is `(tool,
+/// body, run, awaited, end, timeout_s)` for `_runner.go_on` (`body` None: `awaited` is an
+/// awaitable `fn` returned that is no coroutine, for `_runner._await_coro`); then
+/// `Call.ok` / `Call.failed`.
+const STEP_AWAIT: u8 = 12;
 
 const EV_APPROVED: u8 = 0;
 const EV_SLEPT: u8 = 1;
@@ -388,6 +394,18 @@ struct Helpers {
     later: Py<PyAny>,
     timeout_error: Py<PyAny>,
     isawaitable: Py<PyAny>,
+    /// What stepping an `async` body needs (see `_runner._await_coro`): `contextvars.copy_context`,
+    /// `_runner._BodyTask`, `types.CoroutineType`, `asyncio.isfuture`, and the swap of the
+    /// loop's current task (`asyncio.tasks._swap_current_task` on Python 3.12+, else
+    /// `current_task` / `_leave_task` / `_enter_task`).
+    copy_context: Py<PyAny>,
+    body_task: Py<PyAny>,
+    coroutine: Py<PyAny>,
+    isfuture: Py<PyAny>,
+    swap_task: Option<Py<PyAny>>,
+    current_task: Py<PyAny>,
+    enter_task: Py<PyAny>,
+    leave_task: Py<PyAny>,
 }
 
 /// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
@@ -415,6 +433,14 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             later: py.import("agentkit_tools._runner")?.getattr("Later")?.unbind(),
             timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
+            copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
+            body_task: py.import("agentkit_tools._runner")?.getattr("_BodyTask")?.unbind(),
+            coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
+            isfuture: py.import("asyncio")?.getattr("isfuture")?.unbind(),
+            swap_task: py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")?.map(Bound::unbind),
+            current_task: py.import("asyncio.tasks")?.getattr("current_task")?.unbind(),
+            enter_task: py.import("asyncio.tasks")?.getattr("_enter_task")?.unbind(),
+            leave_task: py.import("asyncio.tasks")?.getattr("_leave_task")?.unbind(),
         })
     })
 }
@@ -718,6 +744,22 @@ enum Here<'py> {
     Out(u8, Bound<'py, PyAny>),
 }
 
+/// Make `task` the current task of loop `lp` (as `asyncio.tasks._swap_current_task`); returns
+/// the previous one (None when there was none; `task` None leaves none current).
+fn swap_task<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>, task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(swap) = &h.swap_task {
+        return swap.bind(py).call1((lp, task));
+    }
+    let prev = h.current_task.bind(py).call1((lp,))?;
+    if !prev.is_none() {
+        h.leave_task.bind(py).call1((lp, &prev))?;
+    }
+    if !task.is_none() {
+        h.enter_task.bind(py).call1((lp, task))?;
+    }
+    Ok(prev)
+}
+
 /// A result that is never awaitable (`inspect.isawaitable`, an ABC check, is skipped for it).
 fn plain(v: &Bound<'_, PyAny>) -> bool {
     v.is_none()
@@ -902,14 +944,15 @@ impl Call {
             let Step::RunBody { timeout_s } = step else { return self.render(py, step) };
             let tool = self.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
             let kind = self.body_kind(py, &tool)?;
-            let here = kind == BodyKind::Inline && self.here;
+            let here = matches!(kind, BodyKind::Inline | BodyKind::Async) && self.here;
             // A call past its deadline never starts: the driver answers it.
             if !here || timeout_s.is_some_and(|l| l <= 0.0) {
                 self.wake(py)?;
                 return self.run_step(py, tool, timeout_s, kind);
             }
             self.wake(py)?;
-            step = match self.run_here(py, &tool, timeout_s)? {
+            let outcome = if kind == BodyKind::Inline { self.run_here(py, &tool, timeout_s)? } else { self.start_here(py, &tool, timeout_s)? };
+            step = match outcome {
                 Here::Ok(value) => self.ok_step(py, value)?,
                 Here::Failed(exc) => self.failed_step(py, exc)?,
                 Here::Out(code, payload) => return Ok((code, payload)),
@@ -965,22 +1008,140 @@ impl Call {
                 });
             }
         }
+        Ok(self.checked(py, tool, value, &ctx, limit))
+    }
+
+    /// Start the `async` body of function tool `tool` and take its first step here, as
+    /// `_runner._await_coro` does (in a copy of the caller's context, as its own stand-in task
+    /// `_runner._BodyTask`), within `limit` seconds: a body that finishes at once is done here
+    /// (its result checked as `run_here` does; past the deadline a `ToolTimeoutError`); one that
+    /// suspends goes to the driver (`STEP_AWAIT`), which awaits the rest under the deadline.
+    fn start_here<'py>(&self, py: Python<'py>, tool: &Bound<'py, PyAny>, limit: Option<f64>) -> PyResult<Here<'py>> {
+        let none = || py.None().into_bound(py);
+        let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
+        let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
+        let failed = |e: PyErr| {
+            let exc = e.into_value(py).into_bound(py).into_any();
+            if exc.is_instance_of::<PyKeyboardInterrupt>() || exc.is_instance_of::<PySystemExit>() {
+                Here::Out(STEP_RAISE, exc)
+            } else {
+                Here::Failed(exc) // a BaseException of its own is the body's failure
+            }
+        };
+        let coro = match tool.getattr(intern!(py, "fn")).and_then(|f| f.call1((&args, &ctx))) {
+            Ok(c) => c,
+            Err(e) => return Ok(failed(e)),
+        };
+        let h = helpers(py)?;
+        let limit_obj = limit.into_pyobject(py)?.into_any();
+        if !coro.get_type().is(h.coroutine.bind(py)) {
+            // Some other awaitable: the driver awaits it the general way.
+            let items = [tool.clone(), none(), none(), coro, none(), limit_obj];
+            return Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()));
+        }
+        let first = (|| -> PyResult<_> {
+            let end = match limit {
+                Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
+                None => None,
+            };
+            let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
+            let lp = h.get_running_loop.bind(py).call0()?;
+            let body = h.body_task.bind(py).call1((&lp, &coro))?;
+            let send = coro.getattr(intern!(py, "send"))?;
+            let prev = swap_task(py, h, &lp, &body)?;
+            let stepped = run.call1((send, py.None()));
+            swap_task(py, h, &lp, &prev)?;
+            Ok((end, run, body, stepped))
+        })();
+        let (end, run, body, stepped) = match first {
+            Ok(parts) => parts,
+            Err(e) => {
+                drop(coro.call_method0(intern!(py, "close"))); // never started: no warning it was never awaited
+                let exc = e.into_value(py).into_bound(py).into_any();
+                return Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) });
+            }
+        };
+        let after = |e: PyErr| {
+            let exc = e.into_value(py).into_bound(py).into_any();
+            if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
+        };
+        match stepped {
+            Ok(y) => {
+                // It suspended on `y`: what `_runner._step` does after a step, then the driver.
+                let cancelled = (|| -> PyResult<()> {
+                    body.setattr(intern!(py, "_fut_waiter"), &y)?;
+                    if body.getattr(intern!(py, "_must_cancel"))?.is_truthy()?
+                        && h.isfuture.bind(py).call1((&y,))?.is_truthy()?
+                        && y.call_method1(intern!(py, "cancel"), (body.getattr(intern!(py, "_cancel_message"))?,))?.is_truthy()?
+                    {
+                        body.setattr(intern!(py, "_must_cancel"), false)?; // it cancelled itself during this step
+                        body.setattr(intern!(py, "_waiter_cancelled"), true)?;
+                    }
+                    Ok(())
+                })();
+                if let Err(e) = cancelled {
+                    return Ok(after(e));
+                }
+                let items = [tool.clone(), body, run, y, end.into_pyobject(py)?.into_any(), limit_obj];
+                Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
+            }
+            Err(e) => {
+                let exc = e.into_value(py).into_bound(py).into_any();
+                let stop = exc.is_instance_of::<PyStopIteration>();
+                // The body's task ended (its done callbacks run; a plain return with none to
+                // run changes nothing).
+                if !(stop && body.getattr(intern!(py, "_callbacks"))?.is_none()) {
+                    if let Err(e) = body.call_method1(intern!(py, "_ended"), (&exc,)) {
+                        return Ok(after(e));
+                    }
+                }
+                if !stop {
+                    return Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { failed(PyErr::from_value(exc)) });
+                }
+                if let Some(end) = end {
+                    let t: f64 = h.monotonic.bind(py).call0()?.extract()?;
+                    if t > end {
+                        // Nothing past the deadline is a success.
+                        let name = self.m.facts().name.clone().unwrap_or_default();
+                        return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
+                            Ok(exc) => Here::Failed(exc),
+                            Err(e) => after(e),
+                        });
+                    }
+                }
+                let value = exc.getattr(intern!(py, "value"))?;
+                Ok(self.checked(py, tool, value, &ctx, limit))
+            }
+        }
+    }
+
+    /// A body's result checked as `_runner.checked` does: an awaitable one goes to the driver as
+    /// a `Later` to settle (`STEP_SETTLE`), any other against the output schema.
+    fn checked<'py>(&self, py: Python<'py>, tool: &Bound<'py, PyAny>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>) -> Here<'py> {
+        let after = |e: PyErr| {
+            let exc = e.into_value(py).into_bound(py).into_any();
+            if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
+        };
+        let h = match helpers(py) {
+            Ok(h) => h,
+            Err(e) => return after(e),
+        };
         if !plain(&value) {
             match h.isawaitable.bind(py).call1((&value,)).and_then(|a| a.is_truthy()) {
                 Ok(true) => {
-                    return Ok(match h.later.bind(py).call1((tool, &value, &ctx, limit)) {
+                    return match h.later.bind(py).call1((tool, &value, ctx, limit)) {
                         Ok(later) => Here::Out(STEP_SETTLE, later),
                         Err(e) => after(e),
-                    });
+                    };
                 }
                 Ok(false) => {}
-                Err(e) => return Ok(after(e)),
+                Err(e) => return after(e),
             }
         }
-        Ok(match tool.call_method1(intern!(py, "check_output"), (&value, &ctx)) {
+        match tool.call_method1(intern!(py, "check_output"), (&value, ctx)) {
             Ok(v) => Here::Ok(v),
             Err(e) => after(e),
-        })
+        }
     }
 
     /// Feed in the value the body returned (checked against the output schema).
