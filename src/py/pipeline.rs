@@ -406,6 +406,9 @@ struct Helpers {
     current_task: Py<PyAny>,
     enter_task: Py<PyAny>,
     leave_task: Py<PyAny>,
+    /// `tools.FunctionTool` and its own `check_output` (see `Flags`).
+    function_tool: Py<PyAny>,
+    check_output: Py<PyAny>,
 }
 
 /// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
@@ -441,6 +444,8 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             current_task: py.import("asyncio.tasks")?.getattr("current_task")?.unbind(),
             enter_task: py.import("asyncio.tasks")?.getattr("_enter_task")?.unbind(),
             leave_task: py.import("asyncio.tasks")?.getattr("_leave_task")?.unbind(),
+            function_tool: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.unbind(),
+            check_output: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.getattr("check_output")?.unbind(),
         })
     })
 }
@@ -726,11 +731,61 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
     }
 }
 
-/// `bool(getattr(obj, name, False))`; a flag that raises while read fails the call.
-fn truthy_attr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<bool> {
-    match obj.getattr_opt(name)? {
-        Some(v) => v.is_truthy(),
-        None => Ok(false),
+/// A tool's attributes as `getattr` reads them, at each call (a flag set on the tool between
+/// calls is followed). An instance of exactly `FunctionTool` (a dataclass: every field is set in
+/// the instance's `__dict__`, and its class defines no descriptor for them) is read from that
+/// dict, the class consulted only for a name the dict lacks.
+struct Flags<'py> {
+    tool: Bound<'py, PyAny>,
+    dict: Option<Bound<'py, PyDict>>,
+}
+
+impl<'py> Flags<'py> {
+    fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let dict = if tool.get_type().is(helpers(py)?.function_tool.bind(py)) {
+            tool.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>().ok()
+        } else {
+            None
+        };
+        Ok(Flags { tool: tool.clone(), dict })
+    }
+
+    /// `getattr(tool, name)`, None when it has none.
+    fn get(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if let Some(d) = &self.dict {
+            if let Some(v) = d.get_item(name)? {
+                return Ok(Some(v));
+            }
+        }
+        self.tool.getattr_opt(name)
+    }
+
+    /// `tool.fn` (its `AttributeError` when it has none).
+    fn body(&self) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.tool.py();
+        match self.get(intern!(py, "fn"))? {
+            Some(f) => Ok(f),
+            None => self.tool.getattr(intern!(py, "fn")),
+        }
+    }
+
+    /// `bool(getattr(tool, name, False))`; a flag that raises while read fails the call.
+    fn truthy(&self, name: &Bound<'py, PyString>) -> PyResult<bool> {
+        match self.get(name)? {
+            Some(v) => v.is_truthy(),
+            None => Ok(false),
+        }
+    }
+
+    /// `FunctionTool.check_output` would return the result as it is (no output schema, the
+    /// method neither replaced on the instance nor on the class): the call can be skipped.
+    fn plain_output(&self, py: Python<'py>) -> PyResult<bool> {
+        let Some(d) = &self.dict else { return Ok(false) };
+        if d.contains(intern!(py, "check_output"))? || !d.get_item(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
+            return Ok(false);
+        }
+        let h = helpers(py)?;
+        Ok(h.function_tool.bind(py).getattr(intern!(py, "check_output"))?.is(h.check_output.bind(py)))
     }
 }
 
@@ -844,8 +899,12 @@ impl Call {
             }
             Admitted::Tool { tool, args, core, canonical } => {
                 f.admitted = true;
-                let name: String = tool.getattr(intern!(py, "name"))?.extract()?;
-                if n.approval && truthy_attr(&tool, intern!(py, "requires_approval"))? {
+                let flags = Flags::of(py, &tool)?;
+                let name: String = match flags.get(intern!(py, "name"))? {
+                    Some(n) => n.extract()?,
+                    None => tool.getattr(intern!(py, "name"))?.extract()?, // its AttributeError
+                };
+                if n.approval && flags.truthy(intern!(py, "requires_approval"))? {
                     f.requires_approval = true;
                     f.host_approved = host_approved(call, ctx, &name)?;
                 }
@@ -855,17 +914,17 @@ impl Call {
                     f.read_only = if !hook.is_none() {
                         helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()?
                     } else {
-                        !truthy_attr(&tool, intern!(py, "side_effecting"))?
+                        !flags.truthy(intern!(py, "side_effecting"))?
                     };
                 }
                 if n.retry {
-                    let idempotent = truthy_attr(&tool, intern!(py, "idempotent"))?;
+                    let idempotent = flags.truthy(intern!(py, "idempotent"))?;
                     // Only an explicit `effects_declared = False` counts as undeclared.
-                    let undeclared = matches!(tool.getattr_opt(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false)));
+                    let undeclared = matches!(flags.get(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false)));
                     f.retry_safe = core::retry_safe(idempotent, f.read_only, !undeclared);
                 }
                 if n.timeout {
-                    f.tool_timeout_s = match tool.getattr_opt(intern!(py, "timeout_s"))? {
+                    f.tool_timeout_s = match flags.get(intern!(py, "timeout_s"))? {
                         Some(t) if !t.is_none() => t.extract::<f64>().ok().filter(|t| *t > 0.0),
                         _ => None,
                     };
@@ -878,7 +937,7 @@ impl Call {
                     }
                 }
                 if n.egress {
-                    if let Some(arg) = tool.getattr_opt(intern!(py, "url_arg"))?.filter(|a| a.is_truthy().unwrap_or(false)) {
+                    if let Some(arg) = flags.get(intern!(py, "url_arg"))?.filter(|a| a.is_truthy().unwrap_or(false)) {
                         let arg: String = arg.extract()?;
                         if let Ok(Some(v)) = args.get_item(&arg).map(Some).or_else(|_| Ok::<_, PyErr>(None)) {
                             if !v.is_none() {
@@ -943,7 +1002,8 @@ impl Call {
         loop {
             let Step::RunBody { timeout_s } = step else { return self.render(py, step) };
             let tool = self.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
-            let kind = self.body_kind(py, &tool)?;
+            let flags = Flags::of(py, &tool)?;
+            let kind = self.body_kind(py, &flags)?;
             let here = matches!(kind, BodyKind::Inline | BodyKind::Async) && self.here;
             // A call past its deadline never starts: the driver answers it.
             if !here || timeout_s.is_some_and(|l| l <= 0.0) {
@@ -951,7 +1011,7 @@ impl Call {
                 return self.run_step(py, tool, timeout_s, kind);
             }
             self.wake(py)?;
-            let outcome = if kind == BodyKind::Inline { self.run_here(py, &tool, timeout_s)? } else { self.start_here(py, &tool, timeout_s)? };
+            let outcome = if kind == BodyKind::Inline { self.run_here(py, &flags, timeout_s)? } else { self.start_here(py, &flags, timeout_s)? };
             step = match outcome {
                 Here::Ok(value) => self.ok_step(py, value)?,
                 Here::Failed(exc) => self.failed_step(py, exc)?,
@@ -973,12 +1033,12 @@ impl Call {
     /// against the output schema (an awaitable one is handed to the driver as a `Later` to
     /// settle); `KeyboardInterrupt`/`SystemExit` from the body, and a `BaseException` that is not
     /// an `Exception` from the output check, go to the driver to raise.
-    fn run_here<'py>(&self, py: Python<'py>, tool: &Bound<'py, PyAny>, limit: Option<f64>) -> PyResult<Here<'py>> {
+    fn run_here<'py>(&self, py: Python<'py>, flags: &Flags<'py>, limit: Option<f64>) -> PyResult<Here<'py>> {
         let none = || py.None().into_bound(py);
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
         let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
         let started = Instant::now();
-        let value = match tool.getattr(intern!(py, "fn")).and_then(|f| f.call1((&args, &ctx))) {
+        let value = match flags.body().and_then(|f| f.call1((&args, &ctx))) {
             Ok(v) => v,
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -1008,7 +1068,7 @@ impl Call {
                 });
             }
         }
-        Ok(self.checked(py, tool, value, &ctx, limit))
+        Ok(self.checked(py, flags, value, &ctx, limit))
     }
 
     /// Start the `async` body of function tool `tool` and take its first step here, as
@@ -1016,7 +1076,8 @@ impl Call {
     /// `_runner._BodyTask`), within `limit` seconds: a body that finishes at once is done here
     /// (its result checked as `run_here` does; past the deadline a `ToolTimeoutError`); one that
     /// suspends goes to the driver (`STEP_AWAIT`), which awaits the rest under the deadline.
-    fn start_here<'py>(&self, py: Python<'py>, tool: &Bound<'py, PyAny>, limit: Option<f64>) -> PyResult<Here<'py>> {
+    fn start_here<'py>(&self, py: Python<'py>, flags: &Flags<'py>, limit: Option<f64>) -> PyResult<Here<'py>> {
+        let tool = &flags.tool;
         let none = || py.None().into_bound(py);
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
         let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
@@ -1028,7 +1089,7 @@ impl Call {
                 Here::Failed(exc) // a BaseException of its own is the body's failure
             }
         };
-        let coro = match tool.getattr(intern!(py, "fn")).and_then(|f| f.call1((&args, &ctx))) {
+        let coro = match flags.body().and_then(|f| f.call1((&args, &ctx))) {
             Ok(c) => c,
             Err(e) => return Ok(failed(e)),
         };
@@ -1110,14 +1171,15 @@ impl Call {
                     }
                 }
                 let value = exc.getattr(intern!(py, "value"))?;
-                Ok(self.checked(py, tool, value, &ctx, limit))
+                Ok(self.checked(py, flags, value, &ctx, limit))
             }
         }
     }
 
     /// A body's result checked as `_runner.checked` does: an awaitable one goes to the driver as
     /// a `Later` to settle (`STEP_SETTLE`), any other against the output schema.
-    fn checked<'py>(&self, py: Python<'py>, tool: &Bound<'py, PyAny>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>) -> Here<'py> {
+    fn checked<'py>(&self, py: Python<'py>, flags: &Flags<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>) -> Here<'py> {
+        let tool = &flags.tool;
         let after = |e: PyErr| {
             let exc = e.into_value(py).into_bound(py).into_any();
             if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
@@ -1137,6 +1199,11 @@ impl Call {
                 Ok(false) => {}
                 Err(e) => return after(e),
             }
+        }
+        match flags.plain_output(py) {
+            Ok(true) => return Here::Ok(value),
+            Ok(false) => {}
+            Err(e) => return after(e),
         }
         match tool.call_method1(intern!(py, "check_output"), (&value, ctx)) {
             Ok(v) => Here::Ok(v),
@@ -1201,15 +1268,15 @@ impl Call {
     /// (`fn` and `check_output` set) with an `async` `fn` (`_is_async`) is awaited, a sync one
     /// declared `non_blocking = True` or named in the pipeline's inline tools is called on the
     /// caller's thread, any other sync one goes to the worker pool; any other tool runs itself.
-    fn body_kind(&self, py: Python<'_>, tool: &Bound<'_, PyAny>) -> PyResult<BodyKind> {
+    fn body_kind<'py>(&self, py: Python<'py>, flags: &Flags<'py>) -> PyResult<BodyKind> {
         let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
-        let function = set(tool.getattr_opt(intern!(py, "fn"))?) && set(tool.getattr_opt(intern!(py, "check_output"))?);
+        let function = set(flags.get(intern!(py, "fn"))?) && set(flags.get(intern!(py, "check_output"))?);
         if !function {
             return Ok(BodyKind::of(false, false, false));
         }
-        let is_async = truthy_attr(tool, intern!(py, "_is_async"))?;
+        let is_async = flags.truthy(intern!(py, "_is_async"))?;
         let non_blocking = !is_async
-            && (matches!(tool.getattr_opt(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true)))
+            && (matches!(flags.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true)))
                 || self.pipe.bind(py).get().inline.contains(self.m.facts().name.as_deref().unwrap_or("")));
         Ok(BodyKind::of(true, is_async, non_blocking))
     }
@@ -1237,7 +1304,7 @@ impl Call {
             }
             Step::RunBody { timeout_s } => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
-                let kind = self.body_kind(py, &tool)?;
+                let kind = self.body_kind(py, &Flags::of(py, &tool)?)?;
                 return self.run_step(py, tool, timeout_s, kind);
             }
             Step::AskApprover => {
