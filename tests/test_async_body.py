@@ -29,38 +29,12 @@ import pytest
 
 from agentkit_tools import Invoker, ToolRegistry, dispatch, middleware as mw, tool
 from agentkit_tools.middleware import _otel
+from envelopes import call, internal, ok, strip, timeout_env
 from exit_runs import interpreters, run_many
 
 NEEDS_311 = pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout and Task.cancelling are 3.11+")
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
-
-
-def call(name: str, cid: str = "c1", **args: Any) -> dict[str, Any]:
-    return {"id": cid, "name": name, "input": args}
-
-
-def ok(value: Any) -> dict[str, Any]:
-    return {"ok": True, "value": value}
-
-
-def strip(env: dict[str, Any]) -> dict[str, Any]:
-    out = dict(env)
-    if out.get("ok"):
-        assert isinstance(out.pop("elapsed_ms"), float), env
-    return out
-
-
-def timeout_env(name: str, limit: str) -> dict[str, Any]:
-    return {"ok": False, "error": {
-        "code": "timeout",
-        "message": f"{name} did not finish within {limit}s. Do not retry immediately; tell the user the backend is slow."}}
-
-
-def internal(name: str, what: str) -> dict[str, Any]:
-    return {"ok": False, "error": {
-        "code": "internal_error",
-        "message": f"{name} failed: {what}. This is a bug in the tool, not in your arguments; do not retry."}}
 
 
 CHAINS = {"default": None, "timeout-only": [mw.timeout()], "bare": []}

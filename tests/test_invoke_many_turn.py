@@ -25,35 +25,13 @@ import pytest
 
 from agentkit_tools import Invoker, ToolContext, ToolRegistry, middleware as mw, tool
 
+from envelopes import call, internal, strip, timeout_env
 from exit_runs import interpreters, run_many
 from test_async_body import CLEAN_UP_OUTLIVES_ITS_LOOP
 
 
 class Halt(BaseException):
     """A custom BaseException subclass a tool body may raise (not a request to stop)."""
-
-
-def call(name: str, cid: str, **args: Any) -> dict[str, Any]:
-    return {"id": cid, "name": name, "input": args}
-
-
-def strip(env: dict[str, Any]) -> dict[str, Any]:
-    out = dict(env)
-    if out.get("ok"):
-        assert isinstance(out.pop("elapsed_ms"), float), env
-    return out
-
-
-def timeout_env(name: str, limit: str) -> dict[str, Any]:
-    return {"ok": False, "error": {
-        "code": "timeout",
-        "message": f"{name} did not finish within {limit}s. Do not retry immediately; tell the user the backend is slow."}}
-
-
-def internal(name: str, what: str) -> dict[str, Any]:
-    return {"ok": False, "error": {
-        "code": "internal_error",
-        "message": f"{name} failed: {what}. This is a bug in the tool, not in your arguments; do not retry."}}
 
 
 # ------------------------------------------------------------------ tools
