@@ -452,6 +452,45 @@ def test_a_clean_up_still_running_when_its_loop_is_closed_keeps_nothing(python: 
         "closed loops: loops alive 0, bodies alive 0, ended 20, ['timeout']\n"), "")
 
 
+CALLS_WAITING_WHEN_THEIR_LOOP_IS_CLOSED = '''
+import asyncio, gc, time, weakref
+from agentkit_tools import Invoker, ToolRegistry, tool
+
+@tool(read_only=True, timeout_s=5)
+async def async_waits(x: int) -> int:
+    """Wait a long time for the thing to happen, then answer."""
+    await asyncio.sleep(10)
+    return x
+
+@tool(read_only=True, timeout_s=5)
+def sync_waits(x: int) -> int:
+    """Sleep a moment on a worker thread, then answer the number."""
+    time.sleep(0.05)
+    return x
+
+inv = Invoker(ToolRegistry([async_waits, sync_waits]))
+loops = weakref.WeakSet()
+for name in ("async_waits", "sync_waits"):
+    for i in range(5):
+        loop = asyncio.new_event_loop()
+        loops.add(loop)
+        task = loop.create_task(inv.invoke({"id": str(i), "name": name, "input": {"x": i}}))
+        task._log_destroy_pending = False  # asyncio's report of the caller's own task: not ours
+        loop.run_until_complete(asyncio.sleep(0.01))
+        loop.close()  # the call is still waiting, within its deadline
+        del loop, task
+time.sleep(0.3)  # the last sync body ends on its worker thread
+gc.collect()
+print(f"loops alive {len(loops)}")
+'''
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_a_loop_closed_while_calls_wait_within_their_deadlines_is_not_kept(python: str, tmp_path: Path) -> None:
+    [(code, out, err)] = run_many(python, CALLS_WAITING_WHEN_THEIR_LOOP_IS_CLOSED, tmp_path, runs=1, parallel=1)
+    assert (code, out, err) == (0, "loops alive 0\n", "")
+
+
 # ------------------------------------------------------------------ the caller's cancellation
 
 

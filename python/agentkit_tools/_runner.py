@@ -320,19 +320,26 @@ class _Deadlines:
             self._arm(heap[0][0])
 
 
-_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
-_LAST: tuple[Any, _Deadlines] | None = None
+#: Each loop's ``_Deadlines``, held weakly: while one has a deadline pending, its loop holds it
+#: (the armed timer), so a loop closed with calls still waiting keeps nothing here (its entries
+#: hold those calls' tasks). One with nothing pending may go; the next call makes a new one.
+_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_Deadlines]] = weakref.WeakKeyDictionary()
+_LAST: tuple[Any, weakref.ref[_Deadlines]] | None = None
 
 
 def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
     global _LAST
     last = _LAST
     if last is not None and last[0]() is loop:
-        return last[1]
-    state = _LOOPS.get(loop)
+        state = last[1]()
+        if state is not None:
+            return state
+    held = _LOOPS.get(loop)
+    state = None if held is None else held()
     if state is None:
-        state = _LOOPS[loop] = _Deadlines(loop)
-    _LAST = (weakref.ref(loop), state)
+        state = _Deadlines(loop)
+        _LOOPS[loop] = weakref.ref(state)
+    _LAST = (weakref.ref(loop), _LOOPS[loop])
     return state
 
 

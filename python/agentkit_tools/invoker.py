@@ -56,11 +56,15 @@ def _caller_cancelled() -> bool:
     return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
 
 
+_CLOSING = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
 def _fault(exc: BaseException, call: Any, caller_cancelled: bool) -> dict[str, Any]:
     """The envelope of a call whose driver raised ``exc`` (a fault in a middleware or a host
-    callback, not in the tool), logged. ``KeyboardInterrupt``/``SystemExit`` and the caller's
-    own cancellation (``caller_cancelled``) are raised again instead."""
-    if isinstance(exc, _STOP) or (caller_cancelled and isinstance(exc, asyncio.CancelledError)):
+    callback, not in the tool), logged. ``KeyboardInterrupt``/``SystemExit``, the caller's own
+    cancellation (``caller_cancelled``) and ``GeneratorExit`` (the call's coroutine is being
+    closed: its loop was closed with it still waiting) are raised again instead."""
+    if isinstance(exc, _CLOSING) or (caller_cancelled and isinstance(exc, asyncio.CancelledError)):
         raise exc
     _log.error("Invoker failed on a call of %r", _core.call_parts(call)[1], exc_info=exc)
     return _fault_envelope(exc)
