@@ -83,6 +83,13 @@ async def halts(x: int) -> int:
     raise Halt("stop here")
 
 
+@tool(read_only=True)
+async def exits(x: int) -> int:
+    """Raise GeneratorExit from inside a body that suspended (not a coroutine being closed)."""
+    await asyncio.sleep(0)
+    raise GeneratorExit()
+
+
 @tool(read_only=True, output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
 async def misshapen(x: int) -> Any:
     """Return something that is not the declared output shape."""
@@ -95,7 +102,7 @@ async def pay(x: int) -> str:
     return f"paid {x}"
 
 
-TOOLS = [naps, instant, worker, inline, breaks, cancels_itself, halts, misshapen, pay]
+TOOLS = [naps, instant, worker, inline, breaks, cancels_itself, halts, misshapen, pay, exits]
 
 
 def mixed_turn() -> list[dict[str, Any]]:
@@ -113,6 +120,7 @@ def mixed_turn() -> list[dict[str, Any]]:
         call("halts", "k", x=11),
         call("misshapen", "l", x=12),
         call("naps", "m", x=13),
+        call("exits", "n", x=14),
     ]
 
 
@@ -124,15 +132,17 @@ async def test_every_call_of_a_mixed_turn_gets_the_envelope_it_gets_alone(chain:
     envs = await asyncio.wait_for(Invoker(ToolRegistry(TOOLS), middleware=middleware).invoke_many(calls), 30)
     assert [strip(e) for e in envs] == alone
     assert [e.get("value") for e in envs] == [2, 20, None, 5, None, None, -7, None, None if chain == "default" else "paid 9",
-                                              "paid 10", None, None, 26]
+                                              "paid 10", None, None, 26, None]
     assert alone[2] == internal("breaks", "ValueError: bad 3")
     assert alone[7] == internal("cancels_itself", "CancelledError")
     assert alone[10] == internal("halts", "Halt: stop here")
+    assert alone[13] == internal("exits", "GeneratorExit")
     assert [e["error"]["code"] for e in envs if not e["ok"]] == (
         ["internal_error", "unknown_tool", "invalid_arguments", "internal_error", "approval_required", "internal_error",
-         "output_mismatch"]
+         "output_mismatch", "internal_error"]
         if chain == "default"
-        else ["internal_error", "unknown_tool", "invalid_arguments", "internal_error", "internal_error", "output_mismatch"]
+        else ["internal_error", "unknown_tool", "invalid_arguments", "internal_error", "internal_error", "output_mismatch",
+              "internal_error"]
     )
     # the task awaiting the turn was not cancelled by the body that cancelled itself
     assert not asyncio.current_task().cancelled()  # type: ignore[union-attr]

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
 from ._runner import (
-    BODY_ASYNC, BODY_INLINE, Later, _await_coro, _Deadline, _monotonic, checked, go_on, hold_clean_up, run_body,
+    BODY_ASYNC, BODY_INLINE, BodyFailed, Later, _await_coro, _Deadline, _monotonic, checked, go_on, hold_clean_up, run_body,
     run_inline, start_async, unwrap,
 )
 from .errors import ToolTimeoutError
@@ -393,12 +393,19 @@ class _Turn:
                 continue
             machines[i] = m
             if step == RUN and arg[3] == BODY_ASYNC:
-                tasks[i] = create_task(self._body(i, m, arg))
+                task = tasks[i] = create_task(self._body(i, m, arg))
             else:
-                tasks[i] = create_task(self._drive(i, m, step, arg))
+                task = tasks[i] = create_task(self._drive(i, m, step, arg))
+            # As asyncio.gather does for the tasks it creates: the turn's caller cannot reach
+            # them, so a loop closed with them pending drops them without a report (the caller's
+            # own task is reported, if it asks for that).
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
         try:
             if self.pending:
                 await self.waiter
+        except GeneratorExit:
+            self._drop()
+            raise
         except BaseException as exc:
             await self._cancel(exc)
             raise
@@ -439,7 +446,7 @@ class _Turn:
             except Exception as exc:
                 step, arg = m.failed(unwrap(exc))
             except BaseException as exc:
-                if isinstance(exc, _STOP):
+                if isinstance(exc, _CLOSING):
                     raise
                 if self.cancelled and isinstance(exc, asyncio.CancelledError):
                     return  # ended by the caller's cancellation: the turn aborts it
@@ -448,6 +455,9 @@ class _Turn:
                 step, arg = m.ok(value)
         except BaseException as exc:
             await _aborted(m, exc, None, ctx, None)
+            if isinstance(exc, GeneratorExit):
+                self.machines[i] = None
+                raise
             if isinstance(exc, _STOP):
                 self._stop(i, exc)
             else:
@@ -468,6 +478,9 @@ class _Turn:
         try:
             env = await inv._drive(m, step, arg, None, self.ctx, None)
         except BaseException as exc:  # the driver aborted the call
+            if isinstance(exc, GeneratorExit):
+                self.machines[i] = None
+                raise
             if isinstance(exc, _STOP):
                 self._stop(i, exc)
                 return
@@ -502,6 +515,28 @@ class _Turn:
                 except asyncio.CancelledError:
                     pass  # cancelled again: the aborts go on; the first cancellation propagates
 
+    def _drop(self) -> None:
+        """The turn's coroutine is being closed with calls unanswered (its loop was closed with
+        the turn pending): nothing can be awaited any more. Each task left is closed (its body's
+        ``finally`` blocks run, its call is aborted as cancelled), or cancelled if its loop
+        still runs; each call left is aborted as cancelled without awaiting (see
+        :func:`_aborted`)."""
+        self.cancelled = True
+        for t in self.tasks:
+            if t is None or t.done():
+                continue
+            if not t.get_loop().is_closed():
+                t.cancel()
+                continue
+            try:
+                t.get_coro().close()
+            except RuntimeError:  # a body that awaits while closed: dropped
+                pass
+        for m in self.machines:
+            if m is not None:
+                _without_loop(_aborted(m, GeneratorExit(), None, self.ctx, None))
+        self.machines = [None] * len(self.machines)
+
     async def _abort(self, machines: list[Any], exc: BaseException) -> None:
         ctx = self.ctx
         for m in machines:
@@ -528,6 +563,8 @@ def _relay(deadline: _Deadline, coro: Any) -> Any:
             y = run(send, value) if exc is None else run(throw, exc)
         except StopIteration as stop:
             return stop.value
+        except GeneratorExit as own:  # the body's own, not this coroutine being closed
+            raise BodyFailed(own) from None
         if exc is not None and deadline.expired and isinstance(exc, asyncio.CancelledError):
             loop = asyncio.get_running_loop()
             hold_clean_up(loop, run(loop.create_task, _clean_up(coro, y)))
@@ -535,6 +572,12 @@ def _relay(deadline: _Deadline, coro: Any) -> Any:
         exc = None
         try:
             value = yield y
+        except GeneratorExit:  # this task's coroutine is closed (its loop was closed): so is the body
+            try:
+                run(coro.close)
+            except RuntimeError:  # a body that awaits while closed: dropped
+                pass
+            raise
         except BaseException as e:  # noqa: BLE001 - handed to the body
             exc = e
 
@@ -577,18 +620,39 @@ async def _aborted(m: Any, exc: BaseException, attempts: int | None, ctx: Any, s
     """A call ended by ``exc`` (the caller's cancellation, a fault outside the pipeline) before
     its envelope: abort it in the pipeline. Shielded from the cancellation, its shared claim is
     released (the identical calls of other workers go on at once) and its record is emitted,
-    unless the process is being stopped (the lease frees the claim)."""
-    steps = m.abort(isinstance(exc, asyncio.CancelledError), attempts)
+    unless the process is being stopped (the lease frees the claim). A call whose coroutine is
+    being closed (``GeneratorExit``: its loop was closed with it pending) is aborted as
+    cancelled and cannot await: the release and the record go as far as they get without
+    suspending (a sync audit sink gets the record; a store that awaits I/O keeps the claim
+    until its lease runs out)."""
+    closing = type(exc) is GeneratorExit
+    steps = m.abort(closing or isinstance(exc, asyncio.CancelledError), attempts)
     rec = None
     if not isinstance(exc, _STOP):
         for step, arg in steps:
             if step == CAS:
-                await asyncio.shield(_release(*arg))
+                coro = _release(*arg)
             else:
                 cfg, rec = arg
-                await asyncio.shield(cfg.emit(rec, ctx))
+                coro = cfg.emit(rec, ctx)
+            if closing:
+                _without_loop(coro)
+            else:
+                await asyncio.shield(coro)
     if span is not None:
         _close_span(span, rec, exc)
+
+
+def _without_loop(coro: Any) -> None:
+    """Run ``coro`` as far as it goes without suspending; where it would suspend it is closed."""
+    try:
+        coro.send(None)
+    except BaseException:  # noqa: BLE001 - it ended (returned, or failed: each step logs its own failures)
+        return
+    try:
+        coro.close()
+    except RuntimeError:  # it awaits while closed: dropped
+        pass
 
 
 async def _release(store: Any, key: str, expected: str, value: str) -> None:
