@@ -33,6 +33,8 @@ UNGATED = {
     "pipeline.rs::Pipeline::__traverse__": _GC,
     "pipeline.rs::Call::__traverse__": _GC,
     "pipeline.rs::Call::__clear__": _GC,
+    "relay.rs::Relay::__traverse__": _GC,
+    "relay.rs::Relay::__clear__": _GC,
     "shutdown.rs::_close_exit_gate": _GATE,
     "shutdown.rs::_exit_gate_after_fork": _GATE,
     **{f"handoff.rs::PyResultSlot::{m}": _HANDOFF for m in ("new", "set", "result", "abandon")},

@@ -23,6 +23,7 @@ from typing_extensions import Self
 __all__ = [
     "Call",
     "Pipeline",
+    "Relay",
     "host_allow_list",
     "STEP_DONE",
     "STEP_RUN",
@@ -544,6 +545,36 @@ EV_CAS: int
 EV_STORE_FAILED: int
 EV_OPENED: int
 EV_RECORDED: int
+
+@final
+class Relay:
+    """The coroutine of a task that runs one ``async`` tool body (a call of an
+    ``Invoker.invoke_many`` turn): ``loop.create_task(Relay(arg, ctx, finish, i, m))``.
+
+    ``arg``: the ``STEP_RUN`` payload ``(tool, args, limit_s, kind)`` of an async body; ``ctx``:
+    the call's context. In the task's first step the body starts (``tool.fn(args, ctx)``; none
+    when ``limit_s <= 0``) within a deadline of ``limit_s`` seconds (None: none); each of its
+    steps runs in one copy of the task's ``contextvars``; what it yields goes to the task, what
+    the task sends or throws goes to it. At the deadline the body is cancelled and, if its
+    clean-up suspends, that goes on in a task of its own (its outcome dropped) while the call
+    ends at once with ``ToolTimeoutError``; a result past the deadline is a
+    ``ToolTimeoutError`` too. Then ``finish(i, m, arg, exc, value)`` (``exc`` None: the body
+    returned ``value``) finishes the call: it returns None, or a coroutine the task goes on
+    with. A ``Relay`` is awaited once."""
+
+    def __new__(cls, arg: tuple[Any, Any, float | None, int], ctx: object, finish: Callable[..., Any], i: object, m: object) -> Self: ...
+    def __await__(self) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: object) -> Any:
+        """Take the next step, the body getting ``value``; returns what it yields, raises
+        ``StopIteration`` when the call's task is done."""
+
+    def throw(self, exc: BaseException | type[BaseException], value: object = None, tb: object = None) -> Any:
+        """Take the next step, the body getting ``exc`` raised; as :meth:`send`."""
+
+    def close(self) -> None:
+        """Close what it steps (the body's ``finally`` blocks run)."""
 
 def observed_level(config: Any, ctx: object) -> int:
     """How an ``audit()`` rule ``config`` observes a call in ``ctx``: 0 nobody reads its record;

@@ -17,19 +17,13 @@ loop.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import logging
-import types
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import (
-    BODY_ASYNC, BODY_INLINE, BodyFailed, Later, _await_coro, _Deadline, _monotonic, checked, go_on, hold_clean_up, run_body,
-    run_inline, start_async, unwrap,
-)
-from .errors import ToolTimeoutError
+from ._runner import BODY_ASYNC, BODY_INLINE, Later, _await_coro, checked, go_on, run_body, run_inline, start_async, unwrap
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
@@ -343,12 +337,13 @@ class _Turn:
 
     Every call is admitted (``Pipeline.begin``) in call order before any body runs. A call the
     pipeline answers at once is answered; a call whose first step is to await an ``async`` body
-    gets one task of its own that calls the body, awaits just it (no driver coroutine, no
-    stand-in task around it) and finishes the call when it returns; any other call, and whatever
+    gets one task of its own whose coroutine is the core's ``Relay``: it calls the body, steps
+    just it (no driver coroutine, no stand-in task around it) and finishes the call when it
+    ends (:meth:`_ended`); any other call, and whatever
     a call asks for after its body (a retry, an audit record), goes through the Invoker's
     driver, in that same task or in one of its own. A body's deadline starts when its task
     starts the body (as for a call alone) and is one entry of the loop's deadline timer
-    (:class:`_Deadline`): at the deadline the call gets ``timeout`` at once and its body is
+    (``_runner._Deadline``): at the deadline the call gets ``timeout`` at once and its body is
     cancelled, its clean-up going on in a task of its own, its outcome dropped.
 
     The caller's cancellation reaches every body still running (and every call in the driver);
@@ -377,7 +372,7 @@ class _Turn:
         loop = asyncio.get_running_loop()
         self.waiter = loop.create_future()
         pipe, registry = inv._only, inv.registry._core
-        begin, create_task = pipe.begin, loop.create_task
+        begin, create_task, ended = pipe.begin, loop.create_task, self._ended
         tasks, machines = self.tasks, self.machines
         for i, call in enumerate(calls):
             try:
@@ -393,7 +388,7 @@ class _Turn:
                 continue
             machines[i] = m
             if step == RUN and arg[3] == BODY_ASYNC:
-                task = tasks[i] = create_task(self._body(i, m, arg))
+                task = tasks[i] = create_task(_core.Relay(arg, ctx, ended, i, m))
             else:
                 task = tasks[i] = create_task(self._drive(i, m, step, arg))
             # As asyncio.gather does for the tasks it creates: the turn's caller cannot reach
@@ -426,51 +421,47 @@ class _Turn:
         if not self.waiter.done():
             self.waiter.set_exception(exc)
 
-    async def _body(self, i: int, m: Any, arg: Any) -> None:
-        """Call ``i``'s task: call and await its async body within its deadline, then finish the
-        call (at once when the pipeline answers; else through the driver)."""
-        tool, args, limit, _ = arg
-        ctx = self.ctx
-        deadline = _Deadline(limit, tool.name)
+    def _ended(self, i: int, m: Any, arg: Any, exc: BaseException | None, value: Any) -> Any:
+        """Call ``i``'s async body ended in its task (a :class:`_core.Relay`): it raised ``exc``
+        (its deadline's ``ToolTimeoutError`` included), else returned ``value``. Finishes the
+        call; returns None when it is answered, else the coroutine its task goes on with (the
+        driver, a clean-up of an aborted call)."""
+        tool, limit = arg[0], arg[2]
         try:
             try:
-                end = None if limit is None else _monotonic() + limit
-                coro = start_async(tool, args, ctx, limit)
-                with deadline:
-                    value = await _relay(deadline, coro)
-                if end is not None and _monotonic() > end:
-                    raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
-                value = checked(tool, value, ctx, limit)
-                if type(value) is Later:
-                    value = await value.settle()
-            except Exception as exc:
-                step, arg = m.failed(unwrap(exc))
-            except BaseException as exc:
-                if isinstance(exc, _CLOSING):
+                if exc is not None:
+                    raise exc
+                value = checked(tool, value, self.ctx, limit)
+            except Exception as e:
+                step, arg = m.failed(unwrap(e))
+            except BaseException as e:
+                if isinstance(e, _STOP):
                     raise
-                if self.cancelled and isinstance(exc, asyncio.CancelledError):
-                    return  # ended by the caller's cancellation: the turn aborts it
-                step, arg = m.failed(exc)  # a BaseException of the body's own
+                if self.cancelled and isinstance(e, asyncio.CancelledError):
+                    return None  # ended by the caller's cancellation: the turn aborts it
+                step, arg = m.failed(e)  # a BaseException of the body's own
             else:
-                step, arg = m.ok(value)
-        except BaseException as exc:
-            await _aborted(m, exc, None, ctx, None)
-            if isinstance(exc, GeneratorExit):
-                self.machines[i] = None
-                raise
-            if isinstance(exc, _STOP):
-                self._stop(i, exc)
-            else:
-                self._answer(i, _fault(exc, self.calls[i], False))
-            return
+                step, arg = (SETTLE, value) if type(value) is Later else m.ok(value)
+        except BaseException as e:
+            return self._abort_one(i, m, e)
         if step == DONE:
             self._answer(i, arg)
-        elif asyncio.current_task()._must_cancel:  # type: ignore[union-attr]
+            return None
+        if asyncio.current_task()._must_cancel:  # type: ignore[union-attr]
             # The body cancelled its own task and returned: as for a call alone, that
             # cancellation was the body's; the call's later steps go on in a task of their own.
             self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
+            return None
+        return self._drive(i, m, step, arg)
+
+    async def _abort_one(self, i: int, m: Any, exc: BaseException) -> None:
+        """Call ``i`` faulted (or a request to stop came from its body): abort it, then answer it
+        (or raise the stop at the caller's ``await``)."""
+        await _aborted(m, exc, None, self.ctx, None)
+        if isinstance(exc, _STOP):
+            self._stop(i, exc)
         else:
-            await self._drive(i, m, step, arg)
+            self._answer(i, _fault(exc, self.calls[i], False))
 
     async def _drive(self, i: int, m: Any, step: int, arg: Any) -> None:
         """Finish call ``i`` through the Invoker's driver from ``(step, arg)``."""
@@ -544,76 +535,6 @@ class _Turn:
                 await _aborted(m, exc, None, ctx, None)
             except Exception:
                 _log.error("Invoker failed to abort a call of a cancelled turn", exc_info=True)
-
-
-@types.coroutine
-def _relay(deadline: _Deadline, coro: Any) -> Any:
-    """Await the body ``coro`` in this task (its own), each step in a copy of the task's
-    ``contextvars`` (the body's changes never reach the call's later steps): what it yields goes
-    to the task untouched, what the task sends or throws goes to the body. At the call's
-    ``deadline`` (it cancels this task) the cancellation is thrown into the body and, if its
-    clean-up suspends, that goes on in a task of its own (:func:`_clean_up`) while this one
-    ends: nobody waits for a clean-up past the deadline (``asyncio.run``'s shut-down included)."""
-    run = contextvars.copy_context().run
-    send, throw = coro.send, coro.throw
-    value: Any = None
-    exc: BaseException | None = None
-    while True:
-        try:
-            y = run(send, value) if exc is None else run(throw, exc)
-        except StopIteration as stop:
-            return stop.value
-        except GeneratorExit as own:  # the body's own, not this coroutine being closed
-            raise BodyFailed(own) from None
-        if exc is not None and deadline.expired and isinstance(exc, asyncio.CancelledError):
-            loop = asyncio.get_running_loop()
-            hold_clean_up(loop, run(loop.create_task, _clean_up(coro, y)))
-            raise exc  # the deadline's ``__exit__`` makes it ``timeout`` (or the caller's cancellation)
-        exc = None
-        try:
-            value = yield y
-        except GeneratorExit:  # this task's coroutine is closed (its loop was closed): so is the body
-            try:
-                run(coro.close)
-            except RuntimeError:  # a body that awaits while closed: dropped
-                pass
-            raise
-        except BaseException as e:  # noqa: BLE001 - handed to the body
-            exc = e
-
-
-async def _clean_up(coro: Any, y: Any) -> None:
-    """Drive the clean-up of a turn's body cancelled at its deadline to its end, its outcome
-    dropped."""
-    try:
-        await _follow(coro, y)
-    except (GeneratorExit, KeyboardInterrupt, SystemExit):
-        raise  # closed (its loop was closed), or the process is being stopped
-    except BaseException:  # noqa: BLE001 - the outcome of a call past its deadline: nobody reads it
-        pass
-
-
-@types.coroutine
-def _follow(coro: Any, y: Any) -> Any:
-    """Step ``coro`` (it yielded ``y``) in this task until it ends; a cancellation of this task
-    (the loop shutting down) that the body swallows closes it: it never keeps the loop from
-    ending."""
-    while True:
-        try:
-            value = yield y
-        except BaseException as exc:  # noqa: BLE001 - handed to the body
-            try:
-                y = coro.throw(exc)
-            except StopIteration:
-                return
-            if isinstance(exc, asyncio.CancelledError):
-                coro.close()
-                return
-        else:
-            try:
-                y = coro.send(value)
-            except StopIteration:
-                return
 
 
 async def _aborted(m: Any, exc: BaseException, attempts: int | None, ctx: Any, span: Any) -> None:

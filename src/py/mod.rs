@@ -11,6 +11,7 @@ mod memory;
 mod pipeline;
 mod providers;
 mod registry;
+mod relay;
 mod shutdown;
 mod tools;
 
@@ -25,6 +26,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pipeline::register(m)?;
     providers::register(m)?;
     registry::register(m)?;
+    relay::register(m)?;
     shutdown::register(m)?;
     tools::register(m)?;
     Ok(())

@@ -1,0 +1,392 @@
+//! `Relay`: the awaitable that steps an `async` tool body as the coroutine of a task of its own
+//! (the call's task in an `Invoker.invoke_many` turn), and the driver of a body's clean-up past
+//! its deadline. It implements the coroutine protocol (`__await__`, `__next__`, `send`,
+//! `throw`, `close`), so `loop.create_task` takes it as it takes a coroutine, and the task steps
+//! it with no Python frame of ours in between.
+//!
+//! A call's relay starts the body in the task's first step, within the call's deadline
+//! (`_runner._Deadline`, entered as the task's): each step of the body runs in one copy of the
+//! task's `contextvars` (the body's changes reach neither the caller nor the call's later
+//! steps), what the body yields goes to the task untouched and what the task sends or throws
+//! goes to the body. At the deadline (its entry cancels the task) the cancellation is thrown
+//! into the body and, if the body's clean-up suspends, that clean-up goes on in a task of its
+//! own (a relay in clean-up mode, held by `_runner.hold_clean_up`, its outcome dropped) while
+//! this call ends with `timeout` at once; a result produced after the deadline is never a
+//! success. When the body has ended, the call's `finish(i, m, arg, exc, value)` says how the
+//! call goes on: None (the call is answered) or a coroutine the task goes on with.
+use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
+use pyo3::{PyTraverseError, PyVisit};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Relay>()
+}
+
+/// What a relay needs from Python, looked up once.
+struct Helpers {
+    copy_context: Py<PyAny>,
+    monotonic: Py<PyAny>,
+    deadline: Py<PyAny>,
+    hold_clean_up: Py<PyAny>,
+    timeout_error: Py<PyAny>,
+    cancelled_error: Py<PyAny>,
+    get_running_loop: Py<PyAny>,
+}
+
+static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
+
+fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
+    HELPERS.get_or_try_init(py, || {
+        let runner = py.import("agentkit_tools._runner")?;
+        let asyncio = py.import("asyncio")?;
+        Ok(Helpers {
+            copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
+            monotonic: py.import("time")?.getattr("monotonic")?.unbind(),
+            deadline: runner.getattr("_Deadline")?.unbind(),
+            hold_clean_up: runner.getattr("hold_clean_up")?.unbind(),
+            timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
+            cancelled_error: asyncio.getattr("CancelledError")?.unbind(),
+            get_running_loop: asyncio.getattr("get_running_loop")?.unbind(),
+        })
+    })
+}
+
+/// A call's body, not started yet: the `STEP_RUN` payload `(tool, args, limit, kind)`, the
+/// call's context, and who finishes the call (`finish(i, m, arg, exc, value)`).
+struct Start {
+    arg: Py<PyTuple>,
+    ctx: Py<PyAny>,
+    finish: Py<PyAny>,
+    i: Py<PyAny>,
+    m: Py<PyAny>,
+}
+
+/// A call's body being stepped.
+struct Body {
+    coro: Py<PyAny>,
+    send: Py<PyAny>,
+    throw: Py<PyAny>,
+    /// `Context.run` of the body's copy of the task's context.
+    run: Py<PyAny>,
+    /// The entered deadline (None: the call has none) and its end on `time.monotonic`.
+    deadline: Option<(Py<PyAny>, f64)>,
+    start: Start,
+}
+
+enum State {
+    Start(Start),
+    Body(Body),
+    /// The call goes on in the coroutine `finish` returned.
+    Then(Py<PyAny>),
+    /// A body's clean-up past its deadline (it yielded the value held until the first step).
+    CleanUp(Py<PyAny>, Option<Py<PyAny>>),
+    Done,
+}
+
+/// What the task hands in at a step.
+enum Input<'py> {
+    Send(Bound<'py, PyAny>),
+    Throw(Bound<'py, PyAny>),
+}
+
+/// How a step ended: the body yielded (the task gets it) or the relay ended (raises).
+type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
+
+/// The awaitable that steps an `async` tool body in a task of its own (see the module).
+#[pyclass(module = "agentkit_tools._core")]
+pub struct Relay {
+    state: State,
+}
+
+fn stopped(py: Python<'_>) -> PyErr {
+    let _ = py;
+    PyStopIteration::new_err(())
+}
+
+fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+impl Relay {
+    fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Start(start) => match input {
+                Input::Send(_) => self.start(py, start),
+                Input::Throw(exc) => Err(PyErr::from_value(exc)), // cancelled before it started
+            },
+            State::Body(body) => self.step(py, body, input),
+            State::Then(coro) => {
+                let c = coro.bind(py);
+                let out = match input {
+                    Input::Send(v) => c.call_method1(intern!(py, "send"), (v,)),
+                    Input::Throw(e) => c.call_method1(intern!(py, "throw"), (e,)),
+                };
+                if out.is_ok() {
+                    self.state = State::Then(coro);
+                }
+                out
+            }
+            State::CleanUp(coro, first) => self.clean_up(py, coro, first, input),
+            State::Done => match input {
+                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited relay")),
+                Input::Throw(exc) => Err(PyErr::from_value(exc)),
+            },
+        }
+    }
+
+    /// The task's first step: start the body within its deadline and take its first step.
+    fn start<'py>(&mut self, py: Python<'py>, start: Start) -> Stepped<'py> {
+        let h = helpers(py)?;
+        let arg = start.arg.bind(py);
+        let tool = arg.get_item(0)?;
+        let limit: Option<f64> = arg.get_item(2)?.extract()?;
+        if let Some(l) = limit {
+            if l <= 0.0 {
+                // A call never starts after its deadline.
+                let name = tool.getattr(intern!(py, "name"))?;
+                let exc = h.timeout_error.bind(py).call1((name, l))?;
+                return self.ended(py, start, None, Some(exc));
+            }
+        }
+        let end = match limit {
+            Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
+            None => None,
+        };
+        let fn_ = tool.getattr(intern!(py, "fn"))?;
+        let coro = match fn_.call1((arg.get_item(1)?, start.ctx.bind(py))) {
+            Ok(c) => c,
+            Err(e) => return self.ended(py, start, None, Some(e.into_value(py).into_bound(py).into_any())),
+        };
+        let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
+        let send = coro.getattr(intern!(py, "send"))?;
+        let throw = coro.getattr(intern!(py, "throw"))?;
+        let deadline = match (limit, end) {
+            (Some(l), Some(end)) => {
+                let d = h.deadline.bind(py).call1((l, tool.getattr(intern!(py, "name"))?))?;
+                d.call_method0(intern!(py, "__enter__"))?;
+                Some((d.unbind(), end))
+            }
+            _ => None,
+        };
+        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline, start };
+        self.step(py, body, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// One step of the body in its context.
+    fn step<'py>(&mut self, py: Python<'py>, body: Body, input: Input<'py>) -> Stepped<'py> {
+        let run = body.run.bind(py);
+        let (out, thrown) = match input {
+            Input::Send(v) => (run.call1((body.send.bind(py), v)), None),
+            Input::Throw(e) => (run.call1((body.throw.bind(py), &e)), Some(e)),
+        };
+        match out {
+            Ok(y) => {
+                if let (Some(exc), Some((d, _))) = (&thrown, &body.deadline) {
+                    let h = helpers(py)?;
+                    if exc.is_instance(h.cancelled_error.bind(py))? && d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()? {
+                        // Cancelled at its deadline and its clean-up suspended: that goes on in a
+                        // task of its own (in the body's context) while this call ends at once.
+                        let lp = h.get_running_loop.bind(py).call0()?;
+                        let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())) })?;
+                        let task = run.call1((lp.getattr(intern!(py, "create_task"))?, clean_up))?;
+                        h.hold_clean_up.bind(py).call1((lp, task))?;
+                        return self.finish(py, body, None, Some(exc.clone()));
+                    }
+                }
+                self.state = State::Body(body);
+                Ok(y)
+            }
+            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                let value = e.value(py).getattr(intern!(py, "value"))?;
+                self.finish(py, body, Some(value), None)
+            }
+            Err(e) => {
+                let exc = e.into_value(py).into_bound(py).into_any();
+                self.finish(py, body, None, Some(exc))
+            }
+        }
+    }
+
+    /// The body ended (`value` returned, or `exc` raised): leave its deadline, then the call.
+    fn finish<'py>(&mut self, py: Python<'py>, body: Body, mut value: Option<Bound<'py, PyAny>>, mut exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        if let Some((d, end)) = &body.deadline {
+            let d = d.bind(py);
+            let kind = exc.as_ref().map_or_else(|| py.None().into_bound(py), |e| e.get_type().into_any());
+            if let Err(e) = d.call_method1(intern!(py, "__exit__"), (kind, exc.as_ref(), py.None())) {
+                exc = Some(e.into_value(py).into_bound(py).into_any());
+                value = None;
+            } else if exc.is_none() && helpers(py)?.monotonic.bind(py).call0()?.extract::<f64>()? > *end {
+                // Nothing past the deadline is a success.
+                let limit = body.start.arg.bind(py).get_item(2)?;
+                exc = Some(helpers(py)?.timeout_error.bind(py).call1((d.getattr(intern!(py, "name"))?, limit))?);
+                value = None;
+            }
+        }
+        self.ended(py, body.start, value, exc)
+    }
+
+    /// Hand the body's outcome to the call's `finish`; go on with the coroutine it returns.
+    fn ended<'py>(&mut self, py: Python<'py>, start: Start, value: Option<Bound<'py, PyAny>>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let then = start.finish.bind(py).call1((start.i.bind(py), start.m.bind(py), start.arg.bind(py), exc, value))?;
+        if then.is_none() {
+            return Err(stopped(py));
+        }
+        self.state = State::Then(then.unbind());
+        self.resume(py, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// One step of a body's clean-up past its deadline, its outcome dropped: a cancellation of
+    /// this task (its loop shutting down) that the body swallows closes the body.
+    fn clean_up<'py>(&mut self, py: Python<'py>, coro: Py<PyAny>, first: Option<Py<PyAny>>, input: Input<'py>) -> Stepped<'py> {
+        let c = coro.bind(py);
+        if let Some(y) = first {
+            match input {
+                Input::Send(_) => {
+                    let y = y.into_bound(py);
+                    self.state = State::CleanUp(coro, None);
+                    return Ok(y);
+                }
+                Input::Throw(_) => {
+                    // Cancelled before its first step: the body is closed.
+                    return match c.call_method0(intern!(py, "close")) {
+                        Err(e) if is_stop(py, &e) => Err(e),
+                        _ => Err(stopped(py)),
+                    };
+                }
+            }
+        }
+        let (out, cancelled) = match input {
+            Input::Send(v) => (c.call_method1(intern!(py, "send"), (v,)), false),
+            Input::Throw(e) => {
+                let cancelled = e.is_instance(helpers(py)?.cancelled_error.bind(py))?;
+                (c.call_method1(intern!(py, "throw"), (e,)), cancelled)
+            }
+        };
+        match out {
+            Ok(y) if !cancelled => {
+                self.state = State::CleanUp(coro, None);
+                Ok(y)
+            }
+            Ok(_) => match c.call_method0(intern!(py, "close")) {
+                Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
+                _ => Err(stopped(py)),
+            },
+            // Closed (its loop was closed), or the process is being stopped: that propagates.
+            Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
+            Err(_) => Err(stopped(py)), // the outcome of a call past its deadline: nobody reads it
+        }
+    }
+}
+
+#[pymethods]
+impl Relay {
+    /// A call's relay: `arg` the `STEP_RUN` payload `(tool, args, limit_s, kind)` of an async
+    /// body, `ctx` the call's context; when the body has ended, `finish(i, m, arg, exc, value)`
+    /// (`exc` None: it returned `value`) returns None or a coroutine the task goes on with.
+    #[new]
+    #[pyo3(signature = (arg, ctx, finish, i, m))]
+    fn new(py: Python<'_>, arg: Bound<'_, PyTuple>, ctx: Bound<'_, PyAny>, finish: Bound<'_, PyAny>, i: Bound<'_, PyAny>, m: Bound<'_, PyAny>) -> Self {
+        let _in = super::shutdown::inside(py);
+        Relay { state: State::Start(Start { arg: arg.unbind(), ctx: ctx.unbind(), finish: finish.unbind(), i: i.unbind(), m: m.unbind() }) }
+    }
+
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(py);
+        self.resume(py, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// Take the next step, the body getting `value`.
+    fn send<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(py);
+        self.resume(py, Input::Send(value))
+    }
+
+    /// Take the next step, the body getting `exc` raised.
+    #[pyo3(signature = (exc, value=None, tb=None))]
+    fn throw<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(py);
+        let _ = tb;
+        let exc = match value {
+            Some(v) if exc.is_instance_of::<pyo3::types::PyType>() && !v.is_none() => {
+                if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
+            }
+            _ if exc.is_instance_of::<pyo3::types::PyType>() => exc.call0()?,
+            _ => exc,
+        };
+        self.resume(py, Input::Throw(exc))
+    }
+
+    /// Close what is being stepped (the body's `finally` blocks run).
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Body(body) => {
+                // The task's coroutine is closed (its loop was closed): so is the body; one that
+                // awaits while closed is dropped. The turn aborts the call.
+                let closed = body.run.bind(py).call1((body.coro.bind(py).getattr(intern!(py, "close"))?,));
+                if let Some((d, _)) = &body.deadline {
+                    let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+                    d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), &exc, py.None()))?;
+                }
+                match closed {
+                    Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => return Err(e),
+                    _ => {}
+                }
+            }
+            State::Then(c) | State::CleanUp(c, _) => {
+                c.bind(py).call_method0(intern!(py, "close"))?;
+            }
+            State::Start(_) | State::Done => {}
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
+            visit.call(&s.arg)?;
+            visit.call(&s.ctx)?;
+            visit.call(&s.finish)?;
+            visit.call(&s.i)?;
+            visit.call(&s.m)
+        };
+        match &self.state {
+            State::Start(s) => start(s, &visit)?,
+            State::Body(b) => {
+                visit.call(&b.coro)?;
+                visit.call(&b.send)?;
+                visit.call(&b.throw)?;
+                visit.call(&b.run)?;
+                if let Some((d, _)) = &b.deadline {
+                    visit.call(d)?;
+                }
+                start(&b.start, &visit)?;
+            }
+            State::Then(c) => visit.call(c)?,
+            State::CleanUp(c, y) => {
+                visit.call(c)?;
+                if let Some(y) = y {
+                    visit.call(y)?;
+                }
+            }
+            State::Done => {}
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.state = State::Done;
+    }
+}
