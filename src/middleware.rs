@@ -3,7 +3,7 @@
 //! circuit breaker and the egress host allow-list (the refusals' messages are in `crate::errors`).
 //! The call pipeline (`crate::pipeline`) is built on them. No Python types.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -38,9 +38,16 @@ fn write_value(w: &mut Canonical, value: &Value) -> Result<(), std::convert::Inf
             w.null();
             Ok(())
         }
-        // A number as serde_json prints it, written in place.
+        // A number as serde_json prints it, written in place (an integer as `itoa` writes it,
+        // which is what serde_json prints).
         Value::Number(n) => {
-            let _ = write!(w.out, "{n}");
+            if let Some(u) = n.as_u64() {
+                w.out.push_str(itoa::Buffer::new().format(u));
+            } else if let Some(i) = n.as_i64() {
+                w.out.push_str(itoa::Buffer::new().format(i));
+            } else {
+                let _ = write!(w.out, "{n}");
+            }
             Ok(())
         }
     }
@@ -184,6 +191,13 @@ impl Canonical {
 pub fn write_string(s: &str, out: &mut String) {
     out.reserve(s.len() + 2);
     out.push('"');
+    // Most strings need no escape: one branch-free pass over the bytes finds out.
+    let plain = !s.bytes().fold(false, |found, b| found | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if plain {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     let mut start = 0;
     for (i, b) in s.bytes().enumerate() {
         let escape = match b {
@@ -249,22 +263,43 @@ pub fn is_repeat(count: u32, limit: u32) -> bool {
 /// A call inside one conversation: (tool name, canonical arguments).
 type Call = (String, String);
 
+/// A [`Call`] looked up without copying its strings (hashed and compared as the pair is).
+struct CallRef<'a>(&'a str, &'a str);
+
+impl std::hash::Hash for CallRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // As `(String, String)` hashes: each string in turn.
+        self.0.hash(h);
+        self.1.hash(h);
+    }
+}
+
+impl hashbrown::Equivalent<Call> for CallRef<'_> {
+    fn equivalent(&self, key: &Call) -> bool {
+        self.0 == key.0 && self.1 == key.1
+    }
+}
+
+/// The maps of the per-conversation state (hashbrown's default hasher: its keys are bounded in
+/// number, see [`MAX_CALLS_PER_SCOPE`] and [`MAX_SCOPES`]).
+type Map<K, V> = hashbrown::HashMap<K, V>;
+
 #[derive(Debug)]
 struct Scope<V> {
-    counts: HashMap<Call, u32>,
+    counts: Map<Call, u32>,
     /// The order the counts were first seen, oldest first (what is dropped beyond the cap).
     order: VecDeque<Call>,
     /// The one open idempotency window: the last side-effecting call that succeeded, with its
     /// result. Another side-effecting success replaces it (the world changed).
     done: Option<(Call, V)>,
     /// Side-effecting calls running now, with what their duplicates wait on.
-    running: HashMap<Call, V>,
+    running: Map<Call, V>,
     touched: u64,
 }
 
 impl<V> Scope<V> {
     fn new(touched: u64) -> Self {
-        Self { counts: HashMap::new(), order: VecDeque::new(), done: None, running: HashMap::new(), touched }
+        Self { counts: Map::default(), order: VecDeque::new(), done: None, running: Map::default(), touched }
     }
 }
 
@@ -285,7 +320,7 @@ pub enum Claim<'a, V> {
 /// [`MAX_CALLS_PER_SCOPE`] counts, one finished result and its calls in flight.
 #[derive(Debug)]
 pub struct Conversations<V> {
-    scopes: HashMap<String, Scope<V>>,
+    scopes: Map<String, Scope<V>>,
     /// touched tick → scope, least recently used first.
     lru: BTreeMap<u64, String>,
     tick: u64,
@@ -301,7 +336,7 @@ impl<V> Default for Conversations<V> {
 
 impl<V> Conversations<V> {
     pub fn with_limits(max_scopes: usize, max_calls: usize) -> Self {
-        Self { scopes: HashMap::new(), lru: BTreeMap::new(), tick: 0, max_scopes: max_scopes.max(1), max_calls: max_calls.max(1) }
+        Self { scopes: Map::default(), lru: BTreeMap::new(), tick: 0, max_scopes: max_scopes.max(1), max_calls: max_calls.max(1) }
     }
 
     fn scope(&mut self, scope: &str) -> &mut Scope<V> {
@@ -339,11 +374,11 @@ impl<V> Conversations<V> {
     pub fn observe(&mut self, scope: &str, name: &str, canonical: &str) -> u32 {
         let max_calls = self.max_calls;
         let s = self.scope(scope);
-        let call = (name.to_owned(), canonical.to_owned());
-        if let Some(n) = s.counts.get_mut(&call) {
+        if let Some(n) = s.counts.get_mut(&CallRef(name, canonical)) {
             *n = n.saturating_add(1);
             return *n;
         }
+        let call = (name.to_owned(), canonical.to_owned());
         while s.counts.len() >= max_calls {
             match s.order.pop_front() {
                 Some(old) => {
@@ -369,14 +404,14 @@ impl<V> Conversations<V> {
     /// Look a side-effecting call up; when nothing is reusable, mark it running with `waiter`.
     pub fn claim(&mut self, scope: &str, name: &str, canonical: &str, waiter: V) -> Claim<'_, V> {
         let s = self.scope(scope);
-        let call = (name.to_owned(), canonical.to_owned());
+        let call = CallRef(name, canonical);
         if s.running.contains_key(&call) {
             return Claim::Pending(&s.running[&call]);
         }
-        if matches!(&s.done, Some((c, _)) if *c == call) {
+        if matches!(&s.done, Some((c, _)) if hashbrown::Equivalent::equivalent(&call, c)) {
             return Claim::Hit(&s.done.as_ref().expect("checked").1);
         }
-        s.running.insert(call, waiter);
+        s.running.insert((name.to_owned(), canonical.to_owned()), waiter);
         Claim::Claimed
     }
 
@@ -384,9 +419,8 @@ impl<V> Conversations<V> {
     /// every other one of the scope closes. Returns the waiter to wake.
     pub fn complete(&mut self, scope: &str, name: &str, canonical: &str, value: Option<V>) -> Option<V> {
         let s = self.scope(scope);
-        let call = (name.to_owned(), canonical.to_owned());
-        let waiter = s.running.remove(&call);
-        s.done = value.map(|v| (call, v));
+        let waiter = s.running.remove(&CallRef(name, canonical));
+        s.done = value.map(|v| ((name.to_owned(), canonical.to_owned()), v));
         waiter
     }
 
@@ -400,7 +434,7 @@ impl<V> Conversations<V> {
     /// Forget a claimed call that failed; returns the waiter to wake.
     pub fn release(&mut self, scope: &str, name: &str, canonical: &str) -> Option<V> {
         let s = self.scopes.get_mut(scope)?;
-        s.running.remove(&(name.to_owned(), canonical.to_owned()))
+        s.running.remove(&CallRef(name, canonical))
     }
 
     /// Forget a finished conversation (its calls in flight keep their claims).

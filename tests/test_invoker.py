@@ -250,6 +250,32 @@ async def test_arguments_reach_tools_deep_frozen():
     assert "frozen value" in seen["error"]
 
 
+@pytest.mark.parametrize("non_blocking", [True, False])
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_replaced_fn_gets_the_arguments_frozen(non_blocking, is_async):
+    """``fn`` set on a tool made by ``@tool`` (any callable of ``(args, ctx)``) gets a
+    ``FrozenDict`` of deep-frozen arguments, whichever way the body runs, as a hand-built tool's."""
+    seen: list[Any] = []
+
+    @tool(read_only=True, non_blocking=non_blocking)
+    def echo(items: list[int], n: int = 0) -> str:
+        """Echo the items back; the body below replaces this one."""
+        return "original"
+
+    def sync_fn(args, ctx):
+        seen.append((type(args), type(args["items"]), dict(args)))
+        return "replaced"
+
+    async def async_fn(args, ctx):
+        return sync_fn(args, ctx)
+
+    echo.fn = async_fn if is_async else sync_fn  # type: ignore[misc]
+    echo._is_async = is_async  # type: ignore[attr-defined]
+    env = await Invoker(ToolRegistry([echo])).invoke({"id": "c", "name": "echo", "input": {"items": [1, 2]}})
+    assert without_elapsed(env) == {"ok": True, "value": "replaced"}
+    assert seen == [(FrozenDict, FrozenList, {"items": [1, 2]})]
+
+
 async def test_hand_built_tool_gets_a_frozen_dict_and_the_context():
     seen: list[Any] = []
 

@@ -170,6 +170,37 @@ async def test_a_third_party_read_only_call_is_never_deduplicated():
     assert pay.runs == ["I-1", "I-1"]
 
 
+async def test_an_effects_hook_set_on_a_function_tool_instance_decides():
+    """A hook assigned to a ``FunctionTool`` instance (not defined by a class) is found like a
+    class's: the lookups are read-only (never deduplicated), the payment is deduplicated; the hook
+    gets the arguments frozen."""
+    runs: list[str] = []
+    seen: list[str] = []
+
+    @tool(side_effecting=True)
+    def pay(invoice: str, lookup: bool = False, tags: list[str] | None = None) -> str:
+        """Pay an invoice by its id, or look one up without paying it."""
+        runs.append(invoice)
+        return f"{invoice} is open" if lookup else f"paid {invoice}"
+
+    def hook(args: Any) -> bool:
+        seen.append(type(args).__name__)
+        return bool(args.get("lookup"))
+
+    pay.is_read_only_call = hook  # type: ignore[attr-defined]
+    inv = Invoker(ToolRegistry([pay]))
+    envs = [await inv.invoke(c("pay", i, invoice="I-1", lookup=True)) for i in range(2)]
+    envs += [await inv.invoke(c("pay", i, invoice="I-2", tags=["x"])) for i in range(2, 4)]
+    assert [body_of(e) for e in envs] == [
+        {"ok": True, "value": "I-1 is open"},
+        {"ok": True, "value": "I-1 is open"},
+        {"ok": True, "value": "paid I-2"},
+        {"ok": True, "value": "paid I-2", "deduplicated": True},
+    ]
+    assert runs == ["I-1", "I-1", "I-2"]
+    assert seen == ["FrozenDict"] * 4
+
+
 @pytest.fixture(params=["files", *STORE_KINDS])
 async def memory_tool(request, tmp_path):
     """``(FileTool, read_files)`` on InMemoryFiles and on StoreFiles over every store;

@@ -547,6 +547,16 @@ def _make_invoker(func: Callable[..., Any], info: Introspection) -> Callable[[An
     return invoke
 
 
+# The code of the ``fn`` wrappers ``_make_invoker`` builds. Each reads the arguments mapping once
+# (``func(**args)`` or ``dict(args)``) and keeps no reference to it, so the Invoker's core hands
+# them a plain dict whose nested containers are frozen instead of a ``FrozenDict`` copy.
+_ARGS_UNPACKED = tuple(
+    c for c in _make_invoker.__code__.co_consts
+    if isinstance(c, types.CodeType) and c.co_name in ("invoke_plain", "invoke_async", "invoke")
+)
+assert len(_ARGS_UNPACKED) == 3, _ARGS_UNPACKED
+
+
 @overload
 def tool(
     func: Callable[P, R],

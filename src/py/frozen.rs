@@ -68,6 +68,41 @@ pub(crate) fn freeze<'py>(
     Ok(value.clone())
 }
 
+/// The entries of dict `d` in a new plain `dict`, each container among the values frozen (as
+/// `freeze` does): the body's arguments for a wrapper that only unpacks or copies the mapping
+/// (the top level needs no freezing), made a `FrozenDict` by [`seal`] when anything else gets it.
+pub(crate) fn freeze_values<'py>(
+    d: &Bound<'py, PyDict>,
+    fdict: &Bound<'py, PyType>,
+    flist: &Bound<'py, PyType>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let target = if d.is_exact_instance_of::<PyDict>() {
+        d.copy()?
+    } else {
+        let t = PyDict::new(d.py());
+        for (k, v) in d.iter() {
+            t.set_item(k, v)?;
+        }
+        t
+    };
+    for (k, v) in d.iter() {
+        if is_container(&v) {
+            target.set_item(k, freeze(&v, fdict, flist, 1)?)?;
+        }
+    }
+    Ok(target)
+}
+
+/// `plain` (a dict whose nested containers are frozen already) as a `fdict` instance.
+pub(crate) fn seal<'py>(plain: &Bound<'py, PyDict>, fdict: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+    let target = new_empty(fdict)?.cast_into::<PyDict>()?;
+    // SAFETY: both are live dicts; the interpreter lock is held.
+    if unsafe { pyo3::ffi::PyDict_Merge(target.as_ptr(), plain.as_ptr(), 1) } != 0 {
+        return Err(PyErr::fetch(plain.py()));
+    }
+    Ok(target.into_any())
+}
+
 /// A dict or list that `freeze` copies (a tuple too: its items may be).
 fn is_container(v: &Bound<'_, PyAny>) -> bool {
     v.is_instance_of::<PyDict>() || v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()
@@ -82,8 +117,20 @@ pub(crate) fn new_empty<'py>(ty: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyA
     let (dict_init, list_init) = PLAIN.get_or_try_init(py, || -> PyResult<_> {
         Ok((py.get_type::<PyDict>().getattr("__init__")?.unbind(), py.get_type::<PyList>().getattr("__init__")?.unbind()))
     })?;
-    let init = ty.getattr(pyo3::intern!(py, "__init__"))?;
-    if !(init.is(dict_init.bind(py)) || init.is(list_init.bind(py))) {
+    let plain = |t: &Bound<'py, PyType>| -> PyResult<bool> {
+        let init = t.getattr(pyo3::intern!(py, "__init__"))?;
+        Ok(init.is(dict_init.bind(py)) || init.is(list_init.bind(py)))
+    };
+    // `FrozenDict` and `FrozenList` (slotted, never given an `__init__`) are looked at once.
+    static OURS: PyOnceLock<[(Py<PyType>, bool); 2]> = PyOnceLock::new();
+    let ours = OURS.get_or_try_init(py, || -> PyResult<_> {
+        let m = py.import("agentkit_tools.frozen")?;
+        let d = m.getattr("FrozenDict")?.cast_into::<PyType>()?;
+        let l = m.getattr("FrozenList")?.cast_into::<PyType>()?;
+        Ok([(d.clone().unbind(), plain(&d)?), (l.clone().unbind(), plain(&l)?)])
+    })?;
+    let known = ours.iter().find(|(t, _)| t.bind(py).is(ty)).map(|(_, p)| *p);
+    if !known.map_or_else(|| plain(ty), Ok)? {
         return ty.call0();
     }
     // SAFETY: a heap type's slot read (limited API); `tp_new` of dict/list accepts empty args.

@@ -365,8 +365,10 @@ fn mono() -> f64 {
     START.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
-fn now() -> Time {
-    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+/// The clocks now; the wall clock only when `unix` (a rule reads it: a shared store's leases),
+/// else 0.
+fn now(unix: bool) -> Time {
+    let unix = if unix { std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()) } else { 0.0 };
     Time { mono: mono(), unix }
 }
 
@@ -403,12 +405,22 @@ struct Helpers {
     coroutine: Py<PyAny>,
     isfuture: Py<PyAny>,
     swap_task: Option<Py<PyAny>>,
+    /// `asyncio.tasks._current_tasks`, the loop -> current task dict, where there is no swap.
+    current_tasks: Option<Py<PyDict>>,
     current_task: Py<PyAny>,
     enter_task: Py<PyAny>,
     leave_task: Py<PyAny>,
     /// `tools.FunctionTool` and its own `check_output` (see `Flags`).
     function_tool: Py<PyAny>,
     check_output: Py<PyAny>,
+    /// `types.FunctionType` and `tools._ARGS_UNPACKED` (see `Call::seal_for`); the code of
+    /// `invoke_plain` among them (`fn(args, ctx)` is `func(**args)`: see `Call::call_body`).
+    function_type: Py<PyAny>,
+    args_unpacked: Vec<Py<PyAny>>,
+    invoke_plain: Py<PyAny>,
+    /// `FunctionTool` has an `is_read_only_call` of its own (it does not: an instance's flags
+    /// dict answers).
+    function_tool_hook: bool,
 }
 
 /// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
@@ -441,11 +453,29 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
             isfuture: py.import("asyncio")?.getattr("isfuture")?.unbind(),
             swap_task: py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")?.map(Bound::unbind),
+            current_tasks: match py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")? {
+                Some(_) => None,
+                None => py.import("asyncio.tasks")?.getattr_opt("_current_tasks")?.and_then(|d| d.cast_into::<PyDict>().ok()).map(Bound::unbind),
+            },
             current_task: py.import("asyncio.tasks")?.getattr("current_task")?.unbind(),
             enter_task: py.import("asyncio.tasks")?.getattr("_enter_task")?.unbind(),
             leave_task: py.import("asyncio.tasks")?.getattr("_leave_task")?.unbind(),
             function_tool: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.unbind(),
             check_output: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.getattr("check_output")?.unbind(),
+            function_type: py.import("types")?.getattr("FunctionType")?.unbind(),
+            args_unpacked: py.import("agentkit_tools.tools")?.getattr("_ARGS_UNPACKED")?.extract()?,
+            invoke_plain: {
+                let codes = py.import("agentkit_tools.tools")?.getattr("_ARGS_UNPACKED")?;
+                let mut plain = None;
+                for c in codes.try_iter()? {
+                    let c = c?;
+                    if c.getattr("co_name")?.extract::<String>()? == "invoke_plain" {
+                        plain = Some(c.unbind());
+                    }
+                }
+                plain.ok_or_else(|| PyRuntimeError::new_err("tools._ARGS_UNPACKED lacks invoke_plain"))?
+            },
+            function_tool_hook: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.hasattr("is_read_only_call")?,
         })
     })
 }
@@ -467,6 +497,8 @@ pub struct Pipeline {
     /// The indices of the audit rules (their configs are asked how a call is observed).
     audits: Vec<usize>,
     needs: Needs,
+    /// A rule reads the wall clock (an idempotency rule with a shared store: its leases).
+    unix: bool,
     default_scope: String,
     frozen: bool,
     /// Names of tools whose sync body is called on the caller's thread (as `non_blocking`).
@@ -535,12 +567,14 @@ impl Pipeline {
         }
         let needs = Needs::of(&compiled);
         let audits = core::audit_rules(&compiled);
+        let unix = compiled.iter().any(|r| matches!(r, Rule::Idempotency { shared: true, .. }));
         Ok(Self {
             inner: Mutex::new(core::Pipeline::new(compiled)),
             configs,
             transient,
             audits,
             needs,
+            unix,
             default_scope,
             frozen,
             inline: inline.into_iter().flatten().collect(),
@@ -569,7 +603,7 @@ impl Pipeline {
                 Admission::Tool { entry, args, checked } => {
                     let (body_args, canonical) = if this.frozen {
                         let h = helpers(py)?;
-                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py))?;
+                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), false)?;
                         (frozen, Canonical::Of(checked.value))
                     } else {
                         (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
@@ -577,6 +611,7 @@ impl Pipeline {
                     Admitted::Tool {
                         tool: entry.tool.bind(py).clone(),
                         args: body_args,
+                        sealed: !this.frozen,
                         core: Some(entry.core.bind(py).clone()),
                         canonical,
                     }
@@ -631,6 +666,7 @@ impl Pipeline {
             Admitted::Tool {
                 tool,
                 args: tc.getattr(intern!(py, "args"))?,
+                sealed: true,
                 core: core.cast_into::<CoreTool>().ok(),
                 canonical: Canonical::Text(tc.getattr(intern!(py, "canonical"))?.extract()?),
             }
@@ -679,7 +715,9 @@ enum Canonical {
 }
 
 enum Admitted<'py> {
-    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
+    /// `sealed` false: `args` is a plain dict of frozen values, for a wrapper that only unpacks
+    /// it (see `Call::sealed_args`).
+    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, sealed: bool, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
     /// `code`: the envelope's error code when known (else read from it); `raw`: the arguments
     /// as read, when exactly what was sent (their canonical text is the raw arguments').
     Rejected {
@@ -750,6 +788,30 @@ impl<'py> Flags<'py> {
         Ok(Flags { tool: tool.clone(), dict })
     }
 
+    /// The flags of the call's tool: its instance dict as `Call::new` found it (the object
+    /// stays the same through the call), else read.
+    fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
+        let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
+        match &c.flags {
+            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()) }),
+            None => Self::of(py, &tool),
+        }
+    }
+
+    /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when the
+    /// class defines no such hook (checked once, see `Helpers`).
+    fn read_only_hook(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let h = helpers(py)?;
+        let name = intern!(py, "is_read_only_call");
+        if let Some(d) = &self.dict {
+            if !h.function_tool_hook {
+                return Ok(d.get_item(name)?.filter(|hook| !hook.is_none()));
+            }
+        }
+        let hook = h.getattr.bind(py).call1((&self.tool, name, py.None()))?;
+        Ok((!hook.is_none()).then_some(hook))
+    }
+
     /// `getattr(tool, name)`, None when it has none.
     fn get(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
         if let Some(d) = &self.dict {
@@ -758,6 +820,18 @@ impl<'py> Flags<'py> {
             }
         }
         self.tool.getattr_opt(name)
+    }
+
+    /// `get`, where an attribute the instance dict lacks is read from the class as it is there
+    /// (a method unbound: enough to tell whether it is set).
+    fn get_unbound(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match &self.dict {
+            Some(d) => match d.get_item(name)? {
+                Some(v) => Ok(Some(v)),
+                None => self.tool.get_type().getattr_opt(name),
+            },
+            None => self.tool.getattr_opt(name),
+        }
     }
 
     /// `tool.fn` (its `AttributeError` when it has none).
@@ -805,6 +879,20 @@ fn swap_task<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>, task: &B
     if let Some(swap) = &h.swap_task {
         return swap.bind(py).call1((lp, task));
     }
+    if let Some(current) = &h.current_tasks {
+        // What `_swap_current_task` does, on the dict `current_task` / `_enter_task` /
+        // `_leave_task` keep (Python 3.10 and 3.11).
+        let current = current.bind(py);
+        let prev = current.get_item(lp)?.unwrap_or_else(|| py.None().into_bound(py));
+        if task.is_none() {
+            if !prev.is_none() {
+                current.del_item(lp)?;
+            }
+        } else {
+            current.set_item(lp, task)?;
+        }
+        return Ok(prev);
+    }
     let prev = h.current_task.bind(py).call1((lp,))?;
     if !prev.is_none() {
         h.leave_task.bind(py).call1((lp, &prev))?;
@@ -813,6 +901,14 @@ fn swap_task<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>, task: &B
         h.enter_task.bind(py).call1((lp, task))?;
     }
     Ok(prev)
+}
+
+/// `args` (a plain dict of frozen values, see `registry::frozen_args`) as a `FrozenDict`.
+fn seal<'py>(py: Python<'py>, args: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    match args.cast::<PyDict>() {
+        Ok(d) => super::frozen::seal(d, helpers(py)?.frozen_dict.bind(py)),
+        Err(_) => Ok(args.clone()),
+    }
 }
 
 /// A result that is never awaitable (`inspect.isawaitable`, an ABC check, is skipped for it).
@@ -846,6 +942,11 @@ pub struct Call {
     here: bool,
     ctx: Option<Py<PyAny>>,
     started: f64,
+    /// `args` may go to anyone: false while it is a plain dict only a wrapper that unpacks it
+    /// may get (`Call::sealed_args` makes it a `FrozenDict` first).
+    sealed: bool,
+    /// The instance dict of the tool (an exact `FunctionTool`), its flags read from it.
+    flags: Option<Py<PyDict>>,
 }
 
 impl Call {
@@ -866,6 +967,8 @@ impl Call {
             here: false,
             ctx: None,
             started: 0.0,
+            sealed: true,
+            flags: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -897,7 +1000,8 @@ impl Call {
                 me.call_id = call_id.map(Bound::unbind);
                 me.held = Some(env.unbind());
             }
-            Admitted::Tool { tool, args, core, canonical } => {
+            Admitted::Tool { tool, mut args, sealed, core, canonical } => {
+                me.sealed = sealed;
                 f.admitted = true;
                 let flags = Flags::of(py, &tool)?;
                 let name: String = match flags.get(intern!(py, "name"))? {
@@ -909,9 +1013,12 @@ impl Call {
                     f.host_approved = host_approved(call, ctx, &name)?;
                 }
                 if n.read_only {
-                    let h = helpers(py)?;
-                    let hook = h.getattr.bind(py).call1((&tool, intern!(py, "is_read_only_call"), py.None()))?;
-                    f.read_only = if !hook.is_none() {
+                    let hook = flags.read_only_hook(py)?;
+                    f.read_only = if hook.is_some() {
+                        if !me.sealed {
+                            args = seal(py, &args)?;
+                            me.sealed = true;
+                        }
                         helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()?
                     } else {
                         !flags.truthy(intern!(py, "side_effecting"))?
@@ -958,6 +1065,7 @@ impl Call {
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
+                me.flags = flags.dict.map(Bound::unbind);
                 me.tool = Some(tool.unbind());
                 me.args = Some(args.unbind());
                 me.core = core.map(Bound::unbind);
@@ -971,7 +1079,7 @@ impl Call {
     }
 
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        let t = now();
+        let t = now(self.pipe.get().unix);
         self.started = t.mono;
         let pipe = self.pipe.clone_ref(py);
         let step = {
@@ -986,7 +1094,7 @@ impl Call {
 
     fn feed_step(&mut self, py: Python<'_>, ev: Event<V>) -> Step<V> {
         let pipe = self.pipe.clone_ref(py);
-        let step = lock(&pipe.get().inner).feed(&mut self.m, ev, now());
+        let step = lock(&pipe.get().inner).feed(&mut self.m, ev, now(pipe.get().unix));
         step
     }
 
@@ -1001,8 +1109,8 @@ impl Call {
     fn advance<'py>(&mut self, py: Python<'py>, mut step: Step<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         loop {
             let Step::RunBody { timeout_s } = step else { return self.render(py, step) };
-            let tool = self.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
-            let flags = Flags::of(py, &tool)?;
+            let flags = Flags::of_call(py, self)?;
+            let tool = flags.tool.clone();
             let kind = self.body_kind(py, &flags)?;
             let here = matches!(kind, BodyKind::Inline | BodyKind::Async) && self.here;
             // A call past its deadline never starts: the driver answers it.
@@ -1011,6 +1119,7 @@ impl Call {
                 return self.run_step(py, tool, timeout_s, kind);
             }
             self.wake(py)?;
+            self.seal_for(py, &flags)?;
             let outcome = if kind == BodyKind::Inline { self.run_here(py, &flags, timeout_s)? } else { self.start_here(py, &flags, timeout_s)? };
             step = match outcome {
                 Here::Ok(value) => self.ok_step(py, value)?,
@@ -1020,8 +1129,59 @@ impl Call {
         }
     }
 
-    fn run_step<'py>(&mut self, py: Python<'py>, tool: Bound<'py, PyAny>, timeout_s: Option<f64>, kind: BodyKind) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    /// The arguments as any code may get them (a `FrozenDict`, sealed now if need be).
+    fn sealed_args<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let args = self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
+        if self.sealed {
+            return Ok(args);
+        }
+        let args = seal(py, &args)?;
+        self.args = Some(args.clone().unbind());
+        self.sealed = true;
+        Ok(args)
+    }
+
+    /// `tool.fn(args, ctx)`; when `fn` is the wrapper `tools.from_callable` makes for a function
+    /// with nothing to convert or inject (`invoke_plain`: `func(**args)`) and `func` is a Python
+    /// function (its keyword arguments are unpacked into its own frame, the dict never kept),
+    /// `func(**args)` itself: the same call without the wrapper's frame.
+    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let body = flags.body()?;
+        let h = helpers(py)?;
+        if let Ok(kwargs) = args.cast::<PyDict>() {
+            if body.get_type().is(h.function_type.bind(py)) && body.getattr(intern!(py, "__code__"))?.is(h.invoke_plain.bind(py)) {
+                let func = body.getattr(intern!(py, "__closure__"))?.get_item(0)?.getattr(intern!(py, "cell_contents"))?;
+                if func.get_type().is(h.function_type.bind(py)) {
+                    return func.call((), Some(kwargs));
+                }
+            }
+        }
+        body.call1((args, ctx))
+    }
+
+    /// Before the body of `flags`' tool is called with the arguments: sealed unless its `fn` is
+    /// one of the wrappers `tools.from_callable` makes (`tools._ARGS_UNPACKED`), which only
+    /// unpack or copy the mapping.
+    fn seal_for<'py>(&mut self, py: Python<'py>, flags: &Flags<'py>) -> PyResult<()> {
+        if self.sealed {
+            return Ok(());
+        }
+        let h = helpers(py)?;
+        let unpacks = match flags.get(intern!(py, "fn"))? {
+            Some(f) if f.get_type().is(h.function_type.bind(py)) => {
+                let code = f.getattr(intern!(py, "__code__"))?;
+                h.args_unpacked.iter().any(|c| c.bind(py).is(&code))
+            }
+            _ => false,
+        };
+        if !unpacks {
+            self.sealed_args(py)?;
+        }
+        Ok(())
+    }
+
+    fn run_step<'py>(&mut self, py: Python<'py>, tool: Bound<'py, PyAny>, timeout_s: Option<f64>, kind: BodyKind) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let args = self.sealed_args(py)?;
         let limit = timeout_s.into_pyobject(py)?.into_any();
         let kind = (kind as u8).into_pyobject(py)?.into_any();
         Ok((STEP_RUN, PyTuple::new(py, [tool, args, limit, kind])?.into_any()))
@@ -1038,7 +1198,7 @@ impl Call {
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
         let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
         let started = Instant::now();
-        let value = match flags.body().and_then(|f| f.call1((&args, &ctx))) {
+        let value = match self.call_body(py, flags, &args, &ctx) {
             Ok(v) => v,
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -1089,7 +1249,7 @@ impl Call {
                 Here::Failed(exc) // a BaseException of its own is the body's failure
             }
         };
-        let coro = match flags.body().and_then(|f| f.call1((&args, &ctx))) {
+        let coro = match self.call_body(py, flags, &args, &ctx) {
             Ok(c) => c,
             Err(e) => return Ok(failed(e)),
         };
@@ -1270,7 +1430,7 @@ impl Call {
     /// caller's thread, any other sync one goes to the worker pool; any other tool runs itself.
     fn body_kind<'py>(&self, py: Python<'py>, flags: &Flags<'py>) -> PyResult<BodyKind> {
         let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
-        let function = set(flags.get(intern!(py, "fn"))?) && set(flags.get(intern!(py, "check_output"))?);
+        let function = set(flags.get(intern!(py, "fn"))?) && set(flags.get_unbound(intern!(py, "check_output"))?);
         if !function {
             return Ok(BodyKind::of(false, false, false));
         }
@@ -1309,7 +1469,7 @@ impl Call {
             }
             Step::AskApprover => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
-                let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
+                let args = self.sealed_args(py)?;
                 let approver = self.config(py).getattr(intern!(py, "approver"))?;
                 (STEP_APPROVE, PyTuple::new(py, [approver, tool, args])?.into_any())
             }
@@ -1368,6 +1528,7 @@ impl Call {
         self.held = None;
         self.tc = None;
         self.ctx = None;
+        self.flags = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
@@ -1417,6 +1578,7 @@ impl Call {
         visit.call(&self.held)?;
         visit.call(&self.tc)?;
         visit.call(&self.ctx)?;
+        visit.call(&self.flags)?;
         Ok(())
     }
 
@@ -1503,7 +1665,7 @@ impl Call {
             self.m.set_attempts(a);
         }
         let pipe = self.pipe.clone_ref(py);
-        let steps = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now());
+        let steps = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now(pipe.get().unix));
         self.wake(py)?;
         let configs = &pipe.get().configs;
         let mut out = Vec::with_capacity(steps.len());

@@ -9,7 +9,7 @@ use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 use super::args::Checked;
 use super::calls::{type_error, PyCall};
 use super::envelope;
-use super::tools::{definition_error, json_to_frozen, CoreTool};
+use super::tools::{definition_error, json_to_body_args, json_to_frozen, CoreTool};
 use crate::calls::CallError;
 use crate::envelope::Code;
 use crate::errors::ErrorCode;
@@ -158,7 +158,7 @@ impl CoreRegistry {
         let none = || py.None().into_bound(py);
         match self.admit_call(py, call)? {
             Admission::Tool { entry, args, checked } => {
-                let frozen = frozen_args(py, entry, &args, &checked, frozen_dict, frozen_list)?;
+                let frozen = frozen_args(py, entry, &args, &checked, frozen_dict, frozen_list, true)?;
                 let canonical = crate::middleware::canonical_json(&checked.value);
                 let items = [
                     PyBool::new(py, true).to_owned().into_any(),
@@ -192,7 +192,8 @@ pub(crate) enum Admission<'a, 'py> {
 }
 
 /// The body's arguments deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`): the
-/// caller's own objects when validation kept them, else the validated value.
+/// caller's own objects when validation kept them, else the validated value. `sealed` false: the
+/// top level is a plain new `dict` (only what it holds is frozen; see `frozen::seal`).
 pub(crate) fn frozen_args<'py>(
     py: Python<'py>,
     entry: &Entry,
@@ -200,14 +201,20 @@ pub(crate) fn frozen_args<'py>(
     checked: &Checked,
     frozen_dict: &Bound<'py, PyType>,
     frozen_list: &Bound<'py, PyType>,
+    sealed: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    match args.cast::<PyDict>() {
-        Ok(d) if checked.same_as_caller() => super::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0),
-        _ if checked.needs_python() => {
-            let kwargs = entry.core.get().kwargs(py, args, checked)?;
-            super::frozen::freeze(kwargs.as_any(), frozen_dict, frozen_list, 0)
+    let freeze = |d: &Bound<'py, PyDict>| {
+        if sealed {
+            super::frozen::freeze(d.as_any(), frozen_dict, frozen_list, 0)
+        } else {
+            super::frozen::freeze_values(d, frozen_dict, frozen_list).map(Bound::into_any)
         }
-        _ => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list)),
+    };
+    match args.cast::<PyDict>() {
+        Ok(d) if checked.same_as_caller() => freeze(d),
+        _ if checked.needs_python() => freeze(&entry.core.get().kwargs(py, args, checked)?),
+        _ if sealed => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list)),
+        _ => json_to_body_args(py, &checked.value, (frozen_dict, frozen_list)),
     }
 }
 

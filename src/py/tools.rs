@@ -594,6 +594,21 @@ pub(crate) fn json_to_frozen<'py>(
     })
 }
 
+/// `json_to_frozen` with a plain `dict` at the top (the body's arguments; see
+/// `registry::frozen_args`).
+pub(crate) fn json_to_body_args<'py>(
+    py: Python<'py>,
+    value: &Value,
+    frozen: (&Bound<'py, PyType>, &Bound<'py, PyType>),
+) -> PyResult<Bound<'py, PyAny>> {
+    let Value::Object(map) = value else { return json_to_frozen(py, value, frozen) };
+    let dict = PyDict::new(py);
+    for (k, v) in map {
+        dict.set_item(py_str(py, k), json_to_frozen(py, v, frozen)?)?;
+    }
+    Ok(dict.into_any())
+}
+
 /// `s` as a Python string: the interned one for the keywords and type names every input schema
 /// is made of (no allocation, hash already known, shared by all schemas), a new one otherwise.
 fn py_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
