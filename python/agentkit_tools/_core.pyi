@@ -548,21 +548,23 @@ EV_RECORDED: int
 
 @final
 class Relay:
-    """The coroutine of a task that runs one ``async`` tool body (a call of an
-    ``Invoker.invoke_many`` turn): ``loop.create_task(Relay(arg, ctx, finish, i, m))``.
+    """The coroutine of a task that runs one ``async`` tool body (call ``i`` of an
+    ``Invoker.invoke_many`` turn): ``loop.create_task(Relay(arg, ctx, turn, i, m))``.
 
     ``arg``: the ``STEP_RUN`` payload ``(tool, args, limit_s, kind)`` of an async body; ``ctx``:
-    the call's context. In the task's first step the body starts (``tool.fn(args, ctx)``; none
-    when ``limit_s <= 0``) within a deadline of ``limit_s`` seconds (None: none); each of its
-    steps runs in one copy of the task's ``contextvars``; what it yields goes to the task, what
-    the task sends or throws goes to it. At the deadline the body is cancelled and, if its
-    clean-up suspends, that goes on in a task of its own (its outcome dropped) while the call
-    ends at once with ``ToolTimeoutError``; a result past the deadline is a
-    ``ToolTimeoutError`` too. Then ``finish(i, m, arg, exc, value)`` (``exc`` None: the body
-    returned ``value``) finishes the call: it returns None, or a coroutine the task goes on
-    with. A ``Relay`` is awaited once."""
+    the call's context; ``m``: its ``Call``. In the task's first step the body starts
+    (``tool.fn(args, ctx)``; none when ``limit_s <= 0``) within a deadline of ``limit_s``
+    seconds (None: none); each of its steps runs in one copy of the task's ``contextvars``;
+    what it yields goes to the task, what the task sends or throws goes to it. At the deadline
+    the body is cancelled and, if its clean-up suspends, that goes on in a task of its own (its
+    outcome dropped) while the call ends at once with ``ToolTimeoutError``; a result past the
+    deadline is a ``ToolTimeoutError`` too. A value the body returned is checked against the
+    tool's output schema and fed to ``m``; then ``turn._answer(i, envelope)``, or
+    ``turn._then(i, m, step, payload)`` for a call that goes on (a retry, an audit record);
+    what the body raised goes to ``turn._failed(i, m, exc)``. Those return None, or a coroutine
+    the task goes on with. A ``Relay`` is awaited once."""
 
-    def __new__(cls, arg: tuple[Any, Any, float | None, int], ctx: object, finish: Callable[..., Any], i: object, m: object) -> Self: ...
+    def __new__(cls, arg: tuple[Any, Any, float | None, int], ctx: object, turn: Any, i: int, m: Call) -> Self: ...
     def __await__(self) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> Any: ...

@@ -338,8 +338,8 @@ class _Turn:
     Every call is admitted (``Pipeline.begin``) in call order before any body runs. A call the
     pipeline answers at once is answered; a call whose first step is to await an ``async`` body
     gets one task of its own whose coroutine is the core's ``Relay``: it calls the body, steps
-    just it (no driver coroutine, no stand-in task around it) and finishes the call when it
-    ends (:meth:`_ended`); any other call, and whatever
+    just it (no driver coroutine, no stand-in task around it), checks and feeds in what it
+    returns, and the call is answered (:meth:`_then`, :meth:`_failed`); any other call, and whatever
     a call asks for after its body (a retry, an audit record), goes through the Invoker's
     driver, in that same task or in one of its own. A body's deadline starts when its task
     starts the body (as for a call alone) and is one entry of the loop's deadline timer
@@ -372,7 +372,7 @@ class _Turn:
         loop = asyncio.get_running_loop()
         self.waiter = loop.create_future()
         pipe, registry = inv._only, inv.registry._core
-        begin, create_task, ended = pipe.begin, loop.create_task, self._ended
+        begin, create_task, Relay = pipe.begin, loop.create_task, _core.Relay
         tasks, machines = self.tasks, self.machines
         for i, call in enumerate(calls):
             try:
@@ -388,7 +388,7 @@ class _Turn:
                 continue
             machines[i] = m
             if step == RUN and arg[3] == BODY_ASYNC:
-                task = tasks[i] = create_task(_core.Relay(arg, ctx, ended, i, m))
+                task = tasks[i] = create_task(Relay(arg, ctx, self, i, m))
             else:
                 task = tasks[i] = create_task(self._drive(i, m, step, arg))
             # As asyncio.gather does for the tasks it creates: the turn's caller cannot reach
@@ -421,29 +421,24 @@ class _Turn:
         if not self.waiter.done():
             self.waiter.set_exception(exc)
 
-    def _ended(self, i: int, m: Any, arg: Any, exc: BaseException | None, value: Any) -> Any:
-        """Call ``i``'s async body ended in its task (a :class:`_core.Relay`): it raised ``exc``
-        (its deadline's ``ToolTimeoutError`` included), else returned ``value``. Finishes the
-        call; returns None when it is answered, else the coroutine its task goes on with (the
-        driver, a clean-up of an aborted call)."""
-        tool, limit = arg[0], arg[2]
+    def _failed(self, i: int, m: Any, exc: BaseException) -> Any:
+        """Call ``i``'s async body raised ``exc`` in its task (a :class:`_core.Relay`; its
+        deadline's ``ToolTimeoutError`` included). Returns None when the call is settled, else
+        the coroutine its task goes on with (see :meth:`_then`)."""
         try:
-            try:
-                if exc is not None:
-                    raise exc
-                value = checked(tool, value, self.ctx, limit)
-            except Exception as e:
-                step, arg = m.failed(unwrap(e))
-            except BaseException as e:
-                if isinstance(e, _STOP):
-                    raise
-                if self.cancelled and isinstance(e, asyncio.CancelledError):
-                    return None  # ended by the caller's cancellation: the turn aborts it
-                step, arg = m.failed(e)  # a BaseException of the body's own
-            else:
-                step, arg = (SETTLE, value) if type(value) is Later else m.ok(value)
+            if isinstance(exc, _STOP):
+                raise exc
+            if self.cancelled and isinstance(exc, asyncio.CancelledError):
+                return None  # ended by the caller's cancellation: the turn aborts it
+            step, arg = m.failed(exc)  # an exception of the body's, a BaseException of its own too
         except BaseException as e:
             return self._abort_one(i, m, e)
+        return self._then(i, m, step, arg)
+
+    def _then(self, i: int, m: Any, step: int, arg: Any) -> Any:
+        """Call ``i`` goes on from ``(step, arg)`` after its body (its ``Relay`` checked and fed
+        in a value it returned): answered at once, else the driver's coroutine its task goes on
+        with (returned), or a task of its own."""
         if step == DONE:
             self._answer(i, arg)
             return None

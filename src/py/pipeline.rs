@@ -71,7 +71,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-const STEP_DONE: u8 = 0;
+pub(crate) const STEP_DONE: u8 = 0;
 const STEP_RUN: u8 = 1;
 const STEP_APPROVE: u8 = 2;
 const STEP_SLEEP: u8 = 3;
@@ -1334,6 +1334,19 @@ impl Call {
                 Ok(self.checked(py, flags, value, &ctx, limit))
             }
         }
+    }
+
+    /// The `async` body a `Relay` stepped returned `value` within its deadline: checked as
+    /// `start_here` checks a body that finished at once (`ctx`: the call's context, `limit`: its
+    /// deadline in seconds), fed in; returns the next step for the driver.
+    pub(crate) fn returned<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+        let flags = Flags::of_call(py, self)?;
+        let step = match self.checked(py, &flags, value, ctx, limit) {
+            Here::Ok(v) => self.ok_step(py, v)?,
+            Here::Failed(exc) => self.failed_step(py, exc)?,
+            Here::Out(code, payload) => return Ok((code, payload)),
+        };
+        self.advance(py, step)
     }
 
     /// A body's result checked as `_runner.checked` does: an awaitable one goes to the driver as

@@ -12,14 +12,18 @@
 //! into the body and, if the body's clean-up suspends, that clean-up goes on in a task of its
 //! own (a relay in clean-up mode, held by `_runner.hold_clean_up`, its outcome dropped) while
 //! this call ends with `timeout` at once; a result produced after the deadline is never a
-//! success. When the body has ended, the call's `finish(i, m, arg, exc, value)` says how the
-//! call goes on: None (the call is answered) or a coroutine the task goes on with.
+//! success. When the body has ended, a value it returned is checked and fed to the call's state
+//! here (`Call::returned`) and the turn answers the call (or says how it goes on: retry, audit
+//! record); what it raised goes to the turn; either way the task may go on with a coroutine the
+//! turn returns (the Invoker's driver).
 use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
+
+use super::pipeline::{Call, STEP_DONE};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
@@ -55,13 +59,13 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
 }
 
 /// A call's body, not started yet: the `STEP_RUN` payload `(tool, args, limit, kind)`, the
-/// call's context, and who finishes the call (`finish(i, m, arg, exc, value)`).
+/// call's context, the turn that finishes the call, the call's index in it and its state.
 struct Start {
     arg: Py<PyTuple>,
     ctx: Py<PyAny>,
-    finish: Py<PyAny>,
+    turn: Py<PyAny>,
     i: Py<PyAny>,
-    m: Py<PyAny>,
+    m: Py<Call>,
 }
 
 /// A call's body being stepped.
@@ -79,7 +83,7 @@ struct Body {
 enum State {
     Start(Start),
     Body(Body),
-    /// The call goes on in the coroutine `finish` returned.
+    /// The call goes on in the coroutine the turn returned (the driver).
     Then(Py<PyAny>),
     /// A body's clean-up past its deadline (it yielded the value held until the first step).
     CleanUp(Py<PyAny>, Option<Py<PyAny>>),
@@ -228,9 +232,29 @@ impl Relay {
         self.ended(py, body.start, value, exc)
     }
 
-    /// Hand the body's outcome to the call's `finish`; go on with the coroutine it returns.
+    /// Finish the call: a value the body returned is checked and fed in here (the turn answers
+    /// the call, or says how it goes on: `_Turn._then`); what it raised goes to `_Turn._failed`.
+    /// The task goes on with the coroutine the turn returns, if any.
     fn ended<'py>(&mut self, py: Python<'py>, start: Start, value: Option<Bound<'py, PyAny>>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let then = start.finish.bind(py).call1((start.i.bind(py), start.m.bind(py), start.arg.bind(py), exc, value))?;
+        let turn = start.turn.bind(py);
+        let (i, m) = (start.i.bind(py), start.m.bind(py));
+        let then = match (exc, value) {
+            (Some(exc), _) => turn.call_method1(intern!(py, "_failed"), (i, m, exc))?,
+            (None, value) => {
+                let value = value.unwrap_or_else(|| py.None().into_bound(py));
+                let limit: Option<f64> = start.arg.bind(py).get_item(2)?.extract()?;
+                let fed = m.try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, start.ctx.bind(py), limit));
+                match fed {
+                    Ok((STEP_DONE, env)) => {
+                        turn.call_method1(intern!(py, "_answer"), (i, env))?;
+                        return Err(stopped(py));
+                    }
+                    Ok((step, arg)) => turn.call_method1(intern!(py, "_then"), (i, m, step, arg))?,
+                    // A fault of the pipeline, not of the body.
+                    Err(e) => turn.call_method1(intern!(py, "_abort_one"), (i, m, e.into_value(py)))?,
+                }
+            }
+        };
         if then.is_none() {
             return Err(stopped(py));
         }
@@ -284,13 +308,13 @@ impl Relay {
 #[pymethods]
 impl Relay {
     /// A call's relay: `arg` the `STEP_RUN` payload `(tool, args, limit_s, kind)` of an async
-    /// body, `ctx` the call's context; when the body has ended, `finish(i, m, arg, exc, value)`
-    /// (`exc` None: it returned `value`) returns None or a coroutine the task goes on with.
+    /// body, `ctx` the call's context, `turn` the `invoke_many` turn that finishes call `i`
+    /// (its state `m`) when the body has ended.
     #[new]
-    #[pyo3(signature = (arg, ctx, finish, i, m))]
-    fn new(py: Python<'_>, arg: Bound<'_, PyTuple>, ctx: Bound<'_, PyAny>, finish: Bound<'_, PyAny>, i: Bound<'_, PyAny>, m: Bound<'_, PyAny>) -> Self {
+    #[pyo3(signature = (arg, ctx, turn, i, m))]
+    fn new(py: Python<'_>, arg: Bound<'_, PyTuple>, ctx: Bound<'_, PyAny>, turn: Bound<'_, PyAny>, i: Bound<'_, PyAny>, m: Bound<'_, Call>) -> Self {
         let _in = super::shutdown::inside(py);
-        Relay { state: State::Start(Start { arg: arg.unbind(), ctx: ctx.unbind(), finish: finish.unbind(), i: i.unbind(), m: m.unbind() }) }
+        Relay { state: State::Start(Start { arg: arg.unbind(), ctx: ctx.unbind(), turn: turn.unbind(), i: i.unbind(), m: m.unbind() }) }
     }
 
     fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -358,7 +382,7 @@ impl Relay {
         let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
             visit.call(&s.arg)?;
             visit.call(&s.ctx)?;
-            visit.call(&s.finish)?;
+            visit.call(&s.turn)?;
             visit.call(&s.i)?;
             visit.call(&s.m)
         };
