@@ -619,3 +619,123 @@ async def test_a_body_that_cancels_its_own_task_and_returns_answers_as_it_does_a
         envs = await inv.invoke_many(calls) if turn else [await inv.invoke(c) for c in calls]
         assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, {"ok": True, "value": 2}], turn
         assert sorted((r["call_id"], r["outcome"]) for r in records) == [("1", "ok"), ("2", "ok")], turn
+
+
+# ------------------------------------------------------------------ every way a call's task ends answers the call
+
+
+def _marked_async(name: str, fn: Any) -> Any:
+    """An ``async`` function tool named ``name`` whose ``fn(args, ctx)`` returns what ``fn``
+    returns (no coroutine): through ``inspect.markcoroutinefunction`` where it exists (3.12+),
+    else the same tool kind with its ``fn`` replaced."""
+    import dataclasses
+    import inspect
+
+    async def template(x: int) -> int:
+        """Answer with the number given, through an awaitable that is no coroutine."""
+        return x
+
+    template.__name__ = template.__qualname__ = name
+    if hasattr(inspect, "markcoroutinefunction"):
+
+        def plain(x: int) -> int:
+            return fn(x)  # type: ignore[no-any-return]
+
+        plain.__name__, plain.__doc__ = name, template.__doc__
+        return tool(read_only=True)(inspect.markcoroutinefunction(plain))
+    return dataclasses.replace(tool(read_only=True)(template), fn=lambda args, ctx: fn(args["x"]))
+
+
+class _Awaits:
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __await__(self) -> Any:
+        yield from asyncio.sleep(0).__await__()
+        return self.v
+
+
+def _later(x: int) -> Any:
+    fut = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.01, fut.set_result, x)
+    return fut
+
+
+def _generator(x: int) -> Any:
+    yield from ()
+    return x
+
+
+async def test_a_body_that_is_an_awaitable_but_no_coroutine_is_awaited_as_alone() -> None:
+    """A function marked as a coroutine function that returns a future or an object with
+    ``__await__`` is awaited through its ``__await__``; one that returns a plain generator (not
+    awaitable) is refused as ``await`` refuses it; alone and in a turn alike."""
+    tools = [_marked_async("fut", _later), _marked_async("aw", _Awaits), _marked_async("gen", _generator)]
+    calls = [call("fut", "1", x=1), call("aw", "2", x=2), call("gen", "3", x=3)]
+    expected = [{"ok": True, "value": 1}, {"ok": True, "value": 2},
+                internal("gen", "TypeError: object generator can't be used in 'await' expression")]
+    inv = Invoker(ToolRegistry(tools))
+    assert [strip(await asyncio.wait_for(inv.invoke(c), 10)) for c in calls] == expected
+    inv = Invoker(ToolRegistry(tools))
+    assert [strip(e) for e in await asyncio.wait_for(inv.invoke_many(calls), 10)] == expected
+
+
+async def test_a_call_whose_task_a_sibling_closes_is_answered(caplog: pytest.LogCaptureFixture) -> None:
+    """A body closes the coroutine of a sibling call's task, before that body started or while it
+    waits: the sibling's body (its ``finally`` runs) ended by ``GeneratorExit``, and is answered
+    as a body raising ``GeneratorExit`` alone is; the turn answers every call, one record each."""
+    records: list[dict[str, Any]] = []
+    gate: list[Any] = []
+    ran: list[str] = []
+
+    @tool(read_only=True)
+    async def waiter(x: int) -> int:
+        """Wait for the gate, then answer with the number."""
+        try:
+            await gate[0]
+        finally:
+            ran.append(f"finally {x}")
+        return x
+
+    @tool(read_only=True)
+    async def closer(x: int) -> str:
+        """Close the other calls' tasks (after ``x`` passes of the loop)."""
+        for _ in range(x):
+            await asyncio.sleep(0)
+        me = asyncio.current_task()
+        for t in asyncio.all_tasks():
+            if t is not me and type(t.get_coro()).__name__ == "Relay":
+                t.get_coro().close()
+        gate[0].set_result(None)
+        return "closed"
+
+    chain = [mw.audit(records.append), *mw.default_chain()[1:]]
+    alone = Invoker(ToolRegistry([exits]), middleware=chain)
+    assert strip(await alone.invoke(call("exits", "0", x=0))) == internal("exits", "GeneratorExit")
+    for passes in (0, 3):  # 0: the sibling's body has not started yet; 3: it waits
+        records.clear()
+        ran.clear()
+        gate[:] = [asyncio.get_running_loop().create_future()]
+        inv = Invoker(ToolRegistry([waiter, closer]), middleware=chain)
+        envs = await asyncio.wait_for(inv.invoke_many([call("closer", "1", x=passes), call("waiter", "2", x=2)]), 10)
+        assert [strip(e) for e in envs] == [{"ok": True, "value": "closed"}, internal("waiter", "GeneratorExit")], passes
+        assert ran == ([] if passes == 0 else ["finally 2"]), passes
+        assert sorted((r["call_id"], r["outcome"]) for r in records) == [("1", "ok"), ("2", "internal_error")], passes
+
+
+async def test_a_call_whose_task_a_sibling_cancels_before_its_body_starts_is_answered() -> None:
+    """As a body that raises ``CancelledError`` itself (alone, it is answered so)."""
+
+    @tool(read_only=True)
+    async def winner(x: int) -> int:
+        """Answer at once and cancel the other calls' tasks."""
+        me = asyncio.current_task()
+        for t in asyncio.all_tasks():
+            if t is not me and type(t.get_coro()).__name__ == "Relay":
+                t.cancel()
+        return x
+
+    assert strip(await Invoker(ToolRegistry([cancels_itself])).invoke(call("cancels_itself", "0", x=0))) == internal("cancels_itself", "CancelledError")
+    inv = Invoker(ToolRegistry([winner, naps]))
+    envs = await asyncio.wait_for(inv.invoke_many([call("winner", "1", x=1), call("naps", "2", x=2)]), 10)
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, internal("naps", "CancelledError")]

@@ -553,7 +553,9 @@ class Relay:
 
     ``arg``: the ``STEP_RUN`` payload ``(tool, args, limit_s, kind)`` of an async body; ``ctx``:
     the call's context; ``m``: its ``Call``. In the task's first step the body starts
-    (``tool.fn(args, ctx)``; none when ``limit_s <= 0``) within a deadline of ``limit_s``
+    (``tool.fn(args, ctx)``; none when ``limit_s <= 0``; an awaitable it returns that is no
+    coroutine is awaited through its ``__await__``, a non-awaitable is a ``TypeError`` of the
+    body, as for ``Invoker.invoke``) within a deadline of ``limit_s``
     seconds (None: none); each of its steps runs in one copy of the task's ``contextvars``;
     what it yields goes to the task, what the task sends or throws goes to it. At the deadline
     the body is cancelled and, if its clean-up suspends, that goes on in a task of its own (its
@@ -562,7 +564,10 @@ class Relay:
     tool's output schema and fed to ``m``; then ``turn._answer(i, envelope)``, or
     ``turn._then(i, m, step, payload)`` for a call that goes on (a retry, an audit record);
     what the body raised goes to ``turn._failed(i, m, exc)``. Those return None, or a coroutine
-    the task goes on with. A ``Relay`` is awaited once."""
+    the task goes on with. Every way the relay ends hands the call to the turn exactly once: a
+    throw before the body started is what the body raised, a fault of the relay's own goes to
+    ``turn._failed`` too, a close goes to ``turn._closed(i, m, exc)``. A ``Relay`` is awaited
+    once."""
 
     def __new__(cls, arg: tuple[Any, Any, float | None, int], ctx: object, turn: Any, i: int, m: Call) -> Self: ...
     def __await__(self) -> Self: ...
@@ -576,7 +581,9 @@ class Relay:
         """Take the next step, the body getting ``exc`` raised; as :meth:`send`."""
 
     def close(self) -> None:
-        """Close what it steps (the body's ``finally`` blocks run)."""
+        """Close what it steps (the body's ``finally`` blocks run); a call not ended yet goes to
+        ``turn._closed(i, m, exc)`` (``exc``: ``GeneratorExit``, or what the body's close
+        raised). Raises what the body's close raised, as closing a coroutine does."""
 
 def observed_level(config: Any, ctx: object) -> int:
     """How an ``audit()`` rule ``config`` observes a call in ``ctx``: 0 nobody reads its record;

@@ -435,6 +435,31 @@ class _Turn:
             return self._abort_one(i, m, e)
         return self._then(i, m, step, arg)
 
+    def _closed(self, i: int, m: Any, exc: BaseException) -> None:
+        """The coroutine of call ``i``'s task (a :class:`_core.Relay`) was closed before the call
+        ended: its body, if it had started, ended by ``exc`` (``GeneratorExit``, or what its
+        ``finally`` raised). A turn being cancelled or dropped aborts the call itself; with its
+        loop closed, the call is aborted as cancelled without awaiting; else it ends as a call
+        whose body raised ``exc`` (its later steps in a task of their own)."""
+        if self.cancelled or self.machines[i] is not m:
+            return
+        loop = self.waiter.get_loop()
+        if loop.is_closed():
+            self.machines[i] = None
+            _without_loop(_aborted(m, GeneratorExit(), None, self.ctx, None))
+            return
+        try:
+            if isinstance(exc, _STOP):
+                raise exc
+            step, arg = m.failed(exc)
+        except BaseException as e:
+            self.tasks[i] = loop.create_task(self._abort_one(i, m, e))
+            return
+        if step == DONE:
+            self._answer(i, arg)
+        else:
+            self.tasks[i] = loop.create_task(self._drive(i, m, step, arg))
+
     def _then(self, i: int, m: Any, step: int, arg: Any) -> Any:
         """Call ``i`` goes on from ``(step, arg)`` after its body (its ``Relay`` checked and fed
         in a value it returned): answered at once, else the driver's coroutine its task goes on
@@ -464,8 +489,10 @@ class _Turn:
         try:
             env = await inv._drive(m, step, arg, None, self.ctx, None)
         except BaseException as exc:  # the driver aborted the call
-            if isinstance(exc, GeneratorExit):
+            if isinstance(exc, GeneratorExit):  # closed: the driver aborted the call as cancelled
                 self.machines[i] = None
+                if not self.cancelled and not self.waiter.get_loop().is_closed():
+                    self._answer(i, _fault_envelope(exc))  # something closed it: the turn goes on
                 raise
             if isinstance(exc, _STOP):
                 self._stop(i, exc)

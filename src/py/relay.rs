@@ -38,6 +38,8 @@ struct Helpers {
     timeout_error: Py<PyAny>,
     cancelled_error: Py<PyAny>,
     get_running_loop: Py<PyAny>,
+    coroutine: Py<PyAny>,
+    as_coro: Py<PyAny>,
 }
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
@@ -54,12 +56,15 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
             cancelled_error: asyncio.getattr("CancelledError")?.unbind(),
             get_running_loop: asyncio.getattr("get_running_loop")?.unbind(),
+            coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
+            as_coro: runner.getattr("_as_coro")?.unbind(),
         })
     })
 }
 
-/// A call's body, not started yet: the `STEP_RUN` payload `(tool, args, limit, kind)`, the
-/// call's context, the turn that finishes the call, the call's index in it and its state.
+/// The call a relay owes the turn an end for: the `STEP_RUN` payload `(tool, args, limit,
+/// kind)`, the call's context, the turn that finishes the call, the call's index in it and its
+/// state.
 struct Start {
     arg: Py<PyTuple>,
     ctx: Py<PyAny>,
@@ -77,11 +82,11 @@ struct Body {
     run: Py<PyAny>,
     /// The entered deadline (None: the call has none) and its end on `time.monotonic`.
     deadline: Option<(Py<PyAny>, f64)>,
-    start: Start,
 }
 
 enum State {
-    Start(Start),
+    /// The body has not started yet.
+    Start,
     Body(Body),
     /// The call goes on in the coroutine the turn returned (the driver).
     Then(Py<PyAny>),
@@ -103,6 +108,8 @@ type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Relay {
     state: State,
+    /// The call, until it is handed to the turn (exactly once, whichever way the relay ends).
+    call: Option<Start>,
 }
 
 fn stopped(py: Python<'_>) -> PyErr {
@@ -115,11 +122,25 @@ fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 impl Relay {
+    /// A step of the task. Whichever way the relay ends, its call is handed to the turn: a fault
+    /// of the relay's own (nothing the body did) ends the call as a failure of its body would.
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
+        let out = self.resume_inner(py, input);
+        match out {
+            Err(e) if self.call.is_some() => {
+                self.state = State::Done;
+                self.ended(py, None, Some(e.into_value(py).into_bound(py).into_any()))
+            }
+            out => out,
+        }
+    }
+
+    fn resume_inner<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Start(start) => match input {
-                Input::Send(_) => self.start(py, start),
-                Input::Throw(exc) => Err(PyErr::from_value(exc)), // cancelled before it started
+            State::Start => match input {
+                Input::Send(_) => self.start(py),
+                // Cancelled (or thrown into) before it started: as a body that raised that at once.
+                Input::Throw(exc) => self.ended(py, None, Some(exc)),
             },
             State::Body(body) => self.step(py, body, input),
             State::Then(coro) => {
@@ -142,9 +163,11 @@ impl Relay {
     }
 
     /// The task's first step: start the body within its deadline and take its first step.
-    fn start<'py>(&mut self, py: Python<'py>, start: Start) -> Stepped<'py> {
+    fn start<'py>(&mut self, py: Python<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
-        let arg = start.arg.bind(py);
+        let Some(start) = &self.call else { return Err(stopped(py)) };
+        let arg = start.arg.bind(py).clone();
+        let ctx = start.ctx.bind(py).clone();
         let tool = arg.get_item(0)?;
         let limit: Option<f64> = arg.get_item(2)?.extract()?;
         if let Some(l) = limit {
@@ -152,7 +175,7 @@ impl Relay {
                 // A call never starts after its deadline.
                 let name = tool.getattr(intern!(py, "name"))?;
                 let exc = h.timeout_error.bind(py).call1((name, l))?;
-                return self.ended(py, start, None, Some(exc));
+                return self.ended(py, None, Some(exc));
             }
         }
         let end = match limit {
@@ -160,9 +183,12 @@ impl Relay {
             None => None,
         };
         let fn_ = tool.getattr(intern!(py, "fn"))?;
-        let coro = match fn_.call1((arg.get_item(1)?, start.ctx.bind(py))) {
+        let coro = match fn_.call1((arg.get_item(1)?, &ctx)) {
+            // An awaitable that is no coroutine (or something that is not awaitable) is awaited
+            // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
+            Ok(c) if !c.get_type().is(h.coroutine.bind(py)) => h.as_coro.bind(py).call1((c,))?,
             Ok(c) => c,
-            Err(e) => return self.ended(py, start, None, Some(e.into_value(py).into_bound(py).into_any())),
+            Err(e) => return self.ended(py, None, Some(e.into_value(py).into_bound(py).into_any())),
         };
         let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
         let send = coro.getattr(intern!(py, "send"))?;
@@ -175,7 +201,7 @@ impl Relay {
             }
             _ => None,
         };
-        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline, start };
+        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
@@ -186,19 +212,38 @@ impl Relay {
             Input::Send(v) => (run.call1((body.send.bind(py), v)), None),
             Input::Throw(e) => (run.call1((body.throw.bind(py), &e)), Some(e)),
         };
+        // Cancelled at its deadline.
+        let at_deadline = match (&thrown, &body.deadline) {
+            (Some(exc), Some((d, _))) => (|| -> PyResult<bool> {
+                Ok(exc.is_instance(helpers(py)?.cancelled_error.bind(py))? && d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()?)
+            })(),
+            _ => Ok(false),
+        };
+        let at_deadline = match at_deadline {
+            Ok(a) => a.then(|| thrown.clone()).flatten(),
+            Err(e) => {
+                drop(out);
+                return self.finish(py, body, None, Some(e.into_value(py).into_bound(py).into_any()));
+            }
+        };
         match out {
             Ok(y) => {
-                if let (Some(exc), Some((d, _))) = (&thrown, &body.deadline) {
-                    let h = helpers(py)?;
-                    if exc.is_instance(h.cancelled_error.bind(py))? && d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()? {
-                        // Cancelled at its deadline and its clean-up suspended: that goes on in a
-                        // task of its own (in the body's context) while this call ends at once.
+                if let Some(exc) = at_deadline {
+                    // Its clean-up suspended: that goes on in a task of its own (in the body's
+                    // context) while this call ends at once.
+                    let held = (|| -> PyResult<()> {
+                        let h = helpers(py)?;
                         let lp = h.get_running_loop.bind(py).call0()?;
-                        let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())) })?;
+                        let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())), call: None })?;
                         let task = run.call1((lp.getattr(intern!(py, "create_task"))?, clean_up))?;
                         h.hold_clean_up.bind(py).call1((lp, task))?;
-                        return self.finish(py, body, None, Some(exc.clone()));
-                    }
+                        Ok(())
+                    })();
+                    let exc = match held {
+                        Ok(()) => exc,
+                        Err(e) => e.into_value(py).into_bound(py).into_any(),
+                    };
+                    return self.finish(py, body, None, Some(exc));
                 }
                 self.state = State::Body(body);
                 Ok(y)
@@ -224,18 +269,19 @@ impl Relay {
                 value = None;
             } else if exc.is_none() && helpers(py)?.monotonic.bind(py).call0()?.extract::<f64>()? > *end {
                 // Nothing past the deadline is a success.
-                let limit = body.start.arg.bind(py).get_item(2)?;
+                let limit = d.getattr(intern!(py, "limit"))?;
                 exc = Some(helpers(py)?.timeout_error.bind(py).call1((d.getattr(intern!(py, "name"))?, limit))?);
                 value = None;
             }
         }
-        self.ended(py, body.start, value, exc)
+        self.ended(py, value, exc)
     }
 
     /// Finish the call: a value the body returned is checked and fed in here (the turn answers
     /// the call, or says how it goes on: `_Turn._then`); what it raised goes to `_Turn._failed`.
     /// The task goes on with the coroutine the turn returns, if any.
-    fn ended<'py>(&mut self, py: Python<'py>, start: Start, value: Option<Bound<'py, PyAny>>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+    fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let Some(start) = self.call.take() else { return Err(stopped(py)) };
         let turn = start.turn.bind(py);
         let (i, m) = (start.i.bind(py), start.m.bind(py));
         let then = match (exc, value) {
@@ -314,7 +360,7 @@ impl Relay {
     #[pyo3(signature = (arg, ctx, turn, i, m))]
     fn new(py: Python<'_>, arg: Bound<'_, PyTuple>, ctx: Bound<'_, PyAny>, turn: Bound<'_, PyAny>, i: Bound<'_, PyAny>, m: Bound<'_, Call>) -> Self {
         let _in = super::shutdown::inside(py);
-        Relay { state: State::Start(Start { arg: arg.unbind(), ctx: ctx.unbind(), turn: turn.unbind(), i: i.unbind(), m: m.unbind() }) }
+        Relay { state: State::Start, call: Some(Start { arg: arg.unbind(), ctx: ctx.unbind(), turn: turn.unbind(), i: i.unbind(), m: m.unbind() }) }
     }
 
     fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -353,29 +399,42 @@ impl Relay {
         self.resume(py, Input::Throw(exc))
     }
 
-    /// Close what is being stepped (the body's `finally` blocks run).
+    /// Close what is being stepped (the body's `finally` blocks run); raises what the body's
+    /// close raised. A call not ended yet is handed to the turn (`_Turn._closed`), whose body
+    /// ended by `GeneratorExit` or by what its close raised.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
+        let generator_exit = || PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+        let mut raised = None;
         match std::mem::replace(&mut self.state, State::Done) {
             State::Body(body) => {
-                // The task's coroutine is closed (its loop was closed): so is the body; one that
-                // awaits while closed is dropped. The turn aborts the call.
-                let closed = body.run.bind(py).call1((body.coro.bind(py).getattr(intern!(py, "close"))?,));
+                // The task's coroutine is closed (its loop was closed, or something closed it): so
+                // is the body; one that awaits while closed is dropped.
+                let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| body.run.bind(py).call1((c,)));
                 if let Some((d, _)) = &body.deadline {
-                    let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
-                    d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), &exc, py.None()))?;
+                    let exc = generator_exit();
+                    if let Err(e) = d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), &exc, py.None())) {
+                        raised = Some(e);
+                    }
                 }
                 match closed {
-                    Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => return Err(e),
+                    Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => raised = Some(e),
                     _ => {}
                 }
             }
             State::Then(c) | State::CleanUp(c, _) => {
-                c.bind(py).call_method0(intern!(py, "close"))?;
+                if let Err(e) = c.bind(py).call_method0(intern!(py, "close")) {
+                    raised = Some(e);
+                }
             }
-            State::Start(_) | State::Done => {}
+            State::Start | State::Done => {}
         }
-        Ok(())
+        if let Some(start) = self.call.take() {
+            let exc = raised.as_ref().map_or_else(generator_exit, |e| e.value(py).clone().into_any());
+            let (turn, i, m) = (start.turn.bind(py), start.i.bind(py), start.m.bind(py));
+            turn.call_method1(intern!(py, "_closed"), (i, m, exc))?;
+        }
+        raised.map_or(Ok(()), Err)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -386,8 +445,11 @@ impl Relay {
             visit.call(&s.i)?;
             visit.call(&s.m)
         };
+        if let Some(s) = &self.call {
+            start(s, &visit)?;
+        }
         match &self.state {
-            State::Start(s) => start(s, &visit)?,
+            State::Start => {}
             State::Body(b) => {
                 visit.call(&b.coro)?;
                 visit.call(&b.send)?;
@@ -396,7 +458,6 @@ impl Relay {
                 if let Some((d, _)) = &b.deadline {
                     visit.call(d)?;
                 }
-                start(&b.start, &visit)?;
             }
             State::Then(c) => visit.call(c)?,
             State::CleanUp(c, y) => {
@@ -412,5 +473,6 @@ impl Relay {
 
     fn __clear__(&mut self) {
         self.state = State::Done;
+        self.call = None;
     }
 }
