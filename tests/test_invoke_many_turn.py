@@ -16,6 +16,7 @@ Bounds on time are generous hang guards (seconds), never speed assertions.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from pathlib import Path
@@ -739,3 +740,118 @@ async def test_a_call_whose_task_a_sibling_cancels_before_its_body_starts_is_ans
     inv = Invoker(ToolRegistry([winner, naps]))
     envs = await asyncio.wait_for(inv.invoke_many([call("winner", "1", x=1), call("naps", "2", x=2)]), 10)
     assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, internal("naps", "CancelledError")]
+
+
+async def test_a_body_that_reacts_to_its_deadline_by_raising_is_answered_timeout_as_alone() -> None:
+    """Cancelled at its deadline, a body raises another exception (its client breaks): the call
+    is past its deadline, so ``timeout``, alone and in a turn."""
+    for reaction in (RuntimeError("stream closed while cancelled"), ValueError("bad state"), GeneratorExit()):
+
+        @tool(read_only=True, timeout_s=0.02)
+        async def fragile(x: int) -> int:
+            """Wait on a slow backend; being cancelled breaks its connection."""
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                raise reaction from None
+            return x
+
+        calls = [call("fragile", "1", x=1), call("instant", "2", x=2)]
+        expected = [timeout_env("fragile", "0.02"), {"ok": True, "value": 3}]
+        inv = Invoker(ToolRegistry([fragile, instant]))
+        assert [strip(await asyncio.wait_for(inv.invoke(c), 10)) for c in calls] == expected, reaction
+        inv = Invoker(ToolRegistry([fragile, instant]))
+        assert [strip(e) for e in await asyncio.wait_for(inv.invoke_many(calls), 10)] == expected, reaction
+
+
+STOP_DURING_CANCEL = '''
+import asyncio
+from agentkit_tools import Invoker, ToolRegistry, tool
+
+@tool(read_only=True)
+async def stopper(x: int) -> int:
+    """Wait a second; being cancelled, stop the process instead."""
+    try:
+        await asyncio.sleep(1)
+    except asyncio.CancelledError:
+        raise {stop}(7)
+    return x
+
+@tool(read_only=True)
+async def slow(x: int) -> int:
+    """Wait a second, then answer with the number given."""
+    await asyncio.sleep(1)
+    return x
+
+async def main(many):
+    inv = Invoker(ToolRegistry([stopper, slow]))
+    calls = [{{"id": "1", "name": "stopper", "input": {{"x": 1}}}}, {{"id": "2", "name": "slow", "input": {{"x": 2}}}}]
+    t = asyncio.ensure_future(inv.invoke_many(calls) if many else inv.invoke(calls[0]))
+    await asyncio.sleep(0.01)
+    t.cancel()
+    await t
+
+for many in (False, True):
+    try:
+        asyncio.run(main(many))
+        print("asyncio.run returned")
+    except BaseException as e:
+        print("asyncio.run raised", type(e).__name__, e.args)
+'''
+
+
+@pytest.mark.parametrize("stop", ["KeyboardInterrupt", "SystemExit"])
+def test_a_stop_a_body_raises_when_its_turn_is_cancelled_leaves_the_loop_as_alone(stop: str, tmp_path: Path) -> None:
+    """The caller cancels; a body answers its cancellation with a request to stop the process:
+    ``asyncio.run`` raises it, for a call alone and for a turn (as with ``asyncio.gather``)."""
+    [(code, out, err)] = run_many(sys.executable, STOP_DURING_CANCEL.format(stop=stop), tmp_path, runs=1, parallel=1)
+    assert (code, out, err) == (0, f"asyncio.run raised {stop} (7,)\n" * 2, "")
+
+
+DROPPED_WITH_A_RAISING_FINALLY = '''
+import asyncio, gc
+from agentkit_tools import Invoker, ToolRegistry, middleware as mw, tool
+
+records = []
+
+@tool(read_only=True)
+async def bad_finally(x: int) -> int:
+    """Wait a second; its finally block raises ValueError."""
+    try:
+        await asyncio.sleep(1)
+    finally:
+        print("finally", x)
+        raise ValueError("from finally")
+
+@tool(read_only=True)
+async def good(x: int) -> int:
+    """Wait a second, then answer with the number given."""
+    try:
+        await asyncio.sleep(1)
+    finally:
+        print("finally", x)
+    return x
+
+for many in (False, True):
+    records.clear()
+    loop = asyncio.new_event_loop()
+    inv = Invoker(ToolRegistry([bad_finally, good]), middleware=[mw.audit(lambda r: records.append((r["call_id"], r["outcome"]))), *mw.default_chain()[1:]])
+    calls = [{"id": "0", "name": "good", "input": {"x": 0}}, {"id": "1", "name": "bad_finally", "input": {"x": 1}}, {"id": "2", "name": "good", "input": {"x": 2}}]
+    t = loop.create_task(inv.invoke_many(calls) if many else inv.invoke(calls[1]))
+    t._log_destroy_pending = False
+    loop.run_until_complete(asyncio.sleep(0.02))
+    loop.close()
+    del t
+    gc.collect()
+    print("many" if many else "alone", sorted(records))
+'''
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_a_turn_dropped_with_its_loop_aborts_every_call_though_a_bodys_finally_raises(python: str, tmp_path: Path) -> None:
+    """A loop closed with a turn pending, one body's ``finally`` raising when it is closed: every
+    body is closed, every call aborted as cancelled (as the call alone), nothing printed."""
+    [(code, out, err)] = run_many(python, DROPPED_WITH_A_RAISING_FINALLY, tmp_path, runs=1, parallel=1)
+    assert (code, out, err) == (0, (
+        "finally 1\nalone [('1', 'cancelled')]\n"
+        "finally 0\nfinally 1\nfinally 2\nmany [('0', 'cancelled'), ('1', 'cancelled'), ('2', 'cancelled')]\n"), "")

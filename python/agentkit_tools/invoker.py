@@ -353,7 +353,7 @@ class _Turn:
     one that swallows it and answers is settled as it answered. ``KeyboardInterrupt`` or
     ``SystemExit`` from a call aborts it and reaches the caller's ``await`` the same way."""
 
-    __slots__ = ("inv", "calls", "ctx", "envs", "tasks", "machines", "pending", "waiter", "cancelled")
+    __slots__ = ("inv", "calls", "ctx", "envs", "tasks", "machines", "pending", "waiter", "cancelled", "stop")
 
     def __init__(self, inv: Invoker, calls: list[Any], ctx: Any) -> None:
         self.inv = inv
@@ -366,6 +366,7 @@ class _Turn:
         self.pending = n
         self.waiter: Any = None
         self.cancelled = False  # the caller's cancellation (or a stop) reached the turn
+        self.stop: BaseException | None = None  # the first KeyboardInterrupt/SystemExit of a call
 
     async def run(self) -> list[dict[str, Any]]:
         inv, ctx, calls = self.inv, self.ctx, self.calls
@@ -403,6 +404,8 @@ class _Turn:
             raise
         except BaseException as exc:
             await self._cancel(exc)
+            if self.stop is not None and self.stop is not exc:
+                raise self.stop from None  # a call stopped the process while the turn was cancelled
             raise
         return self.envs
 
@@ -418,6 +421,8 @@ class _Turn:
         """Call ``i`` raised ``KeyboardInterrupt``/``SystemExit`` (it was aborted): the caller's
         ``await`` raises it."""
         self.machines[i] = None
+        if self.stop is None:
+            self.stop = exc
         if not self.waiter.done():
             self.waiter.set_exception(exc)
 
@@ -543,7 +548,7 @@ class _Turn:
                 continue
             try:
                 t.get_coro().close()
-            except RuntimeError:  # a body that awaits while closed: dropped
+            except Exception:  # noqa: BLE001 - a body whose clean-up raised or awaits while closed: its call is aborted below
                 pass
         for m in self.machines:
             if m is not None:

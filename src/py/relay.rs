@@ -212,7 +212,8 @@ impl Relay {
             Input::Send(v) => (run.call1((body.send.bind(py), v)), None),
             Input::Throw(e) => (run.call1((body.throw.bind(py), &e)), Some(e)),
         };
-        // Cancelled at its deadline.
+        // Cancelled at its deadline: whatever the body does but stop the process, the call's
+        // outcome is the deadline's (`timeout`), as for a call alone.
         let at_deadline = match (&thrown, &body.deadline) {
             (Some(exc), Some((d, _))) => (|| -> PyResult<bool> {
                 Ok(exc.is_instance(helpers(py)?.cancelled_error.bind(py))? && d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()?)
@@ -247,6 +248,9 @@ impl Relay {
                 }
                 self.state = State::Body(body);
                 Ok(y)
+            }
+            Err(e) if at_deadline.is_some() && !is_stop(py, &e) && !e.is_instance_of::<PyStopIteration>(py) => {
+                self.finish(py, body, None, at_deadline)
             }
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
                 let value = e.value(py).getattr(intern!(py, "value"))?;
