@@ -647,6 +647,76 @@ async def test_the_callers_cancellation_reaches_the_body_which_decides() -> None
         ], chain
 
 
+class _PassOn(mw.Middleware):
+    """A user middleware that passes every call on: the chain's body is then run by the driver."""
+
+    name = "pass_on"
+
+    def wrap(self, invoker: Any, nxt: Any) -> Any:
+        async def handle(tc: Any) -> Any:
+            return await nxt(tc)
+
+        return handle
+
+
+@pytest.mark.parametrize("chain", ["default", "audit only", "user middleware"])
+@pytest.mark.parametrize("when", ["first step", "last step"])
+async def test_the_callers_cancellation_requested_by_a_body_is_the_callers(chain: str, when: str) -> None:
+    """A body cancels the task of its caller, which runs calls one by one. In its first step
+    (the core takes it, or the driver when a user middleware comes first), then it awaits: that
+    cancellation reaches the body as its own task's and propagates to the caller (the call is
+    recorded ``cancelled``). In its last step, then it answers: the call is answered, and the
+    cancellation reaches the caller's next call the same way. As in a turn, and on every
+    Python version (3.11+ counted it as the body's own cancellation: ``internal_error``)."""
+    caller: list[asyncio.Task[Any]] = []
+    log: list[str] = []
+    records: list[dict[str, Any]] = []
+
+    @tool(read_only=True)
+    async def cancels_caller(x: int) -> int:
+        """Cancel the task of the caller at the step chosen, and answer the number."""
+        if when == "first step":
+            caller[0].cancel()
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            log.append("cancels_caller: cancelled")
+            raise
+        if when == "last step":
+            caller[0].cancel()
+        return x
+
+    @tool(read_only=True)
+    async def waits(x: int) -> int:
+        """Sleep a moment, then answer with the number doubled."""
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            log.append("waits: cancelled")
+            raise
+        return 2 * x
+
+    rest = {"default": mw.default_chain()[1:], "audit only": [], "user middleware": [_PassOn(), *mw.default_chain()[1:]]}
+    inv = Invoker(ToolRegistry([cancels_caller, waits]), middleware=[mw.audit(records.append), *rest[chain]])
+    envs: list[dict[str, Any]] = []
+
+    async def calls() -> None:
+        caller.append(asyncio.current_task())  # type: ignore[arg-type]
+        for c in (call("cancels_caller", "1", x=1), call("waits", "2", x=2)):
+            envs.append(strip(await inv.invoke(c)))
+
+    task = asyncio.ensure_future(calls())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+    if when == "first step":
+        assert (envs, log, [(r["call_id"], r["outcome"]) for r in records]) == (
+            [], ["cancels_caller: cancelled"], [("1", "cancelled")])
+    else:
+        assert (envs, log, [(r["call_id"], r["outcome"]) for r in records]) == (
+            [ok(1)], ["waits: cancelled"], [("1", "ok"), ("2", "cancelled")])
+
+
 @pytest.mark.parametrize("suspends", [False, True])
 async def test_a_body_that_raises_cancelled_error_itself_is_a_failure_of_the_body(suspends: bool) -> None:
     @tool(read_only=True)

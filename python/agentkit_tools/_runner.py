@@ -343,6 +343,14 @@ def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
     return state
 
 
+def _cancels_delivered(task: asyncio.Task[Any]) -> int:
+    """``task.cancelling()`` less a cancellation requested but not thrown into the task yet (one
+    requested while it ran, as by a body's first step or a call that answered just before): that
+    one arrives at the task's next suspension, and it is the task's own, not a body's (Python
+    3.11+)."""
+    return task.cancelling() - (1 if getattr(task, "_must_cancel", False) else 0)
+
+
 class _Deadline:
     """``with _Deadline(limit, name): await waiter``: at most ``limit`` seconds (None: none;
     ``left``: seconds still left of ``limit`` when the block starts, if less). On expiry the
@@ -370,7 +378,7 @@ class _Deadline:
         loop = task.get_loop()
         self.task = task
         self.deadlines = _deadlines_of(loop)
-        self.cancelling = task.cancelling() if _COUNTS_CANCELS else 0
+        self.cancelling = _cancels_delivered(task) if _COUNTS_CANCELS else 0
         self.deadlines.add(loop.time() + self.left, self)  # type: ignore[operator]
         return self
 
@@ -617,7 +625,7 @@ def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline | None = No
     from ending."""
     task = _current_task()
     counted = _COUNTS_CANCELS and task is not None
-    before = seen = task.cancelling() if counted else 0  # type: ignore[union-attr]
+    before = seen = _cancels_delivered(task) if counted else 0  # type: ignore[arg-type]
     delivered = False  # a cancellation of this task reached the body
     coro = body._coro
     send, throw = coro.send, coro.throw
