@@ -96,6 +96,91 @@ async def test_a_bodys_contextvar_changes_never_reach_the_caller(chain: str, sus
         assert seen == ["caller", "a", "caller", "b", "caller", "c"]
 
 
+def test_every_path_runs_every_body_in_a_copy_of_the_callers_context() -> None:
+    """Each kind of body (a non-blocking sync one, which the core calls itself, a sync one on a
+    worker, an async one, an awaitable a sync body returns) sees the caller's context variables
+    and its changes never reach the caller, on every path: ``invoke`` (built-in rules, none, or
+    a user middleware: the driver), ``invoke_many``, ``dispatch``, ``FunctionTool.run``. The
+    awaitable runs in a copy of its own: it sees the caller's value, not the sync part's."""
+    seen: list[str] = []
+
+    @tool(read_only=True, non_blocking=True)
+    def on_loop(x: int) -> int:
+        """Read the context variable on the caller's thread and set it, then answer."""
+        seen.append(VAR.get())
+        VAR.set("body")
+        return x
+
+    @tool(read_only=True)
+    def on_worker(x: int) -> int:
+        """Read the context variable on a worker thread and set it, then answer."""
+        seen.append(VAR.get())
+        VAR.set("body")
+        return x
+
+    @tool(read_only=True)
+    async def awaited(x: int) -> int:
+        """Read the context variable in an async body and set it, then answer."""
+        seen.append(VAR.get())
+        VAR.set("body")
+        return x
+
+    @tool(read_only=True, non_blocking=True)
+    def returns_awaitable(x: int) -> Any:
+        """Read and set the context variable, then answer with an awaitable that does too."""
+        seen.append(VAR.get())
+        VAR.set("body")
+
+        async def later() -> int:
+            seen.append(VAR.get())
+            VAR.set("later")
+            return x
+
+        return later()
+
+    tools = [on_loop, on_worker, awaited, returns_awaitable]
+    registry = ToolRegistry(tools)
+    chains = {"default": None, "bare": [], "user middleware": [_PassOn()]}
+    outcomes = []
+
+    def note(path: str, name: str, value: Any) -> None:
+        outcomes.append((path, name, value, list(seen), VAR.get()))
+
+    async def on_a_loop() -> None:
+        for chain, middleware in chains.items():
+            inv = Invoker(registry, middleware=middleware)
+            for t in tools:
+                VAR.set("caller")
+                seen.clear()
+                note(f"invoke {chain}", t.name, strip(await inv.invoke(call(t.name, x=1))))
+            VAR.set("caller")
+            seen.clear()
+            envs = await inv.invoke_many([call(t.name, str(i), x=1) for i, t in enumerate(tools)])
+            seen.sort()
+            note(f"invoke_many {chain}", "all", [strip(e) for e in envs])
+        for t in tools:
+            VAR.set("caller")
+            seen.clear()
+            note("FunctionTool.run", t.name, await t.run({"x": 1}))
+
+    def dispatched() -> None:
+        for t in tools:
+            VAR.set("caller")
+            seen.clear()
+            note("dispatch", t.name, strip(dispatch(call(t.name, x=1), registry)))
+
+    contextvars.copy_context().run(asyncio.run, on_a_loop())
+    contextvars.copy_context().run(dispatched)
+
+    expected = []
+    for path in [f"invoke {chain}" for chain in chains] + ["FunctionTool.run", "dispatch"]:
+        value = 1 if path == "FunctionTool.run" else ok(1)
+        expected += [(path, t.name, value, ["caller", "caller"] if t is returns_awaitable else ["caller"], "caller") for t in tools]
+        if path.startswith("invoke "):
+            expected.append((path.replace("invoke", "invoke_many"), "all", [ok(1)] * 4, ["caller"] * 5, "caller"))
+    assert sorted(outcomes) == sorted(expected)
+
+
 async def test_the_clean_up_after_the_deadline_keeps_the_bodys_context() -> None:
     seen: list[str] = []
     done = asyncio.Event()

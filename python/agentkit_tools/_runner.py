@@ -1,20 +1,25 @@
 """How a tool body runs — the same way on every path (``Invoker``, ``dispatch``,
 ``FunctionTool.run``, the MCP server, the command line).
 
+- Every body runs in a copy of the caller's ``contextvars`` (as ``asyncio.to_thread`` and a new
+  task do): it sees the caller's values, and what it sets reaches neither the caller nor the
+  call's later steps. That holds for each kind: a sync body on a worker thread or on the
+  caller's own thread (``non_blocking``), each step of an ``async`` body, and an awaitable a
+  sync body returns (a copy of its own, taken when it is awaited).
 - An ``async`` body is awaited in the caller's own task (no task of its own: one that never
-  suspends costs no pass of the event loop; the exception: a turn of ``Invoker.invoke_many``
-  gives each async body a real task of its own, as ``asyncio.gather`` would), each of its steps in a copy of the caller's
-  ``contextvars`` (its changes never reach the caller) and as a task of its own: during its
-  steps ``asyncio.current_task()`` is a stand-in for the body (:class:`_BodyTask`), so what the
-  body enters that remembers its task (``asyncio.timeout``, a task group, an anyio cancel scope)
-  cancels the body, never the caller, and the caller's own cancellation reaches the body as a
-  cancellation of the body's task. At the deadline the caller gets ``timeout`` at once: the body
-  is cancelled and, if its clean-up awaits (a ``finally`` that awaits, a body that swallows the
-  cancellation), that goes on in a task of its own, its outcome dropped; the body's scopes and
-  the deadlines of calls it made go on cancelling the body there. A result past the deadline is
-  never a success, even from a body that blocked the loop. As for any task of its own, the body
-  is outside the anyio cancel scopes the caller entered: the caller's scope cancels it as a plain
-  task cancellation (a shield the body entered does not hold that off).
+  suspends costs no pass of the event loop; the exception: a turn of ``Invoker.invoke_many`` gives
+  each async body a real task of its own, as ``asyncio.gather`` would), each of its steps as a
+  task of its own: during its steps ``asyncio.current_task()`` is a stand-in for the body
+  (:class:`_BodyTask`), so what the body enters that remembers its task (``asyncio.timeout``, a
+  task group, an anyio cancel scope) cancels the body, never the caller, and the caller's own
+  cancellation reaches the body as a cancellation of the body's task. At the deadline the caller
+  gets ``timeout`` at once: the body is cancelled and, if its clean-up awaits (a ``finally`` that
+  awaits, a body that swallows the cancellation), that goes on in a task of its own, its outcome
+  dropped; the body's scopes and the deadlines of calls it made go on cancelling the body there. A
+  result past the deadline is never a success, even from a body that blocked the loop. As for any
+  task of its own, the body is outside the anyio cancel scopes the caller entered: the caller's
+  scope cancels it as a plain task cancellation (a shield the body entered does not hold that
+  off).
 - A sync body runs on a worker thread of one process-wide pool (or, for a tool declared
   ``non_blocking``, directly on the caller's thread: no hop, and no deadline can interrupt it).
   Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
@@ -37,8 +42,6 @@
   calls queue). A thread whose call overran its deadline stops counting against that limit, up
   to ``MAX_STUCK`` such threads; when every thread is held by an overrun call and no other may
   start, a sync call is refused with ``backend_saturated`` instead of waiting for a timeout.
-
-The caller's ``contextvars`` are copied into the worker thread (as ``asyncio.to_thread`` does).
 """
 
 from __future__ import annotations
@@ -859,7 +862,7 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
             raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
         started = _monotonic()
     try:
-        result = _call(tool, args, ctx)
+        result = _call_here(tool, args, ctx)
     except StopIteration as exc:
         raise RuntimeError("coroutine raised StopIteration") from exc
     if limit is not None and _monotonic() - started > limit:
@@ -885,6 +888,12 @@ def _call(tool: Any, args: Any, ctx: Any) -> Any:
         raise
     except BaseException as exc:
         raise _carried(exc) from None
+
+
+def _call_here(tool: Any, args: Any, ctx: Any) -> Any:
+    """:func:`_call` on this thread (a non-blocking sync body) in a copy of the caller's
+    context."""
+    return contextvars.copy_context().run(_call, tool, args, ctx)
 
 
 def checked(tool: Any, result: Any, ctx: Any, limit: float | None) -> Any:
@@ -974,7 +983,7 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
         return run_on_background_loop(run_body(tool, args, ctx, limit, kind), limit, name)
     started = _monotonic()
     if kind == BODY_INLINE:
-        value = _call(tool, args, ctx)
+        value = _call_here(tool, args, ctx)
     else:
         value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):

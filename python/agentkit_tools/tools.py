@@ -329,17 +329,18 @@ class FunctionTool(Generic[P, R]):
         return await self.run_validated(kwargs, ctx)
 
     async def run_validated(self, kwargs: Mapping[str, Any], ctx: Any = None) -> Any:
-        """``run`` for arguments that were already validated by the dispatcher. A sync body runs
-        on the worker pool every path uses (no deadline here: ``timeout_s`` is the
-        dispatcher's)."""
-        if self._is_async:
-            result = await self.fn(kwargs, ctx)
-        else:
-            from ._runner import in_worker
+        """``run`` for arguments that were already validated by the dispatcher. The body runs as
+        on every path (no deadline here: ``timeout_s`` is the dispatcher's): a sync body on the
+        worker pool, an async one (or an awaitable a sync body returns) stepped in the caller's
+        task; either in a copy of the caller's ``contextvars``."""
+        from ._runner import _await_coro, in_worker
 
+        if self._is_async:
+            result = await _await_coro(self.fn(kwargs, ctx), None, self.name)
+        else:
             result = await in_worker(self.fn, kwargs, ctx)
             if inspect.isawaitable(result):
-                result = await result
+                result = await _await_coro(result, None, self.name)
         return self.check_output(result, ctx)
 
     def check_output(self, result: Any, ctx: Any = None) -> Any:

@@ -401,6 +401,9 @@ struct Helpers {
     /// loop's current task (`asyncio.tasks._swap_current_task` on Python 3.12+, else
     /// `current_task` / `_leave_task` / `_enter_task`).
     copy_context: Py<PyAny>,
+    /// `contextvars.Context.run`, unbound: a non-blocking sync body's call in a copy of the
+    /// caller's context (no bound method made per call).
+    context_run: Py<PyAny>,
     body_task: Py<PyAny>,
     coroutine: Py<PyAny>,
     isfuture: Py<PyAny>,
@@ -449,6 +452,7 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
+            context_run: py.import("contextvars")?.getattr("Context")?.getattr("run")?.unbind(),
             body_task: py.import("agentkit_tools._runner")?.getattr("_BodyTask")?.unbind(),
             coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
             isfuture: py.import("asyncio")?.getattr("isfuture")?.unbind(),
@@ -1144,19 +1148,28 @@ impl Call {
     /// `tool.fn(args, ctx)`; when `fn` is the wrapper `tools.from_callable` makes for a function
     /// with nothing to convert or inject (`invoke_plain`: `func(**args)`) and `func` is a Python
     /// function (its keyword arguments are unpacked into its own frame, the dict never kept),
-    /// `func(**args)` itself: the same call without the wrapper's frame.
-    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// `func(**args)` itself: the same call without the wrapper's frame. `fresh`: called in a
+    /// copy of the caller's context (`Context.run(contextvars.copy_context(), ...)`, the method
+    /// unbound: no bound method made per call), as a sync body runs.
+    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, fresh: bool) -> PyResult<Bound<'py, PyAny>> {
         let body = flags.body()?;
         let h = helpers(py)?;
+        let copy = if fresh { Some(h.copy_context.bind(py).call0()?) } else { None };
         if let Ok(kwargs) = args.cast::<PyDict>() {
             if body.get_type().is(h.function_type.bind(py)) && body.getattr(intern!(py, "__code__"))?.is(h.invoke_plain.bind(py)) {
                 let func = body.getattr(intern!(py, "__closure__"))?.get_item(0)?.getattr(intern!(py, "cell_contents"))?;
                 if func.get_type().is(h.function_type.bind(py)) {
-                    return func.call((), Some(kwargs));
+                    return match copy {
+                        Some(c) => h.context_run.bind(py).call((c, func), Some(kwargs)),
+                        None => func.call((), Some(kwargs)),
+                    };
                 }
             }
         }
-        body.call1((args, ctx))
+        match copy {
+            Some(c) => h.context_run.bind(py).call1((c, body, args, ctx)),
+            None => body.call1((args, ctx)),
+        }
     }
 
     /// Before the body of `flags`' tool is called with the arguments: sealed unless its `fn` is
@@ -1197,8 +1210,11 @@ impl Call {
         let none = || py.None().into_bound(py);
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
         let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
+        let h = helpers(py)?;
         let started = Instant::now();
-        let value = match self.call_body(py, flags, &args, &ctx) {
+        // In a copy of the caller's context, as every other body: its changes never reach the
+        // caller.
+        let value = match self.call_body(py, flags, &args, &ctx, true) {
             Ok(v) => v,
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -1213,7 +1229,6 @@ impl Call {
                 return Ok(Here::Failed(exc)); // a BaseException of its own is the body's failure
             }
         };
-        let h = helpers(py)?;
         let after = |e: PyErr| {
             let exc = e.into_value(py).into_bound(py).into_any();
             if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
@@ -1249,7 +1264,7 @@ impl Call {
                 Here::Failed(exc) // a BaseException of its own is the body's failure
             }
         };
-        let coro = match self.call_body(py, flags, &args, &ctx) {
+        let coro = match self.call_body(py, flags, &args, &ctx, false) {
             Ok(c) => c,
             Err(e) => return Ok(failed(e)),
         };
