@@ -599,14 +599,23 @@ async def test_context_variables_a_body_sets_reach_none_of_its_calls_later_steps
     assert var.get() == "caller"
 
 
-async def test_a_body_that_cancels_its_own_task_and_returns_answers_as_it_does_alone() -> None:
+@pytest.mark.parametrize("returns", ["a value", "an awaitable", "an awaitable that suspends"])
+async def test_a_body_that_cancels_its_own_task_and_returns_answers_as_it_does_alone(returns: str) -> None:
+    """That cancellation was the body's own: the call is answered with what it returned (an
+    awaitable it returned is settled, in a turn in a task of its own as the call's later steps
+    are), alone and in a turn."""
     records: list[dict[str, Any]] = []
 
+    async def later(x: int) -> int:
+        if returns == "an awaitable that suspends":
+            await asyncio.sleep(0.001)
+        return x
+
     @tool(read_only=True)
-    async def cancels_then_returns(x: int) -> int:
+    async def cancels_then_returns(x: int) -> Any:
         """Cancel the task it runs in, then answer anyway."""
         asyncio.current_task().cancel()  # type: ignore[union-attr]
-        return x
+        return x if returns == "a value" else later(x)
 
     async def sink(rec: dict[str, Any]) -> None:  # a step after the body that suspends
         await asyncio.sleep(0)

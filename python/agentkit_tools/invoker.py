@@ -474,8 +474,10 @@ class _Turn:
             return None
         if asyncio.current_task()._must_cancel:  # type: ignore[union-attr]
             # The body cancelled its own task and returned: as for a call alone, that
-            # cancellation was the body's; the call's later steps go on in a task of their own.
-            self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
+            # cancellation was the body's; the call's later steps (settling an awaitable it
+            # returned included) go on in a task of their own.
+            task = self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
             return None
         return self._drive(i, m, step, arg)
 
