@@ -60,7 +60,7 @@ from typing import Any, Callable
 from . import _core
 from .errors import ToolError, ToolTimeoutError
 
-__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "start_async", "checked", "in_worker", "BodyFailed"]
+__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "start_async", "checked", "on_time", "in_worker", "BodyFailed"]
 
 #: Threads that run sync bodies within their deadline (tool bodies block on I/O, so more than the
 #: CPU count): 8 per CPU, at least 32, at most 256.
@@ -354,6 +354,14 @@ def _cancels_delivered(task: asyncio.Task[Any]) -> int:
     return task.cancelling() - (1 if getattr(task, "_must_cancel", False) else 0)
 
 
+def on_time(end: float | None, name: str, limit: float | None) -> None:
+    """Nothing past the deadline is a success: raises ``ToolTimeoutError(name, limit)`` once
+    ``time.monotonic()`` is past ``end`` (None: no deadline), even for a body that answered (one
+    that blocked the loop or the thread past it)."""
+    if end is not None and _monotonic() > end:
+        raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
+
+
 class _Deadline:
     """``with _Deadline(limit, name): await waiter``: at most ``limit`` seconds (None: none;
     ``left``: seconds still left of ``limit`` when the block starts, if less). On expiry the
@@ -570,8 +578,7 @@ async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
     try:
         y = _step(body, run, coro.send, None)
     except StopIteration as stop:
-        if end is not None and _monotonic() > end:
-            raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
+        on_time(end, name, limit)
         return stop.value
     except Exception:
         raise
@@ -673,8 +680,8 @@ def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline | None = No
         try:
             y = _step(body, run, step, arg)
         except StopIteration as stop:
-            if end is not None and _monotonic() > end:
-                raise ToolTimeoutError(deadline.name, deadline.limit) from None  # type: ignore[union-attr, arg-type]
+            if end is not None:
+                on_time(end, deadline.name, deadline.limit)  # type: ignore[union-attr]
             return stop.value
         except _CANCELLED as exc:
             if delivered and (not counted or task.cancelling() > before):  # type: ignore[union-attr]
@@ -711,13 +718,13 @@ def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = Fals
         except Exception:
             pass
         return
-    hold_clean_up(loop, loop.create_task(_finish(body, run, y)))
+    hold_clean_up(loop.create_task(_finish(body, run, y)))
 
 
-def hold_clean_up(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+def hold_clean_up(task: asyncio.Task[Any]) -> None:
     """Hold ``task``, which drives the clean-up of a body past its deadline (its outcome
     dropped), until it ends or its loop is closed (see :class:`_CleanUps`)."""
-    state = _deadlines_of(loop)
+    state = _deadlines_of(task.get_loop())
     held = None if state.clean_ups is None else state.clean_ups()
     if held is None:
         held = _CleanUps()
@@ -817,8 +824,7 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
         got = queue.run(job, True, slot, limit, False)
         if got is not None or not slot.abandon():
             ok, value = slot.result() if got is None else got
-            if deadline is not None and _monotonic() > deadline:
-                raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]  # nothing past it is a success
+            on_time(deadline, name, limit)
             if ok:
                 return value
             raise _raisable(value)
@@ -857,16 +863,14 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     a coroutine, as :func:`run_body` does: returns its result as :func:`checked` gives it,
     raises as :func:`run_body` (a ``StopIteration`` as the ``RuntimeError`` a coroutine makes of
     it). Nothing interrupts it; a result past ``limit`` seconds is ``ToolTimeoutError``."""
-    if limit is not None:
-        if limit <= 0:
-            raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
-        started = _monotonic()
+    if limit is not None and limit <= 0:
+        raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
+    end = None if limit is None else _monotonic() + limit
     try:
         result = _call_here(tool, args, ctx)
     except StopIteration as exc:
         raise RuntimeError("coroutine raised StopIteration") from exc
-    if limit is not None and _monotonic() - started > limit:
-        raise ToolTimeoutError(tool.name, limit)  # nothing past the deadline is a success
+    on_time(end, tool.name, limit)
     return checked(tool, result, ctx, limit)
 
 
@@ -981,18 +985,18 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
     name = tool.name
     if kind != BODY_WORKER and kind != BODY_INLINE:
         return run_on_background_loop(run_body(tool, args, ctx, limit, kind), limit, name)
-    started = _monotonic()
+    end = None if limit is None else _monotonic() + limit
     if kind == BODY_INLINE:
         value = _call_here(tool, args, ctx)
     else:
         value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):
-        left = None if limit is None else limit - (_monotonic() - started)
+        left = None if end is None else end - _monotonic()
         if left is not None and left <= 0:
-            raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
+            raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]  # it never starts past the deadline
         value = run_on_background_loop(_await_coro(_as_coro(value), left, name), left, name)
-    elif limit is not None and _monotonic() - started > limit:
-        raise ToolTimeoutError(name, limit)  # nothing past the deadline is a success
+    else:
+        on_time(end, name, limit)
     return tool.check_output(value, ctx)
 
 

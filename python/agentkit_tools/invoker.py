@@ -239,60 +239,46 @@ class Invoker:
         span = None
         try:
             while True:
-                if step == RUN:
-                    tool, args, limit, kind = arg
-                    if nxt is not None:  # a user middleware comes next
-                        if limit is not None:
-                            tc.timeout_s = limit  # type: ignore[union-attr]
-                        tc.exc = None  # type: ignore[union-attr]
-                        env = await nxt(tc)  # type: ignore[arg-type]
-                        if not isinstance(env, dict):  # a fault of that middleware, not of the tool
-                            raise TypeError(f"a middleware returned {type(env).__name__}, not an envelope dict")
-                        step, arg = m.passed(env, tc.exc, tc.attempts)  # type: ignore[union-attr]
-                        continue
-                    if tc is not None:
-                        tc.attempts += 1
-                        if limit is None:
-                            limit = tc.timeout_s
+                if step == RUN and nxt is not None:  # a user middleware comes next
+                    if arg[2] is not None:
+                        tc.timeout_s = arg[2]  # type: ignore[union-attr]
+                    tc.exc = None  # type: ignore[union-attr]
+                    env = await nxt(tc)  # type: ignore[arg-type]
+                    if not isinstance(env, dict):  # a fault of that middleware, not of the tool
+                        raise TypeError(f"a middleware returned {type(env).__name__}, not an envelope dict")
+                    step, arg = m.passed(env, tc.exc, tc.attempts)  # type: ignore[union-attr]
+                elif step == RUN or step == AWAIT or step == SETTLE:  # the body, the rest of it, its awaitable result
                     try:
-                        # A non-blocking sync body is called, an async one awaited, right here
-                        # (no coroutine of run_body's in between).
-                        if kind == BODY_INLINE:
-                            value = run_inline(tool, args, ctx, limit)
-                        elif kind == BODY_ASYNC:
-                            value = await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name)
+                        if step == RUN:
+                            tool, args, limit, kind = arg
+                            if tc is not None:
+                                tc.attempts += 1
+                                if limit is None:
+                                    limit = tc.timeout_s
+                            # A non-blocking sync body is called, an async one awaited, right here
+                            # (no coroutine of run_body's in between).
+                            if kind == BODY_INLINE:
+                                value = run_inline(tool, args, ctx, limit)
+                            elif kind == BODY_ASYNC:
+                                value = await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name)
+                                value = checked(tool, value, ctx, limit)
+                            else:
+                                value = await run_body(tool, args, ctx, limit, kind)
+                        elif step == AWAIT:  # an async body the core started suspended: await the rest
+                            tool, body, run, y, end, limit = arg
+                            if body is None:  # an awaitable that is no coroutine
+                                value = await _await_coro(y, limit, tool.name)
+                            else:
+                                value = await go_on(body, run, y, end, limit, tool.name)
                             value = checked(tool, value, ctx, limit)
                         else:
-                            value = await run_body(tool, args, ctx, limit, kind)
-                        if type(value) is Later:
-                            value = await value.settle()
+                            value = await arg.settle()
                     except Exception as exc:
                         step, arg = m.failed(unwrap(exc))
-                    else:
-                        step, arg = m.ok(value)
+                    else:  # an awaitable result (a Later) is settled first, as the SETTLE step
+                        step, arg = (SETTLE, value) if type(value) is Later else m.ok(value)
                 elif step == DONE:
                     return arg  # type: ignore[no-any-return]
-                elif step == AWAIT:  # an async body the core started suspended: await the rest
-                    tool, body, run, y, end, limit = arg
-                    try:
-                        if body is None:  # an awaitable that is no coroutine
-                            value = await _await_coro(y, limit, tool.name)
-                        else:
-                            value = await go_on(body, run, y, end, limit, tool.name)
-                        value = checked(tool, value, ctx, limit)
-                        if type(value) is Later:
-                            value = await value.settle()
-                    except Exception as exc:
-                        step, arg = m.failed(unwrap(exc))
-                    else:
-                        step, arg = m.ok(value)
-                elif step == SETTLE:  # a body's awaitable result to settle (a Later)
-                    try:
-                        value = await arg.settle()
-                    except Exception as exc:
-                        step, arg = m.failed(unwrap(exc))
-                    else:
-                        step, arg = m.ok(value)
                 elif step == RAISE:  # a fault to abort the call with (a request to stop from a body)
                     raise arg
                 elif step == APPROVE:

@@ -237,7 +237,7 @@ impl Relay {
                         let lp = h.get_running_loop.bind(py).call0()?;
                         let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())), call: None })?;
                         let task = run.call1((lp.getattr(intern!(py, "create_task"))?, clean_up))?;
-                        h.hold_clean_up.bind(py).call1((lp, task))?;
+                        h.hold_clean_up.bind(py).call1((task,))?;
                         Ok(())
                     })();
                     let exc = match held {
