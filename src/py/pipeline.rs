@@ -605,9 +605,11 @@ impl Pipeline {
             let reg = registry.borrow();
             Ok(match reg.admit_call(py, call)? {
                 Admission::Tool { entry, args, checked } => {
+                    // The core calls the body itself (`here`): a plain dict of frozen values, sealed
+                    // only if something else gets it; else the driver gets the arguments sealed.
                     let (body_args, canonical) = if this.frozen {
                         let h = helpers(py)?;
-                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), false)?;
+                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), !here)?;
                         (frozen, Canonical::Of(checked.value))
                     } else {
                         (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
@@ -615,7 +617,7 @@ impl Pipeline {
                     Admitted::Tool {
                         tool: entry.tool.bind(py).clone(),
                         args: body_args,
-                        sealed: !this.frozen,
+                        sealed: !this.frozen || !here,
                         core: Some(entry.core.bind(py).clone()),
                         canonical,
                     }
