@@ -372,12 +372,12 @@ fn now(unix: bool) -> Time {
     Time { mono: mono(), unix }
 }
 
-/// Python helpers the binding calls back (imported once).
-struct Helpers {
+/// Python helpers the binding calls back (imported once); the relay (`super::relay`) uses them too.
+pub(super) struct Helpers {
     read_only: Py<PyAny>,
     json_text: Py<PyAny>,
-    monotonic: Py<PyAny>,
-    get_running_loop: Py<PyAny>,
+    pub(super) monotonic: Py<PyAny>,
+    pub(super) get_running_loop: Py<PyAny>,
     frozen_dict: Py<PyType>,
     frozen_list: Py<PyType>,
     /// `builtins.getattr`: `getattr(obj, name, None)` reads an attribute that is usually absent
@@ -394,18 +394,23 @@ struct Helpers {
     /// `_runner.Later` (an awaitable a non-blocking sync body returned, to settle),
     /// `errors.ToolTimeoutError` and `inspect.isawaitable`: a body the core calls itself.
     later: Py<PyAny>,
-    timeout_error: Py<PyAny>,
+    pub(super) timeout_error: Py<PyAny>,
     isawaitable: Py<PyAny>,
     /// What stepping an `async` body needs (see `_runner._await_coro`): `contextvars.copy_context`,
     /// `_runner._BodyTask`, `types.CoroutineType`, `asyncio.isfuture`, and the swap of the
     /// loop's current task (`asyncio.tasks._swap_current_task` on Python 3.12+, else
     /// `current_task` / `_leave_task` / `_enter_task`).
-    copy_context: Py<PyAny>,
+    pub(super) copy_context: Py<PyAny>,
     /// `contextvars.Context.run`, unbound: a non-blocking sync body's call in a copy of the
     /// caller's context (no bound method made per call).
     context_run: Py<PyAny>,
     body_task: Py<PyAny>,
-    coroutine: Py<PyAny>,
+    pub(super) coroutine: Py<PyAny>,
+    /// The relay's: `_runner._Deadline`, `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
+    pub(super) deadline: Py<PyAny>,
+    pub(super) hold_clean_up: Py<PyAny>,
+    pub(super) cancelled_error: Py<PyAny>,
+    pub(super) as_coro: Py<PyAny>,
     isfuture: Py<PyAny>,
     swap_task: Option<Py<PyAny>>,
     /// `asyncio.tasks._current_tasks`, the loop -> current task dict, where there is no swap.
@@ -432,7 +437,7 @@ static OTEL: PyOnceLock<Option<(Py<PyAny>, bool)>> = PyOnceLock::new();
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
 
-fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
+pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
     HELPERS.get_or_try_init(py, || {
         let mw = py.import("agentkit_tools.middleware")?;
         let frozen = py.import("agentkit_tools.frozen")?;
@@ -455,6 +460,10 @@ fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             context_run: py.import("contextvars")?.getattr("Context")?.getattr("run")?.unbind(),
             body_task: py.import("agentkit_tools._runner")?.getattr("_BodyTask")?.unbind(),
             coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
+            deadline: py.import("agentkit_tools._runner")?.getattr("_Deadline")?.unbind(),
+            hold_clean_up: py.import("agentkit_tools._runner")?.getattr("hold_clean_up")?.unbind(),
+            cancelled_error: py.import("asyncio")?.getattr("CancelledError")?.unbind(),
+            as_coro: py.import("agentkit_tools._runner")?.getattr("_as_coro")?.unbind(),
             isfuture: py.import("asyncio")?.getattr("isfuture")?.unbind(),
             swap_task: py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")?.map(Bound::unbind),
             current_tasks: match py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")? {

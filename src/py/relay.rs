@@ -19,47 +19,13 @@
 use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::pipeline::{Call, STEP_DONE};
+use super::pipeline::{helpers, Call, STEP_DONE};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
-}
-
-/// What a relay needs from Python, looked up once.
-struct Helpers {
-    copy_context: Py<PyAny>,
-    monotonic: Py<PyAny>,
-    deadline: Py<PyAny>,
-    hold_clean_up: Py<PyAny>,
-    timeout_error: Py<PyAny>,
-    cancelled_error: Py<PyAny>,
-    get_running_loop: Py<PyAny>,
-    coroutine: Py<PyAny>,
-    as_coro: Py<PyAny>,
-}
-
-static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
-
-fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
-    HELPERS.get_or_try_init(py, || {
-        let runner = py.import("agentkit_tools._runner")?;
-        let asyncio = py.import("asyncio")?;
-        Ok(Helpers {
-            copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
-            monotonic: py.import("time")?.getattr("monotonic")?.unbind(),
-            deadline: runner.getattr("_Deadline")?.unbind(),
-            hold_clean_up: runner.getattr("hold_clean_up")?.unbind(),
-            timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
-            cancelled_error: asyncio.getattr("CancelledError")?.unbind(),
-            get_running_loop: asyncio.getattr("get_running_loop")?.unbind(),
-            coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
-            as_coro: runner.getattr("_as_coro")?.unbind(),
-        })
-    })
 }
 
 /// The call a relay owes the turn an end for: the `STEP_RUN` payload `(tool, args, limit,
