@@ -312,6 +312,67 @@ async def test_a_first_step_that_blocks_past_the_deadline_is_a_timeout(chain: st
     assert dispatch(call("blocks", x=1), ToolRegistry([blocks])) == timeout_env("blocks", "0.05")
 
 
+def _two_stage_tools(log: list[str]) -> list[Any]:
+    """Bodies of each kind that take 0.15 s, then return an awaitable that takes 0.15 s more
+    (limit 0.2 s): past the call's deadline in total, within a fresh limit each."""
+
+    async def rest(x: int) -> int:
+        try:
+            await asyncio.sleep(0.15)
+        except asyncio.CancelledError:
+            log.append("rest cancelled")
+            raise
+        log.append("rest finished")
+        return x
+
+    @tool(read_only=True, timeout_s=0.2)
+    async def two_async(x: int) -> Any:
+        """Work a while, then hand back an awaitable that works a while more."""
+        await asyncio.sleep(0.15)
+        return rest(x)
+
+    @tool(read_only=True, timeout_s=0.2)
+    def two_worker(x: int) -> Any:
+        """Work a while on a worker thread, then hand back an awaitable that works a while more."""
+        time.sleep(0.15)
+        return rest(x)
+
+    @tool(read_only=True, timeout_s=0.2, non_blocking=True)
+    def two_inline(x: int) -> Any:
+        """Work a while on the caller's thread, then hand back an awaitable that works more."""
+        time.sleep(0.15)
+        return rest(x)
+
+    return [two_async, two_worker, two_inline]
+
+
+async def test_an_awaitable_a_body_returns_gets_what_is_left_of_the_deadline() -> None:
+    """Nothing past the call's deadline is a success: the awaitable a body returns (settled
+    afterwards) is awaited within what is left of the deadline, not a fresh one; the message
+    names the tool's limit. On every path: ``invoke`` (built-in rules; after a user middleware:
+    the driver) and ``dispatch``."""
+    log: list[str] = []
+    tools = _two_stage_tools(log)
+    registry = ToolRegistry(tools)
+    chains = {"default": None, "timeout-only": [mw.timeout()], "user middleware": [_PassOn(), mw.timeout()]}
+    for chain, middleware in chains.items():
+        inv = Invoker(registry, middleware=middleware)
+        for t in tools:
+            log.clear()
+            assert strip(await asyncio.wait_for(inv.invoke(call(t.name, x=1)), 10)) == timeout_env(t.name, "0.2"), (chain, t.name)
+            assert log == ["rest cancelled"], (chain, t.name)
+
+    def dispatched() -> list[Any]:
+        out = []
+        for t in tools:
+            log.clear()
+            out.append((dispatch(call(t.name, x=1), registry), list(log)))
+        return out
+
+    outcomes = await asyncio.to_thread(dispatched)
+    assert outcomes == [(timeout_env(t.name, "0.2"), ["rest cancelled"]) for t in tools]
+
+
 async def test_a_first_step_past_the_deadline_that_suspends_is_cancelled() -> None:
     log: list[str] = []
 

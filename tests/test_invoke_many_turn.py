@@ -676,6 +676,21 @@ def _generator(x: int) -> Any:
     return x
 
 
+async def test_an_awaitable_a_turns_body_returns_gets_what_is_left_of_the_deadline() -> None:
+    """As alone: a body that works 0.15 s and returns an awaitable working 0.15 s more (limit
+    0.2 s) is ``timeout`` (the awaitable cancelled), never a success past the deadline; each kind
+    of body, the rest of the turn untouched."""
+    from test_async_body import _two_stage_tools
+
+    log: list[str] = []
+    tools = _two_stage_tools(log)
+    calls = [call(t.name, str(i), x=i) for i, t in enumerate(tools)] + [call("instant", "9", x=9)]
+    inv = Invoker(ToolRegistry([*tools, instant]))
+    envs = await asyncio.wait_for(inv.invoke_many(calls), 10)
+    assert [strip(e) for e in envs] == [*(timeout_env(t.name, "0.2") for t in tools), {"ok": True, "value": 10}]
+    assert log == ["rest cancelled"] * 3
+
+
 async def test_a_body_that_is_an_awaitable_but_no_coroutine_is_awaited_as_alone() -> None:
     """A function marked as a coroutine function that returns a future or an object with
     ``__await__`` is awaited through its ``__await__``; one that returns a plain generator (not

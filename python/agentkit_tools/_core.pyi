@@ -440,7 +440,8 @@ class Pipeline:
       ``feed(EV_OPENED)``;
     - ``STEP_RECORD`` ``(config, record)``: emit the audit record, then ``feed(EV_RECORDED)``;
     - ``STEP_SETTLE``: a body the core called itself (``begin(..., here=True)``) returned an
-      awaitable: ``payload`` is a ``Later``; ``await payload.settle()``, then ``Call.ok`` /
+      awaitable: ``payload`` is a ``Later``; ``await payload.settle()`` (it awaits the
+      awaitable within what is left of the call's deadline), then ``Call.ok`` /
       ``Call.failed``;
     - ``STEP_AWAIT``: ``(tool, body, run, awaited, end, timeout_s)``: an ``async`` body the core
       started itself (``begin(..., here=True)``: its first step taken) suspended: await the rest
@@ -561,7 +562,8 @@ class Relay:
     the body is cancelled and, if its clean-up suspends, that goes on in a task of its own (its
     outcome dropped) while the call ends at once with ``ToolTimeoutError``; a result past the
     deadline is a ``ToolTimeoutError`` too. A value the body returned is checked against the
-    tool's output schema and fed to ``m``; then ``turn._answer(i, envelope)``, or
+    tool's output schema (an awaitable one is settled within what is left of the deadline) and
+    fed to ``m``; then ``turn._answer(i, envelope)``, or
     ``turn._then(i, m, step, payload)`` for a call that goes on (a retry, an audit record);
     what the body raised goes to ``turn._failed(i, m, exc)``. Those return None, or a coroutine
     the task goes on with. Every way the relay ends hands the call to the turn exactly once: a

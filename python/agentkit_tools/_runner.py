@@ -564,16 +564,18 @@ def _close(body: _BodyTask, run: Any) -> None:
         body._ended(GeneratorExit())
 
 
-async def _await_coro(coro: Any, limit: float | None, name: str) -> Any:
-    """Await the body ``coro`` within ``limit`` seconds, stepping it in the caller's own task
-    (no task of its own), each step in a copy of the caller's context and as the body's own
-    task (:class:`_BodyTask`). A body that finishes without suspending costs no pass of the
-    loop; one that finishes past its deadline raises ``ToolTimeoutError`` all the same. When it
-    suspends, :func:`_delegate` goes on."""
+async def _await_coro(coro: Any, limit: float | None, name: str, end: float | None = None) -> Any:
+    """Await the body ``coro`` within ``limit`` seconds (``end``: that deadline on
+    ``time.monotonic`` when it started earlier, as for an awaitable a body returned), stepping
+    it in the caller's own task (no task of its own), each step in a copy of the caller's
+    context and as the body's own task (:class:`_BodyTask`). A body that finishes without
+    suspending costs no pass of the loop; one that finishes past its deadline raises
+    ``ToolTimeoutError`` all the same. When it suspends, :func:`_delegate` goes on."""
     if type(coro) is not _COROUTINE:
         coro = _as_coro(coro)
     run = contextvars.copy_context().run
-    end = None if limit is None else _monotonic() + limit
+    if end is None and limit is not None:
+        end = _monotonic() + limit
     body = _BodyTask(asyncio.get_running_loop(), coro)
     try:
         y = _step(body, run, coro.send, None)
@@ -845,16 +847,22 @@ BODY_INLINE, BODY_ASYNC, BODY_WORKER, BODY_TOOL = _core.BODY_INLINE, _core.BODY_
 
 
 class Later:
-    """The result of a non-blocking sync body that is itself awaitable: ``await later.settle()``
-    awaits it within what is left of the deadline and checks it against the output schema."""
+    """The result of a body that is itself awaitable: ``await later.settle()`` awaits it within
+    what is left of the call's deadline (``end`` on ``time.monotonic``, None: none; ``limit``:
+    the call's limit in seconds, which a ``ToolTimeoutError`` names) and checks it against the
+    output schema. Once the deadline has passed it never starts: ``ToolTimeoutError``."""
 
-    __slots__ = ("tool", "result", "ctx", "limit")
+    __slots__ = ("tool", "result", "ctx", "limit", "end")
 
-    def __init__(self, tool: Any, result: Any, ctx: Any, limit: float | None) -> None:
-        self.tool, self.result, self.ctx, self.limit = tool, result, ctx, limit
+    def __init__(self, tool: Any, result: Any, ctx: Any, limit: float | None, end: float | None) -> None:
+        self.tool, self.result, self.ctx, self.limit, self.end = tool, result, ctx, limit, end
 
     async def settle(self) -> Any:
-        result = await _await_coro(_as_coro(self.result), self.limit, self.tool.name)
+        if self.end is not None and _monotonic() >= self.end:
+            if type(self.result) is _COROUTINE:
+                self.result.close()  # never started: no warning that it was never awaited
+            raise ToolTimeoutError(self.tool.name, self.limit)  # type: ignore[arg-type]
+        result = await _await_coro(_as_coro(self.result), self.limit, self.tool.name, self.end)
         return self.tool.check_output(result, self.ctx)
 
 
@@ -871,7 +879,7 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     except StopIteration as exc:
         raise RuntimeError("coroutine raised StopIteration") from exc
     on_time(end, tool.name, limit)
-    return checked(tool, result, ctx, limit)
+    return checked(tool, result, ctx, limit, end)
 
 
 def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
@@ -900,11 +908,12 @@ def _call_here(tool: Any, args: Any, ctx: Any) -> Any:
     return contextvars.copy_context().run(_call, tool, args, ctx)
 
 
-def checked(tool: Any, result: Any, ctx: Any, limit: float | None) -> Any:
+def checked(tool: Any, result: Any, ctx: Any, limit: float | None, end: float | None) -> Any:
     """A body's result checked against the tool's output schema, or, when the result is itself
-    awaitable, a :class:`Later` to ``await later.settle()``."""
+    awaitable, a :class:`Later` to ``await later.settle()`` within what is left of the call's
+    deadline (``end`` on ``time.monotonic``, None: none)."""
     if type(result) not in _PLAIN and inspect.isawaitable(result):
-        return Later(tool, result, ctx, limit)
+        return Later(tool, result, ctx, limit, end)
     return tool.check_output(result, ctx)
 
 
@@ -917,15 +926,17 @@ async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: in
     ``BackendSaturatedError`` when no worker can take a sync body."""
     if kind == BODY_INLINE:
         result = run_inline(tool, args, ctx, limit)
-    elif kind == BODY_ASYNC:
-        result = checked(tool, await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name), ctx, limit)
     else:
-        name = tool.name
-        if limit is not None and limit <= 0:
-            raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
-        if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
-            return await _await_coro(tool.run(args, ctx), limit, name)
-        result = checked(tool, await _await_worker(tool, tool.fn, args, ctx, limit, name), ctx, limit)
+        end = None if limit is None else _monotonic() + limit
+        if kind == BODY_ASYNC:
+            result = checked(tool, await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name, end), ctx, limit, end)
+        else:
+            name = tool.name
+            if limit is not None and limit <= 0:
+                raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
+            if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
+                return await _await_coro(tool.run(args, ctx), limit, name, end)
+            result = checked(tool, await _await_worker(tool, tool.fn, args, ctx, limit, name), ctx, limit, end)
     return await result.settle() if type(result) is Later else result
 
 
@@ -991,12 +1002,10 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
     else:
         value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):
-        left = None if end is None else end - _monotonic()
-        if left is not None and left <= 0:
-            raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]  # it never starts past the deadline
-        value = run_on_background_loop(_await_coro(_as_coro(value), left, name), left, name)
-    else:
-        on_time(end, name, limit)
+        # Within what is left of the deadline (it never starts past it).
+        later = Later(tool, value, ctx, limit, end)
+        return run_on_background_loop(later.settle(), limit, name, None if end is None else end - _monotonic())
+    on_time(end, name, limit)
     return tool.check_output(value, ctx)
 
 
@@ -1051,25 +1060,27 @@ def _run_private(coro: Any, _: Any) -> Any:
     return asyncio.run(coro)
 
 
-def run_on_background_loop(coro: Any, limit: float | None = None, name: str = "") -> Any:
+def run_on_background_loop(coro: Any, limit: float | None = None, name: str = "", left: float | None = None) -> Any:
     """Run ``coro`` on :func:`background_loop` and wait for its result (this thread blocks).
-    With ``limit`` (seconds), a loop that has not answered ``limit`` plus a quarter second later
-    (an async body blocking it) is not waited for: ``ToolTimeoutError(name, limit)``. Called from
-    that loop's own thread (a tool running there called ``dispatch``), ``coro`` runs on a loop of
-    its own in a worker thread instead of waiting forever."""
+    With ``limit`` (seconds; ``left``: what is left of it, if less), a loop that has not answered
+    that plus a quarter second later (an async body blocking it) is not waited for:
+    ``ToolTimeoutError(name, limit)``. Called from that loop's own thread (a tool running there
+    called ``dispatch``), ``coro`` runs on a loop of its own in a worker thread instead of waiting
+    forever."""
+    wait = limit if left is None else max(left, 0.0)
     if on_background_loop():
         # A tool running on that loop called dispatch(): the loop cannot wait for itself, so the
         # coroutine runs on a loop of its own in a worker thread (this loop waits meanwhile, as it
         # does for a sync body the tool calls).
         try:
-            return run_sync_in_worker(_run_private, coro, None, None if limit is None else limit + _LOOP_GRACE_S, name)
+            return run_sync_in_worker(_run_private, coro, None, None if wait is None else wait + _LOOP_GRACE_S, name)
         except ToolTimeoutError:
             raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
     import concurrent.futures
 
     fut = asyncio.run_coroutine_threadsafe(coro, background_loop())
     try:
-        return fut.result(None if limit is None else limit + _LOOP_GRACE_S)
+        return fut.result(None if wait is None else wait + _LOOP_GRACE_S)
     except concurrent.futures.TimeoutError:
         if fut.done():
             raise  # the body's own TimeoutError

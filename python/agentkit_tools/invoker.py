@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -30,6 +31,7 @@ from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _m
 __all__ = ["Invoker"]
 
 _log = logging.getLogger("agentkit_tools.invoker")
+_monotonic = time.monotonic
 _STOP = (KeyboardInterrupt, SystemExit)
 #: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
 #: told apart from a CancelledError raised by a middleware.
@@ -260,17 +262,18 @@ class Invoker:
                             if kind == BODY_INLINE:
                                 value = run_inline(tool, args, ctx, limit)
                             elif kind == BODY_ASYNC:
-                                value = await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name)
-                                value = checked(tool, value, ctx, limit)
+                                end = None if limit is None else _monotonic() + limit
+                                value = await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name, end)
+                                value = checked(tool, value, ctx, limit, end)
                             else:
                                 value = await run_body(tool, args, ctx, limit, kind)
                         elif step == AWAIT:  # an async body the core started suspended: await the rest
                             tool, body, run, y, end, limit = arg
                             if body is None:  # an awaitable that is no coroutine
-                                value = await _await_coro(y, limit, tool.name)
+                                value = await _await_coro(y, limit, tool.name, end)
                             else:
                                 value = await go_on(body, run, y, end, limit, tool.name)
-                            value = checked(tool, value, ctx, limit)
+                            value = checked(tool, value, ctx, limit, end)
                         else:
                             value = await arg.settle()
                     except Exception as exc:

@@ -1254,7 +1254,16 @@ impl Call {
                 });
             }
         }
-        Ok(self.checked(py, flags, value, &ctx, limit))
+        // An awaitable result is settled within what is left of the deadline (its end on
+        // `time.monotonic`, read only for such a result).
+        let end = match limit {
+            Some(l) if !plain(&value) => match h.monotonic.bind(py).call0().and_then(|t| t.extract::<f64>()) {
+                Ok(t) => Some(t - started.elapsed().as_secs_f64() + l),
+                Err(e) => return Ok(after(e)),
+            },
+            _ => None,
+        };
+        Ok(self.checked(py, flags, value, &ctx, limit, end))
     }
 
     /// Start the `async` body of function tool `tool` and take its first step here, as
@@ -1357,17 +1366,18 @@ impl Call {
                     }
                 }
                 let value = exc.getattr(intern!(py, "value"))?;
-                Ok(self.checked(py, flags, value, &ctx, limit))
+                Ok(self.checked(py, flags, value, &ctx, limit, end))
             }
         }
     }
 
     /// The `async` body a `Relay` stepped returned `value` within its deadline: checked as
     /// `start_here` checks a body that finished at once (`ctx`: the call's context, `limit`: its
-    /// deadline in seconds), fed in; returns the next step for the driver.
-    pub(crate) fn returned<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    /// deadline in seconds, `end`: that deadline on `time.monotonic`), fed in; returns the next
+    /// step for the driver.
+    pub(crate) fn returned<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let flags = Flags::of_call(py, self)?;
-        let step = match self.checked(py, &flags, value, ctx, limit) {
+        let step = match self.checked(py, &flags, value, ctx, limit, end) {
             Here::Ok(v) => self.ok_step(py, v)?,
             Here::Failed(exc) => self.failed_step(py, exc)?,
             Here::Out(code, payload) => return Ok((code, payload)),
@@ -1376,8 +1386,9 @@ impl Call {
     }
 
     /// A body's result checked as `_runner.checked` does: an awaitable one goes to the driver as
-    /// a `Later` to settle (`STEP_SETTLE`), any other against the output schema.
-    fn checked<'py>(&self, py: Python<'py>, flags: &Flags<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>) -> Here<'py> {
+    /// a `Later` to settle (`STEP_SETTLE`) within what is left of the deadline (`end`, on
+    /// `time.monotonic`), any other against the output schema.
+    fn checked<'py>(&self, py: Python<'py>, flags: &Flags<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>) -> Here<'py> {
         let tool = &flags.tool;
         let after = |e: PyErr| {
             let exc = e.into_value(py).into_bound(py).into_any();
@@ -1390,7 +1401,7 @@ impl Call {
         if !plain(&value) {
             match h.isawaitable.bind(py).call1((&value,)).and_then(|a| a.is_truthy()) {
                 Ok(true) => {
-                    return match h.later.bind(py).call1((tool, &value, ctx, limit)) {
+                    return match h.later.bind(py).call1((tool, &value, ctx, limit, end)) {
                         Ok(later) => Here::Out(STEP_SETTLE, later),
                         Err(e) => after(e),
                     };

@@ -95,7 +95,7 @@ impl Relay {
         match out {
             Err(e) if self.call.is_some() => {
                 self.state = State::Done;
-                self.ended(py, None, Some(e.into_value(py).into_bound(py).into_any()))
+                self.ended(py, None, None, Some(e.into_value(py).into_bound(py).into_any()))
             }
             out => out,
         }
@@ -106,7 +106,7 @@ impl Relay {
             State::Start => match input {
                 Input::Send(_) => self.start(py),
                 // Cancelled (or thrown into) before it started: as a body that raised that at once.
-                Input::Throw(exc) => self.ended(py, None, Some(exc)),
+                Input::Throw(exc) => self.ended(py, None, None, Some(exc)),
             },
             State::Body(body) => self.step(py, body, input),
             State::Then(coro) => {
@@ -141,7 +141,7 @@ impl Relay {
                 // A call never starts after its deadline.
                 let name = tool.getattr(intern!(py, "name"))?;
                 let exc = h.timeout_error.bind(py).call1((name, l))?;
-                return self.ended(py, None, Some(exc));
+                return self.ended(py, None, None, Some(exc));
             }
         }
         let end = match limit {
@@ -154,7 +154,7 @@ impl Relay {
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
             Ok(c) if !c.get_type().is(h.coroutine.bind(py)) => h.as_coro.bind(py).call1((c,))?,
             Ok(c) => c,
-            Err(e) => return self.ended(py, None, Some(e.into_value(py).into_bound(py).into_any())),
+            Err(e) => return self.ended(py, None, None, Some(e.into_value(py).into_bound(py).into_any())),
         };
         let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
         let send = coro.getattr(intern!(py, "send"))?;
@@ -244,13 +244,15 @@ impl Relay {
                 value = None;
             }
         }
-        self.ended(py, value, exc)
+        let end = body.deadline.as_ref().map(|(_, end)| *end);
+        self.ended(py, value, end, exc)
     }
 
     /// Finish the call: a value the body returned is checked and fed in here (the turn answers
-    /// the call, or says how it goes on: `_Turn._then`); what it raised goes to `_Turn._failed`.
-    /// The task goes on with the coroutine the turn returns, if any.
-    fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+    /// the call, or says how it goes on: `_Turn._then`; an awaitable value is settled within
+    /// what is left of the deadline, `end` on `time.monotonic`); what it raised goes to
+    /// `_Turn._failed`. The task goes on with the coroutine the turn returns, if any.
+    fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, end: Option<f64>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
         let Some(start) = self.call.take() else { return Err(stopped(py)) };
         let turn = start.turn.bind(py);
         let (i, m) = (start.i.bind(py), start.m.bind(py));
@@ -259,7 +261,7 @@ impl Relay {
             (None, value) => {
                 let value = value.unwrap_or_else(|| py.None().into_bound(py));
                 let limit: Option<f64> = start.arg.bind(py).get_item(2)?.extract()?;
-                let fed = m.try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, start.ctx.bind(py), limit));
+                let fed = m.try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, start.ctx.bind(py), limit, end));
                 match fed {
                     Ok((STEP_DONE, env)) => {
                         turn.call_method1(intern!(py, "_answer"), (i, env))?;
