@@ -691,6 +691,28 @@ async def test_an_awaitable_a_turns_body_returns_gets_what_is_left_of_the_deadli
     assert log == ["rest cancelled"] * 3
 
 
+async def test_a_body_that_steps_its_own_running_task_gets_the_error_a_coroutine_gives() -> None:
+    """A body that sends into, throws into or closes the coroutine of the task running it (its
+    own, running) gets ``ValueError: coroutine already executing``, as from a coroutine (alone,
+    and in ``asyncio.gather``), in a turn too (the task's coroutine is the core's ``Relay``)."""
+
+    @tool(read_only=True)
+    async def reenters(how: str) -> str:
+        """Step the coroutine of the task this body runs in, while it runs."""
+        await asyncio.sleep(0)
+        coro: Any = asyncio.current_task().get_coro()  # type: ignore[union-attr]
+        {"send": lambda: coro.send(None), "next": lambda: next(coro.__await__()),
+         "throw": lambda: coro.throw(KeyError("x")), "close": coro.close}[how]()
+        return how
+
+    hows = ["send", "next", "throw", "close"]
+    calls = [call("reenters", str(i), how=h) for i, h in enumerate(hows)]
+    expected = [internal("reenters", "ValueError: coroutine already executing")] * len(hows)
+    inv = Invoker(ToolRegistry([reenters]))
+    assert [strip(await asyncio.wait_for(inv.invoke(c), 10)) for c in calls] == expected
+    assert [strip(e) for e in await asyncio.wait_for(inv.invoke_many(calls), 10)] == expected
+
+
 async def test_a_body_that_is_an_awaitable_but_no_coroutine_is_awaited_as_alone() -> None:
     """A function marked as a coroutine function that returns a future or an object with
     ``__await__`` is awaited through its ``__await__``; one that returns a plain generator (not

@@ -585,7 +585,11 @@ class Relay:
     def close(self) -> None:
         """Close what it steps (the body's ``finally`` blocks run); a call not ended yet goes to
         ``turn._closed(i, m, exc)`` (``exc``: ``GeneratorExit``, or what the body's close
-        raised). Raises what the body's close raised, as closing a coroutine does."""
+        raised). Raises what the body's close raised, as closing a coroutine does.
+
+        ``send``, ``throw``, ``close`` and ``__next__`` called during a step of this relay (by the
+        body, on the coroutine of the task running it) raise ``ValueError: coroutine already
+        executing``, as a coroutine does."""
 
 def observed_level(config: Any, ctx: object) -> int:
     """How an ``audit()`` rule ``config`` observes a call in ``ctx``: 0 nobody reads its record;

@@ -16,7 +16,7 @@
 //! here (`Call::returned`) and the turn answers the call (or says how it goes on: retry, audit
 //! record); what it raised goes to the turn; either way the task may go on with a coroutine the
 //! turn returns (the Invoker's driver).
-use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit};
+use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -81,6 +81,12 @@ pub struct Relay {
 fn stopped(py: Python<'_>) -> PyErr {
     let _ = py;
     PyStopIteration::new_err(())
+}
+
+/// The relay, borrowed for a step; during a step of its own (a body stepping the coroutine of
+/// the task running it) the `ValueError` a running coroutine raises.
+fn running<'py>(slf: &Bound<'py, Relay>) -> PyResult<PyRefMut<'py, Relay>> {
+    slf.try_borrow_mut().map_err(|_| PyValueError::new_err("coroutine already executing"))
 }
 
 fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
@@ -280,6 +286,41 @@ impl Relay {
         self.resume(py, Input::Send(py.None().into_bound(py)))
     }
 
+    /// `close()` (see there), the relay borrowed.
+    fn close_now(&mut self, py: Python<'_>) -> PyResult<()> {
+        let generator_exit = || PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+        let mut raised = None;
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Body(body) => {
+                // The task's coroutine is closed (its loop was closed, or something closed it): so
+                // is the body; one that awaits while closed is dropped.
+                let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| body.run.bind(py).call1((c,)));
+                if let Some((d, _)) = &body.deadline {
+                    let exc = generator_exit();
+                    if let Err(e) = d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), &exc, py.None())) {
+                        raised = Some(e);
+                    }
+                }
+                match closed {
+                    Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => raised = Some(e),
+                    _ => {}
+                }
+            }
+            State::Then(c) | State::CleanUp(c, _) => {
+                if let Err(e) = c.bind(py).call_method0(intern!(py, "close")) {
+                    raised = Some(e);
+                }
+            }
+            State::Start | State::Done => {}
+        }
+        if let Some(start) = self.call.take() {
+            let exc = raised.as_ref().map_or_else(generator_exit, |e| e.value(py).clone().into_any());
+            let (turn, i, m) = (start.turn.bind(py), start.i.bind(py), start.m.bind(py));
+            turn.call_method1(intern!(py, "_closed"), (i, m, exc))?;
+        }
+        raised.map_or(Ok(()), Err)
+    }
+
     /// One step of a body's clean-up past its deadline, its outcome dropped: a cancellation of
     /// this task (its loop shutting down) that the body swallows closes the body.
     fn clean_up<'py>(&mut self, py: Python<'py>, coro: Py<PyAny>, first: Option<Py<PyAny>>, input: Input<'py>) -> Stepped<'py> {
@@ -335,32 +376,39 @@ impl Relay {
         Relay { state: State::Start, call: Some(Start { arg: arg.unbind(), ctx: ctx.unbind(), turn: turn.unbind(), i: i.unbind(), m: m.unbind() }) }
     }
 
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+    // The methods below borrow the relay only for the step they take: one called during a step
+    // (by the body, on the coroutine of the task running it) gets what a coroutine gives then.
+
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         let _in = super::shutdown::inside(slf.py());
         slf
     }
 
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         let _in = super::shutdown::inside(slf.py());
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(py);
-        self.resume(py, Input::Send(py.None().into_bound(py)))
+    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        running(slf)?.resume(py, Input::Send(py.None().into_bound(py)))
     }
 
     /// Take the next step, the body getting `value`.
-    fn send<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(py);
-        self.resume(py, Input::Send(value))
+    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        running(slf)?.resume(py, Input::Send(value))
     }
 
     /// Take the next step, the body getting `exc` raised.
     #[pyo3(signature = (exc, value=None, tb=None))]
-    fn throw<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(py);
+    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
         let _ = tb;
+        let mut relay = running(slf)?;
         let exc = match value {
             Some(v) if exc.is_instance_of::<pyo3::types::PyType>() && !v.is_none() => {
                 if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
@@ -368,47 +416,17 @@ impl Relay {
             _ if exc.is_instance_of::<pyo3::types::PyType>() => exc.call0()?,
             _ => exc,
         };
-        self.resume(py, Input::Throw(exc))
+        relay.resume(py, Input::Throw(exc))
     }
 
     /// Close what is being stepped (the body's `finally` blocks run); raises what the body's
     /// close raised. A call not ended yet is handed to the turn (`_Turn._closed`), whose body
     /// ended by `GeneratorExit` or by what its close raised.
-    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        let _in = super::shutdown::inside(py);
-        let generator_exit = || PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
-        let mut raised = None;
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Body(body) => {
-                // The task's coroutine is closed (its loop was closed, or something closed it): so
-                // is the body; one that awaits while closed is dropped.
-                let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| body.run.bind(py).call1((c,)));
-                if let Some((d, _)) = &body.deadline {
-                    let exc = generator_exit();
-                    if let Err(e) = d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), &exc, py.None())) {
-                        raised = Some(e);
-                    }
-                }
-                match closed {
-                    Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => raised = Some(e),
-                    _ => {}
-                }
-            }
-            State::Then(c) | State::CleanUp(c, _) => {
-                if let Err(e) = c.bind(py).call_method0(intern!(py, "close")) {
-                    raised = Some(e);
-                }
-            }
-            State::Start | State::Done => {}
-        }
-        if let Some(start) = self.call.take() {
-            let exc = raised.as_ref().map_or_else(generator_exit, |e| e.value(py).clone().into_any());
-            let (turn, i, m) = (start.turn.bind(py), start.i.bind(py), start.m.bind(py));
-            turn.call_method1(intern!(py, "_closed"), (i, m, exc))?;
-        }
-        raised.map_or(Ok(()), Err)
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        running(slf)?.close_now(py)
     }
-
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
             visit.call(&s.arg)?;
