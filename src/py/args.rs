@@ -322,7 +322,7 @@ fn write_canonical(w: &mut crate::middleware::Canonical, obj: &Bound<'_, PyAny>)
         for (k, v) in &keyed {
             entries.push((k.to_str()?, v));
         }
-        w.object(entries, write_canonical)?;
+        w.object(&mut entries, write_canonical)?;
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         let items = obj.try_iter()?.collect::<PyResult<Vec<_>>>()?;
         w.array(items.iter(), write_canonical)?;

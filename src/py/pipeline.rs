@@ -1167,20 +1167,44 @@ impl Call {
         let h = helpers(py)?;
         let copy = if fresh { Some(h.copy_context.bind(py).call0()?) } else { None };
         if let Ok(kwargs) = args.cast::<PyDict>() {
-            if body.get_type().is(h.function_type.bind(py)) && body.getattr(intern!(py, "__code__"))?.is(h.invoke_plain.bind(py)) {
-                let func = body.getattr(intern!(py, "__closure__"))?.get_item(0)?.getattr(intern!(py, "cell_contents"))?;
-                if func.get_type().is(h.function_type.bind(py)) {
-                    return match copy {
-                        Some(c) => h.context_run.bind(py).call((c, func), Some(kwargs)),
-                        None => func.call((), Some(kwargs)),
-                    };
-                }
+            if let (_, Some(func)) = self.body_plan(py, &body)? {
+                return match copy {
+                    Some(c) => h.context_run.bind(py).call((c, func), Some(kwargs)),
+                    None => func.call((), Some(kwargs)),
+                };
             }
         }
         match copy {
             Some(c) => h.context_run.bind(py).call1((c, body, args, ctx)),
             None => body.call1((args, ctx)),
         }
+    }
+
+    /// What the tool's body callable `body` is: `(unpacks, plain)`, `unpacks` when it is one of
+    /// the wrappers `tools.from_callable` makes (`tools._ARGS_UNPACKED`), which only unpack or
+    /// copy the mapping, `plain` the Python function `func` when it is `invoke_plain`
+    /// (`func(**args)`). Found once per `fn` object (kept on the tool's `CoreTool`).
+    fn body_plan<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
+        let core = self.core.as_ref().map(|c| c.bind(py).get());
+        if let Some(hit) = core.and_then(|c| c.cached_plan(body)) {
+            return Ok(hit);
+        }
+        let h = helpers(py)?;
+        let (mut unpacks, mut plain) = (false, None);
+        if body.get_type().is(h.function_type.bind(py)) {
+            let code = body.getattr(intern!(py, "__code__"))?;
+            unpacks = h.args_unpacked.iter().any(|c| c.bind(py).is(&code));
+            if code.is(h.invoke_plain.bind(py)) {
+                let func = body.getattr(intern!(py, "__closure__"))?.get_item(0)?.getattr(intern!(py, "cell_contents"))?;
+                if func.get_type().is(h.function_type.bind(py)) {
+                    plain = Some(func);
+                }
+            }
+        }
+        if let Some(plan) = core.and_then(|_| super::tools::BodyPlan::new(body, unpacks, plain.as_ref())) {
+            core.expect("a core").keep_plan(plan);
+        }
+        Ok((unpacks, plain))
     }
 
     /// Before the body of `flags`' tool is called with the arguments: sealed unless its `fn` is
@@ -1190,13 +1214,9 @@ impl Call {
         if self.sealed {
             return Ok(());
         }
-        let h = helpers(py)?;
         let unpacks = match flags.get(intern!(py, "fn"))? {
-            Some(f) if f.get_type().is(h.function_type.bind(py)) => {
-                let code = f.getattr(intern!(py, "__code__"))?;
-                h.args_unpacked.iter().any(|c| c.bind(py).is(&code))
-            }
-            _ => false,
+            Some(f) => self.body_plan(py, &f)?.0,
+            None => false,
         };
         if !unpacks {
             self.sealed_args(py)?;

@@ -366,9 +366,69 @@ pub struct CoreTool {
     /// The input schema as plain Python dicts and lists, built on the first rejected call: each
     /// `invalid_arguments` envelope gets a copy of its containers (strings and numbers shared).
     envelope_schema: PyOnceLock<Py<PyAny>>,
+    /// What the pipeline found out about the tool's `fn` the last time it looked (see
+    /// [`BodyPlan`]), for the same `fn` object.
+    body_plan: std::sync::Mutex<Option<BodyPlan>>,
+}
+
+/// What the call pipeline learns about a tool's body callable `fn` from its code and closure:
+/// read once per `fn` object instead of at every call. Held by weak references (a function the
+/// tool no longer uses, and its closure, are never kept alive by this).
+pub(crate) struct BodyPlan {
+    /// The `fn` object described (a dead reference, or another object: not this plan's).
+    body: Py<pyo3::types::PyWeakrefReference>,
+    /// `fn` is one of the wrappers `tools.from_callable` makes that only unpack or copy the
+    /// mapping (`tools._ARGS_UNPACKED`).
+    pub(crate) unpacks: bool,
+    /// `fn` is the `invoke_plain` wrapper (`func(**args)`) around this Python function.
+    plain: Option<Py<pyo3::types::PyWeakrefReference>>,
+}
+
+impl BodyPlan {
+    /// `unpacks` and `plain` of `body`, or None when `body` cannot be referred to weakly (it is
+    /// then read at every call).
+    pub(crate) fn new(body: &Bound<'_, PyAny>, unpacks: bool, plain: Option<&Bound<'_, PyAny>>) -> Option<Self> {
+        use pyo3::types::PyWeakrefReference;
+        let weak = PyWeakrefReference::new(body).ok()?.unbind();
+        let plain = match plain {
+            Some(f) => Some(PyWeakrefReference::new(f).ok()?.unbind()),
+            None => None,
+        };
+        Some(BodyPlan { body: weak, unpacks, plain })
+    }
+
+    /// The plain function, alive (see `plain`).
+    pub(crate) fn plain<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        use pyo3::types::PyWeakrefMethods;
+        self.plain.as_ref().and_then(|w| w.bind(py).upgrade())
+    }
 }
 
 impl CoreTool {
+    /// The plan found for `body` before, if `body` is the object it describes: `(unpacks,
+    /// plain function)`.
+    pub(crate) fn cached_plan<'py>(&self, body: &Bound<'py, PyAny>) -> Option<(bool, Option<Bound<'py, PyAny>>)> {
+        use pyo3::types::PyWeakrefMethods;
+        let py = body.py();
+        let slot = self.body_plan.try_lock().ok()?;
+        let plan = slot.as_ref()?;
+        if !plan.body.bind(py).upgrade().is_some_and(|b| b.is(body)) {
+            return None;
+        }
+        let plain = plan.plain(py);
+        if plan.plain.is_some() && plain.is_none() {
+            return None;
+        }
+        Some((plan.unpacks, plain))
+    }
+
+    /// Keep `plan` (replacing the one held).
+    pub(crate) fn keep_plan(&self, plan: BodyPlan) {
+        if let Ok(mut slot) = self.body_plan.try_lock() {
+            *slot = Some(plan);
+        }
+    }
+
     fn build(
         py: Python<'_>,
         name: String,
@@ -385,7 +445,15 @@ impl CoreTool {
                     .unwrap_or_else(|err| err.into_value(py).into_bound(py).into_any()),
             )
         })?;
-        Ok(Self { name, description, documented, validator, parameters: py_params, envelope_schema: PyOnceLock::new() })
+        Ok(Self {
+            name,
+            description,
+            documented,
+            validator,
+            parameters: py_params,
+            envelope_schema: PyOnceLock::new(),
+            body_plan: std::sync::Mutex::new(None),
+        })
     }
 
     /// Parse (JSON text) or convert (a mapping) the arguments and check them (see
@@ -680,6 +748,7 @@ fn define_function_tool<'py>(
             validator,
             parameters: py_params,
             envelope_schema: PyOnceLock::new(),
+            body_plan: std::sync::Mutex::new(None),
         };
     Ok((core, frozen))
 }
