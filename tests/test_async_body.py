@@ -266,7 +266,7 @@ async def test_a_deadline_costs_one_background_task_only_when_the_clean_up_suspe
     assert count.created == []
     with TaskCount() as count:
         assert await inv.invoke(call("lingers", x=1)) == timeout_env("lingers", "0.02")
-    assert count.created == ["_finish"]
+    assert count.created == ["BodyAwait"]
     await asyncio.sleep(0.05)
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "Call",
     "Pipeline",
     "Relay",
+    "BodyAwait",
     "host_allow_list",
     "STEP_DONE",
     "STEP_RUN",
@@ -443,11 +444,11 @@ class Pipeline:
       awaitable: ``payload`` is a ``Later``; ``await payload.settle()`` (it awaits the
       awaitable within what is left of the call's deadline), then ``Call.ok`` /
       ``Call.failed``;
-    - ``STEP_AWAIT``: ``(tool, body, run, awaited, end, timeout_s)``: an ``async`` body the core
-      started itself (``begin(..., here=True)``: its first step taken) suspended: await the rest
-      with ``_runner.go_on(body, run, awaited, end, timeout_s, tool.name)`` (``body`` None:
-      ``awaited`` is an awaitable that is no coroutine, for ``_runner._await_coro``), check
-      the result, then ``Call.ok`` / ``Call.failed``;
+    - ``STEP_AWAIT``: ``(tool, awaiting, end, timeout_s)``: an ``async`` body the core started
+      itself (``begin(..., here=True)``: its first step taken) suspended, or ``fn`` returned an
+      awaitable that is no coroutine: ``await awaiting`` (a :class:`BodyAwait`) in the caller's
+      task, check the result (an awaitable one is settled within what is left of the deadline,
+      ``end`` on ``time.monotonic``), then ``Call.ok`` / ``Call.failed``;
     - ``STEP_RAISE``: that body raised ``KeyboardInterrupt``/``SystemExit`` (or its output check
       a ``BaseException`` that is not an ``Exception``): raise ``payload`` (then ``Call.abort``).
     """
@@ -546,6 +547,41 @@ EV_CAS: int
 EV_STORE_FAILED: int
 EV_OPENED: int
 EV_RECORDED: int
+
+@final
+class BodyAwait:
+    """An ``async`` tool body awaited in the caller's own task (no task of its own):
+    ``await BodyAwait(coro, limit_s, name, end=None)`` returns what the body returns.
+
+    ``coro``: the body's coroutine (an awaitable that is no coroutine is awaited through its
+    ``__await__``; a non-awaitable is a ``TypeError`` at the first await); ``limit_s``: its
+    deadline in seconds (None: none; ``end``: that deadline on ``time.monotonic`` when it
+    started earlier); ``name``: the tool's, for ``ToolTimeoutError``. Each
+    step of the body runs in one copy of the caller's ``contextvars`` and as the body's own
+    stand-in task (``asyncio.current_task()`` meanwhile): scopes the body enters cancel the
+    body, never the caller, and the caller's cancellation reaches the body as its task's. A
+    body that finishes without suspending costs no pass of the loop. At the deadline the
+    caller gets ``ToolTimeoutError`` at once: the body is cancelled and a clean-up that
+    suspends goes on in a task of its own, its outcome dropped; a result past the deadline is a
+    ``ToolTimeoutError`` too. Raises what the body raised; a ``BaseException`` that is not an
+    ``Exception`` comes wrapped in ``_runner.BodyFailed`` (but the caller's own cancellation,
+    ``KeyboardInterrupt`` and ``SystemExit``). Closing it abandons the body as its deadline
+    would. Awaited once."""
+
+    def __new__(cls, coro: Any, limit_s: float | None, name: str, end: float | None = None) -> Self: ...
+    def __await__(self) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: object) -> Any:
+        """Take the next step, the body getting ``value``; returns what it yields, raises
+        ``StopIteration`` with the body's value when it returned."""
+
+    def throw(self, exc: BaseException | type[BaseException], value: object = None, tb: object = None) -> Any:
+        """Take the next step, the body getting ``exc`` raised; as :meth:`send`."""
+
+    def close(self) -> None:
+        """The awaiting coroutine is closed: the body is abandoned (as at its deadline), or
+        closed where no loop runs."""
 
 @final
 class Relay:

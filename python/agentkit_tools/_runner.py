@@ -285,7 +285,6 @@ class _Deadlines:
         self.seq = 0
         self.armed_at: float | None = None
         self.handle: weakref.ref[asyncio.TimerHandle] | None = None
-        self.clean_ups: weakref.ref[_CleanUps] | None = None
 
     def add(self, when: float, deadline: Any) -> int:
         token = self.seq = self.seq + 1
@@ -367,7 +366,7 @@ class _Deadline:
     ``left``: seconds still left of ``limit`` when the block starts, if less). On expiry the
     awaiting task is cancelled at its ``await`` and the block raises ``ToolTimeoutError``; the
     caller's own cancellation (arriving at the same time too) propagates. Whoever awaits inside
-    the block must not let the task's cancellation wait for a body's clean-up (``_delegate``
+    the block must not let the task's cancellation wait for a body's clean-up (``BodyAwait``
     hands a cancelled body's clean-up to a task of its own)."""
 
     __slots__ = ("limit", "left", "name", "task", "expired", "ended", "deadlines", "cancelling")
@@ -416,23 +415,12 @@ _PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict}
 
 # ------------------------------------------------------------------ an async body, in the caller's task
 
-_FUTURE = asyncio.Future
 _COROUTINE = types.CoroutineType
 _CANCELLED = asyncio.CancelledError
 _isfuture = asyncio.isfuture
-_current_task = asyncio.current_task
-
-_swap_current_task = getattr(asyncio.tasks, "_swap_current_task", None)  # Python 3.12+
-if _swap_current_task is None:
-    _enter_task, _leave_task = asyncio.tasks._enter_task, asyncio.tasks._leave_task  # type: ignore[attr-defined]
-
-    def _swap_current_task(loop: Any, task: Any) -> Any:
-        prev = _current_task(loop)
-        if prev is not None:
-            _leave_task(loop, prev)
-        if task is not None:
-            _enter_task(loop, task)
-        return prev
+#: An async body awaited in the caller's own task, each step as its stand-in task (the core's
+#: ``BodyAwait``): ``await BodyAwait(awaitable, limit_s, name, end)``.
+BodyAwait = _core.BodyAwait
 
 
 class _BodyTask:
@@ -527,211 +515,25 @@ class _BodyTask:
         return f"<_BodyTask {self.get_name()} {'done' if self.done() else 'pending'}>"
 
 
-def _step(body: _BodyTask, run: Any, fn: Any, arg: Any) -> Any:
-    """One step of ``body`` (``fn(arg)``: its coroutine's ``send`` or ``throw``) in its context
-    (``run``), as its own task: ``asyncio.current_task()`` is ``body`` meanwhile. Returns what
-    it yielded; raises what it raised (``StopIteration`` when it returned)."""
-    if body._must_cancel:  # a cancellation it has not seen yet: delivered now, as a task does
-        body._must_cancel = False
-        if not isinstance(arg, _CANCELLED):
-            fn, arg = body._coro.throw, _CANCELLED(body._cancel_message)
-    body._fut_waiter = None
-    body._waiter_cancelled = False
-    loop = body._loop
-    prev = _swap_current_task(loop, body)
-    try:
-        y = run(fn, arg)
-    except BaseException as exc:
-        _swap_current_task(loop, prev)
-        body._ended(exc)
-        raise
-    _swap_current_task(loop, prev)
-    body._fut_waiter = y
-    if body._must_cancel and _isfuture(y) and y.cancel(body._cancel_message):
-        body._must_cancel = False  # it cancelled itself during this step
-        body._waiter_cancelled = True
-    return y
-
-
-def _close(body: _BodyTask, run: Any) -> None:
-    """Close ``body`` (its ``finally`` blocks run as its own task)."""
-    loop = body._loop
-    prev = _swap_current_task(loop, body)
-    try:
-        run(body._coro.close)
-    finally:
-        _swap_current_task(loop, prev)
-        body._ended(GeneratorExit())
-
-
-async def _await_coro(coro: Any, limit: float | None, name: str, end: float | None = None) -> Any:
-    """Await the body ``coro`` within ``limit`` seconds (``end``: that deadline on
-    ``time.monotonic`` when it started earlier, as for an awaitable a body returned), stepping
-    it in the caller's own task (no task of its own), each step in a copy of the caller's
-    context and as the body's own task (:class:`_BodyTask`). A body that finishes without
-    suspending costs no pass of the loop; one that finishes past its deadline raises
-    ``ToolTimeoutError`` all the same. When it suspends, :func:`_delegate` goes on."""
-    if type(coro) is not _COROUTINE:
-        coro = _as_coro(coro)
-    run = contextvars.copy_context().run
-    if end is None and limit is not None:
-        end = _monotonic() + limit
-    body = _BodyTask(asyncio.get_running_loop(), coro)
-    try:
-        y = _step(body, run, coro.send, None)
-    except StopIteration as stop:
-        on_time(end, name, limit)
-        return stop.value
-    except Exception:
-        raise
-    except BaseException as exc:
-        raise _carried(exc) from None
-    return await go_on(body, run, y, end, limit, name)
-
-
-async def go_on(body: _BodyTask, run: Any, y: Any, end: float | None, limit: float | None, name: str) -> Any:
-    """The rest of :func:`_await_coro` once the first step of ``body`` suspended (it yielded
-    ``y``; ``end``: its deadline on ``time.monotonic``, None: none): the deadline's timer is
-    armed only now (a body that finishes at once needs none). The core's call pipeline takes a
-    body's first step itself and hands a suspended one here."""
-    left = None if end is None else end - _monotonic()
-    if left is not None and left <= 0:  # its first step blocked past the deadline
-        if _isfuture(y):
-            y.cancel()
-        _abandon(body, run, _CANCELLED())
-        raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
-    with _Deadline(limit, name, left) as deadline:
-        return await _delegate(body, run, y, deadline, end)
-
-
-def _woken(fut: Any, wait: Any) -> None:
-    """``fut`` (a task or gathering future the body awaits) ended: complete ``wait``. Its
-    outcome counts as read, as when a task wakes from it: a body abandoned at its deadline
-    never reads it, and asyncio would log it as never retrieved."""
-    if not fut.cancelled():
-        fut.exception()
-    if not wait.done():
-        wait.set_result(None)
-
-
-@types.coroutine
-def _delegate(body: _BodyTask, run: Any, y: Any, deadline: _Deadline | None = None, end: float | None = None) -> Any:
-    """Go on stepping the suspended body (it yielded ``y``) in this task: what it yields goes to
-    the task untouched (a future keeps its ``_asyncio_future_blocking`` hand-shake), what the
-    task sends or throws goes to the body, each step by :func:`_step`. Returns what the body
-    returns; raises as :func:`run_body`. Runs in the caller's task (``deadline`` given), or in
-    the task driving an abandoned body's clean-up (:func:`_finish`; no ``deadline``).
-
-    In the caller's task, a task or a gathering future the body awaits is waited on through a
-    plain future completed with it: cancelling the caller then never waits for that task's own
-    clean-up.
-
-    A cancellation of this task reaches the body at once, as a cancellation of the body's own
-    task; a ``CancelledError`` the body's own scopes caused (they cancel ``body``) goes to the
-    body and is none of this task's. In the caller's task: at the deadline, if the body's
-    clean-up suspends, it goes on in a task of its own (:func:`_abandon`) and the caller gets
-    ``timeout`` at once; the caller's own cancellation is the body's to act on, like that of any
-    coroutine the caller awaits: it propagates when the body lets it through (a body that
-    swallows it answers). In a clean-up's task, cancelled when ``asyncio.run`` ends or the loop
-    shuts down, a body that swallows that cancellation too is closed: it never keeps the loop
-    from ending."""
-    task = _current_task()
-    counted = _COUNTS_CANCELS and task is not None
-    before = seen = _cancels_delivered(task) if counted else 0  # type: ignore[arg-type]
-    delivered = False  # a cancellation of this task reached the body
-    coro = body._coro
-    send, throw = coro.send, coro.throw
-    while True:
-        if deadline is None or y is None or type(y) is _FUTURE or not _isfuture(y):
-            wait = y
-        else:  # a task, a gathering future: wait on a plain future completed with it
-            wait = y.get_loop().create_future()
-            y.add_done_callback(lambda f, wait=wait: _woken(f, wait))
-            y._asyncio_future_blocking = False
-            wait._asyncio_future_blocking = True
-        callers = False
-        try:
-            value = yield wait
-        except _CANCELLED as exc:
-            if counted:
-                callers = task.cancelling() > seen  # type: ignore[union-attr]
-                seen = task.cancelling()  # type: ignore[union-attr]
-            else:  # Python 3.10: any one the body did not cause itself
-                callers = wait is not y or not body._waiter_cancelled
-            if callers:
-                delivered = True
-                body._num_cancels_requested += 1  # the body's task is cancelled with this one
-                if wait is not y and not y.done():
-                    y.cancel()  # as a task does with the future it awaits
-                    if not deadline.expired:  # type: ignore[union-attr]
-                        continue  # the body sees the cancellation once that future has ended
-                if deadline is not None and deadline.expired:
-                    _abandon(body, run, exc, counted=True)
-                    raise
-            step, arg = throw, exc
-        except GeneratorExit:  # this task's coroutine is closed
-            if deadline is None:
-                _close(body, run)
-            else:
-                _abandon(body, run, _CANCELLED())
-            raise
-        except BaseException as exc:
-            step, arg = throw, exc
-        else:
-            step, arg = send, value
-        try:
-            y = _step(body, run, step, arg)
-        except StopIteration as stop:
-            if end is not None:
-                on_time(end, deadline.name, deadline.limit)  # type: ignore[union-attr]
-            return stop.value
-        except _CANCELLED as exc:
-            if delivered and (not counted or task.cancelling() > before):  # type: ignore[union-attr]
-                raise  # this task's cancellation
-            raise BodyFailed(exc) from None  # the body cancelled itself
-        except Exception:
-            raise
-        except BaseException as exc:
-            raise _carried(exc) from None
-        if callers and deadline is None:  # a clean-up that swallowed its task's cancellation
-            _close(body, run)
-            return None
-
-
-def _abandon(body: _BodyTask, run: Any, exc: BaseException, counted: bool = False) -> None:
-    """Cancel the suspended ``body`` at once: ``exc`` (a ``CancelledError``) is thrown into it
-    (``counted``: its task's cancellation was counted already); if its clean-up suspends, a task
-    of its own drives it to its end, the outcome dropped without a trace. Scopes the body
-    entered, and deadlines of calls it made, belong to ``body``: they go on cancelling the body,
-    never the caller."""
-    if not counted:
-        body._num_cancels_requested += 1
-    try:
-        y = _step(body, run, body._coro.throw, exc)
-    except BaseException as ended:
-        if isinstance(ended, _STOP):
-            raise
-        return  # it ended at once
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # no loop left to run its clean-up on: it is closed instead
-        try:
-            _close(body, run)
-        except Exception:
-            pass
-        return
-    hold_clean_up(loop.create_task(_finish(body, run, y)))
+def _held(loop: asyncio.AbstractEventLoop) -> _CleanUps:
+    held = _HELD.get(loop)
+    holder = None if held is None else held()
+    if holder is None:
+        holder = _CleanUps()
+        _HELD[loop] = weakref.ref(holder)
+    return holder
 
 
 def hold_clean_up(task: asyncio.Task[Any]) -> None:
     """Hold ``task``, which drives the clean-up of a body past its deadline (its outcome
     dropped), until it ends or its loop is closed (see :class:`_CleanUps`)."""
-    state = _deadlines_of(task.get_loop())
-    held = None if state.clean_ups is None else state.clean_ups()
-    if held is None:
-        held = _CleanUps()
-        state.clean_ups = weakref.ref(held)
-    held.add(task)
+    _held(task.get_loop()).add(task)
+
+
+def hold_body(awaiting: Any) -> None:
+    """Watch ``awaiting`` (a ``BodyAwait`` a caller's task awaits on the running loop; held
+    weakly) until its loop is closed (see :class:`_CleanUps`)."""
+    _held(asyncio.get_running_loop()).watch(awaiting)
 
 
 #: How far ahead the timer that holds a loop's clean-up tasks is set (seconds; reached, it is
@@ -740,41 +542,57 @@ _HOLD_S = 86400.0
 
 
 class _CleanUps:
-    """The tasks driving the clean-up of bodies abandoned at their deadline on one event loop
-    (:func:`_abandon`). A loop holds its tasks weakly only; these are held by the loop itself,
-    through a timer of its own that never runs them, and by nothing else: a loop closed while
-    one is still running (``loop.close()`` alone, or one started during ``asyncio.run``'s own
-    shut-down, after it cancelled the tasks left) drops that timer and with it this holder,
-    which then closes each body there (its ``finally`` blocks run, as for any coroutine
-    collected) and drops its task without asyncio's 'destroyed but it is pending' report.
-    Nothing of a closed loop is kept."""
+    """What one event loop must close if it is closed first: the tasks driving the clean-up of
+    bodies abandoned at their deadline (the core's ``BodyAwait`` and a turn's ``Relay``), and,
+    weakly, the bodies its callers' tasks await (``BodyAwait``). A loop holds its tasks weakly
+    only; these are held by the loop itself, through a timer of its own that never runs them,
+    and by nothing else: a loop closed while one is still running (``loop.close()`` alone, or
+    one started during ``asyncio.run``'s own shut-down, after it cancelled the tasks left)
+    drops that timer and with it this holder, which then abandons each body still awaited
+    there (as at its deadline; with no loop running, its clean-up is closed) and closes each
+    clean-up task's body (its ``finally`` blocks run as its own task, whatever order the
+    collector would finalize what is left in), and drops each task without asyncio's
+    'destroyed but it is pending' report. Nothing of a closed loop is kept."""
 
-    __slots__ = ("tasks", "handle", "__weakref__")
+    __slots__ = ("tasks", "bodies", "handle", "__weakref__")
 
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.bodies: weakref.WeakSet[Any] = weakref.WeakSet()
         self.handle: weakref.ref[asyncio.TimerHandle] | None = None
 
     def hold(self, loop: asyncio.AbstractEventLoop) -> None:
         self.handle = weakref.ref(loop.call_at(loop.time() + _HOLD_S, self.hold, loop))
 
-    def add(self, task: asyncio.Task[Any]) -> None:
+    def _armed(self, loop: asyncio.AbstractEventLoop) -> None:
         handle = None if self.handle is None else self.handle()
         if handle is None or handle.cancelled():
-            self.hold(task.get_loop())
+            self.hold(loop)
+
+    def add(self, task: asyncio.Task[Any]) -> None:
+        self._armed(task.get_loop())
         self.tasks.add(task)
         task._log_destroy_pending = False  # type: ignore[attr-defined]
         me = weakref.ref(self)  # the task must not hold this: the loop alone does
         task.add_done_callback(lambda t: None if (held := me()) is None else held.ended(t))
 
+    def watch(self, awaiting: Any) -> None:
+        self._armed(asyncio.get_running_loop())
+        self.bodies.add(awaiting)
+
     def ended(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
-        if not self.tasks:
+        if not self.tasks and not self.bodies:
             handle = None if self.handle is None else self.handle()
             if handle is not None:
                 handle.cancel()  # the loop lets go of this holder
 
-    def __del__(self) -> None:  # the loop was closed with clean-ups still running
+    def __del__(self) -> None:  # the loop was closed with bodies still awaited or cleaning up
+        for awaiting in list(self.bodies):
+            try:
+                awaiting.close()
+            except BaseException:  # noqa: BLE001 - nothing is left to tell
+                pass
         for task in self.tasks:
             try:
                 task.get_coro().close()  # type: ignore[union-attr]
@@ -782,14 +600,8 @@ class _CleanUps:
                 pass
 
 
-async def _finish(body: _BodyTask, run: Any, y: Any) -> None:
-    """Drive an abandoned body's clean-up to its end, its outcome dropped."""
-    try:
-        await _delegate(body, run, y)
-    except (GeneratorExit, KeyboardInterrupt, SystemExit):
-        raise  # closed (its loop was closed), or the process is being stopped
-    except BaseException:  # noqa: BLE001 - the outcome of a call past its deadline: nobody reads it
-        pass
+#: Each loop's :class:`_CleanUps`, held weakly (its loop's timer holds it).
+_HELD: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_CleanUps]] = weakref.WeakKeyDictionary()
 
 
 def _loop_idle(loop: asyncio.AbstractEventLoop, bound: float) -> bool:
@@ -862,7 +674,7 @@ class Later:
             if type(self.result) is _COROUTINE:
                 self.result.close()  # never started: no warning that it was never awaited
             raise ToolTimeoutError(self.tool.name, self.limit)  # type: ignore[arg-type]
-        result = await _await_coro(_as_coro(self.result), self.limit, self.tool.name, self.end)
+        result = await BodyAwait(self.result, self.limit, self.tool.name, self.end)
         return self.tool.check_output(result, self.ctx)
 
 
@@ -884,7 +696,7 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
 
 def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     """The coroutine of an ``async`` function tool's body (``BODY_ASYNC``), to await with
-    :func:`_await_coro` within ``limit``; raises as :func:`run_body` (``ToolTimeoutError`` when
+    :class:`BodyAwait` within ``limit``; raises as :func:`run_body` (``ToolTimeoutError`` when
     the deadline has passed already: the body never starts)."""
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(tool.name, limit)
@@ -929,13 +741,13 @@ async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: in
     else:
         end = None if limit is None else _monotonic() + limit
         if kind == BODY_ASYNC:
-            result = checked(tool, await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name, end), ctx, limit, end)
+            result = checked(tool, await BodyAwait(start_async(tool, args, ctx, limit), limit, tool.name, end), ctx, limit, end)
         else:
             name = tool.name
             if limit is not None and limit <= 0:
                 raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
             if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
-                return await _await_coro(tool.run(args, ctx), limit, name, end)
+                return await BodyAwait(tool.run(args, ctx), limit, name, end)
             result = checked(tool, await _await_worker(tool, tool.fn, args, ctx, limit, name), ctx, limit, end)
     return await result.settle() if type(result) is Later else result
 

@@ -24,7 +24,7 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BODY_ASYNC, BODY_INLINE, Later, _await_coro, checked, go_on, run_body, run_inline, start_async, unwrap
+from ._runner import BODY_ASYNC, BODY_INLINE, BodyAwait, Later, checked, run_body, run_inline, start_async, unwrap
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
 
@@ -263,17 +263,13 @@ class Invoker:
                                 value = run_inline(tool, args, ctx, limit)
                             elif kind == BODY_ASYNC:
                                 end = None if limit is None else _monotonic() + limit
-                                value = await _await_coro(start_async(tool, args, ctx, limit), limit, tool.name, end)
+                                value = await BodyAwait(start_async(tool, args, ctx, limit), limit, tool.name, end)
                                 value = checked(tool, value, ctx, limit, end)
                             else:
                                 value = await run_body(tool, args, ctx, limit, kind)
                         elif step == AWAIT:  # an async body the core started suspended: await the rest
-                            tool, body, run, y, end, limit = arg
-                            if body is None:  # an awaitable that is no coroutine
-                                value = await _await_coro(y, limit, tool.name, end)
-                            else:
-                                value = await go_on(body, run, y, end, limit, tool.name)
-                            value = checked(tool, value, ctx, limit, end)
+                            tool, awaiting, end, limit = arg
+                            value = checked(tool, await awaiting, ctx, limit, end)
                         else:
                             value = await arg.settle()
                     except Exception as exc:

@@ -333,14 +333,14 @@ class FunctionTool(Generic[P, R]):
         on every path (no deadline here: ``timeout_s`` is the dispatcher's): a sync body on the
         worker pool, an async one (or an awaitable a sync body returns) stepped in the caller's
         task; either in a copy of the caller's ``contextvars``."""
-        from ._runner import _await_coro, in_worker
+        from ._runner import BodyAwait, in_worker
 
         if self._is_async:
-            result = await _await_coro(self.fn(kwargs, ctx), None, self.name)
+            result = await BodyAwait(self.fn(kwargs, ctx), None, self.name)
         else:
             result = await in_worker(self.fn, kwargs, ctx)
             if inspect.isawaitable(result):
-                result = await _await_coro(result, None, self.name)
+                result = await BodyAwait(result, None, self.name)
         return self.check_output(result, ctx)
 
     def check_output(self, result: Any, ctx: Any = None) -> Any:

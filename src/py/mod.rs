@@ -2,6 +2,7 @@
 use pyo3::prelude::*;
 
 mod args;
+mod awaiting;
 mod calls;
 mod docstring;
 mod envelope;
@@ -17,6 +18,7 @@ mod tools;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    awaiting::register(m)?;
     calls::register(m)?;
     docstring::register(m)?;
     envelope::register(m)?;

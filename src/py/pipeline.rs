@@ -89,8 +89,9 @@ const STEP_SETTLE: u8 = 10;
 /// `SystemExit`) or that the driver must see: the payload is the exception; raise it.
 const STEP_RAISE: u8 = 11;
 /// The core started an `async` body itself and its first step suspended: the payload is `(tool,
-/// body, run, awaited, end, timeout_s)` for `_runner.go_on` (`body` None: `awaited` is an
-/// awaitable `fn` returned that is no coroutine, for `_runner._await_coro`); then
+/// awaiting, end, timeout_s)`, `awaiting` the rest of the body to await in the caller's task (a
+/// `BodyAwait`; the awaitable `fn` returned when that is no coroutine), `end` its deadline on
+/// `time.monotonic` (an awaitable result is settled within what is left of it); then
 /// `Call.ok` / `Call.failed`.
 const STEP_AWAIT: u8 = 12;
 
@@ -382,7 +383,7 @@ pub(super) struct Helpers {
     frozen_list: Py<PyType>,
     /// `builtins.getattr`: `getattr(obj, name, None)` reads an attribute that is usually absent
     /// without raising (and formatting) an `AttributeError` first.
-    getattr: Py<PyAny>,
+    pub(super) getattr: Py<PyAny>,
     /// `agentkit_tools.middleware`: its `_OTEL` (what `_otel()` found of opentelemetry).
     middleware: Py<PyModule>,
     /// `middleware._otel`: the tracer when one is installed, else False.
@@ -396,7 +397,7 @@ pub(super) struct Helpers {
     later: Py<PyAny>,
     pub(super) timeout_error: Py<PyAny>,
     isawaitable: Py<PyAny>,
-    /// What stepping an `async` body needs (see `_runner._await_coro`): `contextvars.copy_context`,
+    /// What stepping an `async` body needs (see `super::awaiting`): `contextvars.copy_context`,
     /// `_runner._BodyTask`, `types.CoroutineType`, `asyncio.isfuture`, and the swap of the
     /// loop's current task (`asyncio.tasks._swap_current_task` on Python 3.12+, else
     /// `current_task` / `_leave_task` / `_enter_task`).
@@ -404,18 +405,24 @@ pub(super) struct Helpers {
     /// `contextvars.Context.run`, unbound: a non-blocking sync body's call in a copy of the
     /// caller's context (no bound method made per call).
     context_run: Py<PyAny>,
-    body_task: Py<PyAny>,
+    pub(super) body_task: Py<PyAny>,
     pub(super) coroutine: Py<PyAny>,
     /// The relay's: `_runner._Deadline`, `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
     pub(super) deadline: Py<PyAny>,
     pub(super) hold_clean_up: Py<PyAny>,
     pub(super) cancelled_error: Py<PyAny>,
     pub(super) as_coro: Py<PyAny>,
-    isfuture: Py<PyAny>,
+    pub(super) isfuture: Py<PyAny>,
+    /// What awaiting a body in the caller's task needs (`super::awaiting`): `asyncio.Future`,
+    /// `_runner.BodyFailed`, `_runner.hold_body`, and whether a task counts its cancellation requests (3.11+).
+    pub(super) future: Py<PyAny>,
+    pub(super) body_failed: Py<PyAny>,
+    pub(super) hold_body: Py<PyAny>,
+    pub(super) counts_cancels: bool,
     swap_task: Option<Py<PyAny>>,
     /// `asyncio.tasks._current_tasks`, the loop -> current task dict, where there is no swap.
     current_tasks: Option<Py<PyDict>>,
-    current_task: Py<PyAny>,
+    pub(super) current_task: Py<PyAny>,
     enter_task: Py<PyAny>,
     leave_task: Py<PyAny>,
     /// `tools.FunctionTool` and its own `check_output` (see `Flags`).
@@ -465,6 +472,10 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             cancelled_error: py.import("asyncio")?.getattr("CancelledError")?.unbind(),
             as_coro: py.import("agentkit_tools._runner")?.getattr("_as_coro")?.unbind(),
             isfuture: py.import("asyncio")?.getattr("isfuture")?.unbind(),
+            future: py.import("asyncio")?.getattr("Future")?.unbind(),
+            body_failed: py.import("agentkit_tools._runner")?.getattr("BodyFailed")?.unbind(),
+            hold_body: py.import("agentkit_tools._runner")?.getattr("hold_body")?.unbind(),
+            counts_cancels: py.import("asyncio")?.getattr("Task")?.hasattr("cancelling")?,
             swap_task: py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")?.map(Bound::unbind),
             current_tasks: match py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")? {
                 Some(_) => None,
@@ -890,7 +901,7 @@ enum Here<'py> {
 
 /// Make `task` the current task of loop `lp` (as `asyncio.tasks._swap_current_task`); returns
 /// the previous one (None when there was none; `task` None leaves none current).
-fn swap_task<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>, task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn swap_task<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>, task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if let Some(swap) = &h.swap_task {
         return swap.bind(py).call1((lp, task));
     }
@@ -1287,7 +1298,7 @@ impl Call {
     }
 
     /// Start the `async` body of function tool `tool` and take its first step here, as
-    /// `_runner._await_coro` does (in a copy of the caller's context, as its own stand-in task
+    /// `super::awaiting::BodyAwait` does (in a copy of the caller's context, as its own stand-in task
     /// `_runner._BodyTask`), within `limit` seconds: a body that finishes at once is done here
     /// (its result checked as `run_here` does; past the deadline a `ToolTimeoutError`); one that
     /// suspends goes to the driver (`STEP_AWAIT`), which awaits the rest under the deadline.
@@ -1312,7 +1323,16 @@ impl Call {
         let limit_obj = limit.into_pyobject(py)?.into_any();
         if !coro.get_type().is(h.coroutine.bind(py)) {
             // Some other awaitable: the driver awaits it the general way.
-            let items = [tool.clone(), none(), none(), coro, none(), limit_obj];
+            let name = tool.getattr(intern!(py, "name"))?;
+            let end = match limit {
+                Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
+                None => None,
+            };
+            let awaiting = match super::awaiting::BodyAwait::fresh(py, coro, limit, name, end) {
+                Ok(a) => Bound::new(py, a)?.into_any(),
+                Err(e) => return Ok(failed(e)),
+            };
+            let items = [tool.clone(), awaiting, end.into_pyobject(py)?.into_any(), limit_obj];
             return Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()));
         }
         let first = (|| -> PyResult<_> {
@@ -1327,9 +1347,9 @@ impl Call {
             let prev = swap_task(py, h, &lp, &body)?;
             let stepped = run.call1((send, py.None()));
             swap_task(py, h, &lp, &prev)?;
-            Ok((end, run, body, stepped))
+            Ok((end, run, body, lp, stepped))
         })();
-        let (end, run, body, stepped) = match first {
+        let (end, run, body, lp, stepped) = match first {
             Ok(parts) => parts,
             Err(e) => {
                 drop(coro.call_method0(intern!(py, "close"))); // never started: no warning it was never awaited
@@ -1343,7 +1363,7 @@ impl Call {
         };
         match stepped {
             Ok(y) => {
-                // It suspended on `y`: what `_runner._step` does after a step, then the driver.
+                // It suspended on `y`: what `BodyAwait` does after a step, then the driver.
                 let cancelled = (|| -> PyResult<()> {
                     body.setattr(intern!(py, "_fut_waiter"), &y)?;
                     if body.getattr(intern!(py, "_must_cancel"))?.is_truthy()?
@@ -1358,7 +1378,13 @@ impl Call {
                 if let Err(e) = cancelled {
                     return Ok(after(e));
                 }
-                let items = [tool.clone(), body, run, y, end.into_pyobject(py)?.into_any(), limit_obj];
+                let awaiting = super::awaiting::BodyAwait::suspended(py, body, &coro, run, lp, y, end, limit, tool.clone())
+                    .and_then(|a| Bound::new(py, a));
+                let awaiting = match awaiting {
+                    Ok(a) => a.into_any(),
+                    Err(e) => return Ok(after(e)),
+                };
+                let items = [tool.clone(), awaiting, end.into_pyobject(py)?.into_any(), limit_obj];
                 Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
             }
             Err(e) => {

@@ -1,0 +1,659 @@
+//! `BodyAwait`: an `async` tool body awaited in the caller's own task (no task of its own), on
+//! every path but the first attempt of an `invoke_many` turn's body (a task of its own, see
+//! `super::relay`). The caller awaits it (`await BodyAwait(coro, limit_s, name)`, or the awaitable
+//! of a `STEP_AWAIT` the core made after taking the body's first step itself); the coroutine
+//! machinery drives it (`send`/`throw`/`close`), so nothing here is a call the caller makes.
+//!
+//! Each step of the body runs in one copy of the caller's `contextvars` and as the body's own
+//! stand-in task (`_runner._BodyTask`, `asyncio.current_task()` meanwhile): what the body enters
+//! that remembers its task (`asyncio.timeout`, a task group, an anyio cancel scope) cancels the
+//! body, never the caller. What the body yields goes to the task untouched, except a task or a
+//! gathering future, which the task waits on through a plain future completed with it
+//! (cancelling the caller then never waits for that task's own clean-up); what the task sends or
+//! throws goes to the body.
+//!
+//! The deadline (`_runner._Deadline`) is entered when the caller first awaits. A cancellation of
+//! the caller's task reaches the body as a cancellation of the body's task; a `CancelledError`
+//! the body's own scopes caused is the body's. At the deadline, if the body's clean-up suspends,
+//! it goes on in a task of its own (a `BodyAwait` in clean-up mode, held by
+//! `_runner.hold_clean_up`, its outcome dropped) and the caller gets `ToolTimeoutError` at
+//! once; the caller's own cancellation is the body's to act on (it propagates when the body
+//! lets it through). A result past the deadline is never a success. Whatever the body raises
+//! reaches the caller as it is, but a `BaseException` that is not an `Exception`: wrapped in
+//! `_runner.BodyFailed` (the caller's own cancellation, `KeyboardInterrupt`/`SystemExit`
+//! excepted). A clean-up's task, cancelled when `asyncio.run` ends or the loop shuts down,
+//! closes a body that swallows that cancellation too: it never keeps the loop from ending.
+use pyo3::exceptions::{PyException, PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::pipeline::{helpers, swap_task, Helpers};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<BodyAwait>()
+}
+
+/// The awaitable, borrowed for a step; during a step of its own (a body stepping what its
+/// caller awaits) the `ValueError` a running coroutine raises.
+fn running<'py>(slf: &Bound<'py, BodyAwait>) -> PyResult<PyRefMut<'py, BodyAwait>> {
+    slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
+}
+
+fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+fn timeout<'py>(py: Python<'py>, h: &Helpers, name: &Bound<'py, PyAny>, limit: Option<f64>) -> PyErr {
+    match h.timeout_error.bind(py).call1((name, limit)) {
+        Ok(e) => PyErr::from_value(e),
+        Err(e) => e,
+    }
+}
+
+/// What a body's `BaseException` that is not an `Exception` becomes on its way to the caller
+/// (`_runner._carried`): `KeyboardInterrupt`/`SystemExit` as they are, anything else wrapped in
+/// `BodyFailed`.
+fn carried(py: Python<'_>, h: &Helpers, e: PyErr) -> PyErr {
+    if e.is_instance_of::<PyException>(py) || is_stop(py, &e) {
+        return e;
+    }
+    match h.body_failed.bind(py).call1((e.value(py),)) {
+        Ok(w) => {
+            let _ = w.setattr(intern!(py, "__suppress_context__"), true);
+            PyErr::from_value(w)
+        }
+        Err(e) => e,
+    }
+}
+
+/// The body: its coroutine, its stand-in task, the `Context.run` of its context copy, its loop.
+struct Body {
+    task: Py<PyAny>,
+    coro: Py<PyAny>,
+    send: Py<PyAny>,
+    throw: Py<PyAny>,
+    run: Py<PyAny>,
+    lp: Py<PyAny>,
+}
+
+impl Body {
+    fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let lp = h.get_running_loop.bind(py).call0()?;
+        let task = h.body_task.bind(py).call1((&lp, coro))?;
+        let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
+        Ok(Self::of(py, task, coro, run, lp)?)
+    }
+
+    pub(super) fn of<'py>(py: Python<'py>, task: Bound<'py, PyAny>, coro: &Bound<'py, PyAny>, run: Bound<'py, PyAny>, lp: Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(Body {
+            task: task.unbind(),
+            send: coro.getattr(intern!(py, "send"))?.unbind(),
+            throw: coro.getattr(intern!(py, "throw"))?.unbind(),
+            coro: coro.clone().unbind(),
+            run: run.unbind(),
+            lp: lp.unbind(),
+        })
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        Body {
+            task: self.task.clone_ref(py),
+            coro: self.coro.clone_ref(py),
+            send: self.send.clone_ref(py),
+            throw: self.throw.clone_ref(py),
+            run: self.run.clone_ref(py),
+            lp: self.lp.clone_ref(py),
+        }
+    }
+
+    /// One step of the body (`throw`: `arg` is raised in it, else sent) in its context, as its
+    /// own task. Returns what it yielded; raises what it raised (`StopIteration` when it
+    /// returned), its task ended then.
+    fn step<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.task.bind(py);
+        let (mut throw, mut arg) = (throw, arg);
+        if t.getattr(intern!(py, "_must_cancel"))?.is_truthy()? {
+            // A cancellation it has not seen yet: delivered now, as a task does.
+            t.setattr(intern!(py, "_must_cancel"), false)?;
+            let cancelled = h.cancelled_error.bind(py);
+            if !arg.is_instance(cancelled)? {
+                throw = true;
+                arg = cancelled.call1((t.getattr(intern!(py, "_cancel_message"))?,))?;
+            }
+        }
+        t.setattr(intern!(py, "_fut_waiter"), py.None())?;
+        t.setattr(intern!(py, "_waiter_cancelled"), false)?;
+        let lp = self.lp.bind(py);
+        let prev = swap_task(py, h, lp, t)?;
+        let f = if throw { &self.throw } else { &self.send };
+        let out = self.run.bind(py).call1((f.bind(py), arg));
+        swap_task(py, h, lp, &prev)?;
+        match out {
+            Err(e) => {
+                t.call_method1(intern!(py, "_ended"), (e.value(py),))?;
+                Err(e)
+            }
+            Ok(y) => {
+                t.setattr(intern!(py, "_fut_waiter"), &y)?;
+                if t.getattr(intern!(py, "_must_cancel"))?.is_truthy()?
+                    && h.isfuture.bind(py).call1((&y,))?.is_truthy()?
+                    && y.call_method1(intern!(py, "cancel"), (t.getattr(intern!(py, "_cancel_message"))?,))?.is_truthy()?
+                {
+                    t.setattr(intern!(py, "_must_cancel"), false)?; // it cancelled itself during this step
+                    t.setattr(intern!(py, "_waiter_cancelled"), true)?;
+                }
+                Ok(y)
+            }
+        }
+    }
+
+    /// Close the body (its `finally` blocks run as its own task).
+    fn close(&self, py: Python<'_>, h: &Helpers) -> PyResult<()> {
+        let t = self.task.bind(py);
+        let lp = self.lp.bind(py);
+        let prev = swap_task(py, h, lp, t)?;
+        let out = self.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| self.run.bind(py).call1((c,)));
+        let swapped = swap_task(py, h, lp, &prev);
+        let ended = t.call_method1(intern!(py, "_ended"), (PyGeneratorExit::new_err(()).into_value(py),));
+        out?;
+        swapped?;
+        ended.map(drop)
+    }
+
+    fn requested(&self, py: Python<'_>) -> PyResult<()> {
+        let t = self.task.bind(py);
+        let n: isize = t.getattr(intern!(py, "_num_cancels_requested"))?.extract()?;
+        t.setattr(intern!(py, "_num_cancels_requested"), n + 1)
+    }
+
+    /// Cancel the suspended body at once: `exc` (a `CancelledError`) is thrown into it
+    /// (`counted`: its task's cancellation was counted already); if its clean-up suspends, a
+    /// task of its own drives it to its end, the outcome dropped. Scopes the body entered, and
+    /// deadlines of calls it made, belong to the body: they go on cancelling it, never the
+    /// caller.
+    fn abandon<'py>(&self, py: Python<'py>, h: &Helpers, exc: Bound<'py, PyAny>, counted: bool) -> PyResult<()> {
+        if !counted {
+            self.requested(py)?;
+        }
+        let y = match self.step(py, h, true, exc) {
+            Ok(y) => y,
+            Err(e) if is_stop(py, &e) => return Err(e),
+            Err(_) => return Ok(()), // it ended at once
+        };
+        let Ok(lp) = h.get_running_loop.bind(py).call0() else {
+            // No loop left to run its clean-up on: it is closed instead.
+            return match self.close(py, h) {
+                Err(e) if !e.is_instance_of::<PyException>(py) => Err(e),
+                _ => Ok(()),
+            };
+        };
+        let w = Waiting::new(self.clone_ref(py), y, None, None, py.None().into_bound(py), true);
+        let clean_up = Bound::new(py, BodyAwait { state: State::Waiting(Box::new(w)) })?;
+        let task = lp.call_method1(intern!(py, "create_task"), (clean_up,))?;
+        h.hold_clean_up.bind(py).call1((task,))?;
+        Ok(())
+    }
+}
+
+/// A body that suspended, and how it is awaited.
+struct Waiting {
+    body: Body,
+    /// What the body's last step yielded, and what was yielded to the task for it.
+    y: Py<PyAny>,
+    wait: Py<PyAny>,
+    /// The deadline on `time.monotonic` and its length (None: none), and the tool's name (or the
+    /// tool, whose `name` is read when it is needed).
+    end: Option<f64>,
+    limit: Option<f64>,
+    name: Py<PyAny>,
+    /// Driving an abandoned body's clean-up in a task of its own, its outcome dropped.
+    clean_up: bool,
+    /// Set when the caller first awaits: the entered deadline (none without a limit), the
+    /// awaiting task where it counts its cancellations (Python 3.11+), its count then and at
+    /// the last cancellation seen, and whether a cancellation of it reached the body.
+    entered: bool,
+    deadline: Option<Py<PyAny>>,
+    task: Option<Py<PyAny>>,
+    before: isize,
+    seen: isize,
+    delivered: bool,
+}
+
+enum State {
+    /// Not started: the body's first step is taken when the caller first awaits.
+    Fresh { coro: Py<PyAny>, limit: Option<f64>, name: Py<PyAny>, end: Option<f64> },
+    Waiting(Box<Waiting>),
+    Done,
+}
+
+enum Input<'py> {
+    Send(Bound<'py, PyAny>),
+    Throw(Bound<'py, PyAny>),
+}
+
+type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
+
+/// `task.cancelling()` less a cancellation requested but not thrown into the task yet (it
+/// arrives at the task's next suspension, and is the task's own, not a body's).
+fn cancels_delivered(py: Python<'_>, h: &Helpers, task: &Bound<'_, PyAny>) -> PyResult<isize> {
+    let n: isize = task.call_method0(intern!(py, "cancelling"))?.extract()?;
+    let pending = h.getattr.bind(py).call1((task, intern!(py, "_must_cancel"), false))?.is_truthy()?;
+    Ok(n - isize::from(pending))
+}
+
+impl Waiting {
+    fn new<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, name: Bound<'py, PyAny>, clean_up: bool) -> Self {
+        Waiting {
+            body,
+            wait: y.clone().unbind(),
+            y: y.unbind(),
+            end,
+            limit,
+            name: name.unbind(),
+            clean_up,
+            entered: false,
+            deadline: None,
+            task: None,
+            before: 0,
+            seen: 0,
+            delivered: false,
+        }
+    }
+
+    fn name<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let n = self.name.bind(py);
+        if n.is_instance_of::<pyo3::types::PyString>() {
+            return Ok(n.clone());
+        }
+        n.getattr(intern!(py, "name"))
+    }
+
+    /// The caller awaits for the first time: its task, and the deadline's timer armed now (a
+    /// body that finished at once needed none). A first step that blocked past the deadline
+    /// abandons the body: `ToolTimeoutError`.
+    fn enter(&mut self, py: Python<'_>, h: &Helpers, me: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.entered = true;
+        if h.counts_cancels {
+            let task = h.current_task.bind(py).call0()?;
+            if !task.is_none() {
+                self.before = cancels_delivered(py, h, &task)?;
+                self.seen = self.before;
+                self.task = Some(task.unbind());
+            }
+        }
+        if self.clean_up {
+            return Ok(());
+        }
+        // A loop closed with this pending abandons the body then (`_runner._CleanUps`).
+        h.hold_body.bind(py).call1((me,))?;
+        let Some(end) = self.end else { return Ok(()) };
+        let left = end - h.monotonic.bind(py).call0()?.extract::<f64>()?;
+        if left <= 0.0 {
+            let y = self.y.bind(py);
+            if h.isfuture.bind(py).call1((y,))?.is_truthy()? {
+                y.call_method0(intern!(py, "cancel"))?;
+            }
+            self.body.abandon(py, h, h.cancelled_error.bind(py).call0()?, false)?;
+            return Err(timeout(py, h, &self.name(py)?, self.limit));
+        }
+        let d = h.deadline.bind(py).call1((self.limit, self.name(py)?, left))?;
+        d.call_method0(intern!(py, "__enter__"))?;
+        self.deadline = Some(d.unbind());
+        Ok(())
+    }
+
+    fn expired(&self, py: Python<'_>) -> PyResult<bool> {
+        match &self.deadline {
+            Some(d) => d.bind(py).getattr(intern!(py, "expired"))?.is_truthy(),
+            None => Ok(false),
+        }
+    }
+
+    /// What the task waits on for `y`: a task or a gathering future through a plain future
+    /// completed with it (in the caller's task only).
+    fn wrap<'py>(&self, py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) -> Stepped<'py> {
+        if self.clean_up || y.is_none() || y.get_type().is(h.future.bind(py)) || !h.isfuture.bind(py).call1((&y,))?.is_truthy()? {
+            return Ok(y);
+        }
+        let wait = y.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "create_future"))?;
+        let woken = Bound::new(py, Woken { wait: wait.clone().unbind() })?;
+        y.call_method1(intern!(py, "add_done_callback"), (woken,))?;
+        y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
+        wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+        Ok(wait)
+    }
+
+    /// The await ends (`out`: the body's value, or what is raised): leave the deadline (at the
+    /// deadline it turns the outcome into `ToolTimeoutError`, unless the caller was cancelled
+    /// too). In clean-up mode the outcome is dropped.
+    fn finish<'py>(&self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
+        if self.clean_up {
+            return match out {
+                Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
+                _ => Err(PyStopIteration::new_err(())),
+            };
+        }
+        if let Some(d) = &self.deadline {
+            let exited = match &out {
+                Ok(_) => d.bind(py).call_method1(intern!(py, "__exit__"), (py.None(), py.None(), py.None())),
+                Err(e) => d.bind(py).call_method1(intern!(py, "__exit__"), (e.get_type(py), e.value(py), py.None())),
+            };
+            exited?;
+        }
+        match out {
+            Ok(v) => Err(PyStopIteration::new_err((v.unbind(),))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Completes `wait` once the task or gathering future the body awaits has ended. Its outcome
+/// counts as read, as when a task wakes from it: a body abandoned at its deadline never reads
+/// it, and asyncio would log it as never retrieved.
+#[pyclass(module = "agentkit_tools._core")]
+struct Woken {
+    wait: Py<PyAny>,
+}
+
+#[pymethods]
+impl Woken {
+    fn __call__(&self, py: Python<'_>, fut: Bound<'_, PyAny>) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
+        if !fut.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
+            fut.call_method0(intern!(py, "exception"))?;
+        }
+        let wait = self.wait.bind(py);
+        if !wait.call_method0(intern!(py, "done"))?.is_truthy()? {
+            wait.call_method1(intern!(py, "set_result"), (py.None(),))?;
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.wait)
+    }
+}
+
+/// An `async` tool body awaited in the caller's own task (see the module).
+#[pyclass(module = "agentkit_tools._core", weakref)]
+pub struct BodyAwait {
+    state: State,
+}
+
+impl BodyAwait {
+    /// The rest of a body whose first step the core took (it yielded `y`; `end`: its deadline
+    /// on `time.monotonic`, None: none; `tool`: whose `name` a timeout names).
+    pub(super) fn suspended<'py>(py: Python<'py>, task: Bound<'py, PyAny>, coro: &Bound<'py, PyAny>, run: Bound<'py, PyAny>, lp: Bound<'py, PyAny>, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, tool: Bound<'py, PyAny>) -> PyResult<Self> {
+        let body = Body::of(py, task, coro, run, lp)?;
+        Ok(BodyAwait { state: State::Waiting(Box::new(Waiting::new(body, y, end, limit, tool, false))) })
+    }
+
+    /// A body not started yet (an awaitable that is no coroutine is awaited through its
+    /// `__await__`, by `_runner._as_coro`).
+    pub(super) fn fresh<'py>(py: Python<'py>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>) -> PyResult<Self> {
+        let h = helpers(py)?;
+        let coro = if coro.get_type().is(h.coroutine.bind(py)) { coro } else { h.as_coro.bind(py).call1((coro,))? };
+        Ok(BodyAwait { state: State::Fresh { coro: coro.unbind(), limit, name: name.unbind(), end } })
+    }
+
+    fn resume<'py>(&mut self, py: Python<'py>, me: &Bound<'py, PyAny>, input: Input<'py>) -> Stepped<'py> {
+        let h = helpers(py)?;
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Fresh { coro, limit, name, end } => self.start(py, h, me, coro.into_bound(py), limit, name.into_bound(py), end, input),
+            State::Waiting(w) => self.go_on(py, h, me, w, input),
+            State::Done => match input {
+                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited body")),
+                Input::Throw(exc) => Err(PyErr::from_value(exc)),
+            },
+        }
+    }
+
+    /// The caller's first await of a body not started: its first step, in a copy of the
+    /// caller's context; a body that finishes at once needs no deadline timer.
+    fn start<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, input: Input<'py>) -> Stepped<'py> {
+        if let Input::Throw(exc) = input {
+            drop(coro.call_method0(intern!(py, "close"))); // never started
+            return Err(PyErr::from_value(exc));
+        }
+        let end = match (end, limit) {
+            (Some(end), _) => Some(end),
+            (None, Some(l)) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
+            (None, None) => None,
+        };
+        let body = Body::new(py, h, &coro)?;
+        match body.step(py, h, false, py.None().into_bound(py)) {
+            Ok(y) => {
+                let w = Waiting::new(body, y, end, limit, name, false);
+                self.go_on(py, h, me, Box::new(w), Input::Send(py.None().into_bound(py)))
+            }
+            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                if let Some(end) = end {
+                    if h.monotonic.bind(py).call0()?.extract::<f64>()? > end {
+                        return Err(timeout(py, h, &name, limit));
+                    }
+                }
+                Err(PyStopIteration::new_err((e.value(py).getattr(intern!(py, "value"))?.unbind(),)))
+            }
+            Err(e) => Err(carried(py, h, e)),
+        }
+    }
+
+    /// A step of the suspended body.
+    fn go_on<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, mut w: Box<Waiting>, input: Input<'py>) -> Stepped<'py> {
+        if !w.entered {
+            if w.clean_up {
+                if let Input::Throw(_) = input {
+                    // Its task was cancelled before its first step: the body is closed.
+                    return match w.body.close(py, h) {
+                        Err(e) if is_stop(py, &e) => Err(e),
+                        _ => Err(PyStopIteration::new_err(())),
+                    };
+                }
+            }
+            w.enter(py, h, me)?;
+            if let Input::Send(_) = input {
+                let wait = w.wrap(py, h, w.y.bind(py).clone())?;
+                w.wait = wait.clone().unbind();
+                self.state = State::Waiting(w);
+                return Ok(wait);
+            }
+        }
+        let mut callers = false;
+        let (throw, arg) = match input {
+            Input::Send(v) => (false, v),
+            Input::Throw(exc) if exc.is_instance_of::<PyGeneratorExit>() => {
+                let out = self.closed(py, h, w, &exc);
+                return Err(out.err().unwrap_or_else(|| PyErr::from_value(exc)));
+            }
+            Input::Throw(exc) if exc.is_instance(h.cancelled_error.bind(py))? => {
+                let (y, wait) = (w.y.bind(py).clone(), w.wait.bind(py).clone());
+                callers = match &w.task {
+                    Some(task) => {
+                        let n: isize = task.bind(py).call_method0(intern!(py, "cancelling"))?.extract()?;
+                        let fresh = n > w.seen;
+                        w.seen = n;
+                        fresh
+                    }
+                    // Python 3.10: any one the body did not cause itself
+                    None => !wait.is(&y) || !w.body.task.bind(py).getattr(intern!(py, "_waiter_cancelled"))?.is_truthy()?,
+                };
+                if callers {
+                    w.delivered = true;
+                    w.body.requested(py)?; // the body's task is cancelled with this one
+                    let expired = w.expired(py)?;
+                    if !wait.is(&y) && !y.call_method0(intern!(py, "done"))?.is_truthy()? {
+                        y.call_method0(intern!(py, "cancel"))?; // as a task does with the future it awaits
+                        if !expired {
+                            // The body sees the cancellation once that future has ended.
+                            let wait = w.wrap(py, h, y)?;
+                            w.wait = wait.clone().unbind();
+                            self.state = State::Waiting(w);
+                            return Ok(wait);
+                        }
+                    }
+                    if expired {
+                        if let Err(e) = w.body.abandon(py, h, exc.clone(), true) {
+                            return w.finish(py, Err(e));
+                        }
+                        return w.finish(py, Err(PyErr::from_value(exc)));
+                    }
+                }
+                (true, exc)
+            }
+            Input::Throw(exc) => (true, exc),
+        };
+        match w.body.step(py, h, throw, arg) {
+            Ok(y) => {
+                if callers && w.clean_up {
+                    // A clean-up that swallowed its task's cancellation: closed.
+                    let closed = w.body.close(py, h);
+                    return w.finish(py, closed.map(|()| py.None().into_bound(py)));
+                }
+                let wait = w.wrap(py, h, y.clone())?;
+                w.y = y.unbind();
+                w.wait = wait.clone().unbind();
+                self.state = State::Waiting(w);
+                Ok(wait)
+            }
+            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                let value = e.value(py).getattr(intern!(py, "value"))?;
+                if let Some(end) = w.end {
+                    if h.monotonic.bind(py).call0()?.extract::<f64>()? > end {
+                        let late = timeout(py, h, &w.name(py)?, w.limit);
+                        return w.finish(py, Err(late));
+                    }
+                }
+                w.finish(py, Ok(value))
+            }
+            Err(e) if e.is_instance(py, h.cancelled_error.bind(py)) => {
+                let callers = w.delivered
+                    && match &w.task {
+                        Some(task) => task.bind(py).call_method0(intern!(py, "cancelling"))?.extract::<isize>()? > w.before,
+                        None => true,
+                    };
+                // The caller's cancellation, else the body cancelled itself.
+                let out = if callers { e } else { carried(py, h, e) };
+                w.finish(py, Err(out))
+            }
+            Err(e) => {
+                let out = carried(py, h, e);
+                w.finish(py, Err(out))
+            }
+        }
+    }
+
+    /// What is awaiting this is closed (`exc`: the `GeneratorExit`): a clean-up's body is closed;
+    /// a call's body is abandoned (its clean-up goes on in a task of its own if its loop still
+    /// runs, else it is closed).
+    fn closed<'py>(&mut self, py: Python<'py>, h: &Helpers, w: Box<Waiting>, exc: &Bound<'py, PyAny>) -> PyResult<()> {
+        self.state = State::Done;
+        if w.clean_up {
+            return match w.body.close(py, h) {
+                Err(e) if is_stop(py, &e) => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let abandoned = h.cancelled_error.bind(py).call0().and_then(|c| w.body.abandon(py, h, c, false));
+        if let Some(d) = &w.deadline {
+            d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), exc, py.None()))?;
+        }
+        abandoned
+    }
+}
+
+#[pymethods]
+impl BodyAwait {
+    /// Await the body `coro` (an awaitable that is no coroutine: through its `__await__`)
+    /// within `limit_s` seconds (None: none; `end`: that deadline on `time.monotonic` when it
+    /// started earlier); `name`: the tool's, for `ToolTimeoutError`.
+    #[new]
+    #[pyo3(signature = (coro, limit_s, name, end=None))]
+    fn new(py: Python<'_>, coro: Bound<'_, PyAny>, limit_s: Option<f64>, name: Bound<'_, PyAny>, end: Option<f64>) -> PyResult<Self> {
+        let _in = super::shutdown::inside(py);
+        Self::fresh(py, coro, limit_s, name, end)
+    }
+
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let py = slf.py();
+        let _in = super::shutdown::inside(py);
+        running(slf)?.resume(py, slf.as_any(), Input::Send(py.None().into_bound(py)))
+    }
+
+    /// Take the next step, the body getting `value`.
+    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let py = slf.py();
+        let _in = super::shutdown::inside(py);
+        running(slf)?.resume(py, slf.as_any(), Input::Send(value))
+    }
+
+    /// Take the next step, the body getting `exc` raised.
+    #[pyo3(signature = (exc, value=None, tb=None))]
+    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let py = slf.py();
+        let _in = super::shutdown::inside(py);
+        let _ = tb;
+        let exc = match value {
+            Some(v) if exc.is_instance_of::<PyType>() && !v.is_none() => {
+                if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
+            }
+            _ if exc.is_instance_of::<PyType>() => exc.call0()?,
+            _ => exc,
+        };
+        running(slf)?.resume(py, slf.as_any(), Input::Throw(exc))
+    }
+
+    /// What awaits this is closed: the body is abandoned (see the module), or closed.
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let _in = super::shutdown::inside(py);
+        let mut this = running(slf)?;
+        match std::mem::replace(&mut this.state, State::Done) {
+            State::Fresh { coro, .. } => coro.bind(py).call_method0(intern!(py, "close")).map(drop),
+            State::Waiting(w) => {
+                let h = helpers(py)?;
+                let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+                this.closed(py, h, w, &exc)
+            }
+            State::Done => Ok(()),
+        }
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match &self.state {
+            State::Fresh { coro, name, .. } => {
+                visit.call(coro)?;
+                visit.call(name)?;
+            }
+            State::Waiting(w) => {
+                let b = &w.body;
+                for o in [&b.task, &b.coro, &b.send, &b.throw, &b.run, &b.lp, &w.y, &w.wait, &w.name] {
+                    visit.call(o)?;
+                }
+                if let Some(d) = &w.deadline {
+                    visit.call(d)?;
+                }
+                if let Some(t) = &w.task {
+                    visit.call(t)?;
+                }
+            }
+            State::Done => {}
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.state = State::Done;
+    }
+}
