@@ -35,6 +35,11 @@ UNGATED = {
     "pipeline.rs::Call::__clear__": _GC,
     "relay.rs::Relay::__traverse__": _GC,
     "relay.rs::Relay::__clear__": _GC,
+    "awaiting.rs::BodyAwait::__traverse__": _GC,
+    "awaiting.rs::BodyAwait::__clear__": _GC,
+    "awaiting.rs::BodyTask::__traverse__": _GC,
+    "awaiting.rs::BodyTask::__clear__": _GC,
+    "awaiting.rs::Woken::__traverse__": _GC,
     "shutdown.rs::_close_exit_gate": _GATE,
     "shutdown.rs::_exit_gate_after_fork": _GATE,
     **{f"handoff.rs::PyResultSlot::{m}": _HANDOFF for m in ("new", "set", "result", "abandon")},
@@ -73,6 +78,10 @@ UNGATED = {
             "tools.rs::CoreTool::name",
             "tools.rs::CoreTool::description",
             "tools.rs::CoreTool::parameters",
+            "awaiting.rs::BodyTask::cancelled",
+            "awaiting.rs::BodyTask::cancelling",
+            "awaiting.rs::BodyTask::uncancel",
+            "awaiting.rs::BodyTask::pending_cancel",
         )
     },
 }

@@ -25,6 +25,7 @@ __all__ = [
     "Pipeline",
     "Relay",
     "BodyAwait",
+    "BodyTask",
     "host_allow_list",
     "STEP_DONE",
     "STEP_RUN",
@@ -582,6 +583,60 @@ class BodyAwait:
     def close(self) -> None:
         """The awaiting coroutine is closed: the body is abandoned (as at its deadline), or
         closed where no loop runs."""
+
+@final
+class BodyTask:
+    """The task an ``async`` tool body runs as (made by :class:`BodyAwait`, never by hand):
+    ``asyncio.current_task()`` during each step of the body, whichever task drives it (the
+    caller's, or a clean-up's task past the deadline). It does what ``asyncio.timeout``,
+    ``asyncio.TaskGroup`` and anyio's cancel scopes ask of a task, with a task's semantics, so
+    a scope the body entered cancels the body, never the task driving it."""
+
+    def get_loop(self) -> Any:
+        """The loop of the task that stepped the body first."""
+
+    def get_coro(self) -> Any:
+        """The body's coroutine."""
+
+    def get_name(self) -> str:
+        """``tool body <qualname of the body>`` unless :meth:`set_name` named it."""
+
+    def set_name(self, value: object) -> None:
+        """Name it ``str(value)``."""
+
+    def done(self) -> bool:
+        """The body has ended."""
+
+    def cancelled(self) -> bool:
+        """The body ended by a ``CancelledError``."""
+
+    def cancelling(self) -> int:
+        """The cancellation requests not withdrawn by :meth:`uncancel`."""
+
+    def uncancel(self) -> int:
+        """Withdraw one cancellation request; returns those left."""
+
+    def cancel(self, msg: object = None) -> bool:
+        """Cancel the future the body waits on, else throw ``CancelledError(msg)`` into it at
+        its next step; False once it has ended."""
+
+    def add_done_callback(self, f: Any, *, context: Any = None) -> None:
+        """``f(task)`` is scheduled on the loop (in ``context``) when the body ends."""
+
+    def remove_done_callback(self, f: Any) -> int:
+        """Remove every ``f`` added; returns how many."""
+
+    @property
+    def _fut_waiter(self) -> Any:
+        """The future the body waits on (None while a step runs)."""
+
+    @property
+    def _must_cancel(self) -> bool:
+        """A cancellation its next step throws."""
+
+    @property
+    def _callbacks(self) -> list[tuple[Any, Any]] | None:
+        """The done callbacks ``(f, context)`` not scheduled yet; None once it has ended."""
 
 @final
 class Relay:

@@ -10,7 +10,7 @@
   suspends costs no pass of the event loop; the exception: a turn of ``Invoker.invoke_many`` gives
   each async body a real task of its own, as ``asyncio.gather`` would), each of its steps as a
   task of its own: during its steps ``asyncio.current_task()`` is a stand-in for the body
-  (:class:`_BodyTask`), so what the body enters that remembers its task (``asyncio.timeout``, a
+  (the core's ``BodyTask``), so what the body enters that remembers its task (``asyncio.timeout``, a
   task group, an anyio cancel scope) cancels the body, never the caller, and the caller's own
   cancellation reaches the body as a cancellation of the body's task. At the deadline the caller
   gets ``timeout`` at once: the body is cancelled and, if its clean-up awaits (a ``finally`` that
@@ -416,103 +416,9 @@ _PLAIN = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict}
 # ------------------------------------------------------------------ an async body, in the caller's task
 
 _COROUTINE = types.CoroutineType
-_CANCELLED = asyncio.CancelledError
-_isfuture = asyncio.isfuture
 #: An async body awaited in the caller's own task, each step as its stand-in task (the core's
 #: ``BodyAwait``): ``await BodyAwait(awaitable, limit_s, name, end)``.
 BodyAwait = _core.BodyAwait
-
-
-class _BodyTask:
-    """The task an async body runs as: ``asyncio.current_task()`` during each of its steps,
-    whichever task drives them (the caller's, or the clean-up task past the deadline). It does
-    what ``asyncio.timeout``, ``asyncio.TaskGroup`` and anyio's cancel scopes ask of a task, with
-    a task's semantics: ``cancel()`` cancels the future the body waits on (else the body gets
-    ``CancelledError`` at its next step), and counts, as do ``cancelling()``/``uncancel()``.
-    So a scope the body entered cancels the body, never the task driving it."""
-
-    __slots__ = ("_loop", "_coro", "_fut_waiter", "_must_cancel", "_cancel_message", "_num_cancels_requested",
-                 "_waiter_cancelled", "_cancelled", "_callbacks", "_name", "__weakref__")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
-        self._loop = loop
-        self._coro = coro
-        self._fut_waiter: Any = None  # the future the body waits on (None while a step runs)
-        self._must_cancel = False  # a cancel() with nothing to cancel: the next step throws
-        self._cancel_message: Any = None
-        self._num_cancels_requested = 0
-        self._waiter_cancelled = False  # cancel() cancelled the future the body waits on
-        self._cancelled = False
-        self._callbacks: list[tuple[Any, Any]] | None = None
-        self._name: str | None = None
-
-    def get_loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
-
-    def get_coro(self) -> Any:
-        return self._coro
-
-    def get_name(self) -> str:
-        return self._name or f"tool body {getattr(self._coro, '__qualname__', '?')}"
-
-    def set_name(self, value: object) -> None:
-        self._name = str(value)
-
-    def done(self) -> bool:
-        return self._coro.cr_frame is None
-
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def cancelling(self) -> int:
-        return self._num_cancels_requested
-
-    def uncancel(self) -> int:
-        if self._num_cancels_requested > 0:
-            self._num_cancels_requested -= 1
-            if self._num_cancels_requested == 0:
-                self._must_cancel = False
-        return self._num_cancels_requested
-
-    def cancel(self, msg: Any = None) -> bool:
-        if self.done():
-            return False
-        self._num_cancels_requested += 1
-        waiter = self._fut_waiter
-        if waiter is not None and _isfuture(waiter) and waiter.cancel(msg):
-            self._waiter_cancelled = True
-            return True
-        self._must_cancel = True
-        self._cancel_message = msg
-        return True
-
-    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
-        if self.done():
-            self._loop.call_soon(fn, self, context=context)
-        else:
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append((fn, context))
-
-    def remove_done_callback(self, fn: Any) -> int:
-        if not self._callbacks:
-            return 0
-        kept = [(f, c) for f, c in self._callbacks if f != fn]
-        removed = len(self._callbacks) - len(kept)
-        self._callbacks = kept
-        return removed
-
-    def _ended(self, exc: BaseException) -> None:
-        self._cancelled = isinstance(exc, _CANCELLED)
-        callbacks, self._callbacks = self._callbacks, None
-        for fn, context in callbacks or ():
-            try:
-                self._loop.call_soon(fn, self, context=context)
-            except RuntimeError:  # the loop is closed
-                pass
-
-    def __repr__(self) -> str:
-        return f"<_BodyTask {self.get_name()} {'done' if self.done() else 'pending'}>"
 
 
 def _held(loop: asyncio.AbstractEventLoop) -> _CleanUps:

@@ -32,7 +32,8 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::pipeline::{helpers, swap_task, Helpers};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<BodyAwait>()
+    m.add_class::<BodyAwait>()?;
+    m.add_class::<BodyTask>()
 }
 
 /// The awaitable, borrowed for a step; during a step of its own (a body stepping what its
@@ -68,9 +69,230 @@ fn carried(py: Python<'_>, h: &Helpers, e: PyErr) -> PyErr {
     }
 }
 
+/// The task an `async` body runs as: `asyncio.current_task()` during each of its steps,
+/// whichever task drives them (the caller's, or a clean-up's task past the deadline). It does
+/// what `asyncio.timeout`, `asyncio.TaskGroup` and anyio's cancel scopes ask of a task, with a
+/// task's semantics: `cancel()` cancels the future the body waits on (else the body gets
+/// `CancelledError` at its next step), and counts, as do `cancelling()` / `uncancel()`. So a
+/// scope the body entered cancels the body, never the task driving it.
+#[pyclass(module = "agentkit_tools._core", weakref)]
+pub struct BodyTask {
+    lp: Py<PyAny>,
+    coro: Py<PyAny>,
+    /// The future the body waits on (None while a step runs).
+    waiter: Option<Py<PyAny>>,
+    /// A `cancel()` with nothing to cancel: the next step throws (with this message).
+    must_cancel: bool,
+    message: Option<Py<PyAny>>,
+    requested: isize,
+    /// `cancel()` cancelled the future the body waits on.
+    waiter_cancelled: bool,
+    cancelled: bool,
+    /// `(fn, context)` to call when the body ends; None once it has ended.
+    callbacks: Option<Vec<(Py<PyAny>, Option<Py<PyAny>>)>>,
+    name: Option<String>,
+}
+
+impl BodyTask {
+    fn new(lp: Bound<'_, PyAny>, coro: &Bound<'_, PyAny>) -> Self {
+        BodyTask {
+            lp: lp.unbind(),
+            coro: coro.clone().unbind(),
+            waiter: None,
+            must_cancel: false,
+            message: None,
+            requested: 0,
+            waiter_cancelled: false,
+            cancelled: false,
+            callbacks: Some(Vec::new()),
+            name: None,
+        }
+    }
+
+    fn is_done(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.coro.bind(py).getattr(intern!(py, "cr_frame"))?.is_none())
+    }
+
+    /// The body ended by `exc` (`StopIteration` when it returned): its done callbacks are
+    /// scheduled.
+    fn ended(slf: &Bound<'_, Self>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let (callbacks, lp) = {
+            let mut t = slf.try_borrow_mut()?;
+            t.cancelled = exc.is_instance(helpers(py)?.cancelled_error.bind(py))?;
+            (t.callbacks.take(), t.lp.clone_ref(py))
+        };
+        for (f, context) in callbacks.unwrap_or_default() {
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item(intern!(py, "context"), context)?;
+            // The loop is closed: nobody is left to call.
+            drop(lp.bind(py).call_method(intern!(py, "call_soon"), (f, slf), Some(&kw)));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl BodyTask {
+    fn get_loop(&self, py: Python<'_>) -> Py<PyAny> {
+        let _in = super::shutdown::inside(py);
+        self.lp.clone_ref(py)
+    }
+
+    fn get_coro(&self, py: Python<'_>) -> Py<PyAny> {
+        let _in = super::shutdown::inside(py);
+        self.coro.clone_ref(py)
+    }
+
+    fn get_name(&self, py: Python<'_>) -> PyResult<String> {
+        let _in = super::shutdown::inside(py);
+        if let Some(n) = &self.name {
+            return Ok(n.clone());
+        }
+        let q = helpers(py)?.getattr.bind(py).call1((self.coro.bind(py), intern!(py, "__qualname__"), "?"))?;
+        Ok(format!("tool body {}", q.str()?))
+    }
+
+    fn set_name(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
+        self.name = Some(value.str()?.to_string());
+        Ok(())
+    }
+
+    fn done(&self, py: Python<'_>) -> PyResult<bool> {
+        let _in = super::shutdown::inside(py);
+        self.is_done(py)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    fn cancelling(&self) -> isize {
+        self.requested
+    }
+
+    fn uncancel(&mut self) -> isize {
+        if self.requested > 0 {
+            self.requested -= 1;
+            if self.requested == 0 {
+                self.must_cancel = false;
+            }
+        }
+        self.requested
+    }
+
+    #[pyo3(signature = (msg=None))]
+    fn cancel(slf: &Bound<'_, Self>, msg: Option<Bound<'_, PyAny>>) -> PyResult<bool> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let waiter = {
+            let mut t = slf.try_borrow_mut()?;
+            if t.is_done(py)? {
+                return Ok(false);
+            }
+            t.requested += 1;
+            t.waiter.as_ref().map(|w| w.clone_ref(py))
+        };
+        if let Some(w) = waiter {
+            let w = w.bind(py);
+            if helpers(py)?.isfuture.bind(py).call1((w,))?.is_truthy()? && w.call_method1(intern!(py, "cancel"), (&msg,))?.is_truthy()? {
+                slf.try_borrow_mut()?.waiter_cancelled = true;
+                return Ok(true);
+            }
+        }
+        let mut t = slf.try_borrow_mut()?;
+        t.must_cancel = true;
+        t.message = msg.map(Bound::unbind);
+        Ok(true)
+    }
+
+    #[pyo3(signature = (f, *, context=None))]
+    fn add_done_callback(slf: &Bound<'_, Self>, f: Bound<'_, PyAny>, context: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let lp = {
+            let mut t = slf.try_borrow_mut()?;
+            if !t.is_done(py)? {
+                if let Some(cbs) = t.callbacks.as_mut() {
+                    cbs.push((f.unbind(), context.map(Bound::unbind)));
+                    return Ok(());
+                }
+            }
+            t.lp.clone_ref(py)
+        };
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item(intern!(py, "context"), context)?;
+        lp.bind(py).call_method(intern!(py, "call_soon"), (f, slf), Some(&kw))?;
+        Ok(())
+    }
+
+    fn remove_done_callback(&mut self, py: Python<'_>, f: Bound<'_, PyAny>) -> PyResult<usize> {
+        let _in = super::shutdown::inside(py);
+        let Some(cbs) = self.callbacks.as_mut() else { return Ok(0) };
+        let before = cbs.len();
+        let mut kept = Vec::with_capacity(before);
+        for (g, c) in cbs.drain(..) {
+            if g.bind(py).ne(&f)? {
+                kept.push((g, c));
+            }
+        }
+        *cbs = kept;
+        Ok(before - cbs.len())
+    }
+
+    /// The future the body waits on (None while a step runs), as asyncio's tasks name it.
+    #[getter(_fut_waiter)]
+    fn fut_waiter(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        let _in = super::shutdown::inside(py);
+        self.waiter.as_ref().map(|w| w.clone_ref(py))
+    }
+
+    /// A cancellation requested while the body was not waiting: its next step throws it.
+    #[getter(_must_cancel)]
+    fn pending_cancel(&self) -> bool {
+        self.must_cancel
+    }
+
+    #[getter(_callbacks)]
+    fn pending_callbacks(&self, py: Python<'_>) -> Option<Vec<(Py<PyAny>, Option<Py<PyAny>>)>> {
+        let _in = super::shutdown::inside(py);
+        self.callbacks.as_ref().map(|c| c.iter().map(|(f, x)| (f.clone_ref(py), x.as_ref().map(|x| x.clone_ref(py)))).collect())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let _in = super::shutdown::inside(py);
+        Ok(format!("<BodyTask {} {}>", self.get_name(py)?, if self.is_done(py)? { "done" } else { "pending" }))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.lp)?;
+        visit.call(&self.coro)?;
+        if let Some(w) = &self.waiter {
+            visit.call(w)?;
+        }
+        if let Some(m) = &self.message {
+            visit.call(m)?;
+        }
+        for (f, c) in self.callbacks.iter().flatten() {
+            visit.call(f)?;
+            if let Some(c) = c {
+                visit.call(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.waiter = None;
+        self.message = None;
+        self.callbacks = None;
+    }
+}
+
 /// The body: its coroutine, its stand-in task, the `Context.run` of its context copy, its loop.
-struct Body {
-    task: Py<PyAny>,
+pub(super) struct Body {
+    task: Py<BodyTask>,
     coro: Py<PyAny>,
     send: Py<PyAny>,
     throw: Py<PyAny>,
@@ -79,14 +301,12 @@ struct Body {
 }
 
 impl Body {
-    fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>) -> PyResult<Self> {
+    /// The body `coro` about to take its first step on the running loop, in a copy of the
+    /// caller's context.
+    pub(super) fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>) -> PyResult<Self> {
         let lp = h.get_running_loop.bind(py).call0()?;
-        let task = h.body_task.bind(py).call1((&lp, coro))?;
         let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
-        Ok(Self::of(py, task, coro, run, lp)?)
-    }
-
-    pub(super) fn of<'py>(py: Python<'py>, task: Bound<'py, PyAny>, coro: &Bound<'py, PyAny>, run: Bound<'py, PyAny>, lp: Bound<'py, PyAny>) -> PyResult<Self> {
+        let task = Bound::new(py, BodyTask::new(lp.clone(), coro))?;
         Ok(Body {
             task: task.unbind(),
             send: coro.getattr(intern!(py, "send"))?.unbind(),
@@ -111,61 +331,72 @@ impl Body {
     /// One step of the body (`throw`: `arg` is raised in it, else sent) in its context, as its
     /// own task. Returns what it yielded; raises what it raised (`StopIteration` when it
     /// returned), its task ended then.
-    fn step<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    pub(super) fn step<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let t = self.task.bind(py);
         let (mut throw, mut arg) = (throw, arg);
-        if t.getattr(intern!(py, "_must_cancel"))?.is_truthy()? {
-            // A cancellation it has not seen yet: delivered now, as a task does.
-            t.setattr(intern!(py, "_must_cancel"), false)?;
-            let cancelled = h.cancelled_error.bind(py);
-            if !arg.is_instance(cancelled)? {
-                throw = true;
-                arg = cancelled.call1((t.getattr(intern!(py, "_cancel_message"))?,))?;
+        {
+            let mut b = t.try_borrow_mut()?;
+            if b.must_cancel {
+                // A cancellation it has not seen yet: delivered now, as a task does.
+                b.must_cancel = false;
+                let cancelled = h.cancelled_error.bind(py);
+                if !arg.is_instance(cancelled)? {
+                    throw = true;
+                    arg = cancelled.call1((b.message.as_ref().map(|m| m.bind(py)),))?;
+                }
             }
+            b.waiter = None;
+            b.waiter_cancelled = false;
         }
-        t.setattr(intern!(py, "_fut_waiter"), py.None())?;
-        t.setattr(intern!(py, "_waiter_cancelled"), false)?;
         let lp = self.lp.bind(py);
-        let prev = swap_task(py, h, lp, t)?;
+        let prev = swap_task(py, h, lp, t.as_any())?;
         let f = if throw { &self.throw } else { &self.send };
         let out = self.run.bind(py).call1((f.bind(py), arg));
         swap_task(py, h, lp, &prev)?;
         match out {
             Err(e) => {
-                t.call_method1(intern!(py, "_ended"), (e.value(py),))?;
+                BodyTask::ended(t, e.value(py).as_any())?;
                 Err(e)
             }
             Ok(y) => {
-                t.setattr(intern!(py, "_fut_waiter"), &y)?;
-                if t.getattr(intern!(py, "_must_cancel"))?.is_truthy()?
-                    && h.isfuture.bind(py).call1((&y,))?.is_truthy()?
-                    && y.call_method1(intern!(py, "cancel"), (t.getattr(intern!(py, "_cancel_message"))?,))?.is_truthy()?
-                {
-                    t.setattr(intern!(py, "_must_cancel"), false)?; // it cancelled itself during this step
-                    t.setattr(intern!(py, "_waiter_cancelled"), true)?;
+                let message = {
+                    let mut b = t.try_borrow_mut()?;
+                    b.waiter = Some(y.clone().unbind());
+                    b.must_cancel.then(|| b.message.as_ref().map(|m| m.clone_ref(py)))
+                };
+                if let Some(message) = message {
+                    if h.isfuture.bind(py).call1((&y,))?.is_truthy()? && y.call_method1(intern!(py, "cancel"), (message,))?.is_truthy()? {
+                        let mut b = t.try_borrow_mut()?;
+                        b.must_cancel = false; // it cancelled itself during this step
+                        b.waiter_cancelled = true;
+                    }
                 }
                 Ok(y)
             }
         }
     }
 
+    /// Whether a `cancel()` of the body's task cancelled the future it waits on.
+    fn waiter_cancelled(&self, py: Python<'_>) -> bool {
+        self.task.borrow(py).waiter_cancelled
+    }
+
     /// Close the body (its `finally` blocks run as its own task).
     fn close(&self, py: Python<'_>, h: &Helpers) -> PyResult<()> {
         let t = self.task.bind(py);
         let lp = self.lp.bind(py);
-        let prev = swap_task(py, h, lp, t)?;
+        let prev = swap_task(py, h, lp, t.as_any())?;
         let out = self.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| self.run.bind(py).call1((c,)));
         let swapped = swap_task(py, h, lp, &prev);
-        let ended = t.call_method1(intern!(py, "_ended"), (PyGeneratorExit::new_err(()).into_value(py),));
+        let ended = BodyTask::ended(t, PyGeneratorExit::new_err(()).into_value(py).bind(py).as_any());
         out?;
         swapped?;
         ended.map(drop)
     }
 
     fn requested(&self, py: Python<'_>) -> PyResult<()> {
-        let t = self.task.bind(py);
-        let n: isize = t.getattr(intern!(py, "_num_cancels_requested"))?.extract()?;
-        t.setattr(intern!(py, "_num_cancels_requested"), n + 1)
+        self.task.bind(py).try_borrow_mut()?.requested += 1;
+        Ok(())
     }
 
     /// Cancel the suspended body at once: `exc` (a `CancelledError`) is thrown into it
@@ -385,8 +616,7 @@ pub struct BodyAwait {
 impl BodyAwait {
     /// The rest of a body whose first step the core took (it yielded `y`; `end`: its deadline
     /// on `time.monotonic`, None: none; `tool`: whose `name` a timeout names).
-    pub(super) fn suspended<'py>(py: Python<'py>, task: Bound<'py, PyAny>, coro: &Bound<'py, PyAny>, run: Bound<'py, PyAny>, lp: Bound<'py, PyAny>, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, tool: Bound<'py, PyAny>) -> PyResult<Self> {
-        let body = Body::of(py, task, coro, run, lp)?;
+    pub(super) fn suspended<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, tool: Bound<'py, PyAny>) -> PyResult<Self> {
         Ok(BodyAwait { state: State::Waiting(Box::new(Waiting::new(body, y, end, limit, tool, false))) })
     }
 
@@ -477,7 +707,7 @@ impl BodyAwait {
                         fresh
                     }
                     // Python 3.10: any one the body did not cause itself
-                    None => !wait.is(&y) || !w.body.task.bind(py).getattr(intern!(py, "_waiter_cancelled"))?.is_truthy()?,
+                    None => !wait.is(&y) || !w.body.waiter_cancelled(py),
                 };
                 if callers {
                     w.delivered = true;
@@ -586,23 +816,23 @@ impl BodyAwait {
     }
 
     fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
-        let _in = super::shutdown::inside(py);
         running(slf)?.resume(py, slf.as_any(), Input::Send(py.None().into_bound(py)))
     }
 
     /// Take the next step, the body getting `value`.
     fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
-        let _in = super::shutdown::inside(py);
         running(slf)?.resume(py, slf.as_any(), Input::Send(value))
     }
 
     /// Take the next step, the body getting `exc` raised.
     #[pyo3(signature = (exc, value=None, tb=None))]
     fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
-        let _in = super::shutdown::inside(py);
         let _ = tb;
         let exc = match value {
             Some(v) if exc.is_instance_of::<PyType>() && !v.is_none() => {
@@ -616,8 +846,8 @@ impl BodyAwait {
 
     /// What awaits this is closed: the body is abandoned (see the module), or closed.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
-        let _in = super::shutdown::inside(py);
         let mut this = running(slf)?;
         match std::mem::replace(&mut this.state, State::Done) {
             State::Fresh { coro, .. } => coro.bind(py).call_method0(intern!(py, "close")).map(drop),
@@ -638,7 +868,8 @@ impl BodyAwait {
             }
             State::Waiting(w) => {
                 let b = &w.body;
-                for o in [&b.task, &b.coro, &b.send, &b.throw, &b.run, &b.lp, &w.y, &w.wait, &w.name] {
+                visit.call(&b.task)?;
+                for o in [&b.coro, &b.send, &b.throw, &b.run, &b.lp, &w.y, &w.wait, &w.name] {
                     visit.call(o)?;
                 }
                 if let Some(d) = &w.deadline {

@@ -398,14 +398,13 @@ pub(super) struct Helpers {
     pub(super) timeout_error: Py<PyAny>,
     isawaitable: Py<PyAny>,
     /// What stepping an `async` body needs (see `super::awaiting`): `contextvars.copy_context`,
-    /// `_runner._BodyTask`, `types.CoroutineType`, `asyncio.isfuture`, and the swap of the
+    /// `types.CoroutineType`, `asyncio.isfuture`, and the swap of the
     /// loop's current task (`asyncio.tasks._swap_current_task` on Python 3.12+, else
     /// `current_task` / `_leave_task` / `_enter_task`).
     pub(super) copy_context: Py<PyAny>,
     /// `contextvars.Context.run`, unbound: a non-blocking sync body's call in a copy of the
     /// caller's context (no bound method made per call).
     context_run: Py<PyAny>,
-    pub(super) body_task: Py<PyAny>,
     pub(super) coroutine: Py<PyAny>,
     /// The relay's: `_runner._Deadline`, `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
     pub(super) deadline: Py<PyAny>,
@@ -465,7 +464,6 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
             context_run: py.import("contextvars")?.getattr("Context")?.getattr("run")?.unbind(),
-            body_task: py.import("agentkit_tools._runner")?.getattr("_BodyTask")?.unbind(),
             coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
             deadline: py.import("agentkit_tools._runner")?.getattr("_Deadline")?.unbind(),
             hold_clean_up: py.import("agentkit_tools._runner")?.getattr("hold_clean_up")?.unbind(),
@@ -1340,16 +1338,9 @@ impl Call {
                 Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
                 None => None,
             };
-            let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
-            let lp = h.get_running_loop.bind(py).call0()?;
-            let body = h.body_task.bind(py).call1((&lp, &coro))?;
-            let send = coro.getattr(intern!(py, "send"))?;
-            let prev = swap_task(py, h, &lp, &body)?;
-            let stepped = run.call1((send, py.None()));
-            swap_task(py, h, &lp, &prev)?;
-            Ok((end, run, body, lp, stepped))
+            Ok((end, super::awaiting::Body::new(py, h, &coro)?))
         })();
-        let (end, run, body, lp, stepped) = match first {
+        let (end, body) = match first {
             Ok(parts) => parts,
             Err(e) => {
                 drop(coro.call_method0(intern!(py, "close"))); // never started: no warning it was never awaited
@@ -1361,25 +1352,11 @@ impl Call {
             let exc = e.into_value(py).into_bound(py).into_any();
             if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
         };
-        match stepped {
+        // Its first step, as its own stand-in task (see `super::awaiting`).
+        match body.step(py, h, false, py.None().into_bound(py)) {
             Ok(y) => {
-                // It suspended on `y`: what `BodyAwait` does after a step, then the driver.
-                let cancelled = (|| -> PyResult<()> {
-                    body.setattr(intern!(py, "_fut_waiter"), &y)?;
-                    if body.getattr(intern!(py, "_must_cancel"))?.is_truthy()?
-                        && h.isfuture.bind(py).call1((&y,))?.is_truthy()?
-                        && y.call_method1(intern!(py, "cancel"), (body.getattr(intern!(py, "_cancel_message"))?,))?.is_truthy()?
-                    {
-                        body.setattr(intern!(py, "_must_cancel"), false)?; // it cancelled itself during this step
-                        body.setattr(intern!(py, "_waiter_cancelled"), true)?;
-                    }
-                    Ok(())
-                })();
-                if let Err(e) = cancelled {
-                    return Ok(after(e));
-                }
-                let awaiting = super::awaiting::BodyAwait::suspended(py, body, &coro, run, lp, y, end, limit, tool.clone())
-                    .and_then(|a| Bound::new(py, a));
+                // It suspended on `y`: the driver awaits the rest.
+                let awaiting = super::awaiting::BodyAwait::suspended(body, y, end, limit, tool.clone()).and_then(|a| Bound::new(py, a));
                 let awaiting = match awaiting {
                     Ok(a) => a.into_any(),
                     Err(e) => return Ok(after(e)),
@@ -1390,13 +1367,6 @@ impl Call {
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
                 let stop = exc.is_instance_of::<PyStopIteration>();
-                // The body's task ended (its done callbacks run; a plain return with none to
-                // run changes nothing).
-                if !(stop && body.getattr(intern!(py, "_callbacks"))?.is_none()) {
-                    if let Err(e) = body.call_method1(intern!(py, "_ended"), (&exc,)) {
-                        return Ok(after(e));
-                    }
-                }
                 if !stop {
                     return Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { failed(PyErr::from_value(exc)) });
                 }
