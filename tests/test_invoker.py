@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import threading
 import time
 from typing import Any
@@ -24,6 +25,7 @@ from agentkit_tools import (
     tool,
 )
 from agentkit_tools.middleware import Middleware, ToolCall
+from envelopes import call
 
 
 def without_elapsed(env: dict[str, Any]) -> dict[str, Any]:
@@ -581,3 +583,81 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             expected["Call.feed"] = level  # the audit record was emitted (and its span opened)
         assert dict(seen) == expected
         assert sum(seen.values()) <= 2 or "Call.feed" in seen
+
+
+@pytest.mark.parametrize("waits", ["audit sink", "approver", "idempotency store"])
+@pytest.mark.parametrize("entry", ["invoke", "invoke_many"])
+async def test_a_pending_call_collected_while_a_host_callback_awaits_logs_nothing(
+    entry: str, waits: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call dropped while an async host callback (audit sink, approver, idempotency store)
+    awaits, and garbage-collected: its coroutine is closed, which is no failure of the callback
+    (nothing logged, nothing printed as ignored)."""
+    import gc
+    import sys
+
+    async def forever(*_: Any) -> Any:
+        await asyncio.get_running_loop().create_future()
+
+    class Store:
+        get = set = compare_and_set = forever
+
+    @tool(read_only=True)
+    async def quick(x: int) -> int:
+        """Answer right away with the number given."""
+        return x
+
+    @tool(side_effecting=True, requires_approval=True)
+    async def gated(x: int) -> int:
+        """Answer with the number given, once approved."""
+        return x
+
+    @tool(side_effecting=True)
+    async def acts(x: int) -> int:
+        """Act once on the number given and answer it."""
+        return x
+
+    name, chain = {
+        "audit sink": ("quick", [mw.audit(forever), *mw.default_chain()[1:]]),
+        "approver": ("gated", [mw.approval(forever)]),
+        "idempotency store": ("acts", [mw.idempotency(Store())]),
+    }[waits]
+    inv = Invoker(ToolRegistry([quick, gated, acts]), middleware=chain)
+    calls = [call(name, "1", x=1), call(name, "2", x=2)] if entry == "invoke_many" else [call(name, "1", x=1)]
+    task = asyncio.ensure_future(inv.invoke_many(calls) if entry == "invoke_many" else inv.invoke(calls[0]))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        caplog.clear()
+        del task, inv
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        sys.unraisablehook = hook
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert [u.exc_value for u in unraisable] == []
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_generator_exit_an_audit_sink_raises_itself_is_its_own_failure(kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Not a close of the call's coroutine: logged, the call answered as it would be."""
+
+    def sync_sink(rec: Any) -> None:
+        raise GeneratorExit()
+
+    async def async_sink(rec: Any) -> None:
+        await asyncio.sleep(0)
+        raise GeneratorExit()
+
+    @tool(read_only=True)
+    async def quick(x: int) -> int:
+        """Answer right away with the number given."""
+        return x
+
+    inv = Invoker(ToolRegistry([quick]), middleware=[mw.audit(sync_sink if kind == "sync" else async_sink)])
+    env = await inv.invoke(call("quick", "1", x=1))
+    assert (env["ok"], env["value"]) == (True, 1)
+    assert [r.getMessage().split(" at 0x")[0] for r in caplog.records] == [f"audit sink <function test_a_generator_exit_an_audit_sink_raises_itself_is_its_own_failure.<locals>.{kind}_sink"]

@@ -41,11 +41,17 @@ _mw_log = logging.getLogger("agentkit_tools.middleware")
 
 
 def _propagates(exc: BaseException) -> bool:
-    """Whether ``exc``, raised by a host callback (approver, audit sink, store), must propagate:
-    the process is being stopped, or it is the cancellation of the awaiting task. Any other
-    ``BaseException`` is the callback's own failure."""
+    """Whether ``exc``, raised by a host callback (approver, audit sink, store) or at the
+    ``await`` of it, must propagate: the process is being stopped, it is the cancellation of the
+    awaiting task, or the awaiting coroutine is being closed (a ``GeneratorExit`` thrown in at
+    that ``await``, as when a pending call is garbage-collected; only the frame that catches it
+    is in its traceback). Any other ``BaseException`` is the callback's own failure (a
+    ``GeneratorExit`` it raised itself included)."""
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         return True
+    if type(exc) is GeneratorExit:
+        tb = exc.__traceback__
+        return tb is not None and tb.tb_next is None
     if not isinstance(exc, asyncio.CancelledError):
         return False
     try:
