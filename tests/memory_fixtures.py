@@ -147,14 +147,27 @@ class GatedStore:
 class CountingStore:
     """Wraps a store: counts the calls, can slow each compare-and-set down by ``delay`` seconds,
     and can fail the compare-and-sets numbered in ``fail_on`` (1-based) with ``ConnectionError``
-    (as a dropped connection would)."""
+    (as a dropped connection would). ``held``: each compare-and-set stays in flight until the
+    test lets it through (``await entered(n)``: the n-th one (1-based) is in flight;
+    ``release(n)``): a test orders its steps by these events, not by time."""
 
-    def __init__(self, inner, delay: float = 0.0, fail_on: tuple = ()) -> None:
+    def __init__(self, inner, delay: float = 0.0, fail_on: tuple = (), held: bool = False) -> None:
         self.inner = inner
         self.delay = delay
         self.fail_on = fail_on
+        self.held = held
+        self._entered: dict[int, asyncio.Event] = {}
+        self._released: dict[int, asyncio.Event] = {}
         self.gets = 0
         self.cas_calls = 0
+
+    async def entered(self, n: int) -> None:
+        """The n-th compare-and-set is in flight (a hang guard of 10 s)."""
+        await asyncio.wait_for(self._entered.setdefault(n, asyncio.Event()).wait(), 10)
+
+    def release(self, n: int) -> None:
+        """Let the n-th compare-and-set go on."""
+        self._released.setdefault(n, asyncio.Event()).set()
 
     async def get(self, key):
         self.gets += 1
@@ -168,9 +181,13 @@ class CountingStore:
 
     async def compare_and_set(self, key, expected, value):
         self.cas_calls += 1
+        n = self.cas_calls
+        if self.held:
+            self._entered.setdefault(n, asyncio.Event()).set()
+            await asyncio.wait_for(self._released.setdefault(n, asyncio.Event()).wait(), 10)
         if self.delay:
             await asyncio.sleep(self.delay)
-        if self.cas_calls in self.fail_on:
+        if n in self.fail_on:
             raise ConnectionError("store connection lost")
         return await self.inner.compare_and_set(key, expected, value)
 

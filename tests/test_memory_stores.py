@@ -361,16 +361,22 @@ async def test_concurrent_commands_in_one_process_share_writes(store):
 async def test_cancelling_the_caller_that_carries_a_write_never_loses_the_others(store):
     ns = unique_namespace()
     await StoreFiles(store, namespace=ns).create(F, lines_file(6))
-    slow = CountingStore(store, delay=0.05)
+    # Each write stays in flight until the test lets it through: the steps are ordered by
+    # events, never by time (a stall of the machine cannot split the batch).
+    slow = CountingStore(store, held=True)
     files = StoreFiles(slow, namespace=ns)
     first = asyncio.ensure_future(files.str_replace(F, "line 00: todo", "line 00: done"))
-    await asyncio.sleep(0.01)  # the first write is in flight
+    await slow.entered(1)  # the first write is in flight
     queued = [asyncio.ensure_future(files.str_replace(F, f"line {i:02d}: todo", f"line {i:02d}: done")) for i in range(1, 6)]
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # each queued caller takes its first step: it joins the next write
     queued[0].cancel()  # a queued caller gives up before its turn: its edit never runs
+    slow.release(1)
     await first
-    await asyncio.sleep(0.01)  # the batch of lines 2..5 is in flight, carried by line 2's caller
+    await slow.entered(2)  # the batch of lines 2..5 is in flight, carried by line 2's caller
     queued[1].cancel()
+    await asyncio.sleep(0)  # the carrier sees its cancellation while its batch is in flight
+    assert queued[1].cancelled()
+    slow.release(2)
     assert await asyncio.gather(*queued[2:]) == [f"The file {F} has been edited."] * 3
     with pytest.raises(asyncio.CancelledError):
         await queued[1]
