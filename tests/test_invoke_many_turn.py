@@ -713,6 +713,44 @@ async def test_a_body_that_steps_its_own_running_task_gets_the_error_a_coroutine
     assert [strip(e) for e in await asyncio.wait_for(inv.invoke_many(calls), 10)] == expected
 
 
+async def test_a_turns_body_task_shows_the_body_to_asyncio_introspection() -> None:
+    """What asyncio's task repr, ``get_stack`` and ``print_stack`` show of a turn's task (the
+    core's ``Relay`` drives it): the body, as for the task ``asyncio.gather`` makes for it. A body
+    that looks at its own task during its step gets a repr (no error)."""
+    import io
+    import re
+
+    seen: dict[str, Any] = {}
+    own: list[str] = []
+
+    @tool(read_only=True)
+    async def look(x: int) -> int:
+        """Wait a moment, then answer the number."""
+        own.append(repr(asyncio.current_task()))
+        await asyncio.sleep(0.05)
+        return x
+
+    async def spy(label: str) -> None:
+        await asyncio.sleep(0.01)
+        for t in asyncio.all_tasks():
+            if getattr(t.get_coro(), "__qualname__", None) == look.func.__qualname__:
+                out = io.StringIO()
+                t.print_stack(file=out)
+                at = re.search(r" coro=<(.*?\.py:\d+)>", repr(t)).group(1)  # type: ignore[union-attr]
+                seen[label] = (at, [f.f_code.co_name for f in t.get_stack()], out.getvalue().splitlines()[1:3])
+                return
+
+    inv = Invoker(ToolRegistry([look]))
+    await asyncio.gather(spy("gather"), asyncio.gather(look.func(1), look.func(2)))
+    envs = (await asyncio.gather(spy("turn"), inv.invoke_many([call("look", "1", x=1), call("look", "2", x=2)])))[1]
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, {"ok": True, "value": 2}]
+    line = look.func.__code__.co_firstlineno + 4
+    shown = (f"{look.func.__qualname__}() running at {__file__}:{line}", ["look"],
+             [f'  File "{__file__}", line {line}, in look', "    await asyncio.sleep(0.05)"])
+    assert seen == {"gather": shown, "turn": shown}
+    assert len(own) == 4 and all(" running" in r for r in own)
+
+
 async def test_a_body_that_is_an_awaitable_but_no_coroutine_is_awaited_as_alone() -> None:
     """A function marked as a coroutine function that returns a future or an object with
     ``__await__`` is awaited through its ``__await__``; one that returns a plain generator (not

@@ -663,6 +663,34 @@ class Relay:
     once."""
 
     def __new__(cls, arg: tuple[Any, Any, float | None, int], ctx: object, turn: Any, i: int, m: Call) -> Self: ...
+    @property
+    def cr_frame(self) -> Any:
+        """The frame of the coroutine the relay steps now (the body; the driver's coroutine
+        after it), as asyncio's task repr, ``Task.get_stack()``/``print_stack()`` and debuggers
+        read it of a task's coroutine: None before the body started, once done, and during one of
+        the relay's own steps."""
+
+    @property
+    def cr_code(self) -> Any:
+        """The code object of the coroutine the relay steps now (None as for ``cr_frame``)."""
+
+    @property
+    def cr_await(self) -> Any:
+        """What the coroutine the relay steps now awaits (None as for ``cr_frame``)."""
+
+    @property
+    def cr_running(self) -> bool:
+        """True during one of the relay's own steps."""
+
+    @property
+    def __name__(self) -> str:  # type: ignore[override]
+        """The name of the coroutine the relay steps now; ``AttributeError`` when ``cr_frame``
+        would be None."""
+
+    @property
+    def __qualname__(self) -> str:  # type: ignore[override]
+        """The qualified name of the coroutine the relay steps now (as ``__name__``)."""
+
     def __await__(self) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> Any: ...

@@ -89,6 +89,33 @@ fn running<'py>(slf: &Bound<'py, Relay>) -> PyResult<PyRefMut<'py, Relay>> {
     slf.try_borrow_mut().map_err(|_| PyValueError::new_err("coroutine already executing"))
 }
 
+/// Attribute `name` of the coroutine `slf` steps now (see `Relay::cr_frame`); None when there is
+/// none, it has no such attribute, or the relay is in one of its own steps.
+fn inner_attr<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>) -> PyResult<Bound<'py, PyAny>> {
+    let py = slf.py();
+    let Ok(relay) = slf.try_borrow() else { return Ok(py.None().into_bound(py)) };
+    let inner = match &relay.state {
+        State::Body(b) => b.coro.bind(py).clone(),
+        State::Then(c) | State::CleanUp(c, _) => c.bind(py).clone(),
+        State::Start | State::Done => return Ok(py.None().into_bound(py)),
+    };
+    drop(relay);
+    match inner.getattr(name) {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Ok(py.None().into_bound(py)),
+        Err(e) => Err(e),
+    }
+}
+
+/// `inner_attr`, an `AttributeError` instead of None (a name is a string or absent).
+fn named<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>) -> PyResult<Bound<'py, PyAny>> {
+    let value = inner_attr(slf, name)?;
+    if value.is_none() {
+        return Err(pyo3::exceptions::PyAttributeError::new_err(format!("this Relay steps no coroutine now: no {name}")));
+    }
+    Ok(value)
+}
+
 fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
@@ -427,6 +454,54 @@ impl Relay {
         let py = slf.py();
         running(slf)?.close_now(py)
     }
+    // What asyncio's task repr, `Task.get_stack()` / `print_stack()` and debuggers read of a
+    // task's coroutine, delegated to the coroutine the relay steps now (the body; the driver's
+    // coroutine after it; a clean-up's body): None before the body started and once done;
+    // during one of the relay's own steps only `cr_running` (True) is known.
+
+    /// The frame of the coroutine being stepped (None: none, or during a step of this relay).
+    #[getter]
+    fn cr_frame<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        inner_attr(slf, intern!(slf.py(), "cr_frame"))
+    }
+
+    /// The code object of the coroutine being stepped (None as for `cr_frame`).
+    #[getter]
+    fn cr_code<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        inner_attr(slf, intern!(slf.py(), "cr_code"))
+    }
+
+    /// What the coroutine being stepped awaits (None as for `cr_frame`).
+    #[getter]
+    fn cr_await<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        inner_attr(slf, intern!(slf.py(), "cr_await"))
+    }
+
+    /// True during a step of this relay.
+    #[getter]
+    fn cr_running(slf: &Bound<'_, Self>) -> bool {
+        let _in = super::shutdown::inside(slf.py());
+        slf.try_borrow().is_err()
+    }
+
+    /// The name of the coroutine being stepped (`AttributeError` when there is none, as for
+    /// `cr_frame`).
+    #[getter]
+    fn __name__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        named(slf, intern!(slf.py(), "__name__"))
+    }
+
+    /// The qualified name of the coroutine being stepped (as `__name__`).
+    #[getter]
+    fn __qualname__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        named(slf, intern!(slf.py(), "__qualname__"))
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
             visit.call(&s.arg)?;
