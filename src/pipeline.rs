@@ -206,8 +206,9 @@ pub struct Facts {
     pub admitted: bool,
     /// The error code of the rejection envelope when not admitted.
     pub rejection_code: Option<Code>,
-    /// The conversation (repeat and idempotency scope).
-    pub scope: String,
+    /// The conversation (repeat and idempotency scope); shared, as most calls are in the
+    /// default one.
+    pub scope: std::sync::Arc<str>,
     /// The canonical JSON text of the arguments.
     pub canonical: String,
     pub requires_approval: bool,
@@ -471,10 +472,6 @@ impl<V> CallMachine<V> {
     pub fn empty() -> Self {
         Self::with_facts(Facts::default())
     }
-    /// Take the facts out (to begin a call with them).
-    pub fn take_facts(&mut self) -> Facts {
-        std::mem::take(&mut self.facts)
-    }
     /// The rule whose step is in progress (None: the body, or finished).
     pub fn rule_index(&self) -> Option<usize> {
         match self.phase {
@@ -555,10 +552,16 @@ impl<V: Clone> Pipeline<V> {
     /// Start a call.
     pub fn begin(&mut self, facts: Facts, t: Time) -> (CallMachine<V>, Step<V>) {
         let mut m = CallMachine::with_facts(facts);
+        let step = self.start(&mut m, t);
+        (m, step)
+    }
+
+    /// Start the call of machine `m` (made with [`CallMachine::with_facts`]) where it is: no
+    /// move of the machine.
+    pub fn start(&mut self, m: &mut CallMachine<V>, t: Time) -> Step<V> {
         m.frames = vec![Frame::Idle; self.rules.len()];
         m.phase = Phase::In(0, Pending::None);
-        let step = self.descend(&mut m, 0, t);
-        (m, step)
+        self.descend(m, 0, t)
     }
 
     /// Feed the outcome of the last step.
@@ -1000,8 +1003,10 @@ impl<V: Clone> Pipeline<V> {
             }
             (Rule::Retry { policy, breaker }, Frame::Retry { attempt, .. }) => {
                 let attempt = *attempt;
-                let name = name_of(&m.facts).to_owned();
-                let b = breaker.and_then(|_| self.breakers.get_mut(&name));
+                let b = match breaker {
+                    Some(_) => self.breakers.get_mut(name_of(&m.facts)),
+                    None => None,
+                };
                 if env.ok() {
                     if let Some(b) = b {
                         b.record_success();
@@ -1041,7 +1046,7 @@ impl<V: Clone> Pipeline<V> {
     /// else releases the call; the identical calls waiting for it wake.
     fn settle(&mut self, m: &mut CallMachine<V>, cached: bool) {
         let f = &m.facts;
-        let (name, scope) = (name_of(f), f.scope.as_str());
+        let (name, scope) = (name_of(f), &*f.scope);
         let env = m.env.as_ref().filter(|e| e.ok() && !cached);
         let woken = match env {
             // Held here too: this worker's repeats read back the object the tool returned.

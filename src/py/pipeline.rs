@@ -241,14 +241,15 @@ fn tracing_on(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
                 return h.otel.bind(py).call0()?.is_truthy(); // not looked for yet
             }
             let found = match state.cast::<PyTuple>() {
-                Ok(t) => Some((t.get_item(0)?.unbind(), t.get_item(5)?.is_truthy()?)),
+                // The module's namespace: its `_TRACER_PROVIDER` read as a dict entry.
+                Ok(t) => Some((t.get_item(0)?.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?.unbind(), t.get_item(5)?.is_truthy()?)),
                 Err(_) => None,
             };
             OTEL.get_or_init(py, || found)
         }
     };
     let Some((trace, from_env)) = otel else { return Ok(false) }; // opentelemetry-api is not installed
-    let unset = trace.bind(py).getattr_opt(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
+    let unset = trace.bind(py).get_item(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
     if unset && !from_env {
         return Ok(false);
     }
@@ -261,7 +262,11 @@ fn tracing_on(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
 fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
     let log = h.audit_log.bind(py);
     if let Some(cache) = &h.audit_cache {
-        if log.getattr(intern!(py, "disabled"))?.is_truthy()? {
+        let disabled = match h.audit_log_dict.as_ref().map(|d| d.bind(py).get_item(intern!(py, "disabled"))).transpose()?.flatten() {
+            Some(d) => d,
+            None => log.getattr(intern!(py, "disabled"))?,
+        };
+        if disabled.is_truthy()? {
             return Ok(false);
         }
         if let Some(known) = cache.bind(py).get_item(DEBUG)? {
@@ -392,6 +397,9 @@ pub(super) struct Helpers {
     /// clears, never replaces, on every level change).
     audit_log: Py<PyAny>,
     audit_cache: Option<Py<PyDict>>,
+    /// The audit logger's instance dict when it is exactly a `logging.Logger` (its `disabled`
+    /// read there; a logger class of the host's own is asked).
+    audit_log_dict: Option<Py<PyDict>>,
     /// `_runner.Later` (an awaitable a non-blocking sync body returned, to settle),
     /// `errors.ToolTimeoutError` and `inspect.isawaitable`: a body the core calls itself.
     later: Py<PyAny>,
@@ -439,7 +447,7 @@ pub(super) struct Helpers {
 
 /// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
 /// whether the environment names a tracer provider, or None without opentelemetry-api.
-static OTEL: PyOnceLock<Option<(Py<PyAny>, bool)>> = PyOnceLock::new();
+static OTEL: PyOnceLock<Option<(Py<PyDict>, bool)>> = PyOnceLock::new();
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
 
@@ -457,6 +465,14 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             getattr: py.import("builtins")?.getattr("getattr")?.unbind(),
             otel: mw.getattr("_otel")?.unbind(),
             audit_cache: mw.getattr("_log")?.getattr_opt("_cache")?.and_then(|c| c.cast_into::<PyDict>().ok()).map(Bound::unbind),
+            audit_log_dict: {
+                let log = mw.getattr("_log")?;
+                if log.get_type().is(py.import("logging")?.getattr("Logger")?) {
+                    log.getattr("__dict__")?.cast_into::<PyDict>().ok().map(Bound::unbind)
+                } else {
+                    None
+                }
+            },
             audit_log: mw.getattr("_log")?.unbind(),
             middleware: mw.unbind(),
             later: py.import("agentkit_tools._runner")?.getattr("Later")?.unbind(),
@@ -521,7 +537,7 @@ pub struct Pipeline {
     needs: Needs,
     /// A rule reads the wall clock (an idempotency rule with a shared store: its leases).
     unix: bool,
-    default_scope: String,
+    default_scope: std::sync::Arc<str>,
     frozen: bool,
     /// Names of tools whose sync body is called on the caller's thread (as `non_blocking`).
     inline: std::collections::HashSet<String>,
@@ -597,7 +613,7 @@ impl Pipeline {
             audits,
             needs,
             unix,
-            default_scope,
+            default_scope: default_scope.into(),
             frozen,
             inline: inline.into_iter().flatten().collect(),
             waiters: Mutex::new(HashMap::new()),
@@ -800,6 +816,9 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
 struct Flags<'py> {
     tool: Bound<'py, PyAny>,
     dict: Option<Bound<'py, PyDict>>,
+    /// `fn` as read the first time (`Flags::fn_attr`): one `Flags` lives for one step of the
+    /// core, in which no code of the tool's runs before its body is called.
+    body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
 }
 
 impl<'py> Flags<'py> {
@@ -809,7 +828,7 @@ impl<'py> Flags<'py> {
         } else {
             None
         };
-        Ok(Flags { tool: tool.clone(), dict })
+        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new() })
     }
 
     /// The flags of the call's tool: its instance dict as `Call::new` found it (the object
@@ -817,7 +836,7 @@ impl<'py> Flags<'py> {
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
         let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
         match &c.flags {
-            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()) }),
+            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new() }),
             None => Self::of(py, &tool),
         }
     }
@@ -858,10 +877,19 @@ impl<'py> Flags<'py> {
         }
     }
 
+    /// `getattr(tool, "fn", None)`, read once.
+    fn fn_attr(&self) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if let Some(f) = self.body.get() {
+            return Ok(f.clone());
+        }
+        let f = self.get(intern!(self.tool.py(), "fn"))?;
+        Ok(self.body.get_or_init(|| f).clone())
+    }
+
     /// `tool.fn` (its `AttributeError` when it has none).
     fn body(&self) -> PyResult<Bound<'py, PyAny>> {
         let py = self.tool.py();
-        match self.get(intern!(py, "fn"))? {
+        match self.fn_attr()? {
             Some(f) => Ok(f),
             None => self.tool.getattr(intern!(py, "fn")),
         }
@@ -998,16 +1026,23 @@ impl Call {
         // The scope is read for every call (a context whose run_id fails fails every call).
         {
             f.scope = match has_ctx.then(|| ctx.getattr_opt(intern!(py, "run_id"))).transpose()?.flatten() {
-                Some(r) if !r.is_none() => r.str()?.to_string(),
+                Some(r) if !r.is_none() => r.str()?.to_string_lossy().as_ref().into(),
                 _ => p.default_scope.clone(),
             };
         }
         let mut observed = false;
         if n.audit {
-            f.audit = vec![Observed::No; p.configs.len()];
+            // Left empty (no allocation) while nobody observes the call: a rule without an entry
+            // is not observed.
             for &i in &p.audits {
-                f.audit[i] = observed_by(py, p.configs[i].bind(py), ctx)?;
-                observed |= f.audit[i] != Observed::No;
+                let o = observed_by(py, p.configs[i].bind(py), ctx)?;
+                if o != Observed::No {
+                    if f.audit.is_empty() {
+                        f.audit = vec![Observed::No; p.configs.len()];
+                    }
+                    f.audit[i] = o;
+                    observed = true;
+                }
             }
         }
         match parts {
@@ -1106,13 +1141,7 @@ impl Call {
         let t = now(self.pipe.get().unix);
         self.started = t.mono;
         let pipe = self.pipe.clone_ref(py);
-        let step = {
-            let mut inner = lock(&pipe.get().inner);
-            let facts = self.m.take_facts();
-            let (m, step) = inner.begin(facts, t);
-            self.m = m;
-            step
-        };
+        let step = lock(&pipe.get().inner).start(&mut self.m, t);
         self.advance(py, step)
     }
 
@@ -1223,7 +1252,7 @@ impl Call {
         if self.sealed {
             return Ok(());
         }
-        let unpacks = match flags.get(intern!(py, "fn"))? {
+        let unpacks = match flags.fn_attr()? {
             Some(f) => self.body_plan(py, &f)?.0,
             None => false,
         };
@@ -1496,7 +1525,7 @@ impl Call {
     /// caller's thread, any other sync one goes to the worker pool; any other tool runs itself.
     fn body_kind<'py>(&self, py: Python<'py>, flags: &Flags<'py>) -> PyResult<BodyKind> {
         let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
-        let function = set(flags.get(intern!(py, "fn"))?) && set(flags.get_unbound(intern!(py, "check_output"))?);
+        let function = set(flags.fn_attr()?) && set(flags.get_unbound(intern!(py, "check_output"))?);
         if !function {
             return Ok(BodyKind::of(false, false, false));
         }
