@@ -181,6 +181,72 @@ def test_every_path_runs_every_body_in_a_copy_of_the_callers_context() -> None:
     assert sorted(outcomes) == sorted(expected)
 
 
+def test_the_prelude_of_an_async_body_runs_in_the_bodys_copy_of_the_context() -> None:
+    """An ``async`` tool whose ``fn`` is a sync function that sets a context variable before it
+    returns the coroutine (its prelude; as with ``inspect.markcoroutinefunction``): the prelude
+    is part of the body, run in the body's copy of the caller's context, so the body's steps
+    see what it set and neither the caller nor the call's later steps (the audit record) do. On
+    every path: ``invoke`` (built-in rules; after a user middleware: the driver),
+    ``invoke_many`` (the body in a task of its own), ``dispatch``, ``FunctionTool.run``."""
+    import dataclasses
+
+    seen: list[str] = []
+
+    async def inner(x: int) -> str:
+        await asyncio.sleep(0)
+        return f"inner {x} sees {VAR.get()}"
+
+    def prelude(args: Any, ctx: Any) -> Any:
+        VAR.set(f"prelude {args['x']}")
+        return inner(args["x"])
+
+    @tool(read_only=True)
+    async def prefaced(x: int) -> str:
+        """Set the context variable in a sync prelude, then answer from the coroutine."""
+        return ""
+
+    prefaced = dataclasses.replace(prefaced, fn=prelude)
+    registry = ToolRegistry([prefaced])
+
+    def sink(rec: dict[str, Any]) -> None:
+        seen.append(f"sink {rec['call_id']} sees {VAR.get()}")
+
+    chains = {"default": [mw.audit(sink), *mw.default_chain()[1:]],
+              "user middleware": [mw.audit(sink), _PassOn(), *mw.default_chain()[1:]]}
+    outcomes: list[Any] = []
+
+    async def on_a_loop() -> None:
+        for chain, middleware in chains.items():
+            inv = Invoker(registry, middleware=middleware)
+            VAR.set("caller")
+            env = strip(await inv.invoke(call("prefaced", "1", x=1)))
+            outcomes.append((f"invoke {chain}", env, sorted(seen), VAR.get()))
+            seen.clear()
+            VAR.set("caller")
+            envs = [strip(e) for e in await inv.invoke_many([call("prefaced", "1", x=1), call("prefaced", "2", x=2)])]
+            outcomes.append((f"invoke_many {chain}", envs, sorted(seen), VAR.get()))
+            seen.clear()
+        VAR.set("caller")
+        outcomes.append(("FunctionTool.run", await prefaced.run({"x": 1}), seen[:], VAR.get()))
+
+    def dispatched() -> None:
+        VAR.set("caller")
+        outcomes.append(("dispatch", strip(dispatch(call("prefaced", "1", x=1), registry)), seen[:], VAR.get()))
+
+    contextvars.copy_context().run(asyncio.run, on_a_loop())
+    contextvars.copy_context().run(dispatched)
+    one, two = ok("inner 1 sees prelude 1"), ok("inner 2 sees prelude 2")
+    sinks = ["sink 1 sees caller", "sink 2 sees caller"]
+    assert outcomes == [
+        ("invoke default", one, sinks[:1], "caller"),
+        ("invoke_many default", [one, two], sinks, "caller"),
+        ("invoke user middleware", one, sinks[:1], "caller"),
+        ("invoke_many user middleware", [one, two], sinks, "caller"),
+        ("FunctionTool.run", "inner 1 sees prelude 1", [], "caller"),
+        ("dispatch", one, [], "caller"),
+    ]
+
+
 async def test_the_clean_up_after_the_deadline_keeps_the_bodys_context() -> None:
     seen: list[str] = []
     done = asyncio.Event()

@@ -557,8 +557,9 @@ class BodyAwait:
     ``coro``: the body's coroutine (an awaitable that is no coroutine is awaited through its
     ``__await__``; a non-awaitable is a ``TypeError`` at the first await); ``limit_s``: its
     deadline in seconds (None: none; ``end``: that deadline on ``time.monotonic`` when it
-    started earlier); ``name``: the tool's, for ``ToolTimeoutError``. Each
-    step of the body runs in one copy of the caller's ``contextvars`` and as the body's own
+    started earlier); ``name``: the tool's, for ``ToolTimeoutError``; ``context``: the copy of
+    the caller's ``contextvars.Context`` the body's function was called in (None: a fresh
+    copy). Each step of the body runs in that one copy of the caller's context and as the body's own
     stand-in task (``asyncio.current_task()`` meanwhile): scopes the body enters cancel the
     body, never the caller, and the caller's cancellation reaches the body as its task's. A
     body that finishes without suspending costs no pass of the loop. At the deadline the
@@ -569,7 +570,7 @@ class BodyAwait:
     ``KeyboardInterrupt`` and ``SystemExit``). Closing it abandons the body as its deadline
     would. Awaited once."""
 
-    def __new__(cls, coro: Any, limit_s: float | None, name: str, end: float | None = None) -> Self: ...
+    def __new__(cls, coro: Any, limit_s: float | None, name: str, end: float | None = None, context: Any = None) -> Self: ...
     def __await__(self) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> Any: ...
@@ -648,7 +649,8 @@ class Relay:
     (``tool.fn(args, ctx)``; none when ``limit_s <= 0``; an awaitable it returns that is no
     coroutine is awaited through its ``__await__``, a non-awaitable is a ``TypeError`` of the
     body, as for ``Invoker.invoke``) within a deadline of ``limit_s``
-    seconds (None: none); each of its steps runs in one copy of the task's ``contextvars``;
+    seconds (None: none); the call of ``tool.fn`` and each step of the body run in one copy of the
+    task's ``contextvars``;
     what it yields goes to the task, what the task sends or throws goes to it. At the deadline
     the body is cancelled and, if its clean-up suspends, that goes on in a task of its own (its
     outcome dropped) while the call ends at once with ``ToolTimeoutError``; a result past the

@@ -4,8 +4,9 @@
 - Every body runs in a copy of the caller's ``contextvars`` (as ``asyncio.to_thread`` and a new
   task do): it sees the caller's values, and what it sets reaches neither the caller nor the
   call's later steps. That holds for each kind: a sync body on a worker thread or on the
-  caller's own thread (``non_blocking``), each step of an ``async`` body, and an awaitable a
-  sync body returns (a copy of its own, taken when it is awaited).
+  caller's own thread (``non_blocking``), an ``async`` body (the call of its function, which
+  may run code before it returns the coroutine, and each of its steps: one copy), and an
+  awaitable a sync body returns (a copy of its own, taken when it is awaited).
 - An ``async`` body is awaited in the caller's own task (no task of its own: one that never
   suspends costs no pass of the event loop; the exception: a turn of ``Invoker.invoke_many`` gives
   each async body a real task of its own, as ``asyncio.gather`` would), each of its steps as a
@@ -60,7 +61,7 @@ from typing import Any, Callable
 from . import _core
 from .errors import ToolError, ToolTimeoutError
 
-__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "start_async", "checked", "on_time", "in_worker", "BodyFailed"]
+__all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "start_async", "start_in_copy", "checked", "on_time", "in_worker", "BodyFailed"]
 
 #: Threads that run sync bodies within their deadline (tool bodies block on I/O, so more than the
 #: CPU count): 8 per CPU, at least 32, at most 256.
@@ -600,13 +601,24 @@ def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
     return checked(tool, result, ctx, limit, end)
 
 
-def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
-    """The coroutine of an ``async`` function tool's body (``BODY_ASYNC``), to await with
-    :class:`BodyAwait` within ``limit``; raises as :func:`run_body` (``ToolTimeoutError`` when
-    the deadline has passed already: the body never starts)."""
+def start_async(tool: Any, args: Any, ctx: Any, limit: float | None) -> tuple[Any, Any]:
+    """``(coro, context)``: the coroutine of an ``async`` function tool's body (``BODY_ASYNC``),
+    made in ``context``, a copy of the caller's context (a sync prelude before the coroutine is
+    the body's too), to await with ``BodyAwait(coro, limit, name, end, context)``; raises as
+    :func:`run_body` (``ToolTimeoutError`` when the deadline has passed already: the body never
+    starts)."""
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(tool.name, limit)
-    return _call(tool, args, ctx)
+    within = contextvars.copy_context()
+    return within.run(_call, tool, args, ctx), within
+
+
+def start_in_copy(fn: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """``(awaitable, context)``: ``fn(a, b)`` called in ``context``, a copy of the caller's
+    context, where ``BodyAwait(awaitable, ..., context=context)`` steps what it returns (the
+    ``run`` of a tool that is no function tool; ``FunctionTool.run``)."""
+    within = contextvars.copy_context()
+    return within.run(fn, a, b), within
 
 
 def _call(tool: Any, args: Any, ctx: Any) -> Any:
@@ -647,13 +659,15 @@ async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: in
     else:
         end = None if limit is None else _monotonic() + limit
         if kind == BODY_ASYNC:
-            result = checked(tool, await BodyAwait(start_async(tool, args, ctx, limit), limit, tool.name, end), ctx, limit, end)
+            coro, within = start_async(tool, args, ctx, limit)
+            result = checked(tool, await BodyAwait(coro, limit, tool.name, end, within), ctx, limit, end)
         else:
             name = tool.name
             if limit is not None and limit <= 0:
                 raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
             if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
-                return await BodyAwait(tool.run(args, ctx), limit, name, end)
+                awaitable, within = start_in_copy(tool.run, args, ctx)
+                return await BodyAwait(awaitable, limit, name, end, within)
             result = checked(tool, await _await_worker(tool, tool.fn, args, ctx, limit, name), ctx, limit, end)
     return await result.settle() if type(result) is Later else result
 

@@ -263,7 +263,8 @@ class Invoker:
                                 value = run_inline(tool, args, ctx, limit)
                             elif kind == BODY_ASYNC:
                                 end = None if limit is None else _monotonic() + limit
-                                value = await BodyAwait(start_async(tool, args, ctx, limit), limit, tool.name, end)
+                                coro, within = start_async(tool, args, ctx, limit)
+                                value = await BodyAwait(coro, limit, tool.name, end, within)
                                 value = checked(tool, value, ctx, limit, end)
                             else:
                                 value = await run_body(tool, args, ctx, limit, kind)

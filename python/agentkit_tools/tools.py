@@ -333,10 +333,11 @@ class FunctionTool(Generic[P, R]):
         on every path (no deadline here: ``timeout_s`` is the dispatcher's): a sync body on the
         worker pool, an async one (or an awaitable a sync body returns) stepped in the caller's
         task; either in a copy of the caller's ``contextvars``."""
-        from ._runner import BodyAwait, in_worker
+        from ._runner import BodyAwait, in_worker, start_in_copy
 
         if self._is_async:
-            result = await BodyAwait(self.fn(kwargs, ctx), None, self.name)
+            coro, within = start_in_copy(self.fn, kwargs, ctx)  # a sync prelude is the body's too
+            result = await BodyAwait(coro, None, self.name, None, within)
         else:
             result = await in_worker(self.fn, kwargs, ctx)
             if inspect.isawaitable(result):

@@ -302,10 +302,14 @@ pub(super) struct Body {
 
 impl Body {
     /// The body `coro` about to take its first step on the running loop, in a copy of the
-    /// caller's context.
-    pub(super) fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>) -> PyResult<Self> {
+    /// caller's context: `within`, the one its function was called in (a sync prelude before
+    /// the coroutine is the body's too), else a fresh one.
+    pub(super) fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Self> {
         let lp = h.get_running_loop.bind(py).call0()?;
-        let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
+        let run = match within {
+            Some(w) => w.getattr(intern!(py, "run"))?,
+            None => h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?,
+        };
         let task = Bound::new(py, BodyTask::new(lp.clone(), coro))?;
         Ok(Body {
             task: task.unbind(),
@@ -454,7 +458,7 @@ struct Waiting {
 
 enum State {
     /// Not started: the body's first step is taken when the caller first awaits.
-    Fresh { coro: Py<PyAny>, limit: Option<f64>, name: Py<PyAny>, end: Option<f64> },
+    Fresh { coro: Py<PyAny>, limit: Option<f64>, name: Py<PyAny>, end: Option<f64>, within: Option<Py<PyAny>> },
     Waiting(Box<Waiting>),
     Done,
 }
@@ -622,16 +626,19 @@ impl BodyAwait {
 
     /// A body not started yet (an awaitable that is no coroutine is awaited through its
     /// `__await__`, by `_runner._as_coro`).
-    pub(super) fn fresh<'py>(py: Python<'py>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>) -> PyResult<Self> {
+    pub(super) fn fresh<'py>(py: Python<'py>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, within: Option<Bound<'py, PyAny>>) -> PyResult<Self> {
         let h = helpers(py)?;
         let coro = if coro.get_type().is(h.coroutine.bind(py)) { coro } else { h.as_coro.bind(py).call1((coro,))? };
-        Ok(BodyAwait { state: State::Fresh { coro: coro.unbind(), limit, name: name.unbind(), end } })
+        Ok(BodyAwait { state: State::Fresh { coro: coro.unbind(), limit, name: name.unbind(), end, within: within.map(Bound::unbind) } })
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, me: &Bound<'py, PyAny>, input: Input<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Fresh { coro, limit, name, end } => self.start(py, h, me, coro.into_bound(py), limit, name.into_bound(py), end, input),
+            State::Fresh { coro, limit, name, end, within } => {
+                let within = within.map(|w| w.into_bound(py));
+                self.start(py, h, me, coro.into_bound(py), limit, name.into_bound(py), end, within.as_ref(), input)
+            }
             State::Waiting(w) => self.go_on(py, h, me, w, input),
             State::Done => match input {
                 Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited body")),
@@ -642,7 +649,8 @@ impl BodyAwait {
 
     /// The caller's first await of a body not started: its first step, in a copy of the
     /// caller's context; a body that finishes at once needs no deadline timer.
-    fn start<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, input: Input<'py>) -> Stepped<'py> {
+    #[allow(clippy::too_many_arguments)]
+    fn start<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, within: Option<&Bound<'py, PyAny>>, input: Input<'py>) -> Stepped<'py> {
         if let Input::Throw(exc) = input {
             drop(coro.call_method0(intern!(py, "close"))); // never started
             return Err(PyErr::from_value(exc));
@@ -652,7 +660,7 @@ impl BodyAwait {
             (None, Some(l)) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
             (None, None) => None,
         };
-        let body = Body::new(py, h, &coro)?;
+        let body = Body::new(py, h, &coro, within)?;
         match body.step(py, h, false, py.None().into_bound(py)) {
             Ok(y) => {
                 let w = Waiting::new(body, y, end, limit, name, false);
@@ -797,12 +805,14 @@ impl BodyAwait {
 impl BodyAwait {
     /// Await the body `coro` (an awaitable that is no coroutine: through its `__await__`)
     /// within `limit_s` seconds (None: none; `end`: that deadline on `time.monotonic` when it
-    /// started earlier); `name`: the tool's, for `ToolTimeoutError`.
+    /// started earlier); `name`: the tool's, for `ToolTimeoutError`; `context`: the copy of the
+    /// caller's context the body's function was called in (its steps run there; None: a fresh
+    /// copy).
     #[new]
-    #[pyo3(signature = (coro, limit_s, name, end=None))]
-    fn new(py: Python<'_>, coro: Bound<'_, PyAny>, limit_s: Option<f64>, name: Bound<'_, PyAny>, end: Option<f64>) -> PyResult<Self> {
+    #[pyo3(signature = (coro, limit_s, name, end=None, context=None))]
+    fn new(py: Python<'_>, coro: Bound<'_, PyAny>, limit_s: Option<f64>, name: Bound<'_, PyAny>, end: Option<f64>, context: Option<Bound<'_, PyAny>>) -> PyResult<Self> {
         let _in = super::shutdown::inside(py);
-        Self::fresh(py, coro, limit_s, name, end)
+        Self::fresh(py, coro, limit_s, name, end, context)
     }
 
     fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -862,9 +872,12 @@ impl BodyAwait {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         match &self.state {
-            State::Fresh { coro, name, .. } => {
+            State::Fresh { coro, name, within, .. } => {
                 visit.call(coro)?;
                 visit.call(name)?;
+                if let Some(w) = within {
+                    visit.call(w)?;
+                }
             }
             State::Waiting(w) => {
                 let b = &w.body;

@@ -412,7 +412,7 @@ pub(super) struct Helpers {
     pub(super) copy_context: Py<PyAny>,
     /// `contextvars.Context.run`, unbound: a non-blocking sync body's call in a copy of the
     /// caller's context (no bound method made per call).
-    context_run: Py<PyAny>,
+    pub(super) context_run: Py<PyAny>,
     pub(super) coroutine: Py<PyAny>,
     /// The relay's: `_runner._Deadline`, `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
     pub(super) deadline: Py<PyAny>,
@@ -1197,25 +1197,19 @@ impl Call {
     /// `tool.fn(args, ctx)`; when `fn` is the wrapper `tools.from_callable` makes for a function
     /// with nothing to convert or inject (`invoke_plain`: `func(**args)`) and `func` is a Python
     /// function (its keyword arguments are unpacked into its own frame, the dict never kept),
-    /// `func(**args)` itself: the same call without the wrapper's frame. `fresh`: called in a
-    /// copy of the caller's context (`Context.run(contextvars.copy_context(), ...)`, the method
-    /// unbound: no bound method made per call), as a sync body runs.
-    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, fresh: bool) -> PyResult<Bound<'py, PyAny>> {
+    /// `func(**args)` itself: the same call without the wrapper's frame. Called in `within`, the
+    /// body's copy of the caller's context (`Context.run(within, ...)`, the method unbound: no
+    /// bound method made per call): every body runs in one.
+    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let body = flags.body()?;
         let h = helpers(py)?;
-        let copy = if fresh { Some(h.copy_context.bind(py).call0()?) } else { None };
+        let run = h.context_run.bind(py);
         if let Ok(kwargs) = args.cast::<PyDict>() {
             if let (_, Some(func)) = self.body_plan(py, &body)? {
-                return match copy {
-                    Some(c) => h.context_run.bind(py).call((c, func), Some(kwargs)),
-                    None => func.call((), Some(kwargs)),
-                };
+                return run.call((within, func), Some(kwargs));
             }
         }
-        match copy {
-            Some(c) => h.context_run.bind(py).call1((c, body, args, ctx)),
-            None => body.call1((args, ctx)),
-        }
+        run.call1((within, body, args, ctx))
     }
 
     /// What the tool's body callable `body` is: `(unpacks, plain)`, `unpacks` when it is one of
@@ -1283,7 +1277,7 @@ impl Call {
         let started = Instant::now();
         // In a copy of the caller's context, as every other body: its changes never reach the
         // caller.
-        let value = match self.call_body(py, flags, &args, &ctx, true) {
+        let value = match h.copy_context.bind(py).call0().and_then(|within| self.call_body(py, flags, &args, &ctx, &within)) {
             Ok(v) => v,
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -1342,11 +1336,14 @@ impl Call {
                 Here::Failed(exc) // a BaseException of its own is the body's failure
             }
         };
-        let coro = match self.call_body(py, flags, &args, &ctx, false) {
+        let h = helpers(py)?;
+        // The body (a sync prelude before its coroutine included) runs in one copy of the
+        // caller's context: what it sets reaches neither the caller nor the call's later steps.
+        let within = h.copy_context.bind(py).call0()?;
+        let coro = match self.call_body(py, flags, &args, &ctx, &within) {
             Ok(c) => c,
             Err(e) => return Ok(failed(e)),
         };
-        let h = helpers(py)?;
         let limit_obj = limit.into_pyobject(py)?.into_any();
         if !coro.get_type().is(h.coroutine.bind(py)) {
             // Some other awaitable: the driver awaits it the general way.
@@ -1355,7 +1352,7 @@ impl Call {
                 Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
                 None => None,
             };
-            let awaiting = match super::awaiting::BodyAwait::fresh(py, coro, limit, name, end) {
+            let awaiting = match super::awaiting::BodyAwait::fresh(py, coro, limit, name, end, Some(within)) {
                 Ok(a) => Bound::new(py, a)?.into_any(),
                 Err(e) => return Ok(failed(e)),
             };
@@ -1367,7 +1364,7 @@ impl Call {
                 Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
                 None => None,
             };
-            Ok((end, super::awaiting::Body::new(py, h, &coro)?))
+            Ok((end, super::awaiting::Body::new(py, h, &coro, Some(&within))?))
         })();
         let (end, body) = match first {
             Ok(parts) => parts,

@@ -182,14 +182,17 @@ impl Relay {
             None => None,
         };
         let fn_ = tool.getattr(intern!(py, "fn"))?;
-        let coro = match fn_.call1((arg.get_item(1)?, &ctx)) {
+        // The body (a sync prelude before its coroutine included) runs in one copy of the
+        // task's context: what it sets reaches neither the caller nor the call's later steps.
+        let within = h.copy_context.bind(py).call0()?;
+        let coro = match h.context_run.bind(py).call1((&within, fn_, arg.get_item(1)?, &ctx)) {
             // An awaitable that is no coroutine (or something that is not awaitable) is awaited
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
             Ok(c) if !c.get_type().is(h.coroutine.bind(py)) => h.as_coro.bind(py).call1((c,))?,
             Ok(c) => c,
             Err(e) => return self.ended(py, None, None, Some(e.into_value(py).into_bound(py).into_any())),
         };
-        let run = h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?;
+        let run = within.getattr(intern!(py, "run"))?;
         let send = coro.getattr(intern!(py, "send"))?;
         let throw = coro.getattr(intern!(py, "throw"))?;
         let deadline = match (limit, end) {
