@@ -437,10 +437,13 @@ def hold_clean_up(task: asyncio.Task[Any]) -> None:
     _held(task.get_loop()).add(task)
 
 
-def hold_body(awaiting: Any) -> None:
-    """Watch ``awaiting`` (a ``BodyAwait`` a caller's task awaits on the running loop; held
-    weakly) until its loop is closed (see :class:`_CleanUps`)."""
-    _held(asyncio.get_running_loop()).watch(awaiting)
+def bodies_of(loop: asyncio.AbstractEventLoop) -> tuple[_CleanUps, set[weakref.ref[Any]]]:
+    """The holder of ``loop`` (see :class:`_CleanUps`), armed, and its set of weak references to
+    the bodies its callers' tasks await (the core's ``BodyAwait`` adds one while it is awaited,
+    and discards it when it ends)."""
+    held = _held(loop)
+    held._armed(loop)
+    return held, held.bodies
 
 
 #: How far ahead the timer that holds a loop's clean-up tasks is set (seconds; reached, it is
@@ -465,7 +468,7 @@ class _CleanUps:
 
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.bodies: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.bodies: set[weakref.ref[Any]] = set()
         self.handle: weakref.ref[asyncio.TimerHandle] | None = None
 
     def hold(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -483,10 +486,6 @@ class _CleanUps:
         me = weakref.ref(self)  # the task must not hold this: the loop alone does
         task.add_done_callback(lambda t: None if (held := me()) is None else held.ended(t))
 
-    def watch(self, awaiting: Any) -> None:
-        self._armed(asyncio.get_running_loop())
-        self.bodies.add(awaiting)
-
     def ended(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
         if not self.tasks and not self.bodies:
@@ -495,7 +494,10 @@ class _CleanUps:
                 handle.cancel()  # the loop lets go of this holder
 
     def __del__(self) -> None:  # the loop was closed with bodies still awaited or cleaning up
-        for awaiting in list(self.bodies):
+        for ref in list(self.bodies):
+            awaiting = ref()
+            if awaiting is None:
+                continue
             try:
                 awaiting.close()
             except BaseException:  # noqa: BLE001 - nothing is left to tell

@@ -26,7 +26,9 @@
 use pyo3::exceptions::{PyException, PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use std::sync::{Mutex, PoisonError};
+
+use pyo3::types::{PySet, PyType, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::pipeline::{helpers, swap_task, Helpers};
@@ -432,6 +434,33 @@ impl Body {
     }
 }
 
+/// The last loop a body was awaited on, its holder (`_runner._CleanUps`) and that holder's set of
+/// weak references to the bodies awaited on it (asked of `_runner.bodies_of` only when the loop
+/// or its holder changed).
+struct Watched {
+    lp: Py<PyWeakrefReference>,
+    holder: Py<PyWeakrefReference>,
+    set: Py<PySet>,
+}
+
+static WATCHED: Mutex<Option<Watched>> = Mutex::new(None);
+
+fn bodies_of<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PySet>> {
+    let last = {
+        let g = WATCHED.lock().unwrap_or_else(PoisonError::into_inner);
+        g.as_ref().map(|w| (w.lp.clone_ref(py), w.holder.clone_ref(py), w.set.clone_ref(py)))
+    };
+    if let Some((l, holder, set)) = last {
+        if l.bind(py).upgrade().is_some_and(|l| l.is(lp)) && holder.bind(py).upgrade().is_some() {
+            return Ok(set.into_bound(py));
+        }
+    }
+    let (holder, set): (Bound<'py, PyAny>, Bound<'py, PySet>) = h.bodies_of.bind(py).call1((lp,))?.extract()?;
+    let w = Watched { lp: PyWeakrefReference::new(lp)?.unbind(), holder: PyWeakrefReference::new(&holder)?.unbind(), set: set.clone().unbind() };
+    *WATCHED.lock().unwrap_or_else(PoisonError::into_inner) = Some(w);
+    Ok(set)
+}
+
 /// A body that suspended, and how it is awaited.
 struct Waiting {
     body: Body,
@@ -450,6 +479,8 @@ struct Waiting {
     /// the last cancellation seen, and whether a cancellation of it reached the body.
     entered: bool,
     deadline: Option<Py<PyAny>>,
+    /// The set of its loop's holder this is watched in, and its weak reference there.
+    held: Option<(Py<PySet>, Py<PyAny>)>,
     task: Option<Py<PyAny>>,
     before: isize,
     seen: isize,
@@ -490,6 +521,7 @@ impl Waiting {
             clean_up,
             entered: false,
             deadline: None,
+            held: None,
             task: None,
             before: 0,
             seen: 0,
@@ -522,7 +554,10 @@ impl Waiting {
             return Ok(());
         }
         // A loop closed with this pending abandons the body then (`_runner._CleanUps`).
-        h.hold_body.bind(py).call1((me,))?;
+        let set = bodies_of(py, h, self.body.lp.bind(py))?;
+        let held = PyWeakrefReference::new(me)?.into_any();
+        set.add(&held)?;
+        self.held = Some((set.unbind(), held.unbind()));
         let Some(end) = self.end else { return Ok(()) };
         let left = end - h.monotonic.bind(py).call0()?.extract::<f64>()?;
         if left <= 0.0 {
@@ -537,6 +572,13 @@ impl Waiting {
         d.call_method0(intern!(py, "__enter__"))?;
         self.deadline = Some(d.unbind());
         Ok(())
+    }
+
+    /// It has ended: its loop's holder watches it no more.
+    fn unwatch(&self, py: Python<'_>) {
+        if let Some((set, held)) = &self.held {
+            drop(set.bind(py).discard(held));
+        }
     }
 
     fn expired(&self, py: Python<'_>) -> PyResult<bool> {
@@ -564,6 +606,7 @@ impl Waiting {
     /// deadline it turns the outcome into `ToolTimeoutError`, unless the caller was cancelled
     /// too). In clean-up mode the outcome is dropped.
     fn finish<'py>(&self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
+        self.unwatch(py);
         if self.clean_up {
             return match out {
                 Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
@@ -787,6 +830,7 @@ impl BodyAwait {
     /// runs, else it is closed).
     fn closed<'py>(&mut self, py: Python<'py>, h: &Helpers, w: Box<Waiting>, exc: &Bound<'py, PyAny>) -> PyResult<()> {
         self.state = State::Done;
+        w.unwatch(py);
         if w.clean_up {
             return match w.body.close(py, h) {
                 Err(e) if is_stop(py, &e) => Err(e),
@@ -890,6 +934,10 @@ impl BodyAwait {
                 }
                 if let Some(t) = &w.task {
                     visit.call(t)?;
+                }
+                if let Some((set, held)) = &w.held {
+                    visit.call(set)?;
+                    visit.call(held)?;
                 }
             }
             State::Done => {}

@@ -421,10 +421,10 @@ pub(super) struct Helpers {
     pub(super) as_coro: Py<PyAny>,
     pub(super) isfuture: Py<PyAny>,
     /// What awaiting a body in the caller's task needs (`super::awaiting`): `asyncio.Future`,
-    /// `_runner.BodyFailed`, `_runner.hold_body`, and whether a task counts its cancellation requests (3.11+).
+    /// `_runner.BodyFailed`, `_runner.bodies_of`, and whether a task counts its cancellation requests (3.11+).
     pub(super) future: Py<PyAny>,
     pub(super) body_failed: Py<PyAny>,
-    pub(super) hold_body: Py<PyAny>,
+    pub(super) bodies_of: Py<PyAny>,
     pub(super) counts_cancels: bool,
     swap_task: Option<Py<PyAny>>,
     /// `asyncio.tasks._current_tasks`, the loop -> current task dict, where there is no swap.
@@ -488,7 +488,7 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             isfuture: py.import("asyncio")?.getattr("isfuture")?.unbind(),
             future: py.import("asyncio")?.getattr("Future")?.unbind(),
             body_failed: py.import("agentkit_tools._runner")?.getattr("BodyFailed")?.unbind(),
-            hold_body: py.import("agentkit_tools._runner")?.getattr("hold_body")?.unbind(),
+            bodies_of: py.import("agentkit_tools._runner")?.getattr("bodies_of")?.unbind(),
             counts_cancels: py.import("asyncio")?.getattr("Task")?.hasattr("cancelling")?,
             swap_task: py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")?.map(Bound::unbind),
             current_tasks: match py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")? {
