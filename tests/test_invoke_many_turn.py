@@ -939,3 +939,47 @@ def test_a_turn_dropped_with_its_loop_aborts_every_call_though_a_bodys_finally_r
     assert (code, out, err) == (0, (
         "finally 1\nalone [('1', 'cancelled')]\n"
         "finally 0\nfinally 1\nfinally 2\nmany [('0', 'cancelled'), ('1', 'cancelled'), ('2', 'cancelled')]\n"), "")
+
+
+async def test_a_body_awaiting_a_task_with_a_slow_clean_up_times_out_at_its_deadline_in_a_turn() -> None:
+    """A body awaits a task it made whose own clean-up takes 0.5 s once cancelled; the call's
+    deadline is 0.05 s. As alone, the turn's call gets ``timeout`` at its deadline: the awaited
+    task is cancelled, never waited for (before, the call's task waited for that clean-up and the
+    ``timeout`` came about 0.5 s late); the turn's other call is answered as usual. While the
+    body waits for that task the call's task waits on a plain future completed with it."""
+    cleaned: list[str] = []
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def delegate(x: int) -> int:
+        """Run the work as a task of its own and await it (its clean-up is slow)."""
+
+        async def work() -> int:
+            try:
+                await asyncio.sleep(10)
+            finally:
+                await asyncio.shield(asyncio.sleep(0.5))
+                cleaned.append("work")
+            return x
+
+        return await asyncio.create_task(work())
+
+    @tool(read_only=True)
+    async def fast(x: int) -> int:
+        """Answer right away with the number given to it."""
+        return x
+
+    for many in (False, True):
+        inv = Invoker(ToolRegistry([delegate, fast]))
+        started = time.monotonic()
+        if many:
+            envs = await inv.invoke_many([call("delegate", x=1, cid="1"), call("fast", x=2, cid="2")])
+        else:
+            envs = [await inv.invoke(call("delegate", x=1, cid="1"))]
+        took = time.monotonic() - started
+        assert strip(envs[0]) == timeout_env("delegate", "0.05")
+        if many:
+            assert strip(envs[1]) == {"ok": True, "value": 2}
+        assert took < 0.4, (many, took)
+        await asyncio.sleep(0.6)  # the awaited task's clean-up still ran to its end
+        assert cleaned == ["work"]
+        cleaned.clear()

@@ -591,15 +591,10 @@ impl Waiting {
     /// What the task waits on for `y`: a task or a gathering future through a plain future
     /// completed with it (in the caller's task only).
     fn wrap<'py>(&self, py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) -> Stepped<'py> {
-        if self.clean_up || y.is_none() || y.get_type().is(h.future.bind(py)) || !h.isfuture.bind(py).call1((&y,))?.is_truthy()? {
+        if self.clean_up {
             return Ok(y);
         }
-        let wait = y.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "create_future"))?;
-        let woken = Bound::new(py, Woken { wait: wait.clone().unbind() })?;
-        y.call_method1(intern!(py, "add_done_callback"), (woken,))?;
-        y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
-        wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
-        Ok(wait)
+        waited(py, h, y)
     }
 
     /// The await ends (`out`: the body's value, or what is raised): leave the deadline (at the
@@ -625,6 +620,21 @@ impl Waiting {
             Err(e) => Err(e),
         }
     }
+}
+
+/// What a task waits on for `y`, a body yielded: a task or a gathering future through a plain
+/// future completed with it (cancelling the task then cancels that plain future at once, never
+/// waiting for the other task's own clean-up), anything else as it is.
+pub(super) fn waited<'py>(py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if y.is_none() || y.get_type().is(h.future.bind(py)) || !h.isfuture.bind(py).call1((&y,))?.is_truthy()? {
+        return Ok(y);
+    }
+    let wait = y.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "create_future"))?;
+    let woken = Bound::new(py, Woken { wait: wait.clone().unbind() })?;
+    y.call_method1(intern!(py, "add_done_callback"), (woken,))?;
+    y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
+    wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+    Ok(wait)
 }
 
 /// Completes `wait` once the task or gathering future the body awaits has ended. Its outcome

@@ -48,6 +48,9 @@ struct Body {
     run: Py<PyAny>,
     /// The entered deadline (None: the call has none) and its end on `time.monotonic`.
     deadline: Option<(Py<PyAny>, f64)>,
+    /// What the body's last step yielded, and what the task waits on for it (a task or a
+    /// gathering future through a plain future: see `awaiting::waited`).
+    y: Option<(Py<PyAny>, Py<PyAny>)>,
 }
 
 enum State {
@@ -203,12 +206,32 @@ impl Relay {
             }
             _ => None,
         };
-        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline };
+        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline, y: None };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
     /// One step of the body in its context.
-    fn step<'py>(&mut self, py: Python<'py>, body: Body, input: Input<'py>) -> Stepped<'py> {
+    fn step<'py>(&mut self, py: Python<'py>, mut body: Body, input: Input<'py>) -> Stepped<'py> {
+        if let (Input::Throw(exc), Some((y, wait))) = (&input, body.y.take()) {
+            // The task was cancelled while the body awaits another task (through a plain
+            // future): that task is cancelled, as a task does with what it awaits. At the deadline
+            // the body gets the cancellation at once; else once that task has ended.
+            let (y, wait) = (y.into_bound(py), wait.into_bound(py));
+            let h = helpers(py)?;
+            if !wait.is(&y) && exc.is_instance(h.cancelled_error.bind(py))? && !y.call_method0(intern!(py, "done"))?.is_truthy()? {
+                y.call_method0(intern!(py, "cancel"))?;
+                let expired = match &body.deadline {
+                    Some((d, _)) => d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()?,
+                    None => false,
+                };
+                if !expired {
+                    let wait = super::awaiting::waited(py, h, y.clone())?;
+                    body.y = Some((y.unbind(), wait.clone().unbind()));
+                    self.state = State::Body(body);
+                    return Ok(wait);
+                }
+            }
+        }
         let run = body.run.bind(py);
         let (out, thrown) = match input {
             Input::Send(v) => (run.call1((body.send.bind(py), v)), None),
@@ -248,8 +271,10 @@ impl Relay {
                     };
                     return self.finish(py, body, None, Some(exc));
                 }
+                let wait = super::awaiting::waited(py, helpers(py)?, y.clone())?;
+                body.y = Some((y.unbind(), wait.clone().unbind()));
                 self.state = State::Body(body);
-                Ok(y)
+                Ok(wait)
             }
             Err(e) if at_deadline.is_some() && !is_stop(py, &e) && !e.is_instance_of::<PyStopIteration>(py) => {
                 self.finish(py, body, None, at_deadline)
@@ -525,6 +550,10 @@ impl Relay {
                 visit.call(&b.run)?;
                 if let Some((d, _)) = &b.deadline {
                     visit.call(d)?;
+                }
+                if let Some((y, wait)) = &b.y {
+                    visit.call(y)?;
+                    visit.call(wait)?;
                 }
             }
             State::Then(c) => visit.call(c)?,
