@@ -567,6 +567,187 @@ async def test_a_body_awaiting_a_task_sees_it_end_as_a_task_would() -> None:
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
 
+class _LoopFuture:
+    """A future-like object as older libraries make them: what an asyncio task accepts
+    (``_asyncio_future_blocking``, ``add_done_callback``, ``_loop``), but no ``get_loop``."""
+
+    _asyncio_future_blocking = False
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._callbacks: list[Any] = []
+        self._done = False
+        self._result: Any = None
+
+    def add_done_callback(self, cb: Any, *, context: Any = None) -> None:
+        self._callbacks.append(cb)
+
+    def remove_done_callback(self, cb: Any) -> int:
+        return 0
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return False
+
+    def result(self) -> Any:
+        return self._result
+
+    def exception(self) -> None:
+        return None
+
+    def set_result(self, value: Any) -> None:
+        self._done, self._result = True, value
+        for cb in self._callbacks:
+            self._loop.call_soon(cb, self)
+
+    def __await__(self) -> Any:
+        if not self._done:
+            self._asyncio_future_blocking = True
+            yield self
+        return self._result
+
+
+class _NoLoop:
+    """Yielded as a future (``_asyncio_future_blocking``) but with no loop to find: neither
+    ``get_loop`` nor ``_loop``."""
+
+    _asyncio_future_blocking = True
+
+    def __await__(self) -> Any:
+        yield self
+        return 0
+
+
+async def _caller_keeps_running(seconds: float) -> str:
+    """The caller's own later work: a sleep that no leftover deadline may cancel."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        if sys.version_info >= (3, 11):
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        return "cancelled"
+    return "slept"
+
+
+async def test_a_body_awaiting_a_future_like_object_without_get_loop_is_awaited_as_a_task_would() -> None:
+    """A future-like object with ``_loop`` and no ``get_loop`` (asyncio's tasks find its loop
+    there) is awaited alone and in a turn alike: ``ok`` both ways (alone answered
+    ``internal_error``: 'no attribute get_loop'), and nothing of the call outlives it."""
+    @tool(read_only=True, timeout_s=0.1)
+    async def legacy(x: int) -> int:
+        """Await a future-like object completed 10 ms later."""
+        f = _LoopFuture(asyncio.get_running_loop())
+        asyncio.get_running_loop().call_later(0.01, f.set_result, x)
+        return await f
+
+    inv = Invoker(ToolRegistry([legacy]))
+    assert strip(await inv.invoke(call("legacy", x=1))) == ok(1)
+    assert [strip(e) for e in await inv.invoke_many([call("legacy", "1", x=2)])] == [ok(2)]
+    assert [strip(e) for e in await inv.invoke_many([call("legacy", "1", x=3), call("legacy", "2", x=4)])] == [ok(3), ok(4)]
+    assert await _caller_keeps_running(0.3) == "slept"
+
+
+async def test_a_call_that_fails_inside_the_core_leaves_its_deadline() -> None:
+    """The body yields what claims to be a future but has no loop: the call answers
+    ``internal_error``, and its deadline is left with it. (It stayed armed: 0.1 s later it
+    cancelled the caller's own unrelated sleep.)"""
+    from agentkit_tools import _runner
+
+    @tool(read_only=True, timeout_s=0.1)
+    async def loopless(x: int) -> int:
+        """Await a future-like object that has no loop."""
+        return await _NoLoop()
+
+    inv = Invoker(ToolRegistry([loopless]))
+    want = internal("loopless", "AttributeError: '_NoLoop' object has no attribute '_loop'")
+    assert await inv.invoke(call("loopless", x=1)) == want
+    assert _runner._deadlines_of(asyncio.get_running_loop()).live == 0
+    assert await _caller_keeps_running(0.3) == "slept"
+
+
+@pytest.mark.parametrize("cycle", [False, True])
+async def test_an_await_dropped_while_suspended_leaves_its_deadline(cycle: bool) -> None:
+    """A ``BodyAwait`` dropped (or collected in a reference cycle with its body) while its body
+    is suspended, never closed: its deadline is left, its body closed (its ``finally`` runs). (The
+    deadline stayed armed and cancelled the caller's task 0.1 s later.)"""
+    from agentkit_tools import _runner
+
+    log: list[str] = []
+    box: dict[str, Any] = {}
+
+    async def body() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            log.append("finally ran")
+
+    awaiting = _runner.BodyAwait(body(), 0.1, "n")
+    if cycle:
+        box["await"], box["self"] = awaiting, box
+    awaiting.send(None)  # entered: the deadline is armed, the body suspended
+    assert _runner._deadlines_of(asyncio.get_running_loop()).live == 1
+    del awaiting, box
+    gc.collect()
+    assert log == ["finally ran"]
+    assert _runner._deadlines_of(asyncio.get_running_loop()).live == 0
+    assert await _caller_keeps_running(0.3) == "slept"
+
+
+class _Weird:
+    """A done callback whose ``==`` raises, or asks the running task something (re-entering it)."""
+
+    def __init__(self, mode: str, ran: list[str]) -> None:
+        self.mode, self.ran = mode, ran
+
+    def __call__(self, task: Any) -> None:
+        self.ran.append(f"{self.mode} callback")
+
+    def __eq__(self, other: object) -> bool:
+        if self.mode == "raise":
+            raise ValueError("eq")
+        asyncio.current_task().done()  # type: ignore[union-attr]
+        return False
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("mode", ["raise", "reenter"])
+async def test_remove_done_callback_of_the_bodys_task_keeps_its_callbacks_when_a_comparison_fails(mode: str) -> None:
+    """``remove_done_callback`` on the body's task, with a pending callback whose ``==`` raises
+    or re-enters the task: as for an asyncio task, a raise leaves every callback pending, a
+    re-entry works (0 removed), and both callbacks run when the body ends. (All were dropped,
+    the re-entry raised 'Already mutably borrowed'.)"""
+    ran: list[str] = []
+
+    @tool(read_only=True)
+    async def callbacks(x: int) -> str:
+        """Add two done callbacks to its task, then remove one that is not there."""
+        t = asyncio.current_task()
+        t.add_done_callback(_Weird(mode, ran))  # type: ignore[union-attr]
+        t.add_done_callback(lambda _: ran.append("plain callback"))  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+        try:
+            removed = str(t.remove_done_callback(print))  # type: ignore[union-attr]
+        except ValueError as exc:
+            removed = f"ValueError: {exc}"
+        return f"{removed}; pending {len(t._callbacks)}"  # type: ignore[union-attr]
+
+    inv = Invoker(ToolRegistry([callbacks]))
+    want = "ValueError: eq; pending 2" if mode == "raise" else "0; pending 2"
+    assert strip(await inv.invoke(call("callbacks", x=1))) == ok(want)
+    await asyncio.sleep(0)
+    assert ran == [f"{mode} callback", "plain callback"]
+    ran.clear()
+    assert [strip(e) for e in await inv.invoke_many([call("callbacks", "1", x=2), call("callbacks", "2", x=3)])] == [ok(want)] * 2
+    await asyncio.sleep(0)
+    assert ran == [f"{mode} callback", "plain callback"] * 2
+
+
 async def test_the_background_clean_up_drops_its_outcome_without_noise(caplog: pytest.LogCaptureFixture) -> None:
     done = asyncio.Event()
 

@@ -155,9 +155,11 @@ impl BodyTask {
         Ok(format!("tool body {}", q.str()?))
     }
 
-    fn set_name(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let _in = super::shutdown::inside(py);
-        self.name = Some(value.str()?.to_string());
+    fn set_name(slf: &Bound<'_, Self>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        // `str(value)` is host code: no borrow of the task is held while it runs.
+        let name = value.str()?.to_string();
+        slf.try_borrow_mut()?.name = Some(name);
         Ok(())
     }
 
@@ -229,17 +231,29 @@ impl BodyTask {
         Ok(())
     }
 
-    fn remove_done_callback(&mut self, py: Python<'_>, f: Bound<'_, PyAny>) -> PyResult<usize> {
-        let _in = super::shutdown::inside(py);
-        let Some(cbs) = self.callbacks.as_mut() else { return Ok(0) };
-        let before = cbs.len();
-        let mut kept = Vec::with_capacity(before);
-        for (g, c) in cbs.drain(..) {
-            if g.bind(py).ne(&f)? {
-                kept.push((g, c));
+    /// Remove every pending callback equal to `f`; returns how many. The comparisons are host
+    /// code (`!=`): they run on a copy of the list with no borrow of the task held, and one
+    /// that raises leaves every callback pending, as for an asyncio task.
+    fn remove_done_callback(slf: &Bound<'_, Self>, f: Bound<'_, PyAny>) -> PyResult<usize> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let pending: Vec<Py<PyAny>> = match &slf.try_borrow()?.callbacks {
+            Some(cbs) => cbs.iter().map(|(g, _)| g.clone_ref(py)).collect(),
+            None => return Ok(0),
+        };
+        let mut equal = Vec::new();
+        for g in &pending {
+            if !g.bind(py).ne(&f)? {
+                equal.push(g.as_ptr());
             }
         }
-        *cbs = kept;
+        if equal.is_empty() {
+            return Ok(0);
+        }
+        let mut t = slf.try_borrow_mut()?;
+        let Some(cbs) = t.callbacks.as_mut() else { return Ok(0) };
+        let before = cbs.len();
+        cbs.retain(|(g, _)| !equal.contains(&g.as_ptr()));
         Ok(before - cbs.len())
     }
 
@@ -461,6 +475,46 @@ fn bodies_of<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>) -> PyRes
     Ok(set)
 }
 
+/// A call's entered deadline (`_runner._Deadline`), left exactly once: by [`Entered::leave`]
+/// when the await ends, else when it is dropped (a step that failed inside the core, an await
+/// dropped or collected while suspended, never closed). A deadline never left would cancel the
+/// caller's task later, long after the call ended.
+struct Entered(Option<Py<PyAny>>);
+
+impl Entered {
+    fn get<'py>(&self, py: Python<'py>) -> Option<&Bound<'py, PyAny>> {
+        self.0.as_ref().map(|d| d.bind(py))
+    }
+
+    /// Leave it, the await ending with `out` (`Err`: what is raised). At the deadline this
+    /// raises `ToolTimeoutError` for an outcome that is a success or a cancellation.
+    fn leave(&mut self, py: Python<'_>, out: Result<(), &PyErr>) -> PyResult<()> {
+        let Some(d) = self.0.take() else { return Ok(()) };
+        let d = d.bind(py);
+        match out {
+            Ok(()) => d.call_method1(intern!(py, "__exit__"), (py.None(), py.None(), py.None())),
+            Err(e) => d.call_method1(intern!(py, "__exit__"), (e.get_type(py), e.value(py), py.None())),
+        }
+        .map(drop)
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if self.0.is_none() {
+            return;
+        }
+        Python::attach(|py| {
+            if super::shutdown::exiting() {
+                return; // the interpreter is exiting: no loop will run that deadline again
+            }
+            let _in = super::shutdown::inside(py);
+            // Left with no outcome to tell: what it would raise has nobody to reach.
+            drop(self.leave(py, Ok(())));
+        });
+    }
+}
+
 /// A body that suspended, and how it is awaited.
 struct Waiting {
     body: Body,
@@ -478,7 +532,7 @@ struct Waiting {
     /// awaiting task where it counts its cancellations (Python 3.11+), its count then and at
     /// the last cancellation seen, and whether a cancellation of it reached the body.
     entered: bool,
-    deadline: Option<Py<PyAny>>,
+    deadline: Entered,
     /// The set of its loop's holder this is watched in, and its weak reference there.
     held: Option<(Py<PySet>, Py<PyAny>)>,
     task: Option<Py<PyAny>>,
@@ -520,7 +574,7 @@ impl Waiting {
             name: name.unbind(),
             clean_up,
             entered: false,
-            deadline: None,
+            deadline: Entered(None),
             held: None,
             task: None,
             before: 0,
@@ -570,7 +624,7 @@ impl Waiting {
         }
         let d = h.deadline.bind(py).call1((self.limit, self.name(py)?, left))?;
         d.call_method0(intern!(py, "__enter__"))?;
-        self.deadline = Some(d.unbind());
+        self.deadline = Entered(Some(d.unbind()));
         Ok(())
     }
 
@@ -582,8 +636,8 @@ impl Waiting {
     }
 
     fn expired(&self, py: Python<'_>) -> PyResult<bool> {
-        match &self.deadline {
-            Some(d) => d.bind(py).getattr(intern!(py, "expired"))?.is_truthy(),
+        match self.deadline.get(py) {
+            Some(d) => d.getattr(intern!(py, "expired"))?.is_truthy(),
             None => Ok(false),
         }
     }
@@ -600,7 +654,7 @@ impl Waiting {
     /// The await ends (`out`: the body's value, or what is raised): leave the deadline (at the
     /// deadline it turns the outcome into `ToolTimeoutError`, unless the caller was cancelled
     /// too). In clean-up mode the outcome is dropped.
-    fn finish<'py>(&self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
+    fn finish<'py>(&mut self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
         self.unwatch(py);
         if self.clean_up {
             return match out {
@@ -608,13 +662,7 @@ impl Waiting {
                 _ => Err(PyStopIteration::new_err(())),
             };
         }
-        if let Some(d) = &self.deadline {
-            let exited = match &out {
-                Ok(_) => d.bind(py).call_method1(intern!(py, "__exit__"), (py.None(), py.None(), py.None())),
-                Err(e) => d.bind(py).call_method1(intern!(py, "__exit__"), (e.get_type(py), e.value(py), py.None())),
-            };
-            exited?;
-        }
+        self.deadline.leave(py, out.as_ref().map(drop))?;
         match out {
             Ok(v) => Err(PyStopIteration::new_err((v.unbind(),))),
             Err(e) => Err(e),
@@ -629,7 +677,13 @@ pub(super) fn waited<'py>(py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) ->
     if y.is_none() || y.get_type().is(h.future.bind(py)) || !h.isfuture.bind(py).call1((&y,))?.is_truthy()? {
         return Ok(y);
     }
-    let wait = y.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "create_future"))?;
+    // Its loop as an asyncio task finds it (`asyncio.futures._get_loop`): `get_loop()`, else
+    // `_loop` (a future-like object of an older library).
+    let lp = match y.getattr_opt(intern!(py, "get_loop"))? {
+        Some(get_loop) => get_loop.call0()?,
+        None => y.getattr(intern!(py, "_loop"))?,
+    };
+    let wait = lp.call_method0(intern!(py, "create_future"))?;
     let woken = Bound::new(py, Woken { wait: wait.clone().unbind() })?;
     y.call_method1(intern!(py, "add_done_callback"), (woken,))?;
     y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
@@ -838,7 +892,7 @@ impl BodyAwait {
     /// What is awaiting this is closed (`exc`: the `GeneratorExit`): a clean-up's body is closed;
     /// a call's body is abandoned (its clean-up goes on in a task of its own if its loop still
     /// runs, else it is closed).
-    fn closed<'py>(&mut self, py: Python<'py>, h: &Helpers, w: Box<Waiting>, exc: &Bound<'py, PyAny>) -> PyResult<()> {
+    fn closed<'py>(&mut self, py: Python<'py>, h: &Helpers, mut w: Box<Waiting>, exc: &Bound<'py, PyAny>) -> PyResult<()> {
         self.state = State::Done;
         w.unwatch(py);
         if w.clean_up {
@@ -848,9 +902,7 @@ impl BodyAwait {
             };
         }
         let abandoned = h.cancelled_error.bind(py).call0().and_then(|c| w.body.abandon(py, h, c, false));
-        if let Some(d) = &w.deadline {
-            d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), exc, py.None()))?;
-        }
+        w.deadline.leave(py, Err(&PyErr::from_value(exc.clone())))?;
         abandoned
     }
 }
@@ -939,7 +991,7 @@ impl BodyAwait {
                 for o in [&b.coro, &b.send, &b.throw, &b.run, &b.lp, &w.y, &w.wait, &w.name] {
                     visit.call(o)?;
                 }
-                if let Some(d) = &w.deadline {
+                if let Some(d) = &w.deadline.0 {
                     visit.call(d)?;
                 }
                 if let Some(t) = &w.task {

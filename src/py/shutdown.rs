@@ -40,6 +40,12 @@ pub(crate) fn inside(py: Python<'_>) -> Inside {
     Inside(())
 }
 
+/// Whether the interpreter is exiting (the gate is closed): what only a running loop would
+/// use is not worth entering the core for then (a drop that would park instead).
+pub(crate) fn exiting() -> bool {
+    GATE.is_closed()
+}
+
 /// The `atexit` hook: close the gate, then wait (lock released) for the threads inside to leave.
 #[pyfunction]
 fn _close_exit_gate(py: Python<'_>) -> bool {
