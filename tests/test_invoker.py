@@ -511,20 +511,38 @@ def test_non_blocking_tools_run_on_the_event_loop() -> None:
 
 
 async def test_crossings_into_the_core_per_default_chain_call() -> None:
-    """The calls from Python into the Rust core during one default-chain call, counted with a
-    profile hook: exactly two — ``Pipeline.begin`` (lookup, validation, freezing, canonical text
-    and every decision before the body) and ``Call.ok`` (the outcome in, the envelope out); one
-    for a non-blocking sync tool and for an async tool whose body does not suspend: the core
-    calls the body itself (it takes an async body's first step) and ``Pipeline.begin`` answers
-    with the envelope. The
-    deadline's timer is Python's own heap. A sync body's hand-off to a worker thread adds the
-    core's work queue: ``WorkQueue.claim`` (an idle worker promised to the call) and
-    ``WorkQueue.run`` (queue it, wait briefly for the result) and ``ResultSlot.abandon`` when the
-    result was not there by the end of that wait (plus ``ResultSlot.result`` when it arrived
+    """Two counts of the entries into the Rust core during one default-chain call.
+
+    Calls from Python code into the core, counted with a profile hook (``c_call`` events):
+    exactly two — ``Pipeline.begin`` (lookup, validation, freezing, canonical text and every
+    decision before the body) and ``Call.ok`` (the outcome in, the envelope out); one for a
+    non-blocking sync tool and for an async tool whose body does not suspend: the core calls the
+    body itself (it takes an async body's first step) and ``Pipeline.begin`` answers with the
+    envelope. The deadline's timer is Python's own heap. A sync body's hand-off to a worker
+    thread adds the core's work queue: ``WorkQueue.claim`` (an idle worker promised to the call)
+    and ``WorkQueue.run`` (queue it, wait briefly for the result) and ``ResultSlot.abandon`` when
+    the result was not there by the end of that wait (plus ``ResultSlot.result`` when it arrived
     just then), or ``WorkQueue.put`` when the loop had other work ready. (The worker thread is
-    not profiled.)"""
+    not profiled.)
+
+    Entries the hook cannot see: an async body that suspended is awaited as the core's
+    ``BodyAwait``, which the interpreter enters from C (the ``await`` takes its ``__await__``;
+    each time the event loop resumes the caller's task, the task's coroutine steps it with
+    ``__next__``), so these are counted by the core itself (``_core.protocol_entries()``). For a
+    body with one suspension: one ``__await__`` and two ``__next__``: one up to its suspension
+    and the final one, the two steps of the caller's task that a plain coroutine awaited there
+    costs too (the ``__await__`` is the one entry a coroutine would not make). None for the
+    other tools. In a turn of ``invoke_many`` each call's task steps the core's ``Relay`` (its
+    coroutine) from C the same way: two ``Relay.__next__`` per call that suspends once, one per
+    call that does not, as many steps as a task of a plain coroutine takes."""
     import sys
     from collections import Counter
+
+    from agentkit_tools import _core
+
+    def protocol_since(before: dict[str, int]) -> dict[str, int]:
+        now = _core.protocol_entries()
+        return {k: now[k] - before[k] for k in now if now[k] != before[k]}
 
     @tool(read_only=True)
     async def add_async(a: int, b: int) -> int:
@@ -559,12 +577,15 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             ):
                 seen[arg.__qualname__] += 1
 
+        before = _core.protocol_entries()
         sys.setprofile(profile)
         try:
             env = await inv.invoke({"id": "1", "name": name, "input": {"a": 3, "b": 4}})
         finally:
             sys.setprofile(None)
+        resumed = protocol_since(before)
         assert env["value"] == 7
+        assert resumed == ({"BodyAwait.__await__": 1, "BodyAwait.__next__": 2} if name == "add_later" else {})
         handoff = {k: seen.pop(k) for k in list(seen) if k.split(".")[0] in ("WorkQueue", "ResultSlot")}
         if name == "add_sync":
             assert handoff in (
@@ -583,6 +604,12 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             expected["Call.feed"] = level  # the audit record was emitted (and its span opened)
         assert dict(seen) == expected
         assert sum(seen.values()) <= 2 or "Call.feed" in seen
+
+    for name, steps in (("add_async", 1), ("add_later", 2)):
+        before = _core.protocol_entries()
+        envs = await inv.invoke_many([{"id": str(i), "name": name, "input": {"a": 3, "b": 4 + i}} for i in range(2)])
+        assert [e["value"] for e in envs] == [7, 8]
+        assert protocol_since(before) == {"Relay.__next__": 2 * steps}
 
 
 @pytest.mark.parametrize("waits", ["audit sink", "approver", "idempotency store"])

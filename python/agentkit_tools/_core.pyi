@@ -712,6 +712,14 @@ class Relay:
         body, on the coroutine of the task running it) raise ``ValueError: coroutine already
         executing``, as a coroutine does."""
 
+def protocol_entries() -> dict[str, int]:
+    """How many times the event loop (or anyone) entered the core through the coroutine protocol
+    of :class:`BodyAwait` and :class:`Relay` since the module was loaded, all threads together:
+    keys ``"BodyAwait.__await__"``, ``"BodyAwait.__next__"``, ``"BodyAwait.send"``,
+    ``"BodyAwait.throw"``, ``"BodyAwait.close"`` and the same five for ``"Relay"``. These entries
+    are made from C (a task stepping its coroutine, a coroutine its ``await``), so a profile hook
+    does not see them."""
+
 def observed_level(config: Any, ctx: object) -> int:
     """How an ``audit()`` rule ``config`` observes a call in ``ctx``: 0 nobody reads its record;
     1 a record (``config.sink`` set, the ``agentkit_tools.audit`` log enabled at DEBUG, or

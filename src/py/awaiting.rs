@@ -35,7 +35,54 @@ use super::pipeline::{helpers, swap_task, Helpers};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BodyAwait>()?;
-    m.add_class::<BodyTask>()
+    m.add_class::<BodyTask>()?;
+    m.add_function(wrap_pyfunction!(protocol_entries, m)?)
+}
+
+/// An entry into the core through the coroutine protocol of `BodyAwait` or `Relay`: the event
+/// loop resuming a body (a task steps its coroutine, a coroutine its `await`) calls these
+/// slots from C, which no profile hook sees (no `c_call` event).
+#[derive(Clone, Copy)]
+pub(super) enum Entry {
+    AwaitAwait,
+    AwaitNext,
+    AwaitSend,
+    AwaitThrow,
+    AwaitClose,
+    RelayAwait,
+    RelayNext,
+    RelaySend,
+    RelayThrow,
+    RelayClose,
+}
+
+const ENTRY_NAMES: [&str; 10] = [
+    "BodyAwait.__await__",
+    "BodyAwait.__next__",
+    "BodyAwait.send",
+    "BodyAwait.throw",
+    "BodyAwait.close",
+    "Relay.__await__",
+    "Relay.__next__",
+    "Relay.send",
+    "Relay.throw",
+    "Relay.close",
+];
+
+static ENTRIES: [std::sync::atomic::AtomicU64; 10] = [const { std::sync::atomic::AtomicU64::new(0) }; 10];
+
+/// Count one entry (a relaxed atomic increment: nothing waits on it).
+#[inline]
+pub(super) fn entered(e: Entry) {
+    ENTRIES[e as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many times each coroutine-protocol slot of `BodyAwait` and `Relay` was entered since the
+/// module was loaded, all threads together: `{"BodyAwait.__next__": n, ...}`.
+#[pyfunction]
+fn protocol_entries(py: Python<'_>) -> std::collections::HashMap<&'static str, u64> {
+    let _in = super::shutdown::inside(py);
+    ENTRY_NAMES.iter().zip(&ENTRIES).map(|(n, c)| (*n, c.load(std::sync::atomic::Ordering::Relaxed))).collect()
 }
 
 /// The awaitable, borrowed for a step; during a step of its own (a body stepping what its
@@ -923,6 +970,7 @@ impl BodyAwait {
 
     fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         let _in = super::shutdown::inside(slf.py());
+        entered(Entry::AwaitAwait);
         slf
     }
 
@@ -933,6 +981,7 @@ impl BodyAwait {
 
     fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
         let _in = super::shutdown::inside(slf.py());
+        entered(Entry::AwaitNext);
         let py = slf.py();
         running(slf)?.resume(py, slf.as_any(), Input::Send(py.None().into_bound(py)))
     }
@@ -940,6 +989,7 @@ impl BodyAwait {
     /// Take the next step, the body getting `value`.
     fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
         let _in = super::shutdown::inside(slf.py());
+        entered(Entry::AwaitSend);
         let py = slf.py();
         running(slf)?.resume(py, slf.as_any(), Input::Send(value))
     }
@@ -948,6 +998,7 @@ impl BodyAwait {
     #[pyo3(signature = (exc, value=None, tb=None))]
     fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
         let _in = super::shutdown::inside(slf.py());
+        entered(Entry::AwaitThrow);
         let py = slf.py();
         let _ = tb;
         let exc = match value {
@@ -963,6 +1014,7 @@ impl BodyAwait {
     /// What awaits this is closed: the body is abandoned (see the module), or closed.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
         let _in = super::shutdown::inside(slf.py());
+        entered(Entry::AwaitClose);
         let py = slf.py();
         let mut this = running(slf)?;
         match std::mem::replace(&mut this.state, State::Done) {

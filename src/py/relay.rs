@@ -436,6 +436,7 @@ impl Relay {
 
     fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         let _in = super::shutdown::inside(slf.py());
+        super::awaiting::entered(super::awaiting::Entry::RelayAwait);
         slf
     }
 
@@ -446,6 +447,7 @@ impl Relay {
 
     fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
         let _in = super::shutdown::inside(slf.py());
+        super::awaiting::entered(super::awaiting::Entry::RelayNext);
         let py = slf.py();
         running(slf)?.resume(py, Input::Send(py.None().into_bound(py)))
     }
@@ -453,6 +455,7 @@ impl Relay {
     /// Take the next step, the body getting `value`.
     fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
         let _in = super::shutdown::inside(slf.py());
+        super::awaiting::entered(super::awaiting::Entry::RelaySend);
         let py = slf.py();
         running(slf)?.resume(py, Input::Send(value))
     }
@@ -461,6 +464,7 @@ impl Relay {
     #[pyo3(signature = (exc, value=None, tb=None))]
     fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
         let _in = super::shutdown::inside(slf.py());
+        super::awaiting::entered(super::awaiting::Entry::RelayThrow);
         let py = slf.py();
         let _ = tb;
         let mut relay = running(slf)?;
@@ -479,6 +483,7 @@ impl Relay {
     /// ended by `GeneratorExit` or by what its close raised.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
         let _in = super::shutdown::inside(slf.py());
+        super::awaiting::entered(super::awaiting::Entry::RelayClose);
         let py = slf.py();
         running(slf)?.close_now(py)
     }
