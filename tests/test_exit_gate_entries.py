@@ -36,7 +36,11 @@ UNGATED = {
     "relay.rs::Relay::__traverse__": _GC,
     "relay.rs::Relay::__clear__": _GC,
     "awaiting.rs::BodyAwait::__traverse__": _GC,
-    "awaiting.rs::BodyAwait::__clear__": _GC,
+    "awaiting.rs::BodyAwait::__clear__": (
+        "called by the collector, which must not park; what it drops may run host code (a body's "
+        "finally, a deadline still entered left by its guard, whose drop counts itself in at the "
+        "gate and does nothing once the interpreter is exiting)"
+    ),
     "awaiting.rs::BodyTask::__traverse__": _GC,
     "awaiting.rs::BodyTask::__clear__": _GC,
     "awaiting.rs::Woken::__traverse__": _GC,
