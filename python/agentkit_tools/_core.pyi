@@ -568,7 +568,8 @@ class BodyAwait:
     ``ToolTimeoutError`` too. Raises what the body raised; a ``BaseException`` that is not an
     ``Exception`` comes wrapped in ``_runner.BodyFailed`` (but the caller's own cancellation,
     ``KeyboardInterrupt`` and ``SystemExit``). Closing it abandons the body as its deadline
-    would. Awaited once."""
+    would; dropped while the body is suspended, its deadline is left all the same (it never
+    cancels the caller later). Awaited once."""
 
     def __new__(cls, coro: Any, limit_s: float | None, name: str, end: float | None = None, context: Any = None) -> Self: ...
     def __await__(self) -> Self: ...

@@ -12,9 +12,10 @@
 //! (cancelling the caller then never waits for that task's own clean-up); what the task sends or
 //! throws goes to the body.
 //!
-//! The deadline (`_runner._Deadline`) is entered when the caller first awaits. A cancellation of
-//! the caller's task reaches the body as a cancellation of the body's task; a `CancelledError`
-//! the body's own scopes caused is the body's. At the deadline, if the body's clean-up suspends,
+//! The deadline (`_runner._Deadline`) is entered when the caller first awaits, and left on
+//! every way the await ends (also a failure inside the core, or the await dropped unclosed).
+//! A cancellation of the caller's task reaches the body as a cancellation of the body's task; a
+//! `CancelledError` the body's own scopes caused is the body's. At the deadline, if the body's clean-up suspends,
 //! it goes on in a task of its own (a `BodyAwait` in clean-up mode, held by
 //! `_runner.hold_clean_up`, its outcome dropped) and the caller gets `ToolTimeoutError` at
 //! once; the caller's own cancellation is the body's to act on (it propagates when the body
