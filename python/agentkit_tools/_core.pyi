@@ -90,6 +90,7 @@ __all__ = [
     "memory_parse_call",
     "ok_envelope",
     "parse_docstring",
+    "protocol_entries",
     "render_tool",
     "sanitized_tool_name",
     "strip_strict_nulls",
