@@ -5,7 +5,7 @@
 //! machinery drives it (`send`/`throw`/`close`), so nothing here is a call the caller makes.
 //!
 //! Each step of the body runs in one copy of the caller's `contextvars` and as the body's own
-//! stand-in task (`_runner._BodyTask`, `asyncio.current_task()` meanwhile): what the body enters
+//! stand-in task (`BodyTask` below, `asyncio.current_task()` meanwhile): what the body enters
 //! that remembers its task (`asyncio.timeout`, a task group, an anyio cancel scope) cancels the
 //! body, never the caller. What the body yields goes to the task untouched, except a task or a
 //! gathering future, which the task waits on through a plain future completed with it

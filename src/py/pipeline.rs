@@ -1320,7 +1320,7 @@ impl Call {
 
     /// Start the `async` body of function tool `tool` and take its first step here, as
     /// `super::awaiting::BodyAwait` does (in a copy of the caller's context, as its own stand-in task
-    /// `_runner._BodyTask`), within `limit` seconds: a body that finishes at once is done here
+    /// `super::awaiting::BodyTask`), within `limit` seconds: a body that finishes at once is done here
     /// (its result checked as `run_here` does; past the deadline a `ToolTimeoutError`); one that
     /// suspends goes to the driver (`STEP_AWAIT`), which awaits the rest under the deadline.
     fn start_here<'py>(&self, py: Python<'py>, flags: &Flags<'py>, limit: Option<f64>) -> PyResult<Here<'py>> {
