@@ -654,8 +654,8 @@ async def test_a_body_awaiting_a_future_like_object_without_get_loop_is_awaited_
 
 async def test_a_call_that_fails_inside_the_core_leaves_its_deadline() -> None:
     """The body yields what claims to be a future but has no loop: the call answers
-    ``internal_error``, and its deadline is left with it. (It stayed armed: 0.1 s later it
-    cancelled the caller's own unrelated sleep.)"""
+    ``internal_error``, and its deadline is left with it (it stayed armed: 0.1 s later it
+    cancelled the caller's own unrelated sleep), as is its loop's watch of it."""
     from agentkit_tools import _runner
 
     @tool(read_only=True, timeout_s=0.1)
@@ -665,8 +665,11 @@ async def test_a_call_that_fails_inside_the_core_leaves_its_deadline() -> None:
 
     inv = Invoker(ToolRegistry([loopless]))
     want = internal("loopless", "AttributeError: '_NoLoop' object has no attribute '_loop'")
-    assert await inv.invoke(call("loopless", x=1)) == want
+    for i in range(3):
+        assert await inv.invoke(call("loopless", str(i), x=i)) == want
     assert _runner._deadlines_of(asyncio.get_running_loop()).live == 0
+    # Nor does its loop's holder keep watching it (each such call left a dead reference there).
+    assert len(_runner._held(asyncio.get_running_loop()).bodies) == 0
     assert await _caller_keeps_running(0.3) == "slept"
 
 

@@ -563,6 +563,34 @@ impl Drop for Entered {
     }
 }
 
+/// The weak reference a loop's holder watches an awaited body by, in the holder's set: taken
+/// out when the await ends, also when it ends by a failure inside the core or is dropped
+/// unclosed (else every such call would leave a dead reference there until the loop closes).
+struct HolderEntry(Option<(Py<PySet>, Py<PyAny>)>);
+
+impl HolderEntry {
+    fn unwatch(&mut self, py: Python<'_>) {
+        if let Some((set, held)) = self.0.take() {
+            drop(set.bind(py).discard(held));
+        }
+    }
+}
+
+impl Drop for HolderEntry {
+    fn drop(&mut self) {
+        if self.0.is_none() {
+            return;
+        }
+        Python::attach(|py| {
+            if super::shutdown::exiting() {
+                return;
+            }
+            let _in = super::shutdown::inside(py);
+            self.unwatch(py);
+        });
+    }
+}
+
 /// A body that suspended, and how it is awaited.
 struct Waiting {
     body: Body,
@@ -581,8 +609,9 @@ struct Waiting {
     /// the last cancellation seen, and whether a cancellation of it reached the body.
     entered: bool,
     deadline: Entered,
-    /// The set of its loop's holder this is watched in, and its weak reference there.
-    held: Option<(Py<PySet>, Py<PyAny>)>,
+    /// The set of its loop's holder this is watched in, and its weak reference there (taken
+    /// out when it is no longer watched; see `HolderEntry`).
+    held: HolderEntry,
     task: Option<Py<PyAny>>,
     before: isize,
     seen: isize,
@@ -623,7 +652,7 @@ impl Waiting {
             clean_up,
             entered: false,
             deadline: Entered(None),
-            held: None,
+            held: HolderEntry(None),
             task: None,
             before: 0,
             seen: 0,
@@ -659,7 +688,7 @@ impl Waiting {
         let set = bodies_of(py, h, self.body.lp.bind(py))?;
         let held = PyWeakrefReference::new(me)?.into_any();
         set.add(&held)?;
-        self.held = Some((set.unbind(), held.unbind()));
+        self.held = HolderEntry(Some((set.unbind(), held.unbind())));
         let Some(end) = self.end else { return Ok(()) };
         let left = end - h.monotonic.bind(py).call0()?.extract::<f64>()?;
         if left <= 0.0 {
@@ -677,10 +706,8 @@ impl Waiting {
     }
 
     /// It has ended: its loop's holder watches it no more.
-    fn unwatch(&self, py: Python<'_>) {
-        if let Some((set, held)) = &self.held {
-            drop(set.bind(py).discard(held));
-        }
+    fn unwatch(&mut self, py: Python<'_>) {
+        self.held.unwatch(py);
     }
 
     fn expired(&self, py: Python<'_>) -> PyResult<bool> {
@@ -1050,7 +1077,7 @@ impl BodyAwait {
                 if let Some(t) = &w.task {
                     visit.call(t)?;
                 }
-                if let Some((set, held)) = &w.held {
+                if let Some((set, held)) = &w.held.0 {
                     visit.call(set)?;
                     visit.call(held)?;
                 }
