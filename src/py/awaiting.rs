@@ -552,14 +552,8 @@ impl Drop for Entered {
         if self.0.is_none() {
             return;
         }
-        Python::attach(|py| {
-            if super::shutdown::exiting() {
-                return; // the interpreter is exiting: no loop will run that deadline again
-            }
-            let _in = super::shutdown::inside(py);
-            // Left with no outcome to tell: what it would raise has nobody to reach.
-            drop(self.leave(py, Ok(())));
-        });
+        // Left with no outcome to tell: what it would raise has nobody to reach.
+        super::shutdown::when_dropped(|py| drop(self.leave(py, Ok(()))));
     }
 }
 
@@ -581,13 +575,7 @@ impl Drop for HolderEntry {
         if self.0.is_none() {
             return;
         }
-        Python::attach(|py| {
-            if super::shutdown::exiting() {
-                return;
-            }
-            let _in = super::shutdown::inside(py);
-            self.unwatch(py);
-        });
+        super::shutdown::when_dropped(|py| self.unwatch(py));
     }
 }
 

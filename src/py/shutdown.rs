@@ -46,6 +46,19 @@ pub(crate) fn exiting() -> bool {
     GATE.is_closed()
 }
 
+/// Run `f` for a guard dropped with work left for Python (leave a deadline, unwatch a body):
+/// with the interpreter lock, through the gate, and not at all once the interpreter is exiting
+/// (no loop will run what it would undo).
+pub(crate) fn when_dropped(f: impl FnOnce(Python<'_>)) {
+    Python::attach(|py| {
+        if exiting() {
+            return;
+        }
+        let _in = inside(py);
+        f(py);
+    });
+}
+
 /// The `atexit` hook: close the gate, then wait (lock released) for the threads inside to leave.
 #[pyfunction]
 fn _close_exit_gate(py: Python<'_>) -> bool {
