@@ -396,7 +396,7 @@ class Outcome:
     ``kind``: ``identical`` (same result, or the same exception, both ways), ``mismatch``
     (both ran, results differ), ``rejected_hint`` (our validator refused a call that breaks the
     method's own type hints), ``rejected_rule`` (a boolean for an ``int``/``float`` hint: a type
-    checker allows it, SPEC §4 refuses it on purpose), ``rejected_bug`` (refused although it
+    checker allows it, our validator refuses it on purpose: a boolean is not a number), ``rejected_bug`` (refused although it
     respects the hints: a bug of ours), ``unparsed`` (the call string does not bind to the method).
     """
 
@@ -424,10 +424,10 @@ def _hint_violations(method: Callable[..., Any], kwargs: dict[str, Any]) -> list
 
 
 def _bools_for_numbers(method: Callable[..., Any], kwargs: dict[str, Any]) -> list[str]:
-    # A type checker accepts True for an int/float hint; SPEC §4 deliberately does not.
+    # A type checker accepts True for an int/float hint; our validator deliberately does not.
     hints = typing.get_type_hints(method)
     return [
-        f"{name}={value!r} for the hint {_hint_text(hints[name])} (SPEC §4: a boolean is not a number)"
+        f"{name}={value!r} for the hint {_hint_text(hints[name])} (a boolean is not a number)"
         for name, value in kwargs.items()
         if isinstance(value, bool) and hints.get(name) in (int, float)
     ]

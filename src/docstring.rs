@@ -1,4 +1,4 @@
-//! Docstring parsing (see SPEC §2 and §11 "Definition").
+//! Docstring parsing: Google, NumPy and Sphinx styles.
 //!
 //! [`parse`] turns a raw Python `__doc__` string into what the model sees as the tool description,
 //! the per-parameter descriptions and the returns text. Google (`Args:`), NumPy (`Parameters` +
@@ -64,7 +64,7 @@ pub fn parse(doc: &str) -> Result<ParsedDocstring, DocstringError> {
 
 /// [`parse`], with the marker check of the summary switched off when `summary_visible` is false:
 /// a tool given an explicit `description=` shows the model its parameter texts, not the
-/// docstring's summary (SPEC §11).
+/// docstring's summary.
 pub fn parse_with(doc: &str, summary_visible: bool) -> Result<ParsedDocstring, DocstringError> {
     let text = normalize(doc);
     let mut lines: Vec<&str> = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);

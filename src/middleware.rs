@@ -285,7 +285,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The audit record's `args_hash`: the first 16 hex characters of the SHA-256 of the canonical
-/// JSON arguments (SPEC §11).
+/// JSON arguments.
 pub fn args_hash(canonical: &str) -> String {
     hex(&Sha256::digest(canonical.as_bytes())[..8])
 }
@@ -525,7 +525,7 @@ pub enum FailureKind {
     Permanent,
 }
 
-/// Retry settings (SPEC §11 defaults: 3 attempts, 0.5 s base, 30 s cap).
+/// Retry settings (defaults: 3 attempts, 0.5 s base, 30 s cap).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     pub max_attempts: u32,

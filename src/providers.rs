@@ -1,4 +1,4 @@
-//! Provider renderings of a tool definition (SPEC §9): the JSON each model API expects in its
+//! Provider renderings of a tool definition: the JSON each model API expects in its
 //! tools list, derived from the one input schema the validator enforces.
 //!
 //! - Anthropic Messages: `{name, description, input_schema}` (full JSON Schema).

@@ -1,4 +1,4 @@
-//! Rendering tool results for the model (SPEC §8): a hard character limit with an actionable
+//! Rendering tool results for the model: a hard character limit with an actionable
 //! truncation notice.
 
 /// The default limit of a rendered result, in characters (Unicode scalar values).

@@ -1,5 +1,5 @@
-//! Assembling a tool's definition: the description the model reads and the input schema
-//! (SPEC §1–3). Python reads the signature and type hints into [`ParamSpec`]s; everything from
+//! Assembling a tool's definition: the description the model reads and the input schema.
+//! Python reads the signature and type hints into [`ParamSpec`]s; everything from
 //! there on — docstring parsing, the 30-character floor, descriptions, `required`, defaults and
 //! `additionalProperties` — happens here, once per tool.
 
@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::docstring::{self, DocstringError};
 
-/// The minimum length of a tool description after stripping (SPEC §2).
+/// The minimum length of a tool description after stripping: shorter ones are refused at definition time.
 pub const MIN_DESCRIPTION_CHARS: usize = 30;
 
 /// One advertised parameter, as Python's introspection found it.
@@ -81,7 +81,7 @@ impl std::error::Error for DefinitionError {}
 /// Build a tool's description and input schema.
 ///
 /// `explicit` is a `description=` given by the user (used as given, stripped); otherwise the
-/// docstring `doc` is parsed (SPEC §2). `allow_extra` is true when the function takes
+/// docstring `doc` is parsed. `allow_extra` is true when the function takes
 /// `**kwargs`.
 ///
 /// # Errors

@@ -1,4 +1,4 @@
-//! Validating a tool call's arguments against the tool's input schema (SPEC §4).
+//! Validating a tool call's arguments against the tool's input schema.
 //!
 //! A [`SchemaValidator`] is checked when built and compiled once, on first use (JSON Schema
 //! 2020-12, the `jsonschema` crate, format assertions on), and then only run. [`ArgumentValidator`] adds what a tool call
@@ -335,7 +335,7 @@ impl ArgumentProblems {
     }
 
     /// `unexpected argument(s) ['x']; missing required argument(s) ['a']; invalid argument(s):
-    /// b: reason; c: reason` with at most `limit` invalid entries spelled out (SPEC §4; names are
+    /// b: reason; c: reason` with at most `limit` invalid entries spelled out (names are
     /// written as Python lists, as `str(ToolArgumentError)` writes them).
     pub fn summary(&self, limit: usize) -> String {
         let mut out = String::new();
@@ -394,7 +394,7 @@ pub struct ArgumentValidator {
 
 impl ArgumentValidator {
     /// Compile an input schema (a JSON Schema object with `properties` in signature order).
-    /// `dropped` names keys removed from a call before validation (SPEC §4: a model-sent
+    /// `dropped` names keys removed from a call before validation (a model-sent
     /// `ctx`/`context` when the function declares that injected parameter).
     ///
     /// # Errors

@@ -189,7 +189,7 @@ def test_replay_classifies_each_kind_of_outcome() -> None:
             0,
             "square_root(16, True)",
             "rejected_rule",
-            "precision=True for the hint int (SPEC §4: a boolean is not a number) "
+            "precision=True for the hint int (a boolean is not a number) "
             "(rejected: precision: expected integer, got boolean true)",
         ),
         bfcl_replay.Outcome(

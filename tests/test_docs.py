@@ -300,8 +300,18 @@ def test_docs_index_links_resolve() -> None:
 
 
 def test_nothing_points_outside_the_repository() -> None:
-    """``SPEC``/``DESIGN.md`` are internal documents a user does not have."""
-    paths = [ROOT / "README.md", *DOCS.rglob("*.md"), *(ROOT / "python").rglob("*.py"), *(ROOT / "python").rglob("*.pyi")]
+    """``SPEC``/``DESIGN.md`` are internal documents a user does not have: nothing a user reads
+    (README, docs, the package and its stubs, the examples, the core's doc comments, the
+    benches) points to them."""
+    paths = [
+        ROOT / "README.md",
+        *DOCS.rglob("*.md"),
+        *(ROOT / "python").rglob("*.py"),
+        *(ROOT / "python").rglob("*.pyi"),
+        *(ROOT / "examples").rglob("*.py"),
+        *(ROOT / "src").rglob("*.rs"),
+        *(ROOT / "benches").rglob("*.py"),
+    ]
     hits = [
         f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
         for p in paths

@@ -853,7 +853,7 @@ pub(crate) fn ok_envelope<'py>(
     envelope::success(py, s)
 }
 
-/// Cut `text` to at most `max_chars` characters with the truncation notice (SPEC §8).
+/// Cut `text` to at most `max_chars` characters with the truncation notice (the notice counts toward the limit).
 #[pyfunction]
 #[pyo3(signature = (text, max_chars=render::DEFAULT_MAX_CHARS))]
 fn truncate(text: &str, max_chars: usize) -> String {
