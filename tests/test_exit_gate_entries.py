@@ -44,6 +44,7 @@ UNGATED = {
     "awaiting.rs::BodyTask::__traverse__": _GC,
     "awaiting.rs::BodyTask::__clear__": _GC,
     "awaiting.rs::Woken::__traverse__": _GC,
+    "pipeline.rs::flags_changed": "adds one to an atomic counter: no host object is read, dropped or made",
     "shutdown.rs::_close_exit_gate": _GATE,
     "shutdown.rs::_exit_gate_after_fork": _GATE,
     **{f"handoff.rs::PyResultSlot::{m}": _HANDOFF for m in ("new", "set", "result", "abandon")},

@@ -5,6 +5,7 @@
 //! A step is `(code, payload)`; see `STEP_*` and `EV_*` (exported to Python with the same names).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -36,6 +37,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(url_host, m)?)?;
     m.add_function(wrap_pyfunction!(host_allow_list, m)?)?;
     m.add_function(wrap_pyfunction!(observed_level, m)?)?;
+    m.add_function(wrap_pyfunction!(flags_changed, m)?)?;
     m.add("MAX_SCOPES", rules::MAX_SCOPES)?;
     m.add("MAX_CALLS_PER_SCOPE", rules::MAX_CALLS_PER_SCOPE)?;
     for (name, v) in [
@@ -654,6 +656,7 @@ impl Pipeline {
                         sealed: !this.frozen || !here,
                         core: Some(entry.core.bind(py).clone()),
                         canonical,
+                        flags: Some(Flags::of_entry(py, entry)?),
                     }
                 }
                 Admission::Refused { env, code, raw } => Admitted::Rejected { env, code: Some(code), raw, name: None, args: None, call_id: None },
@@ -709,6 +712,7 @@ impl Pipeline {
                 sealed: true,
                 core: core.cast_into::<CoreTool>().ok(),
                 canonical: Canonical::Text(tc.getattr(intern!(py, "canonical"))?.extract()?),
+                flags: None,
             }
         };
         let call = tc.getattr(intern!(py, "call"))?;
@@ -757,7 +761,15 @@ enum Canonical {
 enum Admitted<'py> {
     /// `sealed` false: `args` is a plain dict of frozen values, for a wrapper that only unpacks
     /// it (see `Call::sealed_args`).
-    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, sealed: bool, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
+    /// `flags`: the tool's flags when read already (a registered tool's, see `Flags::of_entry`).
+    Tool {
+        tool: Bound<'py, PyAny>,
+        args: Bound<'py, PyAny>,
+        sealed: bool,
+        core: Option<Bound<'py, CoreTool>>,
+        canonical: Canonical,
+        flags: Option<Flags<'py>>,
+    },
     /// `code`: the envelope's error code when known (else read from it); `raw`: the arguments
     /// as read, when exactly what was sent (their canonical text is the raw arguments').
     Rejected {
@@ -809,16 +821,114 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
     }
 }
 
+/// The epoch of function tools' attributes: bumped (`flags_changed`) whenever an attribute of a
+/// `FunctionTool` instance, or of `FunctionTool` or a subclass itself, is set or deleted (see
+/// `tools.FunctionTool.__setattr__` and its metaclass). What a call read of a tool at epoch `e`
+/// (`ToolFlags`) holds while the epoch is still `e`.
+static FLAGS_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+fn flags_epoch() -> u64 {
+    FLAGS_EPOCH.load(Ordering::Acquire)
+}
+
+/// An attribute of a function tool, or of its class, was set or deleted: what the core read of
+/// every tool's attributes is read again at its next call.
+#[pyfunction]
+fn flags_changed() {
+    FLAGS_EPOCH.fetch_add(1, Ordering::AcqRel);
+}
+
+/// What a call reads of an exact `FunctionTool` (see `Flags`), read once per epoch of the tools'
+/// attributes and kept with the tool's registry entry. Taken only when reading them again would
+/// give the same answers until an attribute is set or deleted: every flag is a `bool`, `None`, a
+/// `str` or a number (no `__bool__` or conversion of the tool's own runs), and the class has no
+/// `is_read_only_call` hook.
+pub(crate) struct ToolFlags {
+    epoch: u64,
+    name: String,
+    requires_approval: bool,
+    read_only_hook: Option<Py<PyAny>>,
+    side_effecting: bool,
+    idempotent: bool,
+    undeclared: bool,
+    timeout_s: Option<f64>,
+    url_arg: Option<String>,
+    body: Option<Py<PyAny>>,
+    function: bool,
+    is_async: bool,
+    non_blocking: bool,
+    plain_output: bool,
+}
+
+impl ToolFlags {
+    /// The flags `flags` reads (no snapshot of its own), or None when they cannot be kept.
+    fn read<'py>(py: Python<'py>, flags: &Flags<'py>) -> PyResult<Option<Self>> {
+        if flags.dict.is_none() {
+            return Ok(None); // not exactly a FunctionTool: read at every call
+        }
+        let epoch = flags_epoch();
+        let h = helpers(py)?;
+        if h.function_tool.bind(py).hasattr(intern!(py, "is_read_only_call"))? {
+            return Ok(None);
+        }
+        let plain_flag = |v: Option<Bound<'_, PyAny>>| v.is_none_or(|v| v.is_none() || v.is_exact_instance_of::<PyBool>());
+        for name in [
+            intern!(py, "requires_approval"),
+            intern!(py, "side_effecting"),
+            intern!(py, "idempotent"),
+            intern!(py, "effects_declared"),
+            intern!(py, "_is_async"),
+            intern!(py, "non_blocking"),
+        ] {
+            if !plain_flag(flags.get(name)?) {
+                return Ok(None);
+            }
+        }
+        let plain_name = flags.get(intern!(py, "name"))?.is_some_and(|n| n.is_exact_instance_of::<PyString>());
+        let plain_url = flags.get(intern!(py, "url_arg"))?.is_none_or(|u| u.is_none() || u.is_exact_instance_of::<PyString>());
+        let plain_timeout = flags
+            .get(intern!(py, "timeout_s"))?
+            .is_none_or(|t| t.is_none() || t.is_exact_instance_of::<PyFloat>() || t.is_exact_instance_of::<PyInt>());
+        if !(plain_name && plain_url && plain_timeout) {
+            return Ok(None);
+        }
+        Ok(Some(ToolFlags {
+            epoch,
+            name: flags.name()?,
+            requires_approval: flags.requires_approval()?,
+            read_only_hook: flags.read_only_hook(py)?.map(Bound::unbind),
+            side_effecting: flags.side_effecting()?,
+            idempotent: flags.idempotent()?,
+            undeclared: flags.undeclared()?,
+            timeout_s: flags.timeout_s()?,
+            url_arg: flags.url_arg()?,
+            body: flags.fn_attr()?.map(Bound::unbind),
+            function: flags.function()?,
+            is_async: flags.is_async()?,
+            non_blocking: flags.non_blocking()?,
+            plain_output: flags.plain_output(py)?,
+        }))
+    }
+
+    fn current(&self) -> bool {
+        self.epoch == flags_epoch()
+    }
+}
+
 /// A tool's attributes as `getattr` reads them, at each call (a flag set on the tool between
-/// calls is followed). An instance of exactly `FunctionTool` (a dataclass: every field is set in
-/// the instance's `__dict__`, and its class defines no descriptor for them) is read from that
-/// dict, the class consulted only for a name the dict lacks.
+/// calls, or between attempts of one call, is followed). An instance of exactly `FunctionTool`
+/// (a dataclass: every field is set in the instance's `__dict__`, and its class defines no
+/// descriptor for them) is read from that dict, the class consulted only for a name the dict
+/// lacks; what was read of it is kept (`ToolFlags`) until an attribute of a function tool or of
+/// its class is set or deleted.
 struct Flags<'py> {
     tool: Bound<'py, PyAny>,
     dict: Option<Bound<'py, PyDict>>,
     /// `fn` as read the first time (`Flags::fn_attr`): one `Flags` lives for one step of the
     /// core, in which no code of the tool's runs before its body is called.
     body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
+    /// What was read of the tool at the current epoch: every answer comes from it.
+    snap: Option<Arc<ToolFlags>>,
 }
 
 impl<'py> Flags<'py> {
@@ -828,22 +938,133 @@ impl<'py> Flags<'py> {
         } else {
             None
         };
-        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new() })
+        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
     }
 
-    /// The flags of the call's tool: its instance dict as `Call::new` found it (the object
-    /// stays the same through the call), else read.
+    /// The flags of a registered tool: the entry's snapshot while it is current, else read (and
+    /// kept when they can be).
+    fn of_entry(py: Python<'py>, entry: &super::registry::Entry) -> PyResult<Self> {
+        let tool = entry.tool.bind(py);
+        if let Some(s) = lock(&entry.flags).as_ref().filter(|s| s.current()) {
+            return Ok(Flags { tool: tool.clone(), dict: None, body: std::cell::OnceCell::new(), snap: Some(s.clone()) });
+        }
+        let mut flags = Self::of(py, tool)?;
+        if let Some(s) = ToolFlags::read(py, &flags)? {
+            let s = Arc::new(s);
+            *lock(&entry.flags) = Some(s.clone());
+            flags.snap = Some(s);
+        }
+        Ok(flags)
+    }
+
+    /// The flags of the call's tool: its snapshot while current, else its instance dict as
+    /// `Call::new` found it (the object stays the same through the call), else read.
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
         let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
+        if let Some(s) = c.snap.as_ref().filter(|s| s.current()) {
+            return Ok(Flags { tool, dict: None, body: std::cell::OnceCell::new(), snap: Some(s.clone()) });
+        }
         match &c.flags {
-            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new() }),
+            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None }),
             None => Self::of(py, &tool),
         }
+    }
+
+    /// `tool.name` as a string (its `AttributeError` when it has none).
+    fn name(&self) -> PyResult<String> {
+        if let Some(s) = &self.snap {
+            return Ok(s.name.clone());
+        }
+        let py = self.tool.py();
+        match self.get(intern!(py, "name"))? {
+            Some(n) => n.extract(),
+            None => self.tool.getattr(intern!(py, "name"))?.extract(),
+        }
+    }
+
+    fn requires_approval(&self) -> PyResult<bool> {
+        match &self.snap {
+            Some(s) => Ok(s.requires_approval),
+            None => self.truthy(intern!(self.tool.py(), "requires_approval")),
+        }
+    }
+
+    fn side_effecting(&self) -> PyResult<bool> {
+        match &self.snap {
+            Some(s) => Ok(s.side_effecting),
+            None => self.truthy(intern!(self.tool.py(), "side_effecting")),
+        }
+    }
+
+    fn idempotent(&self) -> PyResult<bool> {
+        match &self.snap {
+            Some(s) => Ok(s.idempotent),
+            None => self.truthy(intern!(self.tool.py(), "idempotent")),
+        }
+    }
+
+    /// Only an explicit `effects_declared = False` counts as undeclared.
+    fn undeclared(&self) -> PyResult<bool> {
+        if let Some(s) = &self.snap {
+            return Ok(s.undeclared);
+        }
+        let py = self.tool.py();
+        Ok(matches!(self.get(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false))))
+    }
+
+    /// The tool's own deadline: `timeout_s` when a number greater than 0.
+    fn timeout_s(&self) -> PyResult<Option<f64>> {
+        if let Some(s) = &self.snap {
+            return Ok(s.timeout_s);
+        }
+        Ok(match self.get(intern!(self.tool.py(), "timeout_s"))? {
+            Some(t) if !t.is_none() => t.extract::<f64>().ok().filter(|t| *t > 0.0),
+            _ => None,
+        })
+    }
+
+    /// The name of the argument holding the URL the tool reaches (`url_arg`, when set).
+    fn url_arg(&self) -> PyResult<Option<String>> {
+        if let Some(s) = &self.snap {
+            return Ok(s.url_arg.clone());
+        }
+        match self.get(intern!(self.tool.py(), "url_arg"))?.filter(|a| a.is_truthy().unwrap_or(false)) {
+            Some(a) => Ok(Some(a.extract()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A function tool: `fn` and `check_output` set.
+    fn function(&self) -> PyResult<bool> {
+        if let Some(s) = &self.snap {
+            return Ok(s.function);
+        }
+        let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
+        Ok(set(self.fn_attr()?) && set(self.get_unbound(intern!(self.tool.py(), "check_output"))?))
+    }
+
+    fn is_async(&self) -> PyResult<bool> {
+        match &self.snap {
+            Some(s) => Ok(s.is_async),
+            None => self.truthy(intern!(self.tool.py(), "_is_async")),
+        }
+    }
+
+    /// `non_blocking` is `True` itself.
+    fn non_blocking(&self) -> PyResult<bool> {
+        if let Some(s) = &self.snap {
+            return Ok(s.non_blocking);
+        }
+        let py = self.tool.py();
+        Ok(matches!(self.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true))))
     }
 
     /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when the
     /// class defines no such hook (checked once, see `Helpers`).
     fn read_only_hook(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if let Some(s) = &self.snap {
+            return Ok(s.read_only_hook.as_ref().map(|h| h.bind(py).clone()));
+        }
         let h = helpers(py)?;
         let name = intern!(py, "is_read_only_call");
         if let Some(d) = &self.dict {
@@ -879,6 +1100,9 @@ impl<'py> Flags<'py> {
 
     /// `getattr(tool, "fn", None)`, read once.
     fn fn_attr(&self) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if let Some(s) = &self.snap {
+            return Ok(s.body.as_ref().map(|b| b.bind(self.tool.py()).clone()));
+        }
         if let Some(f) = self.body.get() {
             return Ok(f.clone());
         }
@@ -906,6 +1130,9 @@ impl<'py> Flags<'py> {
     /// `FunctionTool.check_output` would return the result as it is (no output schema, the
     /// method neither replaced on the instance nor on the class): the call can be skipped.
     fn plain_output(&self, py: Python<'py>) -> PyResult<bool> {
+        if let Some(s) = &self.snap {
+            return Ok(s.plain_output);
+        }
         let Some(d) = &self.dict else { return Ok(false) };
         if d.contains(intern!(py, "check_output"))? || !d.get_item(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
             return Ok(false);
@@ -999,6 +1226,9 @@ pub struct Call {
     sealed: bool,
     /// The instance dict of the tool (an exact `FunctionTool`), its flags read from it.
     flags: Option<Py<PyDict>>,
+    /// What was read of the tool's flags, while current (see `ToolFlags`; shared with the
+    /// registry entry, hence not visited by the garbage collector through the call).
+    snap: Option<Arc<ToolFlags>>,
 }
 
 impl Call {
@@ -1021,6 +1251,7 @@ impl Call {
             started: 0.0,
             sealed: true,
             flags: None,
+            snap: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1059,15 +1290,15 @@ impl Call {
                 me.call_id = call_id.map(Bound::unbind);
                 me.held = Some(env.unbind());
             }
-            Admitted::Tool { tool, mut args, sealed, core, canonical } => {
+            Admitted::Tool { tool, mut args, sealed, core, canonical, flags } => {
                 me.sealed = sealed;
                 f.admitted = true;
-                let flags = Flags::of(py, &tool)?;
-                let name: String = match flags.get(intern!(py, "name"))? {
-                    Some(n) => n.extract()?,
-                    None => tool.getattr(intern!(py, "name"))?.extract()?, // its AttributeError
+                let flags = match flags {
+                    Some(flags) => flags,
+                    None => Flags::of(py, &tool)?,
                 };
-                if n.approval && flags.truthy(intern!(py, "requires_approval"))? {
+                let name = flags.name()?;
+                if n.approval && flags.requires_approval()? {
                     f.requires_approval = true;
                     f.host_approved = host_approved(call, ctx, &name)?;
                 }
@@ -1080,20 +1311,14 @@ impl Call {
                         }
                         helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()?
                     } else {
-                        !flags.truthy(intern!(py, "side_effecting"))?
+                        !flags.side_effecting()?
                     };
                 }
                 if n.retry {
-                    let idempotent = flags.truthy(intern!(py, "idempotent"))?;
-                    // Only an explicit `effects_declared = False` counts as undeclared.
-                    let undeclared = matches!(flags.get(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false)));
-                    f.retry_safe = core::retry_safe(idempotent, f.read_only, !undeclared);
+                    f.retry_safe = core::retry_safe(flags.idempotent()?, f.read_only, !flags.undeclared()?);
                 }
                 if n.timeout {
-                    f.tool_timeout_s = match flags.get(intern!(py, "timeout_s"))? {
-                        Some(t) if !t.is_none() => t.extract::<f64>().ok().filter(|t| *t > 0.0),
-                        _ => None,
-                    };
+                    f.tool_timeout_s = flags.timeout_s()?;
                     if has_ctx {
                         if let Some(d) = ctx.getattr_opt(intern!(py, "deadline"))?.filter(|d| !d.is_none()) {
                             // `deadline - time.monotonic()` with Python's own errors for a bad value.
@@ -1103,8 +1328,7 @@ impl Call {
                     }
                 }
                 if n.egress {
-                    if let Some(arg) = flags.get(intern!(py, "url_arg"))?.filter(|a| a.is_truthy().unwrap_or(false)) {
-                        let arg: String = arg.extract()?;
+                    if let Some(arg) = flags.url_arg()? {
                         if let Ok(Some(v)) = args.get_item(&arg).map(Some).or_else(|_| Ok::<_, PyErr>(None)) {
                             if !v.is_none() {
                                 let text = match v.cast::<PyString>() {
@@ -1124,6 +1348,7 @@ impl Call {
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
+                me.snap = flags.snap;
                 me.flags = flags.dict.map(Bound::unbind);
                 me.tool = Some(tool.unbind());
                 me.args = Some(args.unbind());
@@ -1521,15 +1746,12 @@ impl Call {
     /// declared `non_blocking = True` or named in the pipeline's inline tools is called on the
     /// caller's thread, any other sync one goes to the worker pool; any other tool runs itself.
     fn body_kind<'py>(&self, py: Python<'py>, flags: &Flags<'py>) -> PyResult<BodyKind> {
-        let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
-        let function = set(flags.fn_attr()?) && set(flags.get_unbound(intern!(py, "check_output"))?);
-        if !function {
+        if !flags.function()? {
             return Ok(BodyKind::of(false, false, false));
         }
-        let is_async = flags.truthy(intern!(py, "_is_async"))?;
+        let is_async = flags.is_async()?;
         let non_blocking = !is_async
-            && (matches!(flags.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true)))
-                || self.pipe.bind(py).get().inline.contains(self.m.facts().name.as_deref().unwrap_or("")));
+            && (flags.non_blocking()? || self.pipe.bind(py).get().inline.contains(self.m.facts().name.as_deref().unwrap_or("")));
         Ok(BodyKind::of(true, is_async, non_blocking))
     }
 
@@ -1556,7 +1778,7 @@ impl Call {
             }
             Step::RunBody { timeout_s } => {
                 let tool = self.tool.as_ref().map_or_else(none, |t| t.bind(py).clone());
-                let kind = self.body_kind(py, &Flags::of(py, &tool)?)?;
+                let kind = self.body_kind(py, &Flags::of_call(py, self)?)?;
                 return self.run_step(py, tool, timeout_s, kind);
             }
             Step::AskApprover => {
@@ -1621,6 +1843,7 @@ impl Call {
         self.tc = None;
         self.ctx = None;
         self.flags = None;
+        self.snap = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
