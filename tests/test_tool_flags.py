@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentkit_tools import FunctionTool, Invoker, ToolContext, ToolRegistry, ToolSchema, tool
+from agentkit_tools import FunctionTool, Invoker, ToolContext, ToolRegistry, ToolSchema, _core, tool
 
 APPROVAL = {
     "ok": False,
@@ -170,3 +170,27 @@ def test_setting_an_attribute_of_a_tool_or_its_class_bumps_the_epoch(monkeypatch
     FunctionTool.some_attribute = 1  # type: ignore[attr-defined]
     del FunctionTool.some_attribute  # type: ignore[attr-defined]
     assert len(bumps) == 4
+
+
+async def test_begin_here_answers_with_the_bare_envelope() -> None:
+    """``Pipeline.begin(..., here=True)`` returns the envelope itself when the core answered the
+    call (no ``(state, step, payload)`` tuple to unpack), else that tuple."""
+    echo = make_echo([])
+    reg = ToolRegistry([echo])
+    pipe = _core.Pipeline([], "scope", True, [])
+    env = pipe.begin(reg._core, CALL, None, True)
+    assert plain(env) == {"ok": True, "value": 3}
+    refused = pipe.begin(reg._core, {"id": "1", "name": "nope", "input": {}}, None, True)
+    assert refused == {
+        "ok": False,
+        "error": {
+            "code": "unknown_tool",
+            "message": "No tool named 'nope'. Available tools: echo. Call one of those instead.",
+            "available": ["echo"],
+        },
+    }
+    echo.non_blocking = False  # a worker body: the driver's step
+    m, step, arg = pipe.begin(reg._core, CALL, None, True)
+    assert (type(m).__name__, step, arg[0], dict(arg[1]), arg[2], arg[3]) == ("Call", _core.STEP_RUN, echo, {"x": 3}, None, _core.BODY_WORKER)
+    m, step, env = pipe.begin(reg._core, {"id": "1", "name": "nope", "input": {}}, None)  # here=False: the tuple
+    assert (m, step, env) == (None, _core.STEP_DONE, refused)

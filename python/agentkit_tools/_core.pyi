@@ -467,14 +467,15 @@ class Pipeline:
         body is called on the caller's thread. Raises ``ValueError`` for an
         unknown kind, ``AttributeError``/``TypeError`` for a config without its settings."""
 
-    def begin(self, registry: CoreRegistry, call: object, ctx: object, here: bool = False) -> tuple[Call | None, int, Any]:
+    def begin(self, registry: CoreRegistry, call: object, ctx: object, here: bool = False) -> Any:
         """Look ``call`` up in ``registry``, validate it and start it: ``(call_state, code,
         payload)``; ``call_state`` is None when ``code`` is ``STEP_DONE`` (the call was answered
         at once). ``here``: at every attempt, a non-blocking sync body is called by the core
         itself and an ``async`` one started, its first step taken, and the outcome fed in (no
         ``STEP_RUN`` of ``BODY_INLINE`` or ``BODY_ASYNC`` reaches the driver; ``STEP_SETTLE``,
-        ``STEP_AWAIT`` and ``STEP_RAISE`` may). Raises what reading the tool's flags or ``ctx``
-        raises."""
+        ``STEP_AWAIT`` and ``STEP_RAISE`` may); a call answered at once is then returned as its
+        envelope itself (a ``dict``) instead of ``(None, STEP_DONE, envelope)``. Raises what
+        reading the tool's flags or ``ctx`` raises."""
 
     def begin_call(self, tc: Any) -> tuple[Call, int, Any]:
         """Start a ``ToolCall`` a user middleware passed on: ``(call_state, code, payload)``."""

@@ -171,10 +171,10 @@ class Invoker:
             if only is not None:
                 # The core calls a non-blocking sync body itself and takes an async body's first
                 # step (no step of the driver's around a body that does not suspend).
-                m, step, arg = only.begin(self.registry._core, call, ctx, True)
-                if step == DONE:  # answered in the core (a refusal, a non-blocking body's outcome)
-                    return arg  # type: ignore[no-any-return]
-                return await self._drive(m, step, arg, None, ctx, None)
+                begun = only.begin(self.registry._core, call, ctx, True)
+                if type(begun) is dict:  # answered in the core (a refusal, a body's outcome)
+                    return begun
+                return await self._drive(*begun, None, ctx, None)
             return await self._entry(self._start(call, ctx))
         except BaseException as exc:
             return _fault(exc, call, isinstance(exc, asyncio.CancelledError) and _caller_cancelled())

@@ -624,8 +624,10 @@ impl Pipeline {
 
     /// Admit `call` against `registry` (a `CoreRegistry`: lookup and validation) and start it:
     /// `(call_state, code, payload)`. Raises nothing for a malformed call (it is answered with
-    /// an `invalid_call` envelope). `here`: the core calls a non-blocking sync body itself (see
-    /// `Call::run_here`), at every attempt of the call.
+    /// an `invalid_call` envelope). `here`: the core calls a non-blocking sync body itself, and
+    /// takes an `async` body's first step (see `Call::run_here`, `Call::start_here`), at every
+    /// attempt of the call; a call answered at once is then returned as its envelope itself (a
+    /// `dict`), not as `(None, STEP_DONE, envelope)`.
     #[pyo3(signature = (registry, call, ctx, here=false))]
     fn begin<'py>(
         slf: &Bound<'py, Self>,
@@ -633,7 +635,7 @@ impl Pipeline {
         call: &Bound<'py, PyAny>,
         ctx: &Bound<'py, PyAny>,
         here: bool,
-    ) -> PyResult<(Option<Call>, u8, Bound<'py, PyAny>)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let this = slf.get();
@@ -684,8 +686,11 @@ impl Pipeline {
             c.ctx = Some(ctx.clone().unbind());
         }
         let (code, payload) = c.start(py)?;
-        // A call answered already needs no state of its own on the Python side.
-        Ok(((code != STEP_DONE).then_some(c), code, payload))
+        if code == STEP_DONE {
+            // A call answered already needs no state of its own on the Python side.
+            return if here { Ok(payload) } else { (None::<Call>, code, payload).into_pyobject(py).map(Bound::into_any) };
+        }
+        (c, code, payload).into_pyobject(py).map(Bound::into_any)
     }
 
     /// Start a call a user middleware passed on (a `ToolCall`): `(call_state, code, payload)`.
