@@ -656,7 +656,7 @@ async def test_a_call_that_fails_inside_the_core_leaves_its_deadline() -> None:
     """The body yields what claims to be a future but has no loop: the call answers
     ``internal_error``, and its deadline is left with it (it stayed armed: 0.1 s later it
     cancelled the caller's own unrelated sleep), as is its loop's watch of it."""
-    from agentkit_tools import _runner
+    from agentkit_tools import _core, _runner
 
     @tool(read_only=True, timeout_s=0.1)
     async def loopless(x: int) -> int:
@@ -667,7 +667,7 @@ async def test_a_call_that_fails_inside_the_core_leaves_its_deadline() -> None:
     want = internal("loopless", "AttributeError: '_NoLoop' object has no attribute '_loop'")
     for i in range(3):
         assert await inv.invoke(call("loopless", str(i), x=i)) == want
-    assert _runner._deadlines_of(asyncio.get_running_loop()).live == 0
+    assert _core.pending_deadlines(asyncio.get_running_loop()) == 0
     # Nor does its loop's holder keep watching it (each such call left a dead reference there).
     assert len(_runner._held(asyncio.get_running_loop()).bodies) == 0
     assert await _caller_keeps_running(0.3) == "slept"
@@ -678,7 +678,7 @@ async def test_an_await_dropped_while_suspended_leaves_its_deadline(cycle: bool)
     """A ``BodyAwait`` dropped (or collected in a reference cycle with its body) while its body
     is suspended, never closed: its deadline is left, its body closed (its ``finally`` runs). (The
     deadline stayed armed and cancelled the caller's task 0.1 s later.)"""
-    from agentkit_tools import _runner
+    from agentkit_tools import _core, _runner
 
     log: list[str] = []
     box: dict[str, Any] = {}
@@ -693,11 +693,11 @@ async def test_an_await_dropped_while_suspended_leaves_its_deadline(cycle: bool)
     if cycle:
         box["await"], box["self"] = awaiting, box
     awaiting.send(None)  # entered: the deadline is armed, the body suspended
-    assert _runner._deadlines_of(asyncio.get_running_loop()).live == 1
+    assert _core.pending_deadlines(asyncio.get_running_loop()) == 1
     del awaiting, box
     gc.collect()
     assert log == ["finally ran"]
-    assert _runner._deadlines_of(asyncio.get_running_loop()).live == 0
+    assert _core.pending_deadlines(asyncio.get_running_loop()) == 0
     assert await _caller_keeps_running(0.3) == "slept"
 
 

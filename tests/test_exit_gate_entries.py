@@ -45,6 +45,14 @@ UNGATED = {
     "awaiting.rs::BodyTask::__clear__": _GC,
     "awaiting.rs::Woken::__traverse__": _GC,
     "pipeline.rs::flags_changed": "adds one to an atomic counter: no host object is read, dropped or made",
+    "deadline.rs::LoopDeadlines::__traverse__": _GC,
+    "deadline.rs::LoopDeadlines::__clear__": _GC,
+    "deadline.rs::Deadline::__traverse__": _GC,
+    "deadline.rs::Deadline::__clear__": (
+        "called by the collector, which must not park; the deadline still entered that it drops "
+        "is left by its guard, whose drop counts itself in at the gate and does nothing once the "
+        "interpreter is exiting"
+    ),
     "shutdown.rs::_close_exit_gate": _GATE,
     "shutdown.rs::_exit_gate_after_fork": _GATE,
     **{f"handoff.rs::PyResultSlot::{m}": _HANDOFF for m in ("new", "set", "result", "abandon")},

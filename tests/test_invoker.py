@@ -518,7 +518,7 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     decision before the body) and ``Call.ok`` (the outcome in, the envelope out); one for a
     non-blocking sync tool and for an async tool whose body does not suspend: the core calls the
     body itself (it takes an async body's first step) and ``Pipeline.begin`` answers with the
-    envelope. The deadline's timer is Python's own heap. A sync body's hand-off to a worker
+    envelope. The deadline's timer is the core's, entered from within these entries. A sync body's hand-off to a worker
     thread adds the core's work queue: ``WorkQueue.claim`` (an idle worker promised to the call)
     and ``WorkQueue.run`` (queue it, wait briefly for the result) and ``ResultSlot.abandon`` when
     the result was not there by the end of that wait (plus ``ResultSlot.result`` when it arrived

@@ -69,6 +69,8 @@ __all__ = [
     "PROVIDERS",
     "WorkQueue",
     "ResultSlot",
+    "Deadline",
+    "LoopDeadlines",
     "RetryPolicy",
     "SchemaValidator",
     "__version__",
@@ -91,6 +93,7 @@ __all__ = [
     "memory_parse_call",
     "ok_envelope",
     "parse_docstring",
+    "pending_deadlines",
     "protocol_entries",
     "render_tool",
     "sanitized_tool_name",
@@ -715,6 +718,36 @@ class Relay:
         ``send``, ``throw``, ``close`` and ``__next__`` called during a step of this relay (by the
         body, on the coroutine of the task running it) raise ``ValueError: coroutine already
         executing``, as a coroutine does."""
+
+@final
+class Deadline:
+    """``with Deadline(limit_s, name, end=None): await ...``: the awaiting task is cancelled at
+    its ``await`` at ``end`` (on ``time.monotonic``; None: ``limit_s`` seconds after the block is
+    entered; ``limit_s`` None: no deadline), and the block then raises
+    ``ToolTimeoutError(name, limit_s)`` for a success or a cancellation; the task's own
+    cancellation (also one arriving at the same time, Python 3.11+) propagates. Outside a task
+    it does nothing. Each is one entry of its loop's deadline timer (:class:`LoopDeadlines`)."""
+
+    def __new__(cls, limit_s: float | None, name: str, end: float | None = None) -> Self: ...
+    def __enter__(self) -> Deadline: ...
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool: ...
+    @property
+    def expired(self) -> bool:
+        """Whether its end came (its task was cancelled by it)."""
+    def expire(self) -> None:
+        """Expire it now, as its end does: its task is cancelled."""
+
+@final
+class LoopDeadlines:
+    """Every pending call deadline of one event loop behind one timer of that loop (a heap of
+    deadlines, one ``loop.call_later`` armed for the earliest); calling it is that timer firing.
+    Made by the core, held by its loop while armed."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+
+def pending_deadlines(lp: Any) -> int:
+    """How many call deadlines are pending on event loop ``lp``: entered, neither left nor
+    expired."""
 
 def protocol_entries() -> dict[str, int]:
     """How many times the event loop (or anyone) entered the core through the coroutine protocol

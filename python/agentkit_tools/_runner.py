@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import heapq
 import inspect
 import os
 import threading
@@ -268,90 +267,8 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         fut.set_exception(_raisable(value))
 
 
-_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution
 #: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
 _COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-
-
-class _Deadlines:
-    """All pending call deadlines of one event loop behind a single timer: a heap of ``(when,
-    seq, entry)``, entries of calls that ended dropped lazily (one asyncio timer per call
-    would cost more than the rest of the call). An entry (a :class:`_Deadline`) has ``ended``
-    and ``expire()``."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = weakref.proxy(loop)
-        self.heap: list[tuple[float, int, Any]] = []
-        self.live = 0
-        self.seq = 0
-        self.armed_at: float | None = None
-        self.handle: weakref.ref[asyncio.TimerHandle] | None = None
-
-    def add(self, when: float, deadline: Any) -> int:
-        token = self.seq = self.seq + 1
-        heapq.heappush(self.heap, (when, token, deadline))
-        self.live += 1
-        if self.armed_at is None or when < self.armed_at:
-            self._arm(when)
-        return token
-
-    def _arm(self, when: float) -> None:
-        handle = None if self.handle is None else self.handle()
-        if handle is not None:
-            handle.cancel()
-        self.armed_at = when
-        self.handle = weakref.ref(self.loop.call_at(when, self._fire))
-
-    def remove(self, deadline: Any) -> None:
-        """The call ended: its entry is dropped when it reaches the top (all at once when it was
-        the last one pending)."""
-        deadline.ended = True
-        self.live -= 1
-        if self.live == 0:
-            self.heap.clear()
-
-    def _fire(self) -> None:
-        self.handle = self.armed_at = None
-        now, heap = self.loop.time() + _CLOCK_RESOLUTION, self.heap
-        while heap and (heap[0][0] <= now or heap[0][2].ended):
-            deadline = heapq.heappop(heap)[2]
-            if not deadline.ended:
-                deadline.ended = True
-                self.live -= 1
-                deadline.expire()
-        if heap and (self.armed_at is None or heap[0][0] < self.armed_at):
-            self._arm(heap[0][0])
-
-
-#: Each loop's ``_Deadlines``, held weakly: while one has a deadline pending, its loop holds it
-#: (the armed timer), so a loop closed with calls still waiting keeps nothing here (its entries
-#: hold those calls' tasks). One with nothing pending may go; the next call makes a new one.
-_LOOPS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_Deadlines]] = weakref.WeakKeyDictionary()
-_LAST: tuple[Any, weakref.ref[_Deadlines]] | None = None
-
-
-def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
-    global _LAST
-    last = _LAST
-    if last is not None and last[0]() is loop:
-        state = last[1]()
-        if state is not None:
-            return state
-    held = _LOOPS.get(loop)
-    state = None if held is None else held()
-    if state is None:
-        state = _Deadlines(loop)
-        _LOOPS[loop] = weakref.ref(state)
-    _LAST = (weakref.ref(loop), _LOOPS[loop])
-    return state
-
-
-def _cancels_delivered(task: asyncio.Task[Any]) -> int:
-    """``task.cancelling()`` less a cancellation requested but not thrown into the task yet (one
-    requested while it ran, as by a body's first step or a call that answered just before): that
-    one arrives at the task's next suspension, and it is the task's own, not a body's (Python
-    3.11+)."""
-    return task.cancelling() - (1 if getattr(task, "_must_cancel", False) else 0)
 
 
 def on_time(end: float | None, name: str, limit: float | None) -> None:
@@ -360,54 +277,6 @@ def on_time(end: float | None, name: str, limit: float | None) -> None:
     that blocked the loop or the thread past it)."""
     if end is not None and _monotonic() > end:
         raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
-
-
-class _Deadline:
-    """``with _Deadline(limit, name): await waiter``: at most ``limit`` seconds (None: none;
-    ``left``: seconds still left of ``limit`` when the block starts, if less). On expiry the
-    awaiting task is cancelled at its ``await`` and the block raises ``ToolTimeoutError``; the
-    caller's own cancellation (arriving at the same time too) propagates. Whoever awaits inside
-    the block must not let the task's cancellation wait for a body's clean-up (``BodyAwait``
-    hands a cancelled body's clean-up to a task of its own)."""
-
-    __slots__ = ("limit", "left", "name", "task", "expired", "ended", "deadlines", "cancelling")
-
-    def __init__(self, limit: float | None, name: str, left: float | None = None) -> None:
-        self.limit = limit
-        self.left = limit if left is None else left
-        self.name = name
-        self.task: asyncio.Task[Any] | None = None
-        self.expired = False
-        self.ended = False
-
-    def __enter__(self) -> _Deadline:
-        if self.limit is None:
-            return self
-        task = asyncio.current_task()
-        if task is None:
-            return self
-        loop = task.get_loop()
-        self.task = task
-        self.deadlines = _deadlines_of(loop)
-        self.cancelling = _cancels_delivered(task) if _COUNTS_CANCELS else 0
-        self.deadlines.add(loop.time() + self.left, self)  # type: ignore[operator]
-        return self
-
-    def expire(self) -> None:
-        self.expired = True
-        self.task.cancel()  # type: ignore[union-attr]
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.task is None:
-            return
-        if not self.ended:
-            self.deadlines.remove(self)
-        if self.expired:
-            if _COUNTS_CANCELS and self.task.uncancel() > self.cancelling:
-                return  # the caller was cancelled too: its CancelledError propagates
-            if exc_type is None or issubclass(exc_type, asyncio.CancelledError):
-                # Past the deadline nothing is reported as a success.
-                raise ToolTimeoutError(self.name, self.limit) from None  # type: ignore[arg-type]
 
 
 #: Results that are never awaitable: ``inspect.isawaitable`` (an ABC check) is skipped for them.
@@ -556,7 +425,7 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
         job = _Job(fn, a, b, deadline, done)
         queue.put(job, claimed)
     try:
-        with _Deadline(limit, name, None if deadline is None else deadline - _monotonic()):
+        with _core.Deadline(limit, name, deadline):  # one entry of the loop's deadline timer
             return await fut
     except BaseException:
         pool.give_up(job)

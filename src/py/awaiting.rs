@@ -12,7 +12,7 @@
 //! (cancelling the caller then never waits for that task's own clean-up); what the task sends or
 //! throws goes to the body.
 //!
-//! The deadline (`_runner._Deadline`) is entered when the caller first awaits, and left on
+//! The deadline (an entry of the loop's deadline timer, `super::deadline`) is entered when the caller first awaits, and left on
 //! every way the await ends (also a failure inside the core, or the await dropped unclosed).
 //! A cancellation of the caller's task reaches the body as a cancellation of the body's task; a
 //! `CancelledError` the body's own scopes caused is the body's. At the deadline, if the body's clean-up suspends,
@@ -32,6 +32,7 @@ use std::sync::{Mutex, PoisonError};
 use pyo3::types::{PySet, PyType, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -94,13 +95,6 @@ fn running<'py>(slf: &Bound<'py, BodyAwait>) -> PyResult<PyRefMut<'py, BodyAwait
 
 fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
-}
-
-fn timeout<'py>(py: Python<'py>, h: &Helpers, name: &Bound<'py, PyAny>, limit: Option<f64>) -> PyErr {
-    match h.timeout_error.bind(py).call1((name, limit)) {
-        Ok(e) => PyErr::from_value(e),
-        Err(e) => e,
-    }
 }
 
 /// What a body's `BaseException` that is not an `Exception` becomes on its way to the caller
@@ -523,40 +517,6 @@ fn bodies_of<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>) -> PyRes
     Ok(set)
 }
 
-/// A call's entered deadline (`_runner._Deadline`), left exactly once: by [`Entered::leave`]
-/// when the await ends, else when it is dropped (a step that failed inside the core, an await
-/// dropped or collected while suspended, never closed). A deadline never left would cancel the
-/// caller's task later, long after the call ended.
-struct Entered(Option<Py<PyAny>>);
-
-impl Entered {
-    fn get<'py>(&self, py: Python<'py>) -> Option<&Bound<'py, PyAny>> {
-        self.0.as_ref().map(|d| d.bind(py))
-    }
-
-    /// Leave it, the await ending with `out` (`Err`: what is raised). At the deadline this
-    /// raises `ToolTimeoutError` for an outcome that is a success or a cancellation.
-    fn leave(&mut self, py: Python<'_>, out: Result<(), &PyErr>) -> PyResult<()> {
-        let Some(d) = self.0.take() else { return Ok(()) };
-        let d = d.bind(py);
-        match out {
-            Ok(()) => d.call_method1(intern!(py, "__exit__"), (py.None(), py.None(), py.None())),
-            Err(e) => d.call_method1(intern!(py, "__exit__"), (e.get_type(py), e.value(py), py.None())),
-        }
-        .map(drop)
-    }
-}
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        if self.0.is_none() {
-            return;
-        }
-        // Left with no outcome to tell: what it would raise has nobody to reach.
-        super::shutdown::when_dropped(|py| drop(self.leave(py, Ok(()))));
-    }
-}
-
 /// The weak reference a loop's holder watches an awaited body by, in the holder's set: taken
 /// out when the await ends, also when it ends by a failure inside the core or is dropped
 /// unclosed (else every such call would leave a dead reference there until the loop closes).
@@ -620,14 +580,6 @@ enum Input<'py> {
 
 type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
 
-/// `task.cancelling()` less a cancellation requested but not thrown into the task yet (it
-/// arrives at the task's next suspension, and is the task's own, not a body's).
-fn cancels_delivered(py: Python<'_>, h: &Helpers, task: &Bound<'_, PyAny>) -> PyResult<isize> {
-    let n: isize = task.call_method0(intern!(py, "cancelling"))?.extract()?;
-    let pending = h.getattr.bind(py).call1((task, intern!(py, "_must_cancel"), false))?.is_truthy()?;
-    Ok(n - isize::from(pending))
-}
-
 impl Waiting {
     fn new<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, name: Bound<'py, PyAny>, clean_up: bool) -> Self {
         Waiting {
@@ -639,7 +591,7 @@ impl Waiting {
             name: name.unbind(),
             clean_up,
             entered: false,
-            deadline: Entered(None),
+            deadline: Entered::none(),
             held: HolderEntry(None),
             task: None,
             before: 0,
@@ -648,26 +600,17 @@ impl Waiting {
         }
     }
 
-    fn name<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let n = self.name.bind(py);
-        if n.is_instance_of::<pyo3::types::PyString>() {
-            return Ok(n.clone());
-        }
-        n.getattr(intern!(py, "name"))
-    }
-
     /// The caller awaits for the first time: its task, and the deadline's timer armed now (a
     /// body that finished at once needed none). A first step that blocked past the deadline
     /// abandons the body: `ToolTimeoutError`.
     fn enter(&mut self, py: Python<'_>, h: &Helpers, me: &Bound<'_, PyAny>) -> PyResult<()> {
         self.entered = true;
-        if h.counts_cancels {
-            let task = h.current_task.bind(py).call0()?;
-            if !task.is_none() {
-                self.before = cancels_delivered(py, h, &task)?;
-                self.seen = self.before;
-                self.task = Some(task.unbind());
-            }
+        let timed = !self.clean_up && self.end.is_some();
+        let task = if h.counts_cancels || timed { Some(h.current_task.bind(py).call0()?).filter(|t| !t.is_none()) } else { None };
+        if let Some(task) = task.as_ref().filter(|_| h.counts_cancels) {
+            self.before = cancels_delivered(py, h, task)?;
+            self.seen = self.before;
+            self.task = Some(task.clone().unbind());
         }
         if self.clean_up {
             return Ok(());
@@ -678,18 +621,17 @@ impl Waiting {
         set.add(&held)?;
         self.held = HolderEntry(Some((set.unbind(), held.unbind())));
         let Some(end) = self.end else { return Ok(()) };
-        let left = end - h.monotonic.bind(py).call0()?.extract::<f64>()?;
-        if left <= 0.0 {
+        if deadline::now(py, h)? >= end {
             let y = self.y.bind(py);
             if h.isfuture.bind(py).call1((y,))?.is_truthy()? {
                 y.call_method0(intern!(py, "cancel"))?;
             }
             self.body.abandon(py, h, h.cancelled_error.bind(py).call0()?, false)?;
-            return Err(timeout(py, h, &self.name(py)?, self.limit));
+            return Err(timeout(py, h, self.name.bind(py), self.limit));
         }
-        let d = h.deadline.bind(py).call1((self.limit, self.name(py)?, left))?;
-        d.call_method0(intern!(py, "__enter__"))?;
-        self.deadline = Entered(Some(d.unbind()));
+        if let Some(task) = task {
+            self.deadline = deadline::enter_for(self.body.lp.bind(py), &task, self.before, end, self.limit, self.name.bind(py))?;
+        }
         Ok(())
     }
 
@@ -699,10 +641,7 @@ impl Waiting {
     }
 
     fn expired(&self, py: Python<'_>) -> PyResult<bool> {
-        match self.deadline.get(py) {
-            Some(d) => d.getattr(intern!(py, "expired"))?.is_truthy(),
-            None => Ok(false),
-        }
+        Ok(self.deadline.expired(py))
     }
 
     /// What the task waits on for `y`: a task or a gathering future through a plain future
@@ -725,7 +664,7 @@ impl Waiting {
                 _ => Err(PyStopIteration::new_err(())),
             };
         }
-        self.deadline.leave(py, out.as_ref().map(drop))?;
+        self.deadline.leave(py, out.as_ref().err().map(|e| e.value(py).as_any()))?;
         match out {
             Ok(v) => Err(PyStopIteration::new_err((v.unbind(),))),
             Err(e) => Err(e),
@@ -825,10 +764,9 @@ impl BodyAwait {
             drop(coro.call_method0(intern!(py, "close"))); // never started
             return Err(PyErr::from_value(exc));
         }
-        let end = match (end, limit) {
-            (Some(end), _) => Some(end),
-            (None, Some(l)) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
-            (None, None) => None,
+        let end = match end {
+            Some(end) => Some(end),
+            None => deadline::end_of(py, h, limit)?,
         };
         let body = Body::new(py, h, &coro, within)?;
         match body.step(py, h, false, py.None().into_bound(py)) {
@@ -837,10 +775,8 @@ impl BodyAwait {
                 self.go_on(py, h, me, Box::new(w), Input::Send(py.None().into_bound(py)))
             }
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
-                if let Some(end) = end {
-                    if h.monotonic.bind(py).call0()?.extract::<f64>()? > end {
-                        return Err(timeout(py, h, &name, limit));
-                    }
+                if deadline::passed(py, h, end)? {
+                    return Err(timeout(py, h, &name, limit));
                 }
                 Err(PyStopIteration::new_err((e.value(py).getattr(intern!(py, "value"))?.unbind(),)))
             }
@@ -927,11 +863,9 @@ impl BodyAwait {
             }
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
                 let value = e.value(py).getattr(intern!(py, "value"))?;
-                if let Some(end) = w.end {
-                    if h.monotonic.bind(py).call0()?.extract::<f64>()? > end {
-                        let late = timeout(py, h, &w.name(py)?, w.limit);
-                        return w.finish(py, Err(late));
-                    }
+                if deadline::passed(py, h, w.end)? {
+                    let late = timeout(py, h, w.name.bind(py), w.limit);
+                    return w.finish(py, Err(late));
                 }
                 w.finish(py, Ok(value))
             }
@@ -965,7 +899,7 @@ impl BodyAwait {
             };
         }
         let abandoned = h.cancelled_error.bind(py).call0().and_then(|c| w.body.abandon(py, h, c, false));
-        w.deadline.leave(py, Err(&PyErr::from_value(exc.clone())))?;
+        w.deadline.leave(py, Some(exc))?;
         abandoned
     }
 }
@@ -1059,9 +993,7 @@ impl BodyAwait {
                 for o in [&b.coro, &b.send, &b.throw, &b.run, &b.lp, &w.y, &w.wait, &w.name] {
                     visit.call(o)?;
                 }
-                if let Some(d) = &w.deadline.0 {
-                    visit.call(d)?;
-                }
+                w.deadline.traverse(&visit)?;
                 if let Some(t) = &w.task {
                     visit.call(t)?;
                 }

@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 mod args;
 mod awaiting;
 mod calls;
+mod deadline;
 mod docstring;
 mod envelope;
 mod frozen;
@@ -20,6 +21,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     awaiting::register(m)?;
     calls::register(m)?;
+    deadline::register(m)?;
     docstring::register(m)?;
     envelope::register(m)?;
     frozen::register(m)?;

@@ -416,8 +416,7 @@ pub(super) struct Helpers {
     /// caller's context (no bound method made per call).
     pub(super) context_run: Py<PyAny>,
     pub(super) coroutine: Py<PyAny>,
-    /// The relay's: `_runner._Deadline`, `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
-    pub(super) deadline: Py<PyAny>,
+    /// The relay's: `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
     pub(super) hold_clean_up: Py<PyAny>,
     pub(super) cancelled_error: Py<PyAny>,
     pub(super) as_coro: Py<PyAny>,
@@ -483,7 +482,6 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
             context_run: py.import("contextvars")?.getattr("Context")?.getattr("run")?.unbind(),
             coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
-            deadline: py.import("agentkit_tools._runner")?.getattr("_Deadline")?.unbind(),
             hold_clean_up: py.import("agentkit_tools._runner")?.getattr("hold_clean_up")?.unbind(),
             cancelled_error: py.import("asyncio")?.getattr("CancelledError")?.unbind(),
             as_coro: py.import("agentkit_tools._runner")?.getattr("_as_coro")?.unbind(),
@@ -1578,10 +1576,7 @@ impl Call {
         if !coro.get_type().is(h.coroutine.bind(py)) {
             // Some other awaitable: the driver awaits it the general way.
             let name = tool.getattr(intern!(py, "name"))?;
-            let end = match limit {
-                Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
-                None => None,
-            };
+            let end = super::deadline::end_of(py, h, limit)?;
             let awaiting = match super::awaiting::BodyAwait::fresh(py, coro, limit, name, end, Some(within)) {
                 Ok(a) => Bound::new(py, a)?.into_any(),
                 Err(e) => return Ok(failed(e)),
@@ -1590,10 +1585,7 @@ impl Call {
             return Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()));
         }
         let first = (|| -> PyResult<_> {
-            let end = match limit {
-                Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
-                None => None,
-            };
+            let end = super::deadline::end_of(py, h, limit)?;
             Ok((end, super::awaiting::Body::new(py, h, &coro, Some(&within))?))
         })();
         let (end, body) = match first {

@@ -5,7 +5,7 @@
 //! it with no Python frame of ours in between.
 //!
 //! A call's relay starts the body in the task's first step, within the call's deadline
-//! (`_runner._Deadline`, entered as the task's): each step of the body runs in one copy of the
+//! (an entry of the loop's deadline timer, `super::deadline`, entered as the task's): each step of the body runs in one copy of the
 //! task's `contextvars` (the body's changes reach neither the caller nor the call's later
 //! steps), what the body yields goes to the task untouched and what the task sends or throws
 //! goes to the body. At the deadline (its entry cancels the task) the cancellation is thrown
@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::deadline::{self, Entered};
 use super::pipeline::{helpers, Call, STEP_DONE};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -46,8 +47,9 @@ struct Body {
     throw: Py<PyAny>,
     /// `Context.run` of the body's copy of the task's context.
     run: Py<PyAny>,
-    /// The entered deadline (None: the call has none) and its end on `time.monotonic`.
-    deadline: Option<(Py<PyAny>, f64)>,
+    /// The entered deadline (none: the call has none) and its end on `time.monotonic`.
+    deadline: Entered,
+    end: Option<f64>,
     /// What the body's last step yielded, and what the task waits on for it (a task or a
     /// gathering future through a plain future: see `awaiting::waited`).
     y: Option<(Py<PyAny>, Py<PyAny>)>,
@@ -180,10 +182,7 @@ impl Relay {
                 return self.ended(py, None, None, Some(exc));
             }
         }
-        let end = match limit {
-            Some(l) => Some(h.monotonic.bind(py).call0()?.extract::<f64>()? + l),
-            None => None,
-        };
+        let end = deadline::end_of(py, h, limit)?;
         let fn_ = tool.getattr(intern!(py, "fn"))?;
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // task's context: what it sets reaches neither the caller nor the call's later steps.
@@ -198,15 +197,11 @@ impl Relay {
         let run = within.getattr(intern!(py, "run"))?;
         let send = coro.getattr(intern!(py, "send"))?;
         let throw = coro.getattr(intern!(py, "throw"))?;
-        let deadline = match (limit, end) {
-            (Some(l), Some(end)) => {
-                let d = h.deadline.bind(py).call1((l, tool.getattr(intern!(py, "name"))?))?;
-                d.call_method0(intern!(py, "__enter__"))?;
-                Some((d.unbind(), end))
-            }
-            _ => None,
+        let deadline = match end {
+            Some(end) => deadline::enter(py, h, end, limit, &tool)?,
+            None => Entered::none(),
         };
-        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline, y: None };
+        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline, end, y: None };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
@@ -220,11 +215,7 @@ impl Relay {
             let h = helpers(py)?;
             if !wait.is(&y) && exc.is_instance(h.cancelled_error.bind(py))? && !y.call_method0(intern!(py, "done"))?.is_truthy()? {
                 y.call_method0(intern!(py, "cancel"))?;
-                let expired = match &body.deadline {
-                    Some((d, _)) => d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()?,
-                    None => false,
-                };
-                if !expired {
+                if !body.deadline.expired(py) {
                     let wait = super::awaiting::waited(py, h, y.clone())?;
                     body.y = Some((y.unbind(), wait.clone().unbind()));
                     self.state = State::Body(body);
@@ -239,10 +230,8 @@ impl Relay {
         };
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
         // outcome is the deadline's (`timeout`), as for a call alone.
-        let at_deadline = match (&thrown, &body.deadline) {
-            (Some(exc), Some((d, _))) => (|| -> PyResult<bool> {
-                Ok(exc.is_instance(helpers(py)?.cancelled_error.bind(py))? && d.bind(py).getattr(intern!(py, "expired"))?.is_truthy()?)
-            })(),
+        let at_deadline = match &thrown {
+            Some(exc) if body.deadline.expired(py) => (|| -> PyResult<bool> { exc.is_instance(helpers(py)?.cancelled_error.bind(py)) })(),
             _ => Ok(false),
         };
         let at_deadline = match at_deadline {
@@ -291,22 +280,26 @@ impl Relay {
     }
 
     /// The body ended (`value` returned, or `exc` raised): leave its deadline, then the call.
-    fn finish<'py>(&mut self, py: Python<'py>, body: Body, mut value: Option<Bound<'py, PyAny>>, mut exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        if let Some((d, end)) = &body.deadline {
-            let d = d.bind(py);
-            let kind = exc.as_ref().map_or_else(|| py.None().into_bound(py), |e| e.get_type().into_any());
-            if let Err(e) = d.call_method1(intern!(py, "__exit__"), (kind, exc.as_ref(), py.None())) {
-                exc = Some(e.into_value(py).into_bound(py).into_any());
-                value = None;
-            } else if exc.is_none() && helpers(py)?.monotonic.bind(py).call0()?.extract::<f64>()? > *end {
+    fn finish<'py>(&mut self, py: Python<'py>, mut body: Body, mut value: Option<Bound<'py, PyAny>>, mut exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        if let Err(e) = body.deadline.leave(py, exc.as_ref()) {
+            exc = Some(e.into_value(py).into_bound(py).into_any());
+            value = None;
+        } else if exc.is_none() {
+            let h = helpers(py)?;
+            if deadline::passed(py, h, body.end)? {
                 // Nothing past the deadline is a success.
-                let limit = d.getattr(intern!(py, "limit"))?;
-                exc = Some(helpers(py)?.timeout_error.bind(py).call1((d.getattr(intern!(py, "name"))?, limit))?);
+                let (tool, limit) = match &self.call {
+                    Some(start) => {
+                        let arg = start.arg.bind(py);
+                        (arg.get_item(0)?, arg.get_item(2)?.extract::<Option<f64>>()?)
+                    }
+                    None => (py.None().into_bound(py), None),
+                };
+                exc = Some(deadline::timeout(py, h, &tool, limit).into_value(py).into_bound(py).into_any());
                 value = None;
             }
         }
-        let end = body.deadline.as_ref().map(|(_, end)| *end);
-        self.ended(py, value, end, exc)
+        self.ended(py, value, body.end, exc)
     }
 
     /// Finish the call: a value the body returned is checked and fed in here (the turn answers
@@ -350,11 +343,9 @@ impl Relay {
                 // The task's coroutine is closed (its loop was closed, or something closed it): so
                 // is the body; one that awaits while closed is dropped.
                 let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| body.run.bind(py).call1((c,)));
-                if let Some((d, _)) = &body.deadline {
-                    let exc = generator_exit();
-                    if let Err(e) = d.bind(py).call_method1(intern!(py, "__exit__"), (exc.get_type(), &exc, py.None())) {
-                        raised = Some(e);
-                    }
+                let mut body = body;
+                if let Err(e) = body.deadline.leave(py, Some(&generator_exit())) {
+                    raised = Some(e);
                 }
                 match closed {
                     Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => raised = Some(e),
@@ -553,9 +544,7 @@ impl Relay {
                 visit.call(&b.send)?;
                 visit.call(&b.throw)?;
                 visit.call(&b.run)?;
-                if let Some((d, _)) = &b.deadline {
-                    visit.call(d)?;
-                }
+                b.deadline.traverse(&visit)?;
                 if let Some((y, wait)) = &b.y {
                     visit.call(y)?;
                     visit.call(wait)?;

@@ -1,0 +1,487 @@
+//! Call deadlines on an event loop: every pending deadline of one loop behind a single timer of
+//! that loop (one asyncio timer per call would cost more than the rest of the call).
+//!
+//! A call's deadline is entered for the task that awaits the call ([`enter`]): at its end (on
+//! `time.monotonic`, computed in one place, [`end_of`]) that task is cancelled at its `await`.
+//! Leaving it ([`Entered::leave`]) tells the deadline's cancellation from the task's own: at the
+//! deadline a success or a cancellation becomes `ToolTimeoutError`, but when the task was
+//! cancelled by its own caller too (Python 3.11+ counts the requests: `cancelling()`), that
+//! cancellation propagates. A deadline is left exactly once, on every way the await ends (the
+//! guard leaves it when dropped), so an armed one never cancels the task later.
+//!
+//! The loop's timer ([`LoopDeadlines`]) keeps a heap of `(end, entry)`; entries of calls that
+//! ended are dropped lazily (all at once when none is pending); one `loop.call_later` is armed
+//! for the earliest. The loop holds it through that armed timer only: with nothing pending it
+//! may go, the next call makes a new one; nothing here keeps a loop alive.
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::{Mutex, PoisonError};
+
+use hashbrown::HashMap;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::pipeline::{helpers, Helpers};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<LoopDeadlines>()?;
+    m.add_class::<Deadline>()?;
+    m.add_function(wrap_pyfunction!(pending_deadlines, m)?)
+}
+
+/// `time.monotonic()`, the clock every call's deadline is on (as `ToolContext.deadline`).
+pub(super) fn now(py: Python<'_>, h: &Helpers) -> PyResult<f64> {
+    h.monotonic.bind(py).call0()?.extract()
+}
+
+/// The end of a call of `limit` seconds (None: no deadline) starting now, on `time.monotonic`:
+/// the one place a call's end is computed.
+pub(super) fn end_of(py: Python<'_>, h: &Helpers, limit: Option<f64>) -> PyResult<Option<f64>> {
+    match limit {
+        Some(l) => Ok(Some(now(py, h)? + l)),
+        None => Ok(None),
+    }
+}
+
+/// Whether `end` (None: no deadline) has passed: nothing past the deadline is a success.
+pub(super) fn passed(py: Python<'_>, h: &Helpers, end: Option<f64>) -> PyResult<bool> {
+    match end {
+        Some(end) => Ok(now(py, h)? > end),
+        None => Ok(false),
+    }
+}
+
+/// `ToolTimeoutError(name, limit)`; `name` is the tool's name, or the tool (its `name` read).
+pub(super) fn timeout(py: Python<'_>, h: &Helpers, name: &Bound<'_, PyAny>, limit: Option<f64>) -> PyErr {
+    let name = if name.is_instance_of::<PyString>() || name.is_none() {
+        Ok(name.clone())
+    } else {
+        name.getattr(intern!(py, "name"))
+    };
+    match name.and_then(|n| h.timeout_error.bind(py).call1((n, limit))) {
+        Ok(e) => PyErr::from_value(e),
+        Err(e) => e,
+    }
+}
+
+/// `task.cancelling()` less a cancellation requested but not thrown into the task yet (it
+/// arrives at the task's next suspension, and is the task's own, not a body's); 0 on Python
+/// 3.10, where tasks do not count.
+pub(super) fn cancels_delivered(py: Python<'_>, h: &Helpers, task: &Bound<'_, PyAny>) -> PyResult<isize> {
+    if !h.counts_cancels {
+        return Ok(0);
+    }
+    let n: isize = task.call_method0(intern!(py, "cancelling"))?.extract()?;
+    let pending = h.getattr.bind(py).call1((task, intern!(py, "_must_cancel"), false))?.is_truthy()?;
+    Ok(n - isize::from(pending))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+struct When(f64);
+
+impl Eq for When {}
+
+impl PartialOrd for When {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for When {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// A deadline entered and not left: the task it cancels, and whether it did.
+struct Pending {
+    task: Py<PyAny>,
+    expired: bool,
+}
+
+/// The deadlines of one event loop behind one timer (see the module); calling it is the timer
+/// firing.
+#[pyclass(module = "agentkit_tools._core", weakref)]
+pub struct LoopDeadlines {
+    lp: Py<PyWeakrefReference>,
+    heap: BinaryHeap<Reverse<(When, u64)>>,
+    /// Entries not left yet (expired ones too, until left).
+    entries: HashMap<u64, Pending>,
+    /// Entries neither left nor expired.
+    live: usize,
+    seq: u64,
+    /// When the armed timer fires (None: none armed), and that timer (weakly: the loop holds it).
+    armed_at: Option<f64>,
+    handle: Option<Py<PyWeakrefReference>>,
+    /// `time.get_clock_info("monotonic").resolution`: a timer fires up to that early.
+    resolution: f64,
+}
+
+/// Each loop's timer, weakly (the loop holds its timer while one is armed): `(loop, timer)`.
+static LOOPS: Mutex<Vec<(Py<PyWeakrefReference>, Py<PyWeakrefReference>)>> = Mutex::new(Vec::new());
+
+/// The timer of loop `lp`, if it has one now.
+fn find<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, LoopDeadlines>> {
+    let g = LOOPS.lock().unwrap_or_else(PoisonError::into_inner);
+    for (l, t) in g.iter().rev() {
+        if l.bind(py).upgrade().is_some_and(|l| l.is(lp)) {
+            return t.bind(py).upgrade().and_then(|t| t.cast_into::<LoopDeadlines>().ok());
+        }
+    }
+    None
+}
+
+/// The timer of loop `lp`, made if it has none.
+fn timer_of<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py, LoopDeadlines>> {
+    if let Some(t) = find(py, lp) {
+        return Ok(t);
+    }
+    let resolution: f64 = py.import("time")?.call_method1("get_clock_info", ("monotonic",))?.getattr("resolution")?.extract()?;
+    let t = Bound::new(
+        py,
+        LoopDeadlines {
+            lp: PyWeakrefReference::new(lp)?.unbind(),
+            heap: BinaryHeap::new(),
+            entries: HashMap::new(),
+            live: 0,
+            seq: 0,
+            armed_at: None,
+            handle: None,
+            resolution,
+        },
+    )?;
+    let entry = (PyWeakrefReference::new(lp)?.unbind(), PyWeakrefReference::new(&t)?.unbind());
+    let mut g = LOOPS.lock().unwrap_or_else(PoisonError::into_inner);
+    // Loops gone, or whose timer is gone, are forgotten (the latter replaced by this one).
+    g.retain(|(l, t)| t.bind(py).upgrade().is_some() && l.bind(py).upgrade().is_some_and(|l| !l.is(lp)));
+    g.push(entry);
+    Ok(t)
+}
+
+impl LoopDeadlines {
+    /// Arm the timer for `when` (its previous one cancelled). Called with no borrow held.
+    fn arm(slf: &Bound<'_, Self>, when: f64) -> PyResult<()> {
+        let py = slf.py();
+        let (lp, old) = {
+            let mut t = slf.try_borrow_mut()?;
+            t.armed_at = Some(when);
+            (t.lp.bind(py).upgrade(), t.handle.take())
+        };
+        if let Some(old) = old.and_then(|o| o.bind(py).upgrade()) {
+            old.call_method0(intern!(py, "cancel"))?;
+        }
+        let Some(lp) = lp else {
+            slf.try_borrow_mut()?.armed_at = None;
+            return Ok(()); // its loop is gone: nothing is left to cancel
+        };
+        let delay = (when - now(py, helpers(py)?)?).max(0.0);
+        let armed = lp.call_method1(intern!(py, "call_later"), (delay, slf));
+        let mut t = slf.try_borrow_mut()?;
+        match armed {
+            Ok(handle) => {
+                t.handle = Some(PyWeakrefReference::new(&handle)?.unbind());
+                Ok(())
+            }
+            Err(e) => {
+                t.armed_at = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Add the deadline at `when` of `task`; returns its entry.
+    fn add(slf: &Bound<'_, Self>, when: f64, task: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let (seq, arm) = {
+            let mut t = slf.try_borrow_mut()?;
+            t.seq += 1;
+            let seq = t.seq;
+            t.heap.push(Reverse((When(when), seq)));
+            t.entries.insert(seq, Pending { task: task.clone().unbind(), expired: false });
+            t.live += 1;
+            (seq, t.armed_at.is_none_or(|at| when < at))
+        };
+        if arm {
+            if let Err(e) = Self::arm(slf, when) {
+                slf.try_borrow_mut()?.remove(seq);
+                return Err(e);
+            }
+        }
+        Ok(seq)
+    }
+
+    /// Entry `seq` is left: whether it had expired. Dropped from the heap when it reaches the
+    /// top (all at once when it was the last one pending).
+    fn remove(&mut self, seq: u64) -> bool {
+        let Some(p) = self.entries.remove(&seq) else { return false };
+        if !p.expired {
+            self.live -= 1;
+            if self.live == 0 {
+                self.heap.clear();
+            }
+        }
+        p.expired
+    }
+
+    fn expired(&self, seq: u64) -> bool {
+        self.entries.get(&seq).is_some_and(|p| p.expired)
+    }
+
+    /// Expire entry `seq`: the task to cancel (None when it had ended or expired already).
+    fn expire(&mut self, py: Python<'_>, seq: u64) -> Option<Py<PyAny>> {
+        let p = self.entries.get_mut(&seq)?;
+        if p.expired {
+            return None;
+        }
+        p.expired = true;
+        self.live -= 1;
+        Some(p.task.clone_ref(py))
+    }
+}
+
+#[pymethods]
+impl LoopDeadlines {
+    /// The timer fired: every deadline due is expired (its task cancelled), and the timer is
+    /// armed for the next one.
+    fn __call__(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let h = helpers(py)?;
+        let (due, next) = {
+            let mut t = slf.try_borrow_mut()?;
+            t.handle = None;
+            t.armed_at = None;
+            let until = now(py, h)? + t.resolution;
+            let mut due = Vec::new();
+            while let Some(&Reverse((When(when), seq))) = t.heap.peek() {
+                let pending = t.entries.get(&seq).is_some_and(|p| !p.expired);
+                if pending && when > until {
+                    break;
+                }
+                t.heap.pop();
+                if pending {
+                    due.extend(t.expire(py, seq));
+                }
+            }
+            (due, t.heap.peek().map(|Reverse((When(w), _))| *w))
+        };
+        let mut out = Ok(());
+        if let Some(next) = next {
+            out = Self::arm(slf, next);
+        }
+        for task in due {
+            if let Err(e) = task.bind(py).call_method0(intern!(py, "cancel")) {
+                if out.is_ok() {
+                    out = Err(e);
+                }
+            }
+        }
+        out
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.lp)?;
+        for p in self.entries.values() {
+            visit.call(&p.task)?;
+        }
+        if let Some(h) = &self.handle {
+            visit.call(h)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.entries.clear();
+        self.heap.clear();
+        self.live = 0;
+        self.handle = None;
+    }
+}
+
+/// Deadlines pending on loop `lp` (entered, neither left nor expired).
+#[pyfunction]
+fn pending_deadlines(lp: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let _in = super::shutdown::inside(lp.py());
+    let py = lp.py();
+    match find(py, lp) {
+        Some(t) => Ok(t.try_borrow()?.live),
+        None => Ok(0),
+    }
+}
+
+/// An entered deadline.
+struct Held {
+    timer: Py<LoopDeadlines>,
+    seq: u64,
+    task: Py<PyAny>,
+    /// The task's delivered cancellations when entered (see [`cancels_delivered`]).
+    cancelling: isize,
+    limit: Option<f64>,
+    /// The tool's name, or the tool (its `name` read when a timeout names it).
+    name: Py<PyAny>,
+}
+
+/// A call's entered deadline (none without a limit or a task), left exactly once: by
+/// [`Entered::leave`] when the await ends, else when it is dropped (a step that failed inside
+/// the core, an await dropped or collected while suspended, never closed). A deadline never left
+/// would cancel the task later, long after the call ended.
+pub(super) struct Entered(Option<Held>);
+
+/// Enter the deadline `end` (on `time.monotonic`; `limit`: its length, `name`: the tool's name,
+/// or the tool, for `ToolTimeoutError`) for `task` on loop `lp`; `cancelling`: the task's
+/// delivered cancellations now ([`cancels_delivered`]).
+pub(super) fn enter_for(lp: &Bound<'_, PyAny>, task: &Bound<'_, PyAny>, cancelling: isize, end: f64, limit: Option<f64>, name: &Bound<'_, PyAny>) -> PyResult<Entered> {
+    let py = lp.py();
+    let timer = timer_of(py, lp)?;
+    let seq = LoopDeadlines::add(&timer, end, task)?;
+    Ok(Entered(Some(Held { timer: timer.unbind(), seq, task: task.clone().unbind(), cancelling, limit, name: name.clone().unbind() })))
+}
+
+/// Enter the deadline `end` for the current task of the running loop (see [`enter_for`]); none
+/// when there is no current task.
+pub(super) fn enter(py: Python<'_>, h: &Helpers, end: f64, limit: Option<f64>, name: &Bound<'_, PyAny>) -> PyResult<Entered> {
+    let task = h.current_task.bind(py).call0()?;
+    if task.is_none() {
+        return Ok(Entered::none());
+    }
+    let lp = task.call_method0(intern!(py, "get_loop"))?;
+    let cancelling = cancels_delivered(py, h, &task)?;
+    enter_for(&lp, &task, cancelling, end, limit, name)
+}
+
+impl Entered {
+    pub(super) const fn none() -> Self {
+        Entered(None)
+    }
+
+    /// Whether it expired (its task was cancelled by it).
+    pub(super) fn expired(&self, py: Python<'_>) -> bool {
+        self.0.as_ref().is_some_and(|d| d.timer.borrow(py).expired(d.seq))
+    }
+
+    /// Leave it, the await ending by `exc` (None: a success). At the deadline this raises
+    /// `ToolTimeoutError` for a success or a cancellation, unless the task was cancelled by its
+    /// own caller too (that cancellation then propagates).
+    pub(super) fn leave(&mut self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let Some(d) = self.0.take() else { return Ok(()) };
+        if !d.timer.bind(py).try_borrow_mut()?.remove(d.seq) {
+            return Ok(());
+        }
+        let h = helpers(py)?;
+        if h.counts_cancels {
+            let left: isize = d.task.bind(py).call_method0(intern!(py, "uncancel"))?.extract()?;
+            if left > d.cancelling {
+                return Ok(()); // the caller was cancelled too: its CancelledError propagates
+            }
+        }
+        let cancelled = match exc {
+            None => true,
+            Some(e) => e.is_instance(h.cancelled_error.bind(py))?,
+        };
+        if cancelled {
+            // Past the deadline nothing is reported as a success.
+            return Err(timeout(py, h, d.name.bind(py), d.limit));
+        }
+        Ok(())
+    }
+
+    pub(super) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(d) = &self.0 {
+            visit.call(&d.timer)?;
+            visit.call(&d.task)?;
+            visit.call(&d.name)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if self.0.is_none() {
+            return;
+        }
+        // Left with no outcome to tell: what it would raise has nobody to reach.
+        super::shutdown::when_dropped(|py| drop(self.leave(py, None)));
+    }
+}
+
+/// `with Deadline(limit_s, name, end): await ...`: the awaiting task is cancelled at its `await`
+/// at `end` (on `time.monotonic`; None: `limit_s` seconds after it is entered; `limit_s` None:
+/// no deadline), and the block then raises `ToolTimeoutError(name, limit_s)`; the task's own
+/// cancellation (arriving at the same time too) propagates. Whoever awaits inside the block must
+/// not let the task's cancellation wait for a body's clean-up.
+#[pyclass(module = "agentkit_tools._core")]
+pub struct Deadline {
+    limit: Option<f64>,
+    name: Py<PyAny>,
+    end: Option<f64>,
+    entered: Entered,
+}
+
+#[pymethods]
+impl Deadline {
+    #[new]
+    #[pyo3(signature = (limit_s, name, end=None))]
+    fn new(py: Python<'_>, limit_s: Option<f64>, name: Bound<'_, PyAny>, end: Option<f64>) -> Self {
+        let _in = super::shutdown::inside(py);
+        Deadline { limit: limit_s, name: name.unbind(), end, entered: Entered::none() }
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let h = helpers(py)?;
+        let (limit, end, name) = {
+            let d = slf.try_borrow()?;
+            (d.limit, d.end, d.name.clone_ref(py))
+        };
+        if let Some(l) = limit {
+            let end = match end {
+                Some(end) => end,
+                None => now(py, h)? + l,
+            };
+            let entered = enter(py, h, end, limit, name.bind(py))?;
+            slf.try_borrow_mut()?.entered = entered;
+        }
+        Ok(slf)
+    }
+
+    #[pyo3(signature = (exc_type, exc, tb))]
+    fn __exit__(slf: &Bound<'_, Self>, exc_type: Bound<'_, PyAny>, exc: Option<Bound<'_, PyAny>>, tb: Bound<'_, PyAny>) -> PyResult<bool> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let _ = (exc_type, tb);
+        let mut entered = std::mem::replace(&mut slf.try_borrow_mut()?.entered, Entered::none());
+        entered.leave(py, exc.as_ref().filter(|e| !e.is_none()))?;
+        Ok(false)
+    }
+
+    /// Whether it expired.
+    #[getter]
+    fn expired(&self, py: Python<'_>) -> bool {
+        let _in = super::shutdown::inside(py);
+        self.entered.expired(py)
+    }
+
+    /// Expire it now (its task cancelled), as its end does.
+    fn expire(&self, py: Python<'_>) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
+        let Some(d) = &self.entered.0 else { return Ok(()) };
+        let task = d.timer.bind(py).try_borrow_mut()?.expire(py, d.seq);
+        if let Some(task) = task {
+            task.bind(py).call_method0(intern!(py, "cancel"))?;
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.name)?;
+        self.entered.traverse(&visit)
+    }
+
+    fn __clear__(&mut self) {
+        // Left (dropping the guard leaves it); the name stays (a string).
+        self.entered = Entered::none();
+    }
+}
