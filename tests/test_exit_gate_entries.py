@@ -41,6 +41,13 @@ UNGATED = {
         "finally, a deadline still entered left by its guard, whose drop counts itself in at the "
         "gate and does nothing once the interpreter is exiting)"
     ),
+    "drive.rs::Drive::__traverse__": _GC,
+    "drive.rs::Drive::__clear__": (
+        "called by the collector, which must not park; a drive collected suspended is closed "
+        "first (what it awaits is closed, its call aborted without awaiting: host code), through "
+        "shutdown::when_dropped, which counts itself in at the gate and does nothing once the "
+        "interpreter is exiting"
+    ),
     "awaiting.rs::BodyTask::__traverse__": _GC,
     "awaiting.rs::BodyTask::__clear__": _GC,
     "awaiting.rs::Woken::__traverse__": _GC,

@@ -23,6 +23,9 @@ from typing_extensions import Self
 __all__ = [
     "Call",
     "Pipeline",
+    "Drive",
+    "drive",
+    "call_fault",
     "Relay",
     "BodyAwait",
     "BodyTask",
@@ -749,11 +752,85 @@ def pending_deadlines(lp: Any) -> int:
     """How many call deadlines are pending on event loop ``lp``: entered, neither left nor
     expired."""
 
+def drive(pipe: Pipeline, registry: CoreRegistry, call: object, ctx: object) -> dict[str, Any] | Drive:
+    """``Invoker.invoke`` through a chain of built-in rules only: ``call`` admitted and begun in
+    ``pipe`` (``pipe.begin(registry, call, ctx, here=True)``). Returns its envelope when the
+    pipeline answered it at once (a refusal, a body the core ran itself), else its :class:`Drive`
+    to await. A fault answers with the fault envelope, as :func:`call_fault` says."""
+
+def call_fault(exc: BaseException, call: object, caller_cancelled: bool) -> dict[str, Any]:
+    """The envelope of ``call`` whose driver raised ``exc`` (a fault around the tool, not in it),
+    logged on ``agentkit_tools.invoker``; ``KeyboardInterrupt``/``SystemExit``, ``GeneratorExit``
+    and, when ``caller_cancelled``, a ``CancelledError`` are raised again instead."""
+
+@final
+class Drive:
+    """The driver of one call through a pipeline segment: a coroutine (``await`` it; a task steps
+    it as it steps a coroutine) that performs every step the pipeline asks for until the
+    envelope: it runs the body (a non-blocking sync body on this thread, an ``async`` body in
+    this task within its deadline, a sync body on the worker pool; an awaitable result settled),
+    asks the approver (only ``True`` approves; an approver that fails refuses, logged), sleeps
+    before a retry (the rule's ``sleep``, else ``asyncio.sleep``), waits (shielded) for an
+    identical call, reads and writes the shared idempotency store (a store that fails is logged
+    and the call goes on without sharing), opens the tracing span and emits the audit record.
+    What it awaits is stepped with ``yield from`` semantics. Any other exception aborts the call
+    (``Call.abort``: its shared claim released and its record emitted, each shielded from the
+    caller's cancellation; without awaiting when the drive is closed), then propagates; a drive
+    of :func:`drive` answers with the fault envelope instead (see :func:`call_fault`)."""
+
+    @staticmethod
+    def chain(start: Any, call: object, ctx: object) -> Drive:
+        """``Invoker.invoke`` through a chain with user middleware: awaits ``start(call, ctx)``
+        for the envelope; a fault answers with the fault envelope (see :func:`call_fault`)."""
+
+    @staticmethod
+    def segment(pipe: Pipeline, tc: Any, nxt: Any = None) -> Drive:
+        """The drive of the ``ToolCall`` ``tc`` a user middleware passed on to pipeline segment
+        ``pipe`` (begun at the first step); ``nxt``: the handler after the segment (None: the
+        tool body). Faults raise."""
+
+    @staticmethod
+    def go(m: Call, step: int, arg: Any, ctx: object) -> Drive:
+        """The drive of call ``m`` from its step ``(step, arg)`` on. Faults raise."""
+
+    @staticmethod
+    def abort(m: Call, exc: BaseException, ctx: object) -> Drive:
+        """Abort call ``m`` ended by ``exc`` (shielded release and record); ends with None, raises
+        what interrupted it."""
+
+    @staticmethod
+    def closed(m: Call, ctx: object) -> None:
+        """Abort call ``m`` as cancelled without awaiting: its release and record go as far as
+        they get without suspending."""
+
+    @property
+    def cr_frame(self) -> Any:
+        """None: the drive has no frame of its own."""
+
+    @property
+    def cr_running(self) -> bool:
+        """True during one of the drive's own steps."""
+
+    def __await__(self) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: object) -> Any:
+        """Take the next step, what the drive awaits getting ``value``; returns what it yields,
+        raises ``StopIteration`` with the envelope when the call is done."""
+
+    def throw(self, exc: BaseException | type[BaseException], value: object = None, tb: object = None) -> Any:
+        """Take the next step, what the drive awaits getting ``exc`` raised (``GeneratorExit``:
+        closed, then raised); as :meth:`send`."""
+
+    def close(self) -> None:
+        """Close what the drive awaits, then abort the call as cancelled without awaiting."""
+
 def protocol_entries() -> dict[str, int]:
     """How many times the event loop (or anyone) entered the core through the coroutine protocol
-    of :class:`BodyAwait` and :class:`Relay` since the module was loaded, all threads together:
-    keys ``"BodyAwait.__await__"``, ``"BodyAwait.__next__"``, ``"BodyAwait.send"``,
-    ``"BodyAwait.throw"``, ``"BodyAwait.close"`` and the same five for ``"Relay"``. These entries
+    of :class:`BodyAwait`, :class:`Relay` and :class:`Drive` since the module was loaded, all
+    threads together: keys ``"BodyAwait.__await__"``, ``"BodyAwait.__next__"``,
+    ``"BodyAwait.send"``, ``"BodyAwait.throw"``, ``"BodyAwait.close"`` and the same five for
+    ``"Relay"`` and ``"Drive"``. These entries
     are made from C (a task stepping its coroutine, a coroutine its ``await``), so a profile hook
     does not see them."""
 

@@ -7,63 +7,31 @@ concurrently and returns their envelopes in call order.
 The built-in rules of the chain are one call pipeline in the Rust core: it admits the call
 (lookup, validation), makes every decision and answers with the steps to perform (run the body,
 ask the approver, sleep, wait for an identical call, read or write the idempotency store, emit
-the audit record); the driver here performs them. How a tool body runs is the same on every
-path (see ``agentkit_tools._runner``): an ``async`` body awaited in the caller's own task, a
-sync body on the process's worker pool (daemon threads), a sync body of a tool declared
-non-blocking (``Invoker(..., inline={"name", ...})`` or ``non_blocking = True``) directly on the
-loop.
+the audit record); the core's driver (``_core.Drive``) performs them. How a tool body runs is
+the same on every path (see ``agentkit_tools._runner``): an ``async`` body awaited in the
+caller's own task, a sync body on the process's worker pool (daemon threads), a sync body of a
+tool declared non-blocking (``Invoker(..., inline={"name", ...})`` or ``non_blocking = True``)
+directly on the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import functools
 import logging
-import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BODY_ASYNC, BODY_INLINE, BodyAwait, Later, checked, run_body, run_inline, start_async, unwrap
+from ._runner import BODY_ASYNC
 from .frozen import FrozenDict, FrozenList
-from .middleware import Handler, Middleware, ToolCall, _Builtin, _close_span, _mw_log, _open_span, _propagates, default_chain
+from .middleware import Handler, Middleware, ToolCall, _Builtin, _mw_log, default_chain
 
 __all__ = ["Invoker"]
 
 _log = logging.getLogger("agentkit_tools.invoker")
-_monotonic = time.monotonic
 _STOP = (KeyboardInterrupt, SystemExit)
-#: Python 3.11+: a task counts its cancellation requests, so the caller's own cancellation can be
-#: told apart from a CancelledError raised by a middleware.
-_COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-(DONE, RUN, APPROVE, SLEEP, WAIT, GET, SET, CAS, OPEN, RECORD, SETTLE, RAISE, AWAIT) = (
-    _core.STEP_DONE, _core.STEP_RUN, _core.STEP_APPROVE, _core.STEP_SLEEP, _core.STEP_WAIT,
-    _core.STEP_GET, _core.STEP_SET, _core.STEP_CAS, _core.STEP_OPEN, _core.STEP_RECORD,
-    _core.STEP_SETTLE, _core.STEP_RAISE, _core.STEP_AWAIT,
-)
-
-
-def _fault_envelope(exc: BaseException) -> dict[str, Any]:
-    return _core.fault_envelope(exc)  # type: ignore[no-any-return]
-
-
-def _caller_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
-
-
-_CLOSING = (KeyboardInterrupt, SystemExit, GeneratorExit)
-
-
-def _fault(exc: BaseException, call: Any, caller_cancelled: bool) -> dict[str, Any]:
-    """The envelope of a call whose driver raised ``exc`` (a fault in a middleware or a host
-    callback, not in the tool), logged. ``KeyboardInterrupt``/``SystemExit``, the caller's own
-    cancellation (``caller_cancelled``) and ``GeneratorExit`` (the call's coroutine is being
-    closed: its loop was closed with it still waiting) are raised again instead."""
-    if isinstance(exc, _CLOSING) or (caller_cancelled and isinstance(exc, asyncio.CancelledError)):
-        raise exc
-    _log.error("Invoker failed on a call of %r", _core.call_parts(call)[1], exc_info=exc)
-    return _fault_envelope(exc)
+_Drive, _drive, _call_fault, DONE, RUN = _core.Drive, _core.drive, _core.call_fault, _core.STEP_DONE, _core.STEP_RUN
 
 
 def _builtin(mw: Any) -> bool:
@@ -166,18 +134,18 @@ class Invoker:
         True``. The envelope is ``{"ok": True, "value", "elapsed_ms"}`` (+ ``"deduplicated":
         True``) or ``{"ok": False, "error": {"code", "message", ...}}``.
         """
-        try:
-            only = self._only
-            if only is not None:
-                # The core calls a non-blocking sync body itself and takes an async body's first
-                # step (no step of the driver's around a body that does not suspend).
-                begun = only.begin(self.registry._core, call, ctx, True)
-                if type(begun) is dict:  # answered in the core (a refusal, a body's outcome)
-                    return begun
-                return await self._drive(*begun, None, ctx, None)
-            return await self._entry(self._start(call, ctx))
-        except BaseException as exc:
-            return _fault(exc, call, isinstance(exc, asyncio.CancelledError) and _caller_cancelled())
+        # One coroutine frame per call: collected pending (its loop closed with it), it is
+        # closed before anything it refers to is cleared, so its call is aborted whole.
+        only = self._only
+        if only is None:
+            return await _Drive.chain(self._chained, call, ctx)  # type: ignore[no-any-return]
+        # The core admits the call, calls a non-blocking sync body itself and takes an async
+        # body's first step: a call answered at once needs no driver.
+        out = _drive(only, self.registry._core, call, ctx)
+        return out if type(out) is not _Drive else await out  # type: ignore[no-any-return]
+
+    def _chained(self, call: Any, ctx: Any) -> Any:
+        return self._entry(self._start(call, ctx))
 
     async def invoke_many(self, calls: Iterable[Mapping[str, Any]], ctx: Any = None) -> list[dict[str, Any]]:
         """Run a model turn's calls concurrently; the envelopes come back in call order. Never
@@ -213,11 +181,9 @@ class Invoker:
         return self._segment_of(self._pipeline(rules), nxt)
 
     def _segment_of(self, pipe: Any, nxt: Handler | None) -> Handler:
-        async def handle(tc: ToolCall) -> dict[str, Any]:
-            m, step, arg = pipe.begin_call(tc)
-            return await self._drive(m, step, arg, nxt, tc.ctx, tc)
-
-        return handle
+        """The handler of pipeline segment ``pipe``: the core's driver of the ``ToolCall`` it is
+        given."""
+        return functools.partial(_Drive.segment, pipe, nxt=nxt)
 
     def _start(self, call: Any, ctx: Any) -> ToolCall:
         """The ``ToolCall`` user middleware reads (only built when the chain has some)."""
@@ -234,88 +200,6 @@ class Invoker:
         tc = ToolCall(call, cid, tool.name, tool, args, None, core, ctx, scope, None)
         tc._canonical = canonical
         return tc
-
-    async def _drive(self, m: Any, step: int, arg: Any, nxt: Handler | None, ctx: Any, tc: ToolCall | None) -> dict[str, Any]:
-        """Perform the steps of call ``m`` (its pipeline asked for ``step``) until its envelope;
-        ``nxt``: the handler after this segment (None: the tool body)."""
-        span = None
-        try:
-            while True:
-                if step == RUN and nxt is not None:  # a user middleware comes next
-                    if arg[2] is not None:
-                        tc.timeout_s = arg[2]  # type: ignore[union-attr]
-                    tc.exc = None  # type: ignore[union-attr]
-                    env = await nxt(tc)  # type: ignore[arg-type]
-                    if not isinstance(env, dict):  # a fault of that middleware, not of the tool
-                        raise TypeError(f"a middleware returned {type(env).__name__}, not an envelope dict")
-                    step, arg = m.passed(env, tc.exc, tc.attempts)  # type: ignore[union-attr]
-                elif step == RUN or step == AWAIT or step == SETTLE:  # the body, the rest of it, its awaitable result
-                    try:
-                        if step == RUN:
-                            tool, args, limit, kind = arg
-                            if tc is not None:
-                                tc.attempts += 1
-                                if limit is None:
-                                    limit = tc.timeout_s
-                            # A non-blocking sync body is called, an async one awaited, right here
-                            # (no coroutine of run_body's in between).
-                            if kind == BODY_INLINE:
-                                value = run_inline(tool, args, ctx, limit)
-                            elif kind == BODY_ASYNC:
-                                end = None if limit is None else _monotonic() + limit
-                                coro, within = start_async(tool, args, ctx, limit)
-                                value = await BodyAwait(coro, limit, tool.name, end, within)
-                                value = checked(tool, value, ctx, limit, end)
-                            else:
-                                value = await run_body(tool, args, ctx, limit, kind)
-                        elif step == AWAIT:  # an async body the core started suspended: await the rest
-                            tool, awaiting, end, limit = arg
-                            value = checked(tool, await awaiting, ctx, limit, end)
-                        else:
-                            value = await arg.settle()
-                    except Exception as exc:
-                        step, arg = m.failed(unwrap(exc))
-                    else:  # an awaitable result (a Later) is settled first, as the SETTLE step
-                        step, arg = (SETTLE, value) if type(value) is Later else m.ok(value)
-                elif step == DONE:
-                    return arg  # type: ignore[no-any-return]
-                elif step == RAISE:  # a fault to abort the call with (a request to stop from a body)
-                    raise arg
-                elif step == APPROVE:
-                    approver, tool, args = arg
-                    try:
-                        answer = approver(tool, args, ctx)
-                        if inspect.isawaitable(answer):
-                            answer = await answer
-                    except BaseException as exc:
-                        if _propagates(exc):
-                            raise
-                        _mw_log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
-                        answer = False
-                    # Only the boolean True approves: a truthy "no" must not fail open.
-                    step, arg = m.feed(_core.EV_APPROVED, answer is True)
-                elif step == SLEEP:
-                    sleep, delay = arg
-                    await (asyncio.sleep if sleep is None else sleep)(delay)
-                    step, arg = m.feed(_core.EV_SLEPT)
-                elif step == WAIT:
-                    await asyncio.shield(arg)  # an identical call is running: wait, then look again
-                    step, arg = m.feed(_core.EV_WOKEN)
-                elif step == RECORD:
-                    cfg, rec = arg
-                    await cfg.emit(rec, ctx)
-                    if span is not None:
-                        _close_span(span, rec)
-                        span = None
-                    step, arg = m.feed(_core.EV_RECORDED)
-                elif step == OPEN:
-                    span = _open_span(arg[1], arg[2])
-                    step, arg = m.feed(_core.EV_OPENED)
-                else:
-                    step, arg = await _store_step(m, step, arg)
-        except BaseException as exc:
-            await _aborted(m, exc, None if nxt is None else tc.attempts, ctx, span)  # type: ignore[union-attr]
-            raise
 
 
 class _Turn:
@@ -368,7 +252,7 @@ class _Turn:
                 if isinstance(exc, _STOP):  # the process is being stopped
                     await self._cancel(exc)
                     raise
-                self._answer(i, _fault(exc, call, False))
+                self._answer(i, _call_fault(exc, call, False))
                 continue
             if step == DONE:
                 self._answer(i, arg)
@@ -437,7 +321,7 @@ class _Turn:
         loop = self.waiter.get_loop()
         if loop.is_closed():
             self.machines[i] = None
-            _without_loop(_aborted(m, GeneratorExit(), None, self.ctx, None))
+            _Drive.closed(m, self.ctx)
             return
         try:
             if isinstance(exc, _STOP):
@@ -470,22 +354,21 @@ class _Turn:
     async def _abort_one(self, i: int, m: Any, exc: BaseException) -> None:
         """Call ``i`` faulted (or a request to stop came from its body): abort it, then answer it
         (or raise the stop at the caller's ``await``)."""
-        await _aborted(m, exc, None, self.ctx, None)
+        await _Drive.abort(m, exc, self.ctx)
         if isinstance(exc, _STOP):
             self._stop(i, exc)
         else:
-            self._answer(i, _fault(exc, self.calls[i], False))
+            self._answer(i, _call_fault(exc, self.calls[i], False))
 
     async def _drive(self, i: int, m: Any, step: int, arg: Any) -> None:
-        """Finish call ``i`` through the Invoker's driver from ``(step, arg)``."""
-        inv = self.inv
+        """Finish call ``i`` through the core's driver from ``(step, arg)``."""
         try:
-            env = await inv._drive(m, step, arg, None, self.ctx, None)
+            env = await _Drive.go(m, step, arg, self.ctx)
         except BaseException as exc:  # the driver aborted the call
             if isinstance(exc, GeneratorExit):  # closed: the driver aborted the call as cancelled
                 self.machines[i] = None
                 if not self.cancelled and not self.waiter.get_loop().is_closed():
-                    self._answer(i, _fault_envelope(exc))  # something closed it: the turn goes on
+                    self._answer(i, _core.fault_envelope(exc))  # something closed it: the turn goes on
                 raise
             if isinstance(exc, _STOP):
                 self._stop(i, exc)
@@ -493,7 +376,7 @@ class _Turn:
             if self.cancelled and isinstance(exc, asyncio.CancelledError):
                 self.machines[i] = None
                 return
-            env = _fault(exc, self.calls[i], False)
+            env = _call_fault(exc, self.calls[i], False)
         self._answer(i, env)
 
     async def _cancel(self, exc: BaseException) -> None:
@@ -525,8 +408,8 @@ class _Turn:
         """The turn's coroutine is being closed with calls unanswered (its loop was closed with
         the turn pending): nothing can be awaited any more. Each task left is closed (its body's
         ``finally`` blocks run, its call is aborted as cancelled), or cancelled if its loop
-        still runs; each call left is aborted as cancelled without awaiting (see
-        :func:`_aborted`)."""
+        still runs; each call left is aborted as cancelled without awaiting (``Drive.closed``: its
+        release and record go as far as they get without suspending)."""
         self.cancelled = True
         for t in self.tasks:
             if t is None or t.done():
@@ -540,55 +423,16 @@ class _Turn:
                 pass
         for m in self.machines:
             if m is not None:
-                _without_loop(_aborted(m, GeneratorExit(), None, self.ctx, None))
+                _Drive.closed(m, self.ctx)
         self.machines = [None] * len(self.machines)
 
     async def _abort(self, machines: list[Any], exc: BaseException) -> None:
         ctx = self.ctx
         for m in machines:
             try:
-                await _aborted(m, exc, None, ctx, None)
+                await _Drive.abort(m, exc, ctx)
             except Exception:
                 _log.error("Invoker failed to abort a call of a cancelled turn", exc_info=True)
-
-
-async def _aborted(m: Any, exc: BaseException, attempts: int | None, ctx: Any, span: Any) -> None:
-    """A call ended by ``exc`` (the caller's cancellation, a fault outside the pipeline) before
-    its envelope: abort it in the pipeline. Shielded from the cancellation, its shared claim is
-    released (the identical calls of other workers go on at once) and its record is emitted,
-    unless the process is being stopped (the lease frees the claim). A call whose coroutine is
-    being closed (``GeneratorExit``: its loop was closed with it pending) is aborted as
-    cancelled and cannot await: the release and the record go as far as they get without
-    suspending (a sync audit sink gets the record; a store that awaits I/O keeps the claim
-    until its lease runs out)."""
-    closing = type(exc) is GeneratorExit
-    steps = m.abort(closing or isinstance(exc, asyncio.CancelledError), attempts)
-    rec = None
-    if not isinstance(exc, _STOP):
-        for step, arg in steps:
-            if step == CAS:
-                coro = _release(*arg)
-            else:
-                cfg, rec = arg
-                coro = cfg.emit(rec, ctx)
-            if closing:
-                _without_loop(coro)
-            else:
-                await asyncio.shield(coro)
-    if span is not None:
-        _close_span(span, rec, exc)
-
-
-def _without_loop(coro: Any) -> None:
-    """Run ``coro`` as far as it goes without suspending; where it would suspend it is closed."""
-    try:
-        coro.send(None)
-    except BaseException:  # noqa: BLE001 - it ended (returned, or failed: each step logs its own failures)
-        return
-    try:
-        coro.close()
-    except RuntimeError:  # it awaits while closed: dropped
-        pass
 
 
 async def _release(store: Any, key: str, expected: str, value: str) -> None:
@@ -598,22 +442,3 @@ async def _release(store: Any, key: str, expected: str, value: str) -> None:
         await store.compare_and_set(key, expected, value)
     except Exception:
         _mw_log.warning("idempotency store failed to release the claim on %s; it is held until its lease runs out", key, exc_info=True)
-
-
-async def _store_step(m: Any, step: int, arg: Any) -> tuple[int, Any]:
-    """Perform a shared idempotency store step; a failing store is logged and the call goes on
-    without sharing."""
-    store, key = arg[0], arg[1]
-    try:
-        if step == GET:
-            event, answer = _core.EV_GOT, await store.get(key)
-        elif step == SET:
-            event, answer = _core.EV_SET, await store.set(key, arg[2])
-        else:
-            event, answer = _core.EV_CAS, await store.compare_and_set(key, arg[2], arg[3])
-    except BaseException as exc:
-        if _propagates(exc):
-            raise
-        _mw_log.warning("idempotency store failed on %s; going on without it", key, exc_info=True)
-        event, answer = _core.EV_STORE_FAILED, None
-    return m.feed(event, answer)  # type: ignore[no-any-return]

@@ -41,7 +41,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(protocol_entries, m)?)
 }
 
-/// An entry into the core through the coroutine protocol of `BodyAwait` or `Relay`: the event
+/// An entry into the core through the coroutine protocol of `BodyAwait`, `Relay` or `Drive`: the event
 /// loop resuming a body (a task steps its coroutine, a coroutine its `await`) calls these
 /// slots from C, which no profile hook sees (no `c_call` event).
 #[derive(Clone, Copy)]
@@ -56,9 +56,14 @@ pub(super) enum Entry {
     RelaySend,
     RelayThrow,
     RelayClose,
+    DriveAwait,
+    DriveNext,
+    DriveSend,
+    DriveThrow,
+    DriveClose,
 }
 
-const ENTRY_NAMES: [&str; 10] = [
+const ENTRY_NAMES: [&str; 15] = [
     "BodyAwait.__await__",
     "BodyAwait.__next__",
     "BodyAwait.send",
@@ -69,9 +74,14 @@ const ENTRY_NAMES: [&str; 10] = [
     "Relay.send",
     "Relay.throw",
     "Relay.close",
+    "Drive.__await__",
+    "Drive.__next__",
+    "Drive.send",
+    "Drive.throw",
+    "Drive.close",
 ];
 
-static ENTRIES: [std::sync::atomic::AtomicU64; 10] = [const { std::sync::atomic::AtomicU64::new(0) }; 10];
+static ENTRIES: [std::sync::atomic::AtomicU64; 15] = [const { std::sync::atomic::AtomicU64::new(0) }; 15];
 
 /// Count one entry (a relaxed atomic increment: nothing waits on it).
 #[inline]
@@ -573,12 +583,27 @@ enum State {
     Done,
 }
 
-enum Input<'py> {
+/// What the task hands in at a step of a coroutine of the core's (`BodyAwait`, `Relay`, `Drive`).
+pub(super) enum Input<'py> {
     Send(Bound<'py, PyAny>),
     Throw(Bound<'py, PyAny>),
 }
 
-type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
+/// How a step ended: what was yielded (the task gets it), or what is raised (`StopIteration`
+/// with the value when it returned).
+pub(super) type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
+
+/// The exception `throw(exc, value, tb)` raises in a coroutine (the three-argument form of
+/// older callers included).
+pub(super) fn thrown<'py>(exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Some(v) if exc.is_instance_of::<PyType>() && !v.is_none() => {
+            if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
+        }
+        _ if exc.is_instance_of::<PyType>() => exc.call0()?,
+        _ => exc,
+    })
+}
 
 impl Waiting {
     fn new<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, name: Bound<'py, PyAny>, clean_up: bool) -> Self {
@@ -904,6 +929,29 @@ impl BodyAwait {
     }
 }
 
+impl BodyAwait {
+    /// A step of `slf` taken by another coroutine of the core that awaits it (`super::drive`):
+    /// no entry from Python.
+    pub(super) fn step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        running(slf)?.resume(slf.py(), slf.as_any(), input)
+    }
+
+    /// Close `slf` for the coroutine of the core that awaits it.
+    pub(super) fn close_from_core(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let mut this = running(slf)?;
+        match std::mem::replace(&mut this.state, State::Done) {
+            State::Fresh { coro, .. } => coro.bind(py).call_method0(intern!(py, "close")).map(drop),
+            State::Waiting(w) => {
+                let h = helpers(py)?;
+                let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+                this.closed(py, h, w, &exc)
+            }
+            State::Done => Ok(()),
+        }
+    }
+}
+
 #[pymethods]
 impl BodyAwait {
     /// Await the body `coro` (an awaitable that is no coroutine: through its `__await__`)
@@ -951,31 +999,14 @@ impl BodyAwait {
         entered(Entry::AwaitThrow);
         let py = slf.py();
         let _ = tb;
-        let exc = match value {
-            Some(v) if exc.is_instance_of::<PyType>() && !v.is_none() => {
-                if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
-            }
-            _ if exc.is_instance_of::<PyType>() => exc.call0()?,
-            _ => exc,
-        };
-        running(slf)?.resume(py, slf.as_any(), Input::Throw(exc))
+        running(slf)?.resume(py, slf.as_any(), Input::Throw(thrown(exc, value)?))
     }
 
     /// What awaits this is closed: the body is abandoned (see the module), or closed.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
         let _in = super::shutdown::inside(slf.py());
         entered(Entry::AwaitClose);
-        let py = slf.py();
-        let mut this = running(slf)?;
-        match std::mem::replace(&mut this.state, State::Done) {
-            State::Fresh { coro, .. } => coro.bind(py).call_method0(intern!(py, "close")).map(drop),
-            State::Waiting(w) => {
-                let h = helpers(py)?;
-                let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
-                this.closed(py, h, w, &exc)
-            }
-            State::Done => Ok(()),
-        }
+        Self::close_from_core(slf)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -72,7 +72,7 @@ fn invalid_call_envelope<'py>(py: Python<'py>, problem: Option<&str>) -> PyResul
 /// `(id, name, arguments)` of a call in any accepted shape, each None when absent; the name
 /// only when it is a string. Never raises for a malformed call (a non-dict gives three Nones).
 #[pyfunction]
-fn call_parts<'py>(py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+pub(super) fn call_parts<'py>(py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let _in = super::shutdown::inside(py);
     let none = || py.None().into_bound(py);
     let Ok(d) = call.cast::<PyDict>() else {

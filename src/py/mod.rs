@@ -6,6 +6,7 @@ mod awaiting;
 mod calls;
 mod deadline;
 mod docstring;
+mod drive;
 mod envelope;
 mod frozen;
 mod handoff;
@@ -23,6 +24,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     calls::register(m)?;
     deadline::register(m)?;
     docstring::register(m)?;
+    drive::register(m)?;
     envelope::register(m)?;
     frozen::register(m)?;
     handoff::register(m)?;

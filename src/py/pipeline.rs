@@ -74,38 +74,38 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 pub(crate) const STEP_DONE: u8 = 0;
-const STEP_RUN: u8 = 1;
-const STEP_APPROVE: u8 = 2;
-const STEP_SLEEP: u8 = 3;
-const STEP_WAIT: u8 = 4;
-const STEP_GET: u8 = 5;
-const STEP_SET: u8 = 6;
-const STEP_CAS: u8 = 7;
-const STEP_OPEN: u8 = 8;
-const STEP_RECORD: u8 = 9;
+pub(super) const STEP_RUN: u8 = 1;
+pub(super) const STEP_APPROVE: u8 = 2;
+pub(super) const STEP_SLEEP: u8 = 3;
+pub(super) const STEP_WAIT: u8 = 4;
+pub(super) const STEP_GET: u8 = 5;
+pub(super) const STEP_SET: u8 = 6;
+pub(super) const STEP_CAS: u8 = 7;
+pub(super) const STEP_OPEN: u8 = 8;
+pub(super) const STEP_RECORD: u8 = 9;
 /// The core ran a non-blocking sync body itself and it returned an awaitable: the payload is a
 /// `_runner.Later`; `await payload.settle()`, then `Call.ok` / `Call.failed`.
-const STEP_SETTLE: u8 = 10;
+pub(super) const STEP_SETTLE: u8 = 10;
 /// The core ran a non-blocking sync body itself and it (or its output check) raised a
 /// `BaseException` that is not an `Exception` and stops the process (`KeyboardInterrupt`,
 /// `SystemExit`) or that the driver must see: the payload is the exception; raise it.
-const STEP_RAISE: u8 = 11;
+pub(super) const STEP_RAISE: u8 = 11;
 /// The core started an `async` body itself and its first step suspended: the payload is `(tool,
 /// awaiting, end, timeout_s)`, `awaiting` the rest of the body to await in the caller's task (a
 /// `BodyAwait`; the awaitable `fn` returned when that is no coroutine), `end` its deadline on
 /// `time.monotonic` (an awaitable result is settled within what is left of it); then
 /// `Call.ok` / `Call.failed`.
-const STEP_AWAIT: u8 = 12;
+pub(super) const STEP_AWAIT: u8 = 12;
 
-const EV_APPROVED: u8 = 0;
-const EV_SLEPT: u8 = 1;
-const EV_WOKEN: u8 = 2;
-const EV_GOT: u8 = 3;
-const EV_SET: u8 = 4;
-const EV_CAS: u8 = 5;
-const EV_STORE_FAILED: u8 = 6;
-const EV_OPENED: u8 = 7;
-const EV_RECORDED: u8 = 8;
+pub(super) const EV_APPROVED: u8 = 0;
+pub(super) const EV_SLEPT: u8 = 1;
+pub(super) const EV_WOKEN: u8 = 2;
+pub(super) const EV_GOT: u8 = 3;
+pub(super) const EV_SET: u8 = 4;
+pub(super) const EV_CAS: u8 = 5;
+pub(super) const EV_STORE_FAILED: u8 = 6;
+pub(super) const EV_OPENED: u8 = 7;
+pub(super) const EV_RECORDED: u8 = 8;
 
 /// A Python value carried by the machine (a result held for deduplication).
 type V = Arc<Py<PyAny>>;
@@ -627,7 +627,7 @@ impl Pipeline {
     /// attempt of the call; a call answered at once is then returned as its envelope itself (a
     /// `dict`), not as `(None, STEP_DONE, envelope)`.
     #[pyo3(signature = (registry, call, ctx, here=false))]
-    fn begin<'py>(
+    pub(super) fn begin<'py>(
         slf: &Bound<'py, Self>,
         registry: &Bound<'py, CoreRegistry>,
         call: &Bound<'py, PyAny>,
@@ -692,7 +692,7 @@ impl Pipeline {
     }
 
     /// Start a call a user middleware passed on (a `ToolCall`): `(call_state, code, payload)`.
-    fn begin_call<'py>(slf: &Bound<'py, Self>, tc: &Bound<'py, PyAny>) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+    pub(super) fn begin_call<'py>(slf: &Bound<'py, Self>, tc: &Bound<'py, PyAny>) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let tool = tc.getattr(intern!(py, "tool"))?;
@@ -1900,14 +1900,14 @@ impl Call {
     }
 
     /// The body returned `value` (already checked against the output schema).
-    fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(super) fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let step = self.ok_step(py, value)?;
         self.advance(py, step)
     }
 
     /// The body (or its deadline) raised `exc`.
-    fn failed<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(super) fn failed<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let step = self.failed_step(py, exc)?;
         self.advance(py, step)
@@ -1915,7 +1915,7 @@ impl Call {
 
     /// The next handler (a user middleware) answered `env`; `exc`: the exception of the failed
     /// attempt it saw (None when it refused or succeeded); `attempts`: body starts so far.
-    fn passed<'py>(&mut self, py: Python<'py>, env: Bound<'py, PyAny>, exc: Option<Bound<'py, PyAny>>, attempts: u32) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(super) fn passed<'py>(&mut self, py: Python<'py>, env: Bound<'py, PyAny>, exc: Option<Bound<'py, PyAny>>, attempts: u32) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let pipe = self.pipe.bind(py).get();
         let kind = match &exc {
@@ -1944,7 +1944,7 @@ impl Call {
     /// Feed the outcome of the step the driver performed (`EV_*`; `value`: the approver's
     /// answer, the store's document or compare-and-set result).
     #[pyo3(signature = (event, value=None))]
-    fn feed<'py>(&mut self, py: Python<'py>, event: u8, value: Option<Bound<'py, PyAny>>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(super) fn feed<'py>(&mut self, py: Python<'py>, event: u8, value: Option<Bound<'py, PyAny>>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let ev = match event {
             EV_APPROVED => Event::Approved(value.is_some_and(|v| v.is(PyBool::new(py, true)))),
@@ -1971,7 +1971,7 @@ impl Call {
     /// record))` (outcome `cancelled`, else `internal_error`).
     /// `attempts`: body starts so far, when a user middleware after this segment counts them.
     #[pyo3(signature = (cancelled, attempts=None))]
-    fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(u8, Bound<'py, PyTuple>)>> {
+    pub(super) fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(u8, Bound<'py, PyTuple>)>> {
         let _in = super::shutdown::inside(py);
         if let Some(a) = attempts {
             self.m.set_attempts(a);

@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::awaiting::{thrown, Input, Stepped};
 use super::deadline::{self, Entered};
 use super::pipeline::{helpers, Call, STEP_DONE};
 
@@ -66,14 +67,6 @@ enum State {
     Done,
 }
 
-/// What the task hands in at a step.
-enum Input<'py> {
-    Send(Bound<'py, PyAny>),
-    Throw(Bound<'py, PyAny>),
-}
-
-/// How a step ended: the body yielded (the task gets it) or the relay ended (raises).
-type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
 
 /// The awaitable that steps an `async` tool body in a task of its own (see the module).
 #[pyclass(module = "agentkit_tools._core")]
@@ -458,15 +451,7 @@ impl Relay {
         super::awaiting::entered(super::awaiting::Entry::RelayThrow);
         let py = slf.py();
         let _ = tb;
-        let mut relay = running(slf)?;
-        let exc = match value {
-            Some(v) if exc.is_instance_of::<pyo3::types::PyType>() && !v.is_none() => {
-                if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
-            }
-            _ if exc.is_instance_of::<pyo3::types::PyType>() => exc.call0()?,
-            _ => exc,
-        };
-        relay.resume(py, Input::Throw(exc))
+        running(slf)?.resume(py, Input::Throw(thrown(exc, value)?))
     }
 
     /// Close what is being stepped (the body's `finally` blocks run); raises what the body's

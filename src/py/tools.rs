@@ -823,7 +823,7 @@ pub(crate) fn error_envelope<'py>(
 /// The `internal_error` envelope for a fault of the tooling around a tool (a middleware
 /// raised `exc`): it names the exception and tells the model not to retry.
 #[pyfunction]
-fn fault_envelope<'py>(py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+pub(super) fn fault_envelope<'py>(py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let _in = super::shutdown::inside(py);
     let exc_type: String = exc.get_type().qualname().and_then(|q| q.extract()).unwrap_or_default();
     let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();

@@ -1,0 +1,926 @@
+//! `Drive`: the driver of one call through a pipeline segment (`Pipeline.begin` /
+//! `Pipeline.begin_call`; see `super::pipeline`). The pipeline decides, the drive performs each
+//! step it asks for until the envelope: it runs the body (`_runner.run_inline`, an `async` body
+//! as a `BodyAwait` stepped here, `_runner.run_body` for the worker pool, a `Later` settled), asks
+//! the approver, sleeps before a retry, waits for an identical call, reads and writes the shared
+//! idempotency store, opens the tracing span and emits the audit record.
+//!
+//! It implements the coroutine protocol (`__await__`, `__next__`, `send`, `throw`, `close`), so a
+//! task steps it as it steps a coroutine, with no Python frame of ours in between: what it awaits
+//! (the body, a host callback's coroutine, a future) is stepped with `yield from` semantics, what
+//! that yields goes to the task untouched and what the task sends or throws goes to it.
+//!
+//! Host callbacks: only the boolean `True` approves, an approver that fails refuses the call
+//! (logged); a store that fails is logged and the call goes on without sharing. Any other
+//! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
+//! emitted, each shielded from the caller's cancellation; without awaiting when the drive is being
+//! closed), then propagates. A drive made by `Invoker.invoke` (`call` given) answers it with the
+//! fault envelope instead (logged), unless it is `KeyboardInterrupt`/`SystemExit`, the
+//! cancellation of the awaiting task or `GeneratorExit` (the drive is being closed).
+use pyo3::exceptions::{PyException, PyGeneratorExit, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError};
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::awaiting::{entered, thrown, BodyAwait, Entry, Input, Stepped};
+use super::pipeline::{
+    helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
+    STEP_CAS, STEP_DONE, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
+};
+use super::registry::CoreRegistry;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Drive>()?;
+    m.add_function(wrap_pyfunction!(drive, m)?)?;
+    m.add_function(wrap_pyfunction!(call_fault, m)?)
+}
+
+/// The Python helpers the drive calls (imported once, on the first call driven).
+struct Helpers {
+    run_inline: Py<PyAny>,
+    start_async: Py<PyAny>,
+    run_body: Py<PyAny>,
+    later: Py<PyAny>,
+    release: Py<PyAny>,
+    open_span: Py<PyAny>,
+    close_span: Py<PyAny>,
+    sleep: Py<PyAny>,
+    shield: Py<PyAny>,
+    isawaitable: Py<PyAny>,
+    invoker_log: Py<PyAny>,
+    middleware_log: Py<PyAny>,
+}
+
+static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
+
+fn own(py: Python<'_>) -> PyResult<&Helpers> {
+    HELPERS.get_or_try_init(py, || {
+        let runner = py.import("agentkit_tools._runner")?;
+        let mw = py.import("agentkit_tools.middleware")?;
+        let asyncio = py.import("asyncio")?;
+        let logging = py.import("logging")?;
+        Ok(Helpers {
+            run_inline: runner.getattr("run_inline")?.unbind(),
+            start_async: runner.getattr("start_async")?.unbind(),
+            run_body: runner.getattr("run_body")?.unbind(),
+            later: runner.getattr("Later")?.unbind(),
+            release: py.import("agentkit_tools.invoker")?.getattr("_release")?.unbind(),
+            open_span: mw.getattr("_open_span")?.unbind(),
+            close_span: mw.getattr("_close_span")?.unbind(),
+            sleep: asyncio.getattr("sleep")?.unbind(),
+            shield: asyncio.getattr("shield")?.unbind(),
+            isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
+            invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
+            middleware_log: mw.getattr("_mw_log")?.unbind(),
+        })
+    })
+}
+
+fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+fn value_of<'py>(py: Python<'py>, e: &PyErr) -> Bound<'py, PyAny> {
+    e.value(py).clone().into_any()
+}
+
+/// Whether the task running now was asked to cancel (Python 3.11+: it counts the requests; 3.10:
+/// any cancellation counts as the caller's; no task: it does).
+fn caller_cancelled(py: Python<'_>) -> bool {
+    let Ok(h) = helpers(py) else { return true };
+    let Ok(task) = h.current_task.bind(py).call0() else { return false }; // no running loop
+    if task.is_none() || !h.counts_cancels {
+        return true;
+    }
+    task.call_method0(intern!(py, "cancelling")).and_then(|n| n.extract::<isize>()).map_or(true, |n| n > 0)
+}
+
+/// Whether `e`, raised by a host callback or at the `await` of it, propagates: the process is
+/// being stopped, or it is the cancellation of the awaiting task. (A `GeneratorExit` thrown in
+/// closes the drive and never reaches here: one seen here is the callback's own failure.)
+fn propagates(py: Python<'_>, e: &PyErr) -> bool {
+    let Ok(h) = helpers(py) else { return true };
+    is_stop(py, e) || (e.is_instance(py, h.cancelled_error.bind(py)) && caller_cancelled(py))
+}
+
+/// The envelope of call `call` whose driver raised `exc` (a fault around the tool, not in it),
+/// logged; `KeyboardInterrupt`/`SystemExit`, `GeneratorExit` and, when `caller_cancelled`, a
+/// `CancelledError` are raised again instead.
+#[pyfunction]
+pub(super) fn call_fault<'py>(py: Python<'py>, exc: Bound<'py, PyAny>, call: Bound<'py, PyAny>, caller_cancelled: bool) -> PyResult<Bound<'py, PyDict>> {
+    let _in = super::shutdown::inside(py);
+    let err = PyErr::from_value(exc.clone());
+    if is_stop(py, &err) || err.is_instance_of::<PyGeneratorExit>(py) || (caller_cancelled && err.is_instance(py, helpers(py)?.cancelled_error.bind(py))) {
+        return Err(err);
+    }
+    let name = super::calls::call_parts(py, &call)?.get_item(1)?;
+    let kw = PyDict::new(py);
+    kw.set_item(intern!(py, "exc_info"), &exc)?;
+    own(py)?.invoker_log.bind(py).call_method(intern!(py, "error"), ("Invoker failed on a call of %r", name), Some(&kw))?;
+    super::tools::fault_envelope(py, &exc)
+}
+
+/// `Invoker.invoke` through a chain of built-in rules only: `call` admitted and begun in `pipe`
+/// (`Pipeline.begin(registry, call, ctx, here=True)`). Returns its envelope when the pipeline
+/// answered it at once (a refusal, a body the core ran itself), else its `Drive` to await. A
+/// fault answers it with the fault envelope (see `call_fault`).
+#[pyfunction]
+fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py, CoreRegistry>, call: Bound<'py, PyAny>, ctx: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let _in = super::shutdown::inside(py);
+    match Pipeline::begin(pipe, registry, &call, &ctx, true) {
+        Ok(env) if env.is_instance_of::<PyDict>() => Ok(env),
+        Ok(begun) => {
+            let (m, step, arg): (Py<Call>, u8, Py<PyAny>) = begun.extract()?;
+            let mut d = Drive::new(Begin::From(m, step, arg), ctx.unbind());
+            d.call = Some(call.unbind());
+            Ok(Bound::new(py, d)?.into_any())
+        }
+        Err(e) => {
+            let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) && caller_cancelled(py);
+            call_fault(py, value_of(py, &e), call, cancelled).map(Bound::into_any)
+        }
+    }
+}
+
+/// `logger.<level>(msg, *args, exc_info=exc)`; a logging failure is the logger's (dropped).
+fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: Vec<Bound<'py, PyAny>>, exc: &PyErr) {
+    let _ = (|| -> PyResult<()> {
+        let kw = PyDict::new(py);
+        kw.set_item(intern!(py, "exc_info"), exc.value(py))?;
+        let mut all = vec![pyo3::types::PyString::new(py, msg).into_any()];
+        all.extend(args);
+        logger.bind(py).call_method(level, PyTuple::new(py, all)?, Some(&kw))?;
+        Ok(())
+    })();
+}
+
+/// What a drive awaits now: a `BodyAwait` (stepped here directly) or the iterator of any other
+/// awaitable.
+enum Awaited {
+    Body(Py<BodyAwait>),
+    Iter(Py<PyAny>),
+}
+
+/// How a step of what is awaited ended.
+enum Out<'py> {
+    Yield(Bound<'py, PyAny>),
+    Return(Bound<'py, PyAny>),
+    Raise(PyErr),
+}
+
+impl Awaited {
+    /// `await obj`: a `BodyAwait` as it is, a coroutine as it is, else what its `__await__` gives.
+    fn of(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = obj.cast::<BodyAwait>() {
+            return Ok(Awaited::Body(b.clone().unbind()));
+        }
+        if obj.get_type().is(helpers(py)?.coroutine.bind(py)) {
+            return Ok(Awaited::Iter(obj.unbind()));
+        }
+        let Some(method) = obj.get_type().getattr_opt(intern!(py, "__await__"))? else {
+            let name = obj.get_type().qualname()?;
+            return Err(PyTypeError::new_err(format!("'{name}' object can't be awaited")));
+        };
+        let it = method.call1((&obj,))?;
+        if unsafe { ffi::PyIter_Check(it.as_ptr()) } == 0 {
+            let name = it.get_type().qualname()?;
+            return Err(PyTypeError::new_err(format!("__await__() returned non-iterator of type '{name}'")));
+        }
+        Ok(Awaited::Iter(it.unbind()))
+    }
+
+    fn step<'py>(&self, py: Python<'py>, input: Input<'py>) -> Out<'py> {
+        let done = |out: Stepped<'py>| match out {
+            Ok(y) => Out::Yield(y),
+            Err(e) if e.is_instance_of::<PyStopIteration>(py) => match e.value(py).getattr(intern!(py, "value")) {
+                Ok(v) => Out::Return(v),
+                Err(e) => Out::Raise(e),
+            },
+            Err(e) => Out::Raise(e),
+        };
+        match self {
+            Awaited::Body(b) => done(BodyAwait::step(b.bind(py), input)),
+            Awaited::Iter(it) => match input {
+                Input::Send(v) => {
+                    let mut result: *mut ffi::PyObject = std::ptr::null_mut();
+                    let r = unsafe { ffi::PyIter_Send(it.as_ptr(), v.as_ptr(), &mut result) };
+                    match r {
+                        ffi::PySendResult::PYGEN_NEXT => Out::Yield(unsafe { Bound::from_owned_ptr(py, result) }),
+                        ffi::PySendResult::PYGEN_RETURN => Out::Return(unsafe { Bound::from_owned_ptr(py, result) }),
+                        ffi::PySendResult::PYGEN_ERROR => Out::Raise(PyErr::fetch(py)),
+                    }
+                }
+                Input::Throw(exc) => match it.bind(py).getattr_opt(intern!(py, "throw")) {
+                    Ok(Some(throw)) => done(throw.call1((exc,))),
+                    Ok(None) => Out::Raise(PyErr::from_value(exc)),
+                    Err(e) => Out::Raise(e),
+                },
+            },
+        }
+    }
+
+    /// Close what is awaited (a `yield from` being closed); raises what its close raised.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        match self {
+            Awaited::Body(b) => BodyAwait::close_from_core(b.bind(py)),
+            Awaited::Iter(it) => match it.bind(py).getattr_opt(intern!(py, "close"))? {
+                Some(close) => close.call0().map(drop),
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Awaited::Body(b) => visit.call(b),
+            Awaited::Iter(it) => visit.call(it),
+        }
+    }
+}
+
+/// What the outcome of the awaited is for.
+enum For {
+    /// The body (`check`: a value it returned is checked here, an async body's; else it was
+    /// checked already: a worker's, a settled `Later`).
+    Body { limit: Option<f64>, end: Option<f64>, check: bool },
+    Approve { approver: Py<PyAny>, tool: Py<PyAny> },
+    Slept,
+    Woken,
+    Recorded(Py<PyAny>),
+    Store(u8, Py<PyAny>),
+    /// The next handler after this segment (a user middleware) answers with the envelope.
+    Passed,
+    /// `Invoker.invoke` through a chain with user middleware: its envelope.
+    Chained,
+    /// The call is aborted by `exc`: the release and record steps left, the record emitted.
+    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>> },
+}
+
+impl For {
+    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            For::Approve { approver, tool } => {
+                visit.call(approver)?;
+                visit.call(tool)
+            }
+            For::Recorded(r) | For::Store(_, r) => visit.call(r),
+            For::Aborting { exc, steps, rec } => {
+                visit.call(exc)?;
+                for (_, s) in steps.as_slice() {
+                    visit.call(s)?;
+                }
+                visit.call(rec)
+            }
+            For::Body { .. } | For::Slept | For::Woken | For::Passed | For::Chained => Ok(()),
+        }
+    }
+}
+
+/// How a drive starts, at its first step.
+enum Begin {
+    /// `Pipeline.begin_call(tc)`.
+    Segment(Py<Pipeline>),
+    /// Await `start(call, ctx)`: the envelope of a chain with user middleware.
+    Chain(Py<PyAny>),
+    /// A call already begun, at `(step, arg)`.
+    From(Py<Call>, u8, Py<PyAny>),
+    /// Abort a call by `exc` (its end: None).
+    Abort(Py<Call>, Py<PyAny>),
+}
+
+/// What to do next in a drive's loop.
+enum Next<'py> {
+    Step(u8, Bound<'py, PyAny>),
+    Await(Bound<'py, PyAny>, For),
+    Outcome(For, PyResult<Bound<'py, PyAny>>),
+    /// The call faulted: abort it, then end with the fault.
+    Fail(PyErr),
+    /// End with the fault (aborted, or nothing to abort).
+    End(PyErr),
+}
+
+/// The driver of one call (see the module).
+#[pyclass(module = "agentkit_tools._core")]
+pub struct Drive {
+    begin: Option<Begin>,
+    m: Option<Py<Call>>,
+    ctx: Py<PyAny>,
+    /// The handler after this segment (a user middleware) and the `ToolCall` it gets.
+    nxt: Option<Py<PyAny>>,
+    tc: Option<Py<PyAny>>,
+    /// `Invoker.invoke`'s call: a fault ends it with the fault envelope.
+    call: Option<Py<PyAny>>,
+    span: Option<Py<PyAny>>,
+    awaiting: Option<(Awaited, For)>,
+    /// The exception an abort-only drive aborts the call with (it then ends with None).
+    aborting: Option<Py<PyAny>>,
+}
+
+/// The drive, borrowed for a step; during a step of its own the `ValueError` a running
+/// coroutine raises.
+fn running<'py>(slf: &Bound<'py, Drive>) -> PyResult<PyRefMut<'py, Drive>> {
+    slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
+}
+
+fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
+    Err(PyStopIteration::new_err((value.unbind(),)))
+}
+
+impl Drive {
+    fn new(begin: Begin, ctx: Py<PyAny>) -> Self {
+        Drive { begin: Some(begin), m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None }
+    }
+
+    fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
+        let next = if let Some(begin) = self.begin.take() {
+            match input {
+                Input::Throw(exc) => return Err(PyErr::from_value(exc)), // never started
+                Input::Send(_) => self.start(py, begin),
+            }
+        } else {
+            let Some((aw, then)) = self.awaiting.take() else {
+                return match input {
+                    Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+                    Input::Throw(exc) => Err(PyErr::from_value(exc)),
+                };
+            };
+            match aw.step(py, input) {
+                Out::Yield(y) => {
+                    self.awaiting = Some((aw, then));
+                    return Ok(y);
+                }
+                Out::Return(v) => Next::Outcome(then, Ok(v)),
+                Out::Raise(e) => Next::Outcome(then, Err(e)),
+            }
+        };
+        self.run(py, next)
+    }
+
+    fn start<'py>(&mut self, py: Python<'py>, begin: Begin) -> Next<'py> {
+        let ctx = self.ctx.bind(py).clone();
+        let begun = match begin {
+            Begin::Segment(pipe) => {
+                let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                Pipeline::begin_call(pipe.bind(py), &tc).and_then(|(m, step, arg)| {
+                    self.m = Some(Py::new(py, m)?);
+                    Ok((step, arg))
+                })
+            }
+            Begin::Chain(start) => {
+                let call = self.call.as_ref().map_or_else(|| py.None().into_bound(py), |c| c.bind(py).clone());
+                return match start.bind(py).call1((call, ctx)) {
+                    Ok(aw) => Next::Await(aw, For::Chained),
+                    Err(e) => Next::End(e),
+                };
+            }
+            Begin::From(m, step, arg) => {
+                self.m = Some(m);
+                Ok((step, arg.into_bound(py)))
+            }
+            Begin::Abort(m, exc) => {
+                self.m = Some(m);
+                self.aborting = Some(exc.clone_ref(py));
+                return Next::Fail(PyErr::from_value(exc.into_bound(py)));
+            }
+        };
+        match begun {
+            Ok((step, arg)) => Next::Step(step, arg),
+            Err(e) => Next::End(e),
+        }
+    }
+
+    fn call<'py>(&self, py: Python<'py>) -> PyResult<PyRefMut<'py, Call>> {
+        match &self.m {
+            Some(m) => Ok(m.bind(py).try_borrow_mut()?),
+            None => Err(PyRuntimeError::new_err("the drive has no call")),
+        }
+    }
+
+    /// The drive's loop: perform steps until something suspends (yielded to the task) or the
+    /// drive ends.
+    fn run<'py>(&mut self, py: Python<'py>, mut next: Next<'py>) -> Stepped<'py> {
+        loop {
+            next = match next {
+                Next::Step(STEP_DONE, env) => {
+                    self.m = None;
+                    return stop_with(env);
+                }
+                Next::Step(step, arg) => match self.perform(py, step, arg) {
+                    Ok(next) => next,
+                    Err(e) => Next::Fail(e),
+                },
+                Next::Await(obj, then) => match Awaited::of(py, obj) {
+                    Ok(aw) => match aw.step(py, Input::Send(py.None().into_bound(py))) {
+                        Out::Yield(y) => {
+                            self.awaiting = Some((aw, then));
+                            return Ok(y);
+                        }
+                        Out::Return(v) => Next::Outcome(then, Ok(v)),
+                        Out::Raise(e) => Next::Outcome(then, Err(e)),
+                    },
+                    Err(e) => Next::Outcome(then, Err(e)),
+                },
+                Next::Outcome(then, out) => self.outcome(py, then, out),
+                Next::Fail(e) => self.fail(py, e),
+                Next::End(e) => return self.end(py, e),
+            };
+        }
+    }
+
+    /// Perform step `step` (payload `arg`) of the call.
+    fn perform<'py>(&mut self, py: Python<'py>, step: u8, arg: Bound<'py, PyAny>) -> PyResult<Next<'py>> {
+        let ctx = self.ctx.bind(py).clone();
+        let o = own(py)?;
+        Ok(match step {
+            STEP_RUN if self.nxt.is_some() => {
+                let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                let limit = arg.get_item(2)?;
+                if !limit.is_none() {
+                    tc.setattr(intern!(py, "timeout_s"), limit)?;
+                }
+                tc.setattr(intern!(py, "exc"), py.None())?;
+                let nxt = self.nxt.as_ref().map(|n| n.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                Next::Await(nxt.call1((tc,))?, For::Passed)
+            }
+            STEP_RUN => {
+                let (tool, args, limit, kind) = (arg.get_item(0)?, arg.get_item(1)?, arg.get_item(2)?, arg.get_item(3)?.extract::<u8>()?);
+                let mut limit: Option<f64> = limit.extract()?;
+                if let Some(tc) = &self.tc {
+                    let tc = tc.bind(py);
+                    let n: u32 = tc.getattr(intern!(py, "attempts"))?.extract()?;
+                    tc.setattr(intern!(py, "attempts"), n + 1)?;
+                    if limit.is_none() {
+                        limit = tc.getattr(intern!(py, "timeout_s"))?.extract()?;
+                    }
+                }
+                // A non-blocking sync body is called, an async one awaited, right here.
+                let body = For::Body { limit, end: None, check: false };
+                if kind == crate::pipeline::BodyKind::Inline as u8 {
+                    match o.run_inline.bind(py).call1((&tool, &args, &ctx, limit)) {
+                        Ok(v) => Next::Outcome(body, Ok(v)),
+                        Err(e) => Next::Outcome(body, Err(e)),
+                    }
+                } else if kind == crate::pipeline::BodyKind::Async as u8 {
+                    let end = super::deadline::end_of(py, helpers(py)?, limit)?;
+                    let then = For::Body { limit, end, check: true };
+                    match o.start_async.bind(py).call1((&tool, &args, &ctx, limit)) {
+                        Ok(started) => {
+                            let (coro, within) = (started.get_item(0)?, started.get_item(1)?);
+                            let name = tool.getattr(intern!(py, "name"))?;
+                            let b = Bound::new(py, BodyAwait::fresh(py, coro, limit, name, end, Some(within))?)?;
+                            Next::Await(b.into_any(), then)
+                        }
+                        Err(e) => Next::Outcome(then, Err(e)),
+                    }
+                } else {
+                    Next::Await(o.run_body.bind(py).call1((&tool, &args, &ctx, limit, kind))?, body)
+                }
+            }
+            STEP_AWAIT => {
+                // An async body the core started and that suspended: await the rest.
+                let (awaiting, end, limit) = (arg.get_item(1)?, arg.get_item(2)?.extract()?, arg.get_item(3)?.extract()?);
+                Next::Await(awaiting, For::Body { limit, end, check: true })
+            }
+            STEP_SETTLE => match arg.call_method0(intern!(py, "settle")) {
+                Ok(aw) => Next::Await(aw, For::Body { limit: None, end: None, check: false }),
+                Err(e) => Next::Outcome(For::Body { limit: None, end: None, check: false }, Err(e)),
+            },
+            STEP_RAISE => Next::Fail(PyErr::from_value(arg)),
+            STEP_APPROVE => {
+                let (approver, tool, args) = (arg.get_item(0)?, arg.get_item(1)?, arg.get_item(2)?);
+                let then = For::Approve { approver: approver.clone().unbind(), tool: tool.clone().unbind() };
+                match approver.call1((&tool, args, &ctx)) {
+                    Ok(answer) if o.isawaitable.bind(py).call1((&answer,))?.is_truthy()? => Next::Await(answer, then),
+                    out => Next::Outcome(then, out),
+                }
+            }
+            STEP_SLEEP => {
+                let (sleep, delay) = (arg.get_item(0)?, arg.get_item(1)?);
+                let sleep = if sleep.is_none() { o.sleep.bind(py).clone() } else { sleep };
+                Next::Await(sleep.call1((delay,))?, For::Slept)
+            }
+            STEP_WAIT => Next::Await(o.shield.bind(py).call1((arg,))?, For::Woken), // an identical call runs: wait, then look again
+            STEP_RECORD => {
+                let (cfg, rec) = (arg.get_item(0)?, arg.get_item(1)?);
+                Next::Await(cfg.call_method1(intern!(py, "emit"), (&rec, &ctx))?, For::Recorded(rec.unbind()))
+            }
+            STEP_OPEN => {
+                self.span = Some(o.open_span.bind(py).call1((arg.get_item(1)?, arg.get_item(2)?))?.unbind());
+                Next::fed(self.call(py)?.feed(py, EV_OPENED, None)?)
+            }
+            STEP_GET | STEP_SET | STEP_CAS => {
+                let (store, key) = (arg.get_item(0)?, arg.get_item(1)?);
+                let (event, called) = match step {
+                    STEP_GET => (EV_GOT, store.call_method1(intern!(py, "get"), (&key,))),
+                    STEP_SET => (EV_SET, store.call_method1(intern!(py, "set"), (&key, arg.get_item(2)?))),
+                    _ => (EV_CAS, store.call_method1(intern!(py, "compare_and_set"), (&key, arg.get_item(2)?, arg.get_item(3)?))),
+                };
+                let then = For::Store(event, key.unbind());
+                match called {
+                    Ok(aw) => Next::Await(aw, then),
+                    Err(e) => Next::Outcome(then, Err(e)),
+                }
+            }
+            other => return Err(PyRuntimeError::new_err(format!("unknown pipeline step {other}"))),
+        })
+    }
+
+    /// What the awaited ended with, fed to the call.
+    fn outcome<'py>(&mut self, py: Python<'py>, then: For, out: PyResult<Bound<'py, PyAny>>) -> Next<'py> {
+        let fed = (|| -> PyResult<Next<'py>> {
+            Ok(match then {
+                For::Body { limit, end, check } => match out {
+                    Ok(v) if check => {
+                        let ctx = self.ctx.bind(py).clone();
+                        Next::fed(self.call(py)?.returned(py, v, &ctx, limit, end)?)
+                    }
+                    // An awaitable result (a `Later`) is settled first.
+                    Ok(v) if v.get_type().is(own(py)?.later.bind(py)) => Next::Step(STEP_SETTLE, v),
+                    Ok(v) => Next::fed(self.call(py)?.ok(py, v)?),
+                    Err(e) if e.is_instance_of::<PyException>(py) => {
+                        let mut exc = value_of(py, &e);
+                        if exc.get_type().is(helpers(py)?.body_failed.bind(py)) {
+                            exc = exc.getattr(intern!(py, "exc"))?;
+                        }
+                        Next::fed(self.call(py)?.failed(py, exc)?)
+                    }
+                    Err(e) => return Err(e),
+                },
+                For::Approve { approver, tool } => {
+                    let approved = match out {
+                        // Only the boolean True approves: a truthy "no" must not fail open.
+                        Ok(answer) => answer.is(pyo3::types::PyBool::new(py, true)),
+                        Err(e) if propagates(py, &e) => return Err(e),
+                        Err(e) => {
+                            let name = tool.bind(py).getattr(intern!(py, "name"))?;
+                            log(py, &own(py)?.middleware_log, "error", "approver %r failed: the call of %s is refused", vec![approver.into_bound(py), name], &e);
+                            false
+                        }
+                    };
+                    Next::fed(self.call(py)?.feed(py, EV_APPROVED, Some(pyo3::types::PyBool::new(py, approved).to_owned().into_any()))?)
+                }
+                For::Slept => {
+                    out?;
+                    Next::fed(self.call(py)?.feed(py, EV_SLEPT, None)?)
+                }
+                For::Woken => {
+                    out?;
+                    Next::fed(self.call(py)?.feed(py, EV_WOKEN, None)?)
+                }
+                For::Recorded(rec) => {
+                    out?;
+                    if let Some(span) = self.span.take() {
+                        own(py)?.close_span.bind(py).call1((span, rec))?;
+                    }
+                    Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?)
+                }
+                For::Store(event, key) => match out {
+                    Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
+                    Err(e) if propagates(py, &e) => return Err(e),
+                    Err(e) => {
+                        log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key.into_bound(py)], &e);
+                        Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?)
+                    }
+                },
+                For::Passed => {
+                    let env = out?;
+                    if !env.is_instance_of::<PyDict>() {
+                        // A fault of that middleware, not of the tool.
+                        let kind = env.get_type().qualname()?;
+                        return Err(PyTypeError::new_err(format!("a middleware returned {kind}, not an envelope dict")));
+                    }
+                    let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                    let exc = tc.getattr(intern!(py, "exc"))?;
+                    let attempts: u32 = tc.getattr(intern!(py, "attempts"))?.extract()?;
+                    Next::fed(self.call(py)?.passed(py, env, (!exc.is_none()).then_some(exc), attempts)?)
+                }
+                For::Chained => match out {
+                    Ok(env) => Next::Step(STEP_DONE, env),
+                    Err(e) => Next::End(e),
+                },
+                For::Aborting { exc, steps, rec } => match out {
+                    Ok(_) => self.abort_next(py, exc.into_bound(py), steps, rec),
+                    // Cancelled again (or a stop) while aborting: that propagates instead.
+                    Err(e) => Next::End(e),
+                },
+            })
+        })();
+        fed.unwrap_or_else(Next::Fail)
+    }
+
+    /// The call's attempts so far, when a user middleware after this segment counts them.
+    fn attempts(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        match (&self.nxt, &self.tc) {
+            (Some(_), Some(tc)) => tc.bind(py).getattr(intern!(py, "attempts"))?.extract(),
+            _ => Ok(None),
+        }
+    }
+
+    /// The call faulted (`e`): abort it in the pipeline, its shared claim released and its record
+    /// emitted, each shielded from the caller's cancellation (none of it when the process is
+    /// being stopped: the lease frees the claim); then end with `e`.
+    fn fail<'py>(&mut self, py: Python<'py>, e: PyErr) -> Next<'py> {
+        let Some(m) = self.m.take() else { return Next::End(e) };
+        let steps = (|| -> PyResult<Vec<(u8, Py<PyTuple>)>> {
+            let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py));
+            let attempts = self.attempts(py)?;
+            let steps = m.bind(py).try_borrow_mut()?.abort(py, cancelled, attempts)?;
+            Ok(steps.into_iter().map(|(s, a)| (s, a.unbind())).collect())
+        })();
+        match steps {
+            Ok(steps) => {
+                let steps = if is_stop(py, &e) { Vec::new() } else { steps };
+                self.abort_next(py, value_of(py, &e), steps.into_iter(), None)
+            }
+            Err(fault) => Next::End(fault),
+        }
+    }
+
+    /// The next release or record step of an abort by `exc`, shielded; when none is left, the
+    /// span is closed and the drive ends with `exc`.
+    fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut rec: Option<Py<PyAny>>) -> Next<'py> {
+        let shielded = (|| -> PyResult<Option<Bound<'py, PyAny>>> {
+            let Some((step, arg)) = steps.next() else { return Ok(None) };
+            let coro = self.abort_step(py, step, arg.bind(py), &mut rec)?;
+            Ok(Some(own(py)?.shield.bind(py).call1((coro,))?))
+        })();
+        match shielded {
+            Ok(Some(aw)) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, rec }),
+            Ok(None) => match self.close_span(py, rec, &exc) {
+                Ok(()) => Next::End(PyErr::from_value(exc)),
+                Err(e) => Next::End(e),
+            },
+            Err(e) => Next::End(e),
+        }
+    }
+
+    /// The coroutine of an abort's step: release the shared claim, or emit the record (`rec`).
+    fn abort_step<'py>(&self, py: Python<'py>, step: u8, arg: &Bound<'py, PyTuple>, rec: &mut Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        if step == STEP_CAS {
+            return own(py)?.release.bind(py).call1(arg);
+        }
+        let (cfg, record) = (arg.get_item(0)?, arg.get_item(1)?);
+        *rec = Some(record.clone().unbind());
+        cfg.call_method1(intern!(py, "emit"), (record, self.ctx.bind(py)))
+    }
+
+    fn close_span(&mut self, py: Python<'_>, rec: Option<Py<PyAny>>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        match self.span.take() {
+            Some(span) => own(py)?.close_span.bind(py).call1((span, rec, exc)).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// The drive ends by `e`: an abort-only drive with None once its call is aborted; the
+    /// drive of `Invoker.invoke` with the fault envelope (see `call_fault`); else `e` is raised.
+    fn end<'py>(&mut self, py: Python<'py>, e: PyErr) -> Stepped<'py> {
+        self.m = None;
+        if let Some(exc) = self.aborting.take() {
+            if e.value(py).is(exc.bind(py)) {
+                return stop_with(py.None().into_bound(py));
+            }
+            return Err(e);
+        }
+        let Some(call) = self.call.take() else { return Err(e) };
+        let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) && caller_cancelled(py);
+        match call_fault(py, value_of(py, &e), call.into_bound(py), cancelled) {
+            Ok(env) => stop_with(env.into_any()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The call ends by `exc` without awaiting (the drive is being closed): aborted as
+    /// cancelled, its release and record going as far as they get without suspending (a sync
+    /// audit sink gets the record; a store that awaits keeps the claim until its lease runs out).
+    fn abort_closing(&mut self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Some(m) = self.m.take() else { return Ok(()) };
+        let attempts = self.attempts(py)?;
+        let steps = m.bind(py).try_borrow_mut()?.abort(py, true, attempts)?;
+        let mut rec = None;
+        if !is_stop(py, &PyErr::from_value(exc.clone())) {
+            for (step, arg) in steps {
+                without_loop(py, self.abort_step(py, step, &arg, &mut rec)?);
+            }
+        }
+        self.close_span(py, rec, exc)
+    }
+
+    /// `close()`: what is awaited is closed, then the call is aborted without awaiting; raises
+    /// what its close raised (`GeneratorExit` ends it quietly).
+    fn close_now(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.begin = None;
+        let Some((aw, then)) = self.awaiting.take() else { return Ok(()) };
+        let exc = match aw.close(py) {
+            Ok(()) => PyGeneratorExit::new_err(()),
+            Err(e) => e,
+        };
+        if !matches!(then, For::Aborting { .. } | For::Chained) {
+            let value = value_of(py, &exc);
+            if let Err(e) = self.abort_closing(py, &value) {
+                return Err(e);
+            }
+        }
+        self.m = None;
+        if exc.is_instance_of::<PyGeneratorExit>(py) {
+            return Ok(());
+        }
+        match self.end(py, exc) {
+            Err(e) if !e.is_instance_of::<PyStopIteration>(py) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<'py> Next<'py> {
+    fn fed((step, arg): (u8, Bound<'py, PyAny>)) -> Self {
+        Next::Step(step, arg)
+    }
+}
+
+/// Run `coro` as far as it goes without suspending; where it would suspend it is closed.
+fn without_loop(py: Python<'_>, coro: Bound<'_, PyAny>) {
+    let mut result: *mut ffi::PyObject = std::ptr::null_mut();
+    match unsafe { ffi::PyIter_Send(coro.as_ptr(), py.None().as_ptr(), &mut result) } {
+        ffi::PySendResult::PYGEN_NEXT => {
+            drop(unsafe { Bound::from_owned_ptr(py, result) });
+            // It awaits while closed: dropped (each step logs its own failures).
+            drop(coro.call_method0(intern!(py, "close")));
+        }
+        ffi::PySendResult::PYGEN_RETURN => drop(unsafe { Bound::from_owned_ptr(py, result) }),
+        ffi::PySendResult::PYGEN_ERROR => drop(PyErr::fetch(py)),
+    }
+}
+
+impl Drop for Drive {
+    fn drop(&mut self) {
+        if self.awaiting.is_none() {
+            return;
+        }
+        // Dropped while suspended, never closed: closed now, as a coroutine is when collected.
+        super::shutdown::when_dropped(|py| drop(self.close_now(py)));
+    }
+}
+
+#[pymethods]
+impl Drive {
+    /// The drive of `Invoker.invoke` through a chain with user middleware: awaits
+    /// `start(call, ctx)` (the chain's envelope); a fault ends it with the fault envelope.
+    #[staticmethod]
+    fn chain(py: Python<'_>, start: Py<PyAny>, call: Py<PyAny>, ctx: Py<PyAny>) -> Self {
+        let _in = super::shutdown::inside(py);
+        let mut d = Drive::new(Begin::Chain(start), ctx);
+        d.call = Some(call);
+        d
+    }
+
+    /// The drive of a pipeline segment a user middleware passed the `ToolCall` `tc` on to;
+    /// `nxt`: the handler after this segment (None: the tool body). Faults raise.
+    #[staticmethod]
+    #[pyo3(signature = (pipe, tc, nxt=None))]
+    fn segment(py: Python<'_>, pipe: Py<Pipeline>, tc: Bound<'_, PyAny>, nxt: Option<Py<PyAny>>) -> PyResult<Self> {
+        let _in = super::shutdown::inside(py);
+        let ctx = tc.getattr(intern!(py, "ctx"))?.unbind();
+        let mut d = Drive::new(Begin::Segment(pipe), ctx);
+        d.tc = Some(tc.unbind());
+        d.nxt = nxt;
+        Ok(d)
+    }
+
+    /// The drive of call `m` from its step `(step, arg)` on (a turn's call after its body).
+    /// Faults raise.
+    #[staticmethod]
+    fn go(py: Python<'_>, m: Py<Call>, step: u8, arg: Py<PyAny>, ctx: Py<PyAny>) -> Self {
+        let _in = super::shutdown::inside(py);
+        Drive::new(Begin::From(m, step, arg), ctx)
+    }
+
+    /// Abort call `m` ended by `exc` (the caller's cancellation, a fault outside the pipeline):
+    /// its shared claim released and its record emitted, each shielded; ends with None (raises
+    /// what interrupted it).
+    #[staticmethod]
+    fn abort(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>) -> Self {
+        let _in = super::shutdown::inside(py);
+        Drive::new(Begin::Abort(m, exc), ctx)
+    }
+
+    /// Abort call `m` as cancelled without awaiting (its coroutine is being closed: see
+    /// `close`).
+    #[staticmethod]
+    fn closed(py: Python<'_>, m: Py<Call>, ctx: Py<PyAny>) -> PyResult<()> {
+        let _in = super::shutdown::inside(py);
+        let mut d = Drive::new(Begin::From(m.clone_ref(py), STEP_DONE, py.None()), ctx);
+        d.begin = None;
+        d.m = Some(m);
+        let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+        d.abort_closing(py, &exc)
+    }
+
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::DriveAwait);
+        slf
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::DriveNext);
+        let py = slf.py();
+        running(slf)?.resume(py, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// Take the next step, what is awaited getting `value`.
+    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::DriveSend);
+        running(slf)?.resume(slf.py(), Input::Send(value))
+    }
+
+    /// Take the next step, what is awaited getting `exc` raised (`GeneratorExit`: closed).
+    #[pyo3(signature = (exc, value=None, tb=None))]
+    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::DriveThrow);
+        let py = slf.py();
+        let _ = tb;
+        let exc = thrown(exc, value)?;
+        let mut this = running(slf)?;
+        if exc.is_instance_of::<PyGeneratorExit>() {
+            this.close_now(py)?;
+            return Err(PyErr::from_value(exc));
+        }
+        this.resume(py, Input::Throw(exc))
+    }
+
+    /// Close what is awaited, then abort the call as cancelled without awaiting.
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::DriveClose);
+        running(slf)?.close_now(slf.py())
+    }
+
+    /// What asyncio's task repr and `Task.get_stack()` read of a task's coroutine: None (the
+    /// drive has no frame of its own).
+    #[getter]
+    fn cr_frame(&self, py: Python<'_>) -> Py<PyAny> {
+        let _in = super::shutdown::inside(py);
+        py.None()
+    }
+
+    #[getter]
+    fn cr_running(slf: &Bound<'_, Self>) -> bool {
+        let _in = super::shutdown::inside(slf.py());
+        slf.try_borrow().is_err()
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match &self.begin {
+            Some(Begin::Segment(p)) => visit.call(p)?,
+            Some(Begin::Chain(s)) => visit.call(s)?,
+            Some(Begin::From(m, _, a)) => {
+                visit.call(m)?;
+                visit.call(a)?;
+            }
+            Some(Begin::Abort(m, e)) => {
+                visit.call(m)?;
+                visit.call(e)?;
+            }
+            None => {}
+        }
+        visit.call(&self.m)?;
+        visit.call(&self.ctx)?;
+        visit.call(&self.nxt)?;
+        visit.call(&self.tc)?;
+        visit.call(&self.call)?;
+        visit.call(&self.span)?;
+        visit.call(&self.aborting)?;
+        if let Some((aw, then)) = &self.awaiting {
+            aw.visit(&visit)?;
+            then.visit(&visit)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        // Collected in a cycle (a task dropped with it pending): closed first, as a coroutine is
+        // finalized before it is cleared.
+        if self.awaiting.is_some() {
+            super::shutdown::when_dropped(|py| drop(self.close_now(py)));
+        }
+        self.begin = None;
+        self.awaiting = None;
+        self.m = None;
+        self.nxt = None;
+        self.tc = None;
+        self.call = None;
+        self.span = None;
+        self.aborting = None;
+    }
+}
