@@ -157,15 +157,15 @@ fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: V
     })();
 }
 
-/// What a drive awaits now: a `BodyAwait` (stepped here directly) or the iterator of any other
-/// awaitable.
-enum Awaited {
+/// What a drive awaits now (or a relay goes on with): a `BodyAwait` (stepped here directly) or
+/// the iterator of any other awaitable, stepped with `yield from` semantics.
+pub(super) enum Awaited {
     Body(Py<BodyAwait>),
     Iter(Py<PyAny>),
 }
 
 /// How a step of what is awaited ended.
-enum Out<'py> {
+pub(super) enum Out<'py> {
     Yield(Bound<'py, PyAny>),
     Return(Bound<'py, PyAny>),
     Raise(PyErr),
@@ -173,7 +173,7 @@ enum Out<'py> {
 
 impl Awaited {
     /// `await obj`: a `BodyAwait` as it is, a coroutine as it is, else what its `__await__` gives.
-    fn of(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Self> {
+    pub(super) fn of(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(b) = obj.cast::<BodyAwait>() {
             return Ok(Awaited::Body(b.clone().unbind()));
         }
@@ -192,7 +192,7 @@ impl Awaited {
         Ok(Awaited::Iter(it.unbind()))
     }
 
-    fn step<'py>(&self, py: Python<'py>, input: Input<'py>) -> Out<'py> {
+    pub(super) fn step<'py>(&self, py: Python<'py>, input: Input<'py>) -> Out<'py> {
         let done = |out: Stepped<'py>| match out {
             Ok(y) => Out::Yield(y),
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => match e.value(py).getattr(intern!(py, "value")) {
@@ -223,7 +223,7 @@ impl Awaited {
     }
 
     /// Close what is awaited (a `yield from` being closed); raises what its close raised.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    pub(super) fn close(&self, py: Python<'_>) -> PyResult<()> {
         match self {
             Awaited::Body(b) => BodyAwait::close_from_core(b.bind(py)),
             Awaited::Iter(it) => match it.bind(py).getattr_opt(intern!(py, "close"))? {
@@ -233,7 +233,15 @@ impl Awaited {
         }
     }
 
-    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+    /// What is awaited (its `cr_frame` and names are a task's coroutine's, through a relay).
+    pub(super) fn object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        match self {
+            Awaited::Body(b) => b.bind(py).clone().into_any(),
+            Awaited::Iter(it) => it.bind(py).clone(),
+        }
+    }
+
+    pub(super) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             Awaited::Body(b) => visit.call(b),
             Awaited::Iter(it) => visit.call(it),

@@ -15,7 +15,8 @@
 //! success. When the body has ended, a value it returned is checked and fed to the call's state
 //! here (`Call::returned`) and the turn answers the call (or says how it goes on: retry, audit
 //! record); what it raised goes to the turn; either way the task may go on with a coroutine the
-//! turn returns (the Invoker's driver).
+//! turn returns (its call through the core's `Drive`), stepped as a `Drive` steps what it awaits
+//! (`super::drive::Awaited`: `yield from`).
 use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -24,6 +25,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{thrown, Input, Stepped};
 use super::deadline::{self, Entered};
+use super::drive::{Awaited, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -60,8 +62,8 @@ enum State {
     /// The body has not started yet.
     Start,
     Body(Body),
-    /// The call goes on in the coroutine the turn returned (the driver).
-    Then(Py<PyAny>),
+    /// The call goes on in the coroutine the turn returned (its call through the core's `Drive`).
+    Then(Awaited),
     /// A body's clean-up past its deadline (it yielded the value held until the first step).
     CleanUp(Py<PyAny>, Option<Py<PyAny>>),
     Done,
@@ -94,7 +96,8 @@ fn inner_attr<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyStr
     let Ok(relay) = slf.try_borrow() else { return Ok(py.None().into_bound(py)) };
     let inner = match &relay.state {
         State::Body(b) => b.coro.bind(py).clone(),
-        State::Then(c) | State::CleanUp(c, _) => c.bind(py).clone(),
+        State::Then(c) => c.object(py),
+        State::CleanUp(c, _) => c.bind(py).clone(),
         State::Start | State::Done => return Ok(py.None().into_bound(py)),
     };
     drop(relay);
@@ -140,17 +143,14 @@ impl Relay {
                 Input::Throw(exc) => self.ended(py, None, None, Some(exc)),
             },
             State::Body(body) => self.step(py, body, input),
-            State::Then(coro) => {
-                let c = coro.bind(py);
-                let out = match input {
-                    Input::Send(v) => c.call_method1(intern!(py, "send"), (v,)),
-                    Input::Throw(e) => c.call_method1(intern!(py, "throw"), (e,)),
-                };
-                if out.is_ok() {
-                    self.state = State::Then(coro);
+            State::Then(then) => match then.step(py, input) {
+                Out::Yield(y) => {
+                    self.state = State::Then(then);
+                    Ok(y)
                 }
-                out
-            }
+                Out::Return(v) => Err(PyStopIteration::new_err((v.unbind(),))),
+                Out::Raise(e) => Err(e),
+            },
             State::CleanUp(coro, first) => self.clean_up(py, coro, first, input),
             State::Done => match input {
                 Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited relay")),
@@ -323,7 +323,7 @@ impl Relay {
         if then.is_none() {
             return Err(stopped(py));
         }
-        self.state = State::Then(then.unbind());
+        self.state = State::Then(Awaited::of(py, then)?);
         self.resume(py, Input::Send(py.None().into_bound(py)))
     }
 
@@ -345,11 +345,8 @@ impl Relay {
                     _ => {}
                 }
             }
-            State::Then(c) | State::CleanUp(c, _) => {
-                if let Err(e) = c.bind(py).call_method0(intern!(py, "close")) {
-                    raised = Some(e);
-                }
-            }
+            State::Then(c) => raised = c.close(py).err(),
+            State::CleanUp(c, _) => raised = c.bind(py).call_method0(intern!(py, "close")).err(),
             State::Start | State::Done => {}
         }
         if let Some(start) = self.call.take() {
@@ -535,7 +532,7 @@ impl Relay {
                     visit.call(wait)?;
                 }
             }
-            State::Then(c) => visit.call(c)?,
+            State::Then(c) => c.visit(&visit)?,
             State::CleanUp(c, y) => {
                 visit.call(c)?;
                 if let Some(y) = y {
