@@ -1,7 +1,7 @@
 //! agentkit-tools core.
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `calls`,
-//! `registry`, `middleware`, `render`, `memory`, `handoff`, `shutdown`)
+//! `registry`, `middleware`, `render`, `memory`, `handoff`, `pool`, `shutdown`)
 //! hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
 //! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
 //! so the core builds and runs its tests with pyo3 absent.
@@ -13,6 +13,7 @@ pub mod handoff;
 pub mod memory;
 pub mod middleware;
 pub mod pipeline;
+pub mod pool;
 pub mod providers;
 pub mod registry;
 pub mod render;

@@ -21,15 +21,10 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "py"
 _PURE = "reads and returns only strings, numbers and references it holds: no host object is read, dropped or made"
 _GC = "called by the collector, which must neither park nor run Python code"
 _GATE = "the gate itself"
-_HANDOFF = (
-    "the worker pool's hand-off: it moves references and waits with the lock released (a thread "
-    "re-attaching during finalization is left hanging); idle workers wait in it for good, so "
-    "counting them in would hold every exit for the gate's whole bound"
-)
-
 #: ``file::Type::method`` or ``file::function`` -> why it is not gated.
 UNGATED = {
-    "handoff.rs::PyResultSlot::__traverse__": _GC,
+    "handoff.rs::Job::__traverse__": _GC,
+    "handoff.rs::WorkerPool::__traverse__": _GC,
     "pipeline.rs::Pipeline::__traverse__": _GC,
     "pipeline.rs::Call::__traverse__": _GC,
     "pipeline.rs::Call::__clear__": _GC,
@@ -62,8 +57,6 @@ UNGATED = {
     ),
     "shutdown.rs::_close_exit_gate": _GATE,
     "shutdown.rs::_exit_gate_after_fork": _GATE,
-    **{f"handoff.rs::PyResultSlot::{m}": _HANDOFF for m in ("new", "set", "result", "abandon")},
-    **{f"handoff.rs::PyWorkQueue::{m}": _HANDOFF for m in ("new", "claim", "idle", "put", "take", "run", "wait")},
     **{
         name: _PURE
         for name in (
@@ -150,7 +143,8 @@ def test_the_source_reader_finds_the_entry_points() -> None:
     assert found["registry.rs::CoreRegistry::add"] is True
     assert found["tools.rs::define_function_tool"] is True
     assert found["providers.rs::render_tool"] is True
-    assert found["handoff.rs::PyWorkQueue::take"] is False
+    assert found["handoff.rs::WorkerPool::next_job"] is True
+    assert found["handoff.rs::Job::__traverse__"] is False
     assert len(found) > 80
 
 

@@ -519,12 +519,12 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     non-blocking sync tool, and an async tool whose body does not suspend (the core calls the body
     itself, it takes an async body's first step). Else it answers with the core's driver of the
     call (``_core.Drive``), which performs every step the pipeline asks for and feeds each outcome
-    in inside the core (no ``Call.ok`` from Python). The deadline's timer is the core's, entered from within these entries. A sync body's hand-off to a worker
-    thread adds the core's work queue: ``WorkQueue.claim`` (an idle worker promised to the call)
-    and ``WorkQueue.run`` (queue it, wait briefly for the result) and ``ResultSlot.abandon`` when
-    the result was not there by the end of that wait (plus ``ResultSlot.result`` when it arrived
-    just then), or ``WorkQueue.put`` when the loop had other work ready. (The worker thread is
-    not profiled.)
+    in inside the core (no ``Call.ok`` from Python). The deadline's timer is the core's, entered
+    from within these entries. A sync body's hand-off to a worker thread adds one entry,
+    ``WorkerPool.start`` (an idle worker promised the call or a thread started, the job queued, a
+    brief wait for the result when the loop has nothing else to run), whether its result is there
+    by the end of that wait or awaited through a future (the pool counts which:
+    ``WorkerPool.starts()``). (The worker thread is not profiled.)
 
     Entries the hook cannot see: the driver is awaited, which the interpreter enters from C (the
     ``await`` takes its ``__await__``; each time the event loop resumes the caller's task, the
@@ -539,7 +539,7 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     import sys
     from collections import Counter
 
-    from agentkit_tools import _core
+    from agentkit_tools import _core, _runner
 
     def protocol_since(before: dict[str, int]) -> dict[str, int]:
         now = _core.protocol_entries()
@@ -578,7 +578,7 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             ):
                 seen[arg.__qualname__] += 1
 
-        before = _core.protocol_entries()
+        before, starts = _core.protocol_entries(), _runner._POOL.starts()
         sys.setprofile(profile)
         try:
             env = await inv.invoke({"id": "1", "name": name, "input": {"a": 3, "b": 4}})
@@ -586,19 +586,13 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             sys.setprofile(None)
         resumed = protocol_since(before)
         assert env["value"] == 7
-        handoff = {k: seen.pop(k) for k in list(seen) if k.split(".")[0] in ("WorkQueue", "ResultSlot")}
+        handoff = {k: seen.pop(k) for k in list(seen) if k.split(".")[0] == "WorkerPool"}
         # a worker's result there by the end of the hand-off's wait: no suspension
-        at_once = "WorkQueue.run" in handoff and ("ResultSlot.abandon" not in handoff or "ResultSlot.result" in handoff)
+        at_once = _runner._POOL.starts()[0] > starts[0]
         steps = {"add_later": 2, "add_sync": 1 if at_once else 2}.get(name, 0)
         assert resumed == ({"Drive.__await__": 1, "Drive.__next__": steps} if steps else {})
         if name == "add_sync":
-            assert handoff in (
-                {"WorkQueue.claim": 1, "WorkQueue.run": 1},
-                {"WorkQueue.claim": 1, "WorkQueue.run": 1, "ResultSlot.abandon": 1},
-                # published between the end of the wait and the abandon: taken from the slot
-                {"WorkQueue.claim": 1, "WorkQueue.run": 1, "ResultSlot.abandon": 1, "ResultSlot.result": 1},
-                {"WorkQueue.claim": 1, "WorkQueue.put": 1},
-            ), handoff
+            assert handoff == {"WorkerPool.start": 1}, handoff
         else:
             assert handoff == {}
         # an audit record emitted (a span opened) is fed in by the driver too

@@ -1,8 +1,7 @@
 """The hand-off between callers and the worker pool that runs sync tool bodies.
 
 Waiting workers spin briefly (one at a time) then park; callers wait for the result spinning
-briefly with the interpreter lock released, then parked (``_core.WorkQueue``,
-``_core.ResultSlot``). These tests hold the guarantees that must survive every race of that
+briefly with the interpreter lock released, then parked (the core's ``WorkerPool``). These tests hold the guarantees that must survive every race of that
 hand-off: each call gets exactly one envelope, its own; a deadline is honoured; the pool's
 accounting returns to rest; and a process exits cleanly whatever its workers and callers are
 doing at that moment.
@@ -42,7 +41,7 @@ def echo(n: int, spin_us: int) -> int:
 def own_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pool of its own for the test, so its accounting is not shared with bodies other tests
     left running."""
-    monkeypatch.setattr(_runner, "_POOL", _runner._Pool())
+    monkeypatch.setattr(_runner, "_POOL", _runner._make_pool())
 
 
 def _outcome(env: dict, n: int) -> str:

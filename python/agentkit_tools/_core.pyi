@@ -70,8 +70,10 @@ __all__ = [
     "MemoryStoreEngine",
     "MemoryTree",
     "PROVIDERS",
-    "WorkQueue",
-    "ResultSlot",
+    "WorkerPool",
+    "Job",
+    "POOL_MAX_WORKERS",
+    "POOL_MAX_STUCK",
     "Deadline",
     "LoopDeadlines",
     "RetryPolicy",
@@ -898,72 +900,83 @@ class RetryPolicy:
 # ---------------------------------------------------------------------- worker pool hand-off
 
 HANDOFF_SPIN_S: float
-"""The longest a thread waiting in ``WorkQueue`` spins before it parks, in seconds: 50 µs
-(5e-05). The bound in use is this while recent waits were shorter than it, and 2 µs while they
-were longer. Spinning runs with the interpreter lock released and yields the CPU
+"""The longest a thread waiting in the worker pool's hand-off spins before it parks, in seconds:
+50 µs (5e-05). The bound in use is this while recent waits were shorter than it, and 2 µs while
+they were longer. Spinning runs with the interpreter lock released and yields the CPU
 (``sched_yield``) between checks."""
 
-@final
-class ResultSlot:
-    """A one-shot cell for a call's outcome ``(ok, value)`` between the worker thread that runs
-    the call and the caller that waits for it."""
+POOL_MAX_WORKERS: int
+"""Threads of a ``WorkerPool`` that run calls within their deadline: 8 per CPU this process may
+run on, at least 32, at most 256."""
 
-    def __new__(cls, done: Callable[[bool, Any], Any] | None = None) -> Self:
-        """``done(ok, value)``: the caller's other way back, called on the worker thread for an
-        outcome published after the caller abandoned the slot (None: such an outcome is
-        dropped)."""
+POOL_MAX_STUCK: int
+"""Threads of a ``WorkerPool`` held by a call that overran its deadline tolerated on top of
+``POOL_MAX_WORKERS`` (256)."""
+
+@final
+class Job:
+    """One call for a ``WorkerPool``: its function, arguments and context copy, its deadline,
+    where it is (queued, running, abandoned by its caller, done) and its outcome."""
 
     @property
-    def done(self) -> Callable[[bool, Any], Any] | None:
-        """The ``done`` given to the constructor."""
+    def end(self) -> float | None:
+        """Its deadline on ``time.monotonic`` (None: none)."""
 
-    def set(self, ok: bool, value: object) -> None:
-        """Store the outcome; the waiter sees it once it is published (``WorkQueue.take``)."""
-
-    def result(self) -> tuple[bool, Any]:
-        """Take the stored outcome out. Raises ``RuntimeError`` when the slot holds none."""
-
-    def abandon(self) -> bool:
-        """The waiter stops waiting: True when nothing was published yet (an outcome published
-        later stays in the slot for the worker), False when it was (take it with
-        ``result()``)."""
+    @property
+    def fut(self) -> Any:
+        """The future of the caller's event loop that gets the outcome (None for a synchronous
+        caller)."""
 
 @final
-class WorkQueue:
-    """The FIFO of jobs of a pool of worker threads, and the waits of its workers and callers.
-    Of the workers waiting for a job, at most one spins (``HANDOFF_SPIN_S``); the others park
-    and are woken one per job the spinning one cannot take. Every wait releases the
-    interpreter lock; a thread still waiting when the interpreter finalizes stays parked."""
+class WorkerPool:
+    """The pool of worker threads that runs sync tool bodies: its jobs, its threads' accounting
+    (at most ``POOL_MAX_WORKERS`` threads run calls within their deadline; a thread whose call
+    overran its deadline stops counting, up to ``POOL_MAX_STUCK`` such threads; when every thread
+    is held by an overrun call a call is refused) and the waits of its callers and workers.
+    Waiting workers spin briefly (one at a time), then park; every wait releases the
+    interpreter lock; a thread still waiting when the interpreter finalizes stays parked.
 
-    def __new__(cls) -> Self: ...
-    def claim(self) -> bool:
-        """Promise the next job to an idle worker: True when one was idle (pass
-        ``claimed=True`` when queueing the job), False when every worker is busy."""
+    ``start_worker(pool, n)`` starts worker thread ``n`` (a daemon thread calling
+    ``next_job`` in a loop and the bodies it returns); ``saturated(name, stuck)`` is the error
+    refusing a call of tool ``name`` when all ``stuck`` threads are held."""
 
-    def idle(self) -> int:
-        """Workers waiting for a job that no job was promised to."""
+    def __new__(cls, start_worker: Callable[[WorkerPool, int], Any], saturated: Callable[[str, int], BaseException]) -> Self: ...
+    def start(self, func: Callable[[Any, Any], Any], a: Any, b: Any, limit_s: float | None, name: str) -> tuple[bool, Any]:
+        """``func(a, b)`` on a worker thread for a caller on the running event loop, within
+        ``limit_s`` seconds (None: no deadline): ``(True, value)`` when the outcome is here
+        already (the caller waited for it briefly, with the interpreter lock released, when a
+        worker was idle and the loop had nothing else to run), else ``(False, job)``: await
+        ``job.fut`` within ``job.end``, and call ``give_up(job)`` when that await ends
+        otherwise. Raises what the body raised (a ``StopIteration`` as a ``RuntimeError``
+        caused by it), ``ToolTimeoutError`` for an outcome past the deadline, the saturation
+        error when no worker can take it."""
 
-    def put(self, job: object, claimed: bool) -> None:
-        """Queue ``job`` (``claimed``: what ``claim()`` returned for it); wakes a parked worker
-        unless the spinning one will take it."""
+    def run(self, func: Callable[[Any, Any], Any], a: Any, b: Any, limit_s: float | None, name: str) -> Any:
+        """``func(a, b)`` on a worker thread, waited for by this thread (no event loop) within
+        ``limit_s`` seconds: returns its value, raises what it raised, ``ToolTimeoutError`` at
+        the deadline (a call never starts past it; an outcome handed over later is discarded),
+        the saturation error when no worker can take it. This thread spins first (at most
+        ``HANDOFF_SPIN_S``), then parks, waking every 50 ms so that a signal is handled."""
 
-    def take(self, publish: ResultSlot | None = None) -> Any:
-        """For a worker thread: the next job, waiting as long as it takes (spinning first, then
-        parked). With ``publish``, first make that slot's stored outcome visible to its waiter,
-        after the interpreter lock is released; returns None instead of a job when that waiter
-        had abandoned the slot (the outcome stays in it)."""
+    def give_up(self, job: Job) -> None:
+        """The caller stopped waiting for ``job``: queued, it never starts; running, its thread
+        stops counting against ``POOL_MAX_WORKERS``."""
 
-    def run(
-        self, job: object, claimed: bool, slot: ResultSlot, timeout: float | None, park: bool = True
-    ) -> tuple[bool, Any] | None:
-        """Queue ``job`` once the interpreter lock is released, then wait for ``slot`` up to
-        ``timeout`` seconds (None: no limit; negative or NaN: no wait): spinning first, then,
-        with ``park``, parked. Returns the outcome ``(ok, value)`` taken out of the slot, or
-        None when it was not published in time."""
+    def next_job(self, held: list[Any]) -> tuple[Any, Callable[..., Any], Any, Any]:
+        """A worker thread's step: ``held`` is ``[job, ok, value]``, the job it ran last (None at
+        first) and its outcome, taken out and handed to its caller (dropped when the caller gave
+        up); then waits for the next job to run (one given up, or past its deadline, is
+        skipped), puts it in ``held[0]`` and returns ``(context, func, a, b)`` to run as
+        ``context.run(func, a, b)``."""
 
-    def wait(self, slot: ResultSlot, timeout: float | None) -> tuple[bool, Any] | None:
-        """Wait for ``slot`` up to ``timeout`` seconds (None: no limit), parked; returns as
-        ``run``."""
+    def sizes(self) -> tuple[int, int, int]:
+        """``(threads, idle, stuck)``: threads alive, waiting for a job with none promised to
+        them, and held by a call that overran its deadline."""
+
+    def starts(self) -> tuple[int, int]:
+        """``(at_once, later)``: calls of ``start`` whose outcome was there by the end of its
+        brief wait (the caller did not suspend), and the others (awaited through the job's
+        future), since the pool was made."""
 
 # ---------------------------------------------------------------------- memory
 

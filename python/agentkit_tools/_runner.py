@@ -26,16 +26,18 @@
   Python cannot kill a thread: at the deadline the caller gets ``timeout`` and the thread runs
   on until the function returns, its result discarded. A queued call whose deadline passed
   before a worker was free never starts.
-- The hand-off costs as few thread wake-ups as possible (the core's ``WorkQueue`` and
-  ``ResultSlot``): a worker that finished a call waits for the next one spinning for up to 50 µs
-  with the interpreter lock released (one idle worker at a time; the others park), so a call
-  submitted right after finds it awake; a job is queued only once the caller has released the
-  interpreter lock, and the worker publishes the outcome only once it has released it, so
-  neither side wakes to find the lock held. A synchronous caller (``dispatch``) waits spinning
-  up to 50 µs, then parked (waking every 50 ms so that Ctrl-C is handled). A caller on an
-  event loop waits the same brief spin only when the loop has nothing else to run (see
-  :func:`_await_worker`), otherwise it awaits a future the worker completes. Spinning yields
-  the CPU between checks and shrinks to 2 µs while recent waits were longer than 50 µs.
+- The worker pool is the core's (``_core.WorkerPool``: its jobs, its threads' accounting, the
+  waits of its callers and workers); its threads are daemon threads that call the bodies from
+  Python (:func:`_work`). The hand-off costs as few thread wake-ups as possible: a worker that
+  finished a call waits for the next one spinning for up to 50 µs with the interpreter lock
+  released (one idle worker at a time; the others park), so a call submitted right after finds
+  it awake; a job is queued only once the caller has released the interpreter lock, and the
+  worker publishes the outcome only once it has released it, so neither side wakes to find the
+  lock held. A synchronous caller (``dispatch``) waits spinning up to 50 µs, then parked
+  (waking every 50 ms so that Ctrl-C is handled). A caller on an event loop waits the same brief
+  spin only when the loop has nothing else to run, otherwise it awaits a future the worker
+  completes. Spinning yields the CPU between checks and shrinks to 2 µs while recent waits were
+  longer than 50 µs.
 - Worker threads are daemon threads: a body still running never keeps the interpreter from
   exiting (it is stopped with the process, like any daemon thread); a worker or caller waiting
   in the core when the interpreter finalizes stays parked until the process is gone.
@@ -63,10 +65,10 @@ from .errors import ToolError, ToolTimeoutError
 __all__ = ["MAX_WORKERS", "MAX_STUCK", "BackendSaturatedError", "run_body", "run_inline", "start_async", "start_in_copy", "checked", "on_time", "in_worker", "BodyFailed"]
 
 #: Threads that run sync bodies within their deadline (tool bodies block on I/O, so more than the
-#: CPU count): 8 per CPU, at least 32, at most 256.
-MAX_WORKERS = min(256, max(32, (os.cpu_count() or 4) * 8))
+#: CPU count): 8 per CPU this process may run on, at least 32, at most 256.
+MAX_WORKERS: int = _core.POOL_MAX_WORKERS
 #: Threads whose call overran its deadline that the pool tolerates on top of ``MAX_WORKERS``.
-MAX_STUCK = 256
+MAX_STUCK: int = _core.POOL_MAX_STUCK
 
 _monotonic = time.monotonic
 
@@ -109,132 +111,41 @@ _STOP = (KeyboardInterrupt, SystemExit)
 
 # ------------------------------------------------------------------ the worker pool
 
-_QUEUED, _RUNNING, _ABANDONED, _DONE = 0, 1, 2, 3
+def _work(pool: Any) -> None:
+    """A worker thread of ``pool``: the core hands the last outcome over and waits for the next
+    job (``WorkerPool.next_job``); the body is called here, from Python, so that no frame of the
+    core is under it (a body still running when the interpreter exits is stopped like any
+    daemon thread's code)."""
+    next_job, run = pool.next_job, contextvars.Context.run
+    held: list[Any] = [None, True, None]  # the job run last, whether it returned, its outcome
+    while True:
+        try:
+            held[2] = run(*next_job(held))
+            held[1] = True
+        except Exception as exc:
+            held[1], held[2] = False, exc
+        except BaseException as exc:  # noqa: B036 - handed to the caller, never lost
+            held[1], held[2] = False, _carried(exc)
 
 
-class _Job:
-    """One call for the pool. ``out``: either a ``_core.ResultSlot`` the caller waits on (the
-    worker stores the outcome there and publishes it once it has released the interpreter lock;
-    if the caller abandoned the slot first, the slot's ``done(ok, value)`` gets it on the worker
-    thread), or a callable ``done(ok, value)`` called on the worker thread."""
-
-    __slots__ = ("run", "fn", "a", "b", "deadline", "out", "state")
-
-    def __init__(self, fn: Any, a: Any, b: Any, deadline: float | None, out: Any) -> None:
-        self.run = contextvars.copy_context().run
-        self.fn = fn
-        self.a = a
-        self.b = b
-        self.deadline = deadline
-        self.out = out
-        self.state = _QUEUED
+def _start_worker(pool: Any, n: int) -> None:
+    threading.Thread(target=_work, args=(pool,), name=f"agentkit-tool-{n}", daemon=True).start()
 
 
-class _Pool:
-    """The worker threads and their accounting. The waiting itself is the core's
-    ``_core.WorkQueue`` (workers spin up to 50 µs for the next job, one at a time, then park;
-    it counts idle workers); ``threads``/``stuck`` and each job's state are guarded by ``lock``."""
-
-    def __init__(self) -> None:
-        self.queue = _core.WorkQueue()
-        self.lock = threading.Lock()
-        self.threads = 0  # alive
-        self.stuck = 0  # running a call whose caller gave up at its deadline
-
-    def reserve(self, name: str) -> bool:
-        """Make sure a worker will take the next job: True when an idle one was promised to it,
-        False when it will queue (a new thread is started when the limits allow). Raises
-        ``BackendSaturatedError`` (naming tool ``name`` and the threads held) when the pool is
-        saturated (nothing could ever run it soon). The caller then queues the job, passing
-        this value as ``claimed``."""
-        if self.queue.claim():
-            return True
-        spawn = False
-        with self.lock:
-            if self.threads - self.stuck < MAX_WORKERS:
-                if self.threads >= MAX_WORKERS + MAX_STUCK:
-                    if self.threads == self.stuck:
-                        raise BackendSaturatedError(name, self.stuck)
-                else:
-                    self.threads += 1
-                    spawn = True
-        if spawn:
-            try:
-                threading.Thread(target=self._work, name=f"agentkit-tool-{self.threads}", daemon=True).start()
-            except RuntimeError:  # cannot start a thread (interpreter shutting down, limits)
-                with self.lock:
-                    self.threads -= 1
-        return False
-
-    def give_up(self, job: _Job) -> None:
-        """The caller stopped waiting (deadline): a queued job never starts; a running one
-        stops counting against ``MAX_WORKERS``."""
-        with self.lock:
-            if job.state == _QUEUED:
-                job.state = _DONE
-            elif job.state == _RUNNING:
-                job.state = _ABANDONED
-                self.stuck += 1
-
-    def _work(self) -> None:
-        lock, take, Slot = self.lock, self.queue.take, _core.ResultSlot
-        publish = None  # the slot whose outcome the next take() makes visible
-        while True:
-            job = take(publish)
-            if job is None:  # the caller abandoned the slot first: the outcome goes back by done()
-                ok, value = publish.result()  # type: ignore[union-attr]
-                done, publish = publish.done, None  # type: ignore[union-attr]
-                if done is not None:
-                    try:
-                        done(ok, value)
-                    except Exception:  # the caller's loop is gone: nobody waits for it
-                        pass
-                done = value = None
-                continue
-            publish = None
-            with lock:
-                skip = job.state != _QUEUED or (job.deadline is not None and _monotonic() >= job.deadline)
-                job.state = _DONE if skip else _RUNNING
-            if not skip:
-                try:
-                    ok, value = True, job.run(job.fn, job.a, job.b)
-                except Exception as exc:
-                    ok, value = False, exc
-                except BaseException as exc:  # noqa: B036 - handed to the caller, never lost
-                    ok, value = False, _carried(exc)
-                with lock:
-                    abandoned = job.state == _ABANDONED
-                    if abandoned:
-                        self.stuck -= 1
-                    job.state = _DONE
-                if not abandoned:
-                    out = job.out
-                    if type(out) is Slot:
-                        out.set(ok, value)
-                        publish = out
-                    else:
-                        try:
-                            out(ok, value)
-                        except Exception:  # the caller's loop is gone: nobody waits for it
-                            pass
-                    out = None
-                value = None
-            job = None
-
-    def sizes(self) -> tuple[int, int, int]:
-        idle = self.queue.idle()
-        with self.lock:
-            return self.threads, idle, self.stuck
+def _make_pool() -> Any:
+    """A worker pool of the core's (``_core.WorkerPool``): its jobs, thread accounting and
+    hand-off; its threads are started here."""
+    return _core.WorkerPool(_start_worker, BackendSaturatedError)
 
 
-_POOL = _Pool()
+_POOL = _make_pool()
 
 
 def _new_pool() -> None:
     """A forked child has none of the parent's threads: it starts a pool of its own (set at the
     fork itself, so no call pays for asking which process it is in)."""
     global _POOL
-    _POOL = _Pool()
+    _POOL = _make_pool()
 
 
 os.register_at_fork(after_in_child=_new_pool)
@@ -242,29 +153,10 @@ os.register_at_fork(after_in_child=_new_pool)
 
 def pool_sizes() -> tuple[int, int, int]:
     """``(threads, idle, stuck)`` of the worker pool."""
-    return _POOL.sizes()
+    return _POOL.sizes()  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ running on an event loop
-
-
-def _raisable(exc: BaseException) -> BaseException:
-    """What a body's exception becomes on the loop: a future refuses ``StopIteration`` (Python
-    3.12+ converts it the same way), so it arrives as a ``RuntimeError`` caused by it."""
-    if not isinstance(exc, StopIteration):
-        return exc
-    err = RuntimeError("StopIteration interacts badly with generators and cannot be raised into a Future")
-    err.__cause__ = exc
-    return err
-
-
-def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if fut.done():
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(_raisable(value))
 
 
 #: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
@@ -382,53 +274,19 @@ class _CleanUps:
 _HELD: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_CleanUps]] = weakref.WeakKeyDictionary()
 
 
-def _loop_idle(loop: asyncio.AbstractEventLoop, bound: float) -> bool:
-    """True when ``loop`` has nothing to run now nor a timer due within ``bound`` seconds: no
-    ready callback, no timer due. Known only for asyncio's own loops (any other loop: False)."""
-    ready = getattr(loop, "_ready", None)
-    if ready is None or ready:
-        return False
-    scheduled = loop._scheduled  # type: ignore[attr-defined]
-    return not scheduled or scheduled[0].when() > loop.time() + bound
-
-
 async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:
-    """``fn(a, b)`` on a worker thread, awaited within ``limit`` seconds (None: no deadline).
-
-    When a worker is idle and the loop has nothing else to run (no ready callback, no timer due;
-    asyncio's own loops only), this thread first waits for the result with the interpreter lock
-    released, spinning for at most the core's result spin bound (50 µs while recent calls
-    finished within it, 2 µs otherwise) and never past the deadline: a short body then
-    completes with no wake-up through the event loop at all. Otherwise, or when the result is
-    not there by then, the call is awaited as a future that the worker completes with
-    ``loop.call_soon_threadsafe``. I/O that becomes ready meanwhile waits at most that bound."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    call_soon = loop.call_soon_threadsafe
-    done = lambda ok, v: call_soon(_resolve, fut, ok, v)  # noqa: E731
-    deadline = None if limit is None else _monotonic() + limit
+    """``fn(a, b)`` on a worker thread, awaited within ``limit`` seconds (None: no deadline):
+    the core's ``WorkerPool.start`` (which waits briefly for the outcome itself when the loop has
+    nothing else to run), else its future, awaited under the deadline."""
     pool = _POOL
-    queue = pool.queue
-    claimed = pool.reserve(name)
-    if claimed and _loop_idle(loop, _core.HANDOFF_SPIN_S):
-        slot = _core.ResultSlot(done)
-        job = _Job(fn, a, b, deadline, slot)
-        got = queue.run(job, True, slot, limit, False)
-        if got is not None or not slot.abandon():
-            ok, value = slot.result() if got is None else got
-            on_time(deadline, name, limit)
-            if ok:
-                return value
-            raise _raisable(value)
-        # abandoned: the worker hands the outcome over through ``done``
-    else:
-        job = _Job(fn, a, b, deadline, done)
-        queue.put(job, claimed)
+    ready, got = pool.start(fn, a, b, limit, name)
+    if ready:
+        return got
     try:
-        with _core.Deadline(limit, name, deadline):  # one entry of the loop's deadline timer
-            return await fut
+        with _core.Deadline(limit, name, got.end):  # one entry of the loop's deadline timer
+            return await got.fut
     except BaseException:
-        pool.give_up(job)
+        pool.give_up(got)
         raise
 
 
@@ -555,40 +413,12 @@ async def in_worker(fn: Any, a: Any, b: Any) -> Any:
 # ------------------------------------------------------------------ the synchronous caller
 
 
-#: A synchronous caller parked for a result wakes this often (seconds), so that a signal (Ctrl-C
-#: on the main thread) is handled while a long body runs.
-_SLICE_S = 0.05
-
-
 def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:
     """``fn(a, b)`` on a worker thread, waited for from a thread without an event loop, within
-    ``limit`` seconds; raises as :func:`run_body`. The job is queued once this thread has
-    released the interpreter lock, and this thread waits spinning first (at most the core's
-    result spin bound, 50 µs), then parked, waking every ``_SLICE_S`` seconds."""
-    if limit is not None and limit <= 0:
-        raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
-    deadline = None if limit is None else _monotonic() + limit
-    pool = _POOL
-    queue = pool.queue
-    claimed = pool.reserve(name)
-    slot = _core.ResultSlot()
-    job = _Job(fn, a, b, deadline, slot)
-    try:
-        got = queue.run(job, claimed, slot, _SLICE_S if limit is None else min(limit, _SLICE_S))
-        while got is None:
-            left = None if deadline is None else deadline - _monotonic()
-            if left is not None and left <= 0:
-                break
-            got = queue.wait(slot, _SLICE_S if left is None else min(left, _SLICE_S))
-    except BaseException:
-        pool.give_up(job)
-        raise
-    if got is None:  # a result handed over after this point is discarded: it is late
-        pool.give_up(job)
-        raise ToolTimeoutError(name, limit)  # type: ignore[arg-type]
-    if got[0]:
-        return got[1]
-    raise got[1]
+    ``limit`` seconds; raises as :func:`run_body` (the core's ``WorkerPool.run``: the job is
+    queued once this thread has released the interpreter lock, and this thread waits spinning
+    first, at most 50 µs, then parked, waking every 50 ms so that a signal is handled)."""
+    return _POOL.run(fn, a, b, limit, name)
 
 
 def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int) -> Any:
@@ -603,7 +433,7 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
     if kind == BODY_INLINE:
         value = _call_here(tool, args, ctx)
     else:
-        value = run_sync_in_worker(tool.fn, args, ctx, limit, name)
+        value = _POOL.run(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):
         # Within what is left of the deadline (it never starts past it).
         later = Later(tool, value, ctx, limit, end)

@@ -1,19 +1,39 @@
-//! The worker pool's hand-off (`crate::handoff`) for Python: `WorkQueue`, a job queue whose
-//! waiting workers spin briefly then park, and `ResultSlot`, a one-shot result cell; every wait
-//! runs with the interpreter lock released. Conversions only.
+//! The worker pool that runs sync tool bodies, for Python: `WorkerPool` owns its jobs, its
+//! threads' accounting (`crate::pool`), its hand-off (`crate::handoff`: waiting workers spin
+//! briefly then park; a caller waits for a one-shot result slot) and the waits of its callers and
+//! workers, every wait with the interpreter lock released.
+//!
+//! Its threads are Python daemon threads (a body still running never keeps the interpreter from
+//! exiting) whose loop is the core's [`WorkerPool::next_job`]: it hands the previous outcome over
+//! and waits for the next job; the thread then calls the body from Python (`_runner._work`), so
+//! no frame of the core is under a body. A body that blocks while the interpreter finalizes is
+//! stopped there like any daemon thread; under a frame of the core that would abort the process
+//! (before Python 3.14 a thread re-taking the interpreter lock then is unwound by `pthread_exit`).
 //!
 //! A thread still waiting here when the interpreter finalizes never runs Python again: pyo3
 //! re-attaches through `PyEval_RestoreThread`, which during finalization leaves the thread
-//! hanging (as Python 3.14 does) instead of unwinding it through Rust frames.
+//! hanging (as Python 3.14 does) instead of unwinding it through Rust frames; between its waits
+//! it counts itself in at the exit gate (`super::shutdown`).
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::deadline::{self, timeout};
+use super::pipeline::helpers;
+use super::shutdown::{inside, Inside};
 use crate::handoff::{Mailbox, Slot, SPIN_MAX};
+use crate::pool::{self, Accounts, JobState, Reserve};
 
 type Outcome = (bool, Py<PyAny>);
+
+/// A synchronous caller parked for a result wakes this often, so that a signal (Ctrl-C on the
+/// main thread) is handled while a long body runs.
+const SLICE: Duration = Duration::from_millis(50);
 
 fn until(timeout: Option<f64>) -> Option<Instant> {
     // NaN and negative waits are no wait; an absurdly long one is no deadline.
@@ -22,141 +42,394 @@ fn until(timeout: Option<f64>) -> Option<Instant> {
         .and_then(|t| Instant::now().checked_add(Duration::try_from_secs_f64(t).ok()?))
 }
 
-/// A one-shot cell for a call's outcome `(ok, value)` between the worker that runs it and the
-/// caller that waits for it; `done`: the caller's other way back, for an outcome published
-/// after it abandoned the slot.
-#[pyclass(frozen, module = "agentkit_tools._core", name = "ResultSlot")]
-pub struct PyResultSlot {
-    inner: Slot<Outcome>,
+/// What a body's exception becomes on the loop: a future refuses `StopIteration` (Python 3.12+
+/// converts it the same way), so it arrives as a `RuntimeError` caused by it.
+fn raisable<'py>(py: Python<'py>, exc: Bound<'py, PyAny>) -> PyErr {
+    if !exc.is_instance_of::<PyStopIteration>() {
+        return PyErr::from_value(exc);
+    }
+    let err = PyRuntimeError::new_err("StopIteration interacts badly with generators and cannot be raised into a Future");
+    err.set_cause(py, Some(PyErr::from_value(exc)));
+    err
+}
+
+/// One call for the pool: `fn(a, b)` in `context` (a copy of the caller's), its deadline, where
+/// it is (see `crate::pool`), the slot its outcome is stored in, and, for a caller on an event
+/// loop, the future that gets the outcome when nobody waits on the slot.
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub struct Job {
+    context: Py<PyAny>,
+    func: Py<PyAny>,
+    a: Py<PyAny>,
+    b: Py<PyAny>,
+    deadline: Option<Instant>,
+    /// The deadline on `time.monotonic` (None: none).
     #[pyo3(get)]
-    done: Option<Py<PyAny>>,
+    end: Option<f64>,
+    state: JobState,
+    slot: Slot<Outcome>,
+    /// `(loop.call_soon_threadsafe, future)`: an outcome nobody waits for on the slot goes to
+    /// that future.
+    later: Option<(Py<PyAny>, Py<PyAny>)>,
 }
 
 #[pymethods]
-impl PyResultSlot {
-    // The garbage collector sees `done` and a stored outcome: a failed call's exception, whose
-    // traceback holds the waiter's frame and so this slot, is collected with its cycle.
+impl Job {
+    /// The future that gets the outcome (None for a synchronous caller's job).
+    #[getter]
+    fn fut(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        let _in = super::shutdown::inside(py);
+        self.later.as_ref().map(|(_, f)| f.clone_ref(py))
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.done)?;
-        self.inner.peek(|(_, v)| visit.call(v)).unwrap_or(Ok(()))
-    }
-
-    #[new]
-    #[pyo3(signature = (done=None))]
-    fn new(done: Option<Py<PyAny>>) -> Self {
-        PyResultSlot {
-            inner: Slot::new(),
-            done,
+        for o in [&self.context, &self.func, &self.a, &self.b] {
+            visit.call(o)?;
         }
-    }
-
-    /// Store the outcome; the waiter sees it once published (`WorkQueue.take(slot)`).
-    fn set(&self, ok: bool, value: Py<PyAny>) {
-        self.inner.store((ok, value));
-    }
-
-    /// Take the stored outcome out: `(ok, value)`. RuntimeError when there is none.
-    fn result(&self) -> PyResult<Outcome> {
-        self.inner
-            .take()
-            .ok_or_else(|| PyRuntimeError::new_err("the result slot holds no outcome"))
-    }
-
-    /// The waiter stops waiting: True when nothing was published yet (an outcome published
-    /// later stays with the worker), False when it was (take it with `result()`).
-    fn abandon(&self) -> bool {
-        self.inner.abandon()
+        if let Some((c, f)) = &self.later {
+            visit.call(c)?;
+            visit.call(f)?;
+        }
+        self.slot.peek(|(_, v)| visit.call(v)).unwrap_or(Ok(()))
     }
 }
 
-/// The FIFO of jobs of the worker pool, and the waits of its workers and callers.
-#[pyclass(frozen, module = "agentkit_tools._core", name = "WorkQueue")]
-pub struct PyWorkQueue {
-    inner: Mailbox<Py<PyAny>>,
+/// The pool of worker threads that run sync tool bodies (see the module); one per process
+/// (`_runner` makes a new one in a forked child).
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub struct WorkerPool {
+    mailbox: Mailbox<Py<Job>>,
+    accounts: Accounts,
+    /// `start(pool, n)`: start worker thread `n` running `_runner._work(pool)`.
+    start_worker: Py<PyAny>,
+    /// `saturated(name, stuck)`: the error refusing a call of tool `name` when all `stuck`
+    /// threads are held by calls that overran their deadline.
+    saturated: Py<PyAny>,
+    /// Calls of `start` whose outcome was there at the end of its brief wait, and the others
+    /// (awaited through the job's future).
+    at_once: AtomicU64,
+    later: AtomicU64,
 }
 
-#[pymethods]
-impl PyWorkQueue {
-    #[new]
-    fn new() -> Self {
-        PyWorkQueue { inner: Mailbox::new() }
-    }
+/// Threads that run calls within their deadline on this machine.
+fn max_workers() -> usize {
+    pool::max_workers(std::thread::available_parallelism().map_or(4, |n| n.get()))
+}
 
-    /// Promise the next job to an idle worker: True when one was idle, False when all are busy.
-    fn claim(&self) -> bool {
-        self.inner.claim()
-    }
-
-    /// Workers waiting for a job that no job was promised to.
-    fn idle(&self) -> usize {
-        self.inner.idle()
-    }
-
-    /// Queue `job` (`claimed`: the value `claim()` returned for it).
-    fn put(&self, job: Py<PyAny>, claimed: bool) {
-        self.inner.put(job, claimed);
-    }
-
-    /// The next job (waits as long as it takes). With `publish`, first make that slot's stored
-    /// outcome visible to its waiter — once the interpreter lock is released, so the waiter
-    /// wakes to a free lock; returns None instead of a job when that waiter had abandoned the
-    /// slot (the outcome is still in it, for its other way back).
-    #[pyo3(signature = (publish=None))]
-    fn take(&self, py: Python<'_>, publish: Option<PyRef<'_, PyResultSlot>>) -> Option<Py<PyAny>> {
-        let slot = publish.as_deref().map(|s| &s.inner);
-        py.detach(|| {
-            if let Some(s) = slot {
-                if !s.publish() {
-                    return None;
+impl WorkerPool {
+    /// Make sure a worker will take the next job: true when an idle one was promised to it,
+    /// false when it will queue (a thread is started when the limits allow). Raises the
+    /// saturation error when nothing could ever run it soon.
+    fn reserve(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = slf.py();
+        let pool = slf.get();
+        if pool.mailbox.claim() {
+            return Ok(true);
+        }
+        match pool.accounts.reserve() {
+            Reserve::Queue => {}
+            Reserve::Saturated(stuck) => return Err(PyErr::from_value(pool.saturated.bind(py).call1((name, stuck))?)),
+            Reserve::Spawn => {
+                let n = pool.accounts.sizes().0;
+                if let Err(e) = pool.start_worker.bind(py).call1((slf, n)) {
+                    pool.accounts.spawn_failed();
+                    // Cannot start a thread (interpreter shutting down, limits): it queues.
+                    if !e.is_instance_of::<PyRuntimeError>(py) {
+                        return Err(e);
+                    }
                 }
             }
-            Some(self.inner.take())
-        })
+        }
+        Ok(false)
     }
 
-    /// Queue `job` once the interpreter lock is released (a worker that takes it at once finds
-    /// the lock free), then wait for `slot` up to `timeout` seconds (None: no limit): spinning
-    /// first (at most `HANDOFF_SPIN_S`, less while recent results took longer), then, with `park`,
-    /// parked. Returns the outcome `(ok, value)`, taken out of the slot, or None when it was not
-    /// published in time.
-    #[pyo3(signature = (job, claimed, slot, timeout, park=true))]
-    fn run(
-        &self,
-        py: Python<'_>,
-        job: Py<PyAny>,
-        claimed: bool,
-        slot: PyRef<'_, PyResultSlot>,
-        timeout: Option<f64>,
-        park: bool,
-    ) -> Option<Outcome> {
-        let (cell, until) = (&slot.inner, until(timeout));
-        let published = py.detach(|| {
-            self.inner.put(job, claimed);
-            self.inner.wait_result(cell, until, true, park)
+    fn job<'py>(py: Python<'py>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>, later: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, Job>> {
+        let context = helpers(py)?.copy_context.bind(py).call0()?;
+        let job = Job {
+            context: context.unbind(),
+            func: func.unbind(),
+            a: a.unbind(),
+            b: b.unbind(),
+            deadline: until(limit),
+            end,
+            state: JobState::new(),
+            slot: Slot::new(),
+            later: later.map(|(c, f)| (c.unbind(), f.unbind())),
+        };
+        Bound::new(py, job)
+    }
+
+    /// The outcome taken out of `job`'s slot (published to this waiter).
+    fn taken(job: &Job) -> PyResult<Outcome> {
+        job.slot.take().ok_or_else(|| PyRuntimeError::new_err("the result slot holds no outcome"))
+    }
+}
+
+/// True when `lp` has nothing to run now nor a timer due within `bound` seconds: no ready
+/// callback, no timer due. Known only for asyncio's own loops (any other loop: false).
+fn loop_idle(py: Python<'_>, lp: &Bound<'_, PyAny>, bound: f64) -> PyResult<bool> {
+    let Some(ready) = lp.getattr_opt(intern!(py, "_ready"))? else { return Ok(false) };
+    if ready.is_none() || ready.is_truthy()? {
+        return Ok(false);
+    }
+    let scheduled = lp.getattr(intern!(py, "_scheduled"))?;
+    if !scheduled.is_truthy()? {
+        return Ok(true);
+    }
+    let when: f64 = scheduled.get_item(0)?.call_method0(intern!(py, "when"))?.extract()?;
+    let now: f64 = lp.call_method0(intern!(py, "time"))?.extract()?;
+    Ok(when > now + bound)
+}
+
+/// Complete `fut` with the outcome `(ok, value)` (nothing when it is done already: its caller
+/// gave up).
+#[pyfunction]
+fn _resolve_future(fut: &Bound<'_, PyAny>, ok: bool, value: Bound<'_, PyAny>) -> PyResult<()> {
+    let _in = super::shutdown::inside(fut.py());
+    let py = fut.py();
+    if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+        return Ok(());
+    }
+    if ok {
+        fut.call_method1(intern!(py, "set_result"), (value,))?;
+    } else {
+        fut.call_method1(intern!(py, "set_exception"), (raisable(py, value).into_value(py),))?;
+    }
+    Ok(())
+}
+
+/// Hand `job`'s outcome, published to nobody, to its future through its loop (nothing when its
+/// loop is gone).
+fn deliver_later(py: Python<'_>, job: &Job) {
+    let (Some((call_soon, fut)), Some((ok, value))) = (&job.later, job.slot.take()) else { return };
+    static RESOLVE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let Ok(resolve) = RESOLVE.get_or_try_init(py, || wrap_pyfunction!(_resolve_future, py).map(|f| f.into_any().unbind())) else { return };
+    // The caller's loop is closed: nobody waits for it.
+    drop(call_soon.bind(py).call1((resolve, fut, ok, value)));
+}
+
+#[pymethods]
+impl WorkerPool {
+    /// A pool whose threads `start_worker(pool, n)` starts, refusing calls with
+    /// `saturated(name, stuck)` when saturated.
+    #[new]
+    fn new(py: Python<'_>, start_worker: Py<PyAny>, saturated: Py<PyAny>) -> Self {
+        let _in = super::shutdown::inside(py);
+        WorkerPool {
+            mailbox: Mailbox::new(),
+            accounts: Accounts::new(max_workers(), pool::MAX_STUCK),
+            start_worker,
+            saturated,
+            at_once: AtomicU64::new(0),
+            later: AtomicU64::new(0),
+        }
+    }
+
+    /// `fn(a, b)` on a worker thread, for a caller on the running event loop, within `limit_s`
+    /// seconds (None: no deadline); `name`: the tool's, for the errors. Returns `(True, value)`
+    /// when the outcome is here already, else `(False, job)`: await `job.fut` within the
+    /// deadline `job.end` (`give_up(job)` when that await ends otherwise). Raises what the body
+    /// raised (a `StopIteration` as a `RuntimeError` caused by it), `ToolTimeoutError` for an
+    /// outcome past the deadline, the saturation error when no worker can take it.
+    ///
+    /// When a worker is idle and the loop has nothing else to run (no ready callback, no timer
+    /// due; asyncio's own loops only), this thread first waits for the outcome with the
+    /// interpreter lock released, spinning for at most the result spin bound (50 µs while
+    /// recent calls finished within it, 2 µs otherwise) and never past the deadline: a short
+    /// body then completes with no wake-up through the event loop at all. Otherwise, or when the
+    /// outcome is not there by then, the worker completes the job's future with
+    /// `loop.call_soon_threadsafe`.
+    #[pyo3(signature = (func, a, b, limit_s, name))]
+    fn start<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, name: Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+        let _in = super::shutdown::inside(slf.py());
+        let mut gate: Option<Inside> = Some(_in);
+        let py = slf.py();
+        let h = helpers(py)?;
+        let lp = h.get_running_loop.bind(py).call0()?;
+        let fut = lp.call_method0(intern!(py, "create_future"))?;
+        let call_soon = lp.getattr(intern!(py, "call_soon_threadsafe"))?;
+        let end = deadline::end_of(py, h, limit_s)?;
+        let claimed = Self::reserve(slf, &name)?;
+        let job = Self::job(py, func, a, b, limit_s, end, Some((call_soon, fut)))?;
+        let pool = slf.get();
+        let j = job.get();
+        if claimed && loop_idle(py, &lp, SPIN_MAX.as_secs_f64())? {
+            // Queued once this thread has released the interpreter lock: a worker that takes it
+            // at once finds the lock free.
+            let queued = job.clone().unbind();
+            drop(gate.take());
+            let published = py.detach(|| {
+                pool.mailbox.put(queued, true);
+                pool.mailbox.wait_result(&j.slot, until(limit_s), true, false)
+            });
+            gate = Some(inside(py));
+            if published || !j.slot.abandon() {
+                pool.at_once.fetch_add(1, Ordering::Relaxed);
+                let (ok, value) = Self::taken(j)?;
+                if deadline::passed(py, h, end)? {
+                    return Err(timeout(py, h, &name, limit_s));
+                }
+                if ok {
+                    return Ok((true, value.into_bound(py)));
+                }
+                return Err(raisable(py, value.into_bound(py)));
+            }
+            // Abandoned: the worker hands the outcome to the future.
+        } else {
+            j.slot.abandon(); // nobody waits on the slot: the outcome goes to the future
+            pool.mailbox.put(job.clone().unbind(), claimed);
+        }
+        pool.later.fetch_add(1, Ordering::Relaxed);
+        drop(gate);
+        Ok((false, job.into_any()))
+    }
+
+    /// `fn(a, b)` on a worker thread, waited for by this thread (no event loop) within `limit_s`
+    /// seconds (None: no deadline); returns its value, raises what it raised,
+    /// `ToolTimeoutError(name, limit_s)` at the deadline (an outcome handed over after that is
+    /// discarded), the saturation error when no worker can take it. The job is queued once this
+    /// thread has released the interpreter lock; this thread waits spinning first (at most the
+    /// result spin bound, 50 µs), then parked, waking every 50 ms so that a signal is handled.
+    #[pyo3(signature = (func, a, b, limit_s, name))]
+    fn run<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, name: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        let mut gate: Option<Inside> = Some(_in);
+        let py = slf.py();
+        let h = helpers(py)?;
+        if limit_s.is_some_and(|l| l <= 0.0) {
+            return Err(timeout(py, h, &name, limit_s)); // a call never starts after its deadline
+        }
+        let claimed = Self::reserve(slf, &name)?;
+        let job = Self::job(py, func, a, b, limit_s, None, None)?;
+        let pool = slf.get();
+        let j = job.get();
+        let queued = job.clone().unbind();
+        let slice = |left: Option<Duration>| Some(Instant::now() + left.map_or(SLICE, |l| l.min(SLICE)));
+        let left = || j.deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        drop(gate.take());
+        let mut published = py.detach(|| {
+            pool.mailbox.put(queued, claimed);
+            pool.mailbox.wait_result(&j.slot, slice(left()), true, true)
         });
-        if published {
-            cell.take()
+        gate = Some(inside(py));
+        while !published {
+            if left().is_some_and(|l| l.is_zero()) {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                pool.accounts.give_up(&j.state);
+                return Err(e);
+            }
+            drop(gate.take());
+            published = py.detach(|| pool.mailbox.wait_result(&j.slot, slice(left()), false, true));
+            gate = Some(inside(py));
+        }
+        drop(gate);
+        if !published {
+            // An outcome handed over after this point is discarded: it is late.
+            pool.accounts.give_up(&j.state);
+            j.slot.abandon();
+            return Err(timeout(py, h, &name, limit_s));
+        }
+        let (ok, value) = Self::taken(j)?;
+        if ok {
+            Ok(value.into_bound(py))
         } else {
-            None
+            Err(PyErr::from_value(value.into_bound(py)))
         }
     }
 
-    /// Wait for `slot` up to `timeout` seconds (None: no limit), parked. Returns the outcome
-    /// `(ok, value)`, taken out of the slot, or None when it was not published in time.
-    #[pyo3(signature = (slot, timeout))]
-    fn wait(&self, py: Python<'_>, slot: PyRef<'_, PyResultSlot>, timeout: Option<f64>) -> Option<Outcome> {
-        let (cell, until) = (&slot.inner, until(timeout));
-        if py.detach(|| self.inner.wait_result(cell, until, false, true)) {
-            cell.take()
-        } else {
-            None
+    /// The caller stopped waiting for `job` (its deadline, its own cancellation): a queued job
+    /// never starts; a running one stops counting against the workers limit.
+    fn give_up(&self, py: Python<'_>, job: &Bound<'_, Job>) {
+        let _in = super::shutdown::inside(py);
+        self.accounts.give_up(&job.get().state);
+    }
+
+    /// A worker thread's step: `held` is `[job, ok, value]`, the job it ran last (None at first)
+    /// and its outcome, which are taken out of it and handed over (to the caller waiting on the
+    /// job's slot, which sees it once this thread has released the interpreter lock, else to
+    /// the job's future; dropped when its caller gave up). Then waits for the next job to run
+    /// (one whose caller gave up or whose deadline passed while queued is skipped), puts it in
+    /// `held[0]` and returns `(context, fn, a, b)`: the thread runs `context.run(fn, a, b)`.
+    fn next_job<'py>(slf: &Bound<'py, Self>, held: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
+        let _in = super::shutdown::inside(slf.py());
+        let mut gate: Option<Inside> = Some(_in);
+        let py = slf.py();
+        let pool = slf.get();
+        let (last, ok, value) = (held.get_item(0)?, held.get_item(1)?.is_truthy()?, held.get_item(2)?);
+        held.set_item(0, py.None())?;
+        held.set_item(2, py.None())?;
+        let mut publish: Option<Py<Job>> = None;
+        if let Ok(last) = last.cast_into::<Job>() {
+            let j = last.get();
+            if pool.accounts.finish(&j.state) {
+                j.slot.store((ok, value.unbind()));
+                publish = Some(last.unbind());
+            }
+            // else its caller gave up: the outcome is dropped here
         }
+        loop {
+            drop(gate.take());
+            let (next, unread) = py.detach(|| {
+                if let Some(p) = &publish {
+                    if !p.get().slot.publish() {
+                        return (None, true); // its waiter abandoned the slot first
+                    }
+                }
+                let next = pool.mailbox.take();
+                let j = next.get();
+                let expired = j.deadline.is_some_and(|d| Instant::now() >= d);
+                let run = pool.accounts.start(&j.state, expired);
+                (Some((next, run)), false)
+            });
+            gate = Some(inside(py));
+            if unread {
+                if let Some(p) = publish.take() {
+                    deliver_later(py, p.get());
+                }
+                continue;
+            }
+            publish = None;
+            let Some((next, run)) = next else { continue };
+            if !run {
+                continue;
+            }
+            let j = next.get();
+            let parts = PyTuple::new(py, [j.context.bind(py), j.func.bind(py), j.a.bind(py), j.b.bind(py)])?;
+            held.set_item(0, next)?;
+            drop(gate);
+            return Ok(parts);
+        }
+    }
+
+    /// `(at_once, later)`: calls of `start` whose outcome was there by the end of its brief wait
+    /// (no suspension), and the others (awaited through the job's future), since the pool was
+    /// made.
+    fn starts(&self, py: Python<'_>) -> (u64, u64) {
+        let _in = super::shutdown::inside(py);
+        (self.at_once.load(Ordering::Relaxed), self.later.load(Ordering::Relaxed))
+    }
+
+    /// `(threads, idle, stuck)`: threads alive, waiting for a job with none promised to them,
+    /// and held by a call that overran its deadline.
+    fn sizes(&self, py: Python<'_>) -> (usize, usize, usize) {
+        let _in = super::shutdown::inside(py);
+        let (threads, stuck) = self.accounts.sizes();
+        (threads, self.mailbox.idle(), stuck)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.start_worker)?;
+        visit.call(&self.saturated)
     }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyResultSlot>()?;
-    m.add_class::<PyWorkQueue>()?;
+    m.add_class::<WorkerPool>()?;
+    m.add_class::<Job>()?;
     m.add("HANDOFF_SPIN_S", SPIN_MAX.as_secs_f64())?;
+    m.add("POOL_MAX_WORKERS", max_workers())?;
+    m.add("POOL_MAX_STUCK", pool::MAX_STUCK)?;
     Ok(())
 }
