@@ -9,7 +9,11 @@ and prints thousands of instructions per call, steady state:
   in a coroutine (what ``compare.py`` calls the floor);
 - ``Invoker.invoke`` of a ``non_blocking`` sync tool (inline) and of an ``async`` tool whose body
   does not suspend, with the default chain and with none (``middleware=[]``);
-- each with a mapping and with the JSON text of the arguments.
+- each with a mapping and with the JSON text of the arguments;
+- with a mapping, the default chain: a tool whose flag is not a plain value (``idempotent = 0``:
+  its flags are read at every call), and a process that constructs a ``FunctionTool`` per request
+  (each call constructs one it does not register; the construction's own cost, measured alone,
+  is subtracted).
 
 How: each measured region is one ``sys.call_tracing(region, ...)``; callgrind collects only
 inside that C function (``--toggle-collect=sys_call_tracing``) and dumps a profile after each
@@ -49,7 +53,7 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
     loop, ``async`` returns a coroutine run on one event loop."""
     from compare import ARGS, ARGS_JSON, EXPECTED, make_fn
 
-    from agentkit_tools import Invoker, ToolRegistry, tool
+    from agentkit_tools import FunctionTool, Invoker, ToolRegistry, tool
     from agentkit_tools.middleware import approval, audit, idempotency, repeat_guard, retry, timeout
 
     fn = make_fn("search_docs")
@@ -57,7 +61,13 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
     inline = tool(make_fn("search_docs_inline"), read_only=True)
     inline.non_blocking = True  # type: ignore[attr-defined]
     atool = tool(afn, read_only=True)
-    reg = ToolRegistry([inline, atool])
+    # The same tools with a flag that is not a plain value (an int for a bool).
+    inline_np = tool(make_fn("search_docs_inline_np"), read_only=True)
+    inline_np.non_blocking = True  # type: ignore[attr-defined]
+    atool_np = tool(make_fn("search_docs_async_np", is_async=True), read_only=True)
+    for t in (inline_np, atool_np):
+        t.idempotent = 0  # type: ignore[assignment]
+    reg = ToolRegistry([inline, atool, inline_np, atool_np])
     # The chain of compare.py: the default chain, a repeat limit identical calls never reach.
     chain = [audit(), approval(), repeat_guard(limit=10**9), idempotency(), retry(), timeout()]
     inv = Invoker(reg, middleware=chain)
@@ -75,6 +85,31 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
             for _ in range(n):
                 await f()
         return run
+
+    def construct() -> Any:
+        return FunctionTool(name="made", fn=fn, description="A tool made per request.", side_effecting=False)
+
+    def made_per_call(c: dict[str, Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            construct()
+            return inv.invoke(c)
+        return call
+
+    def others() -> list[tuple[str, str, Callable[[int], Any]]]:
+        c_in = {"id": "c1", "name": "search_docs_inline", "input": ARGS}
+        c_as = {"id": "c1", "name": "search_docs_async", "input": ARGS}
+        c_in_np = {"id": "c1", "name": "search_docs_inline_np", "input": ARGS}
+        c_as_np = {"id": "c1", "name": "search_docs_async_np", "input": ARGS}
+        for c in (c_in_np, c_as_np):
+            env = asyncio.run(inv.invoke(c))
+            assert env["ok"] and env["value"] == EXPECTED, env
+        return [
+            ("FunctionTool construction (mapping)", "sync", sync_loop(construct)),
+            ("invoke inline, non-plain flag (mapping)", "async", async_loop(lambda: inv.invoke(c_in_np))),
+            ("invoke inline, tool made per call (mapping)", "async", async_loop(made_per_call(c_in))),
+            ("invoke async, non-plain flag (mapping)", "async", async_loop(lambda: inv.invoke(c_as_np))),
+            ("invoke async, tool made per call (mapping)", "async", async_loop(made_per_call(c_as))),
+        ]
 
     def cases_of(kind: str, payload: Any) -> list[tuple[str, str, Callable[[int], Any]]]:
         def floor() -> Any:
@@ -100,7 +135,7 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
             (f"invoke async, middleware=[] ({kind})", "async", async_loop(lambda: bare.invoke(c_as))),
         ]
 
-    return cases_of("mapping", ARGS) + cases_of("JSON", ARGS_JSON)
+    return cases_of("mapping", ARGS) + cases_of("JSON", ARGS_JSON) + others()
 
 
 def child(calls: int, only: str | None) -> None:
@@ -165,10 +200,13 @@ def main() -> None:
         (name, n1), (_, n2) = regions[i], regions[i + 1]
         per_call[name] = (totals[i + 1] - totals[i]) / (int(n2) - int(n1))
     print(f"thousand instructions per call (N={a.calls} and 2N calls, difference / N)")
+    made = per_call.get("FunctionTool construction (mapping)")
     for name, v in per_call.items():
+        if "made per call" in name and made is not None:
+            v -= made  # the invoke's own cost
         kind = name[name.index("(") :]
         floor = per_call.get(("floor async " if "async" in name else "floor sync ") + kind)
-        ratio = f"{v / floor:5.2f}x floor" if floor and not name.startswith("floor") else ""
+        ratio = f"{v / floor:5.2f}x floor" if floor and not name.startswith(("floor", "FunctionTool")) else ""
         print(f"  {name:42s} {v / 1000:8.2f}k  {ratio}")
     if a.keep:
         print(f"profiles in {out_dir}: region i is cg.out.{{i+1}}, in the order above (N, then 2N)")
