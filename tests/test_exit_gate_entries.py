@@ -46,7 +46,6 @@ UNGATED = {
     "awaiting.rs::BodyTask::__traverse__": _GC,
     "awaiting.rs::BodyTask::__clear__": _GC,
     "awaiting.rs::Woken::__traverse__": _GC,
-    "pipeline.rs::flags_changed": "adds one to an atomic counter: no host object is read, dropped or made",
     "deadline.rs::LoopDeadlines::__traverse__": _GC,
     "deadline.rs::LoopDeadlines::__clear__": _GC,
     "deadline.rs::Deadline::__traverse__": _GC,

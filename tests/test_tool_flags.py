@@ -1,17 +1,26 @@
 """A tool's flags as the Invoker follows them: what the core read of a ``FunctionTool``'s flags is
-kept until an attribute of a tool or of its class is set or deleted, and a tool whose flags can
-change without an assignment (a subclass's property, a duck-typed tool's class attribute, a flag
-whose truth value is computed) is read at every call."""
+kept only while the tool's instance ``__dict__`` holds the same objects (however it was changed:
+assignment, ``object.__setattr__``, ``vars(t)[...]``, ``patch.dict``), what its class defines is
+read at every call, and a tool whose flags can change without touching its dict (a subclass's
+property, a duck-typed tool's class attribute, a flag whose truth value is computed) is read at
+every call."""
 
 from __future__ import annotations
 
+import abc
+import gc
 import itertools
+import logging
 import threading
+import typing
+import weakref
 from typing import Any
+from unittest import mock
 
 import pytest
 
-from agentkit_tools import FunctionTool, Invoker, ToolContext, ToolRegistry, ToolSchema, _core, tool
+from agentkit_tools import FunctionTool, Invoker, ToolContext, ToolRegistry, ToolSchema, _core, dispatch, tool
+from agentkit_tools.middleware import Middleware, default_chain, egress
 
 APPROVAL = {
     "ok": False,
@@ -161,17 +170,6 @@ async def test_a_duck_typed_tools_class_attribute_is_read_at_every_call() -> Non
     assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
 
 
-def test_setting_an_attribute_of_a_tool_or_its_class_bumps_the_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
-    bumps: list[None] = []
-    monkeypatch.setattr("agentkit_tools.tools._flags_changed", lambda: bumps.append(None))
-    echo = make_echo([])
-    echo.idempotent = True
-    del echo.idempotent
-    FunctionTool.some_attribute = 1  # type: ignore[attr-defined]
-    del FunctionTool.some_attribute  # type: ignore[attr-defined]
-    assert len(bumps) == 4
-
-
 async def test_begin_here_answers_with_the_bare_envelope() -> None:
     """``Pipeline.begin(..., here=True)`` returns the envelope itself when the core answered the
     call (no ``(state, step, payload)`` tuple to unpack), else that tuple."""
@@ -194,3 +192,224 @@ async def test_begin_here_answers_with_the_bare_envelope() -> None:
     assert (type(m).__name__, step, arg[0], dict(arg[1]), arg[2], arg[3]) == ("Call", _core.STEP_RUN, echo, {"x": 3}, None, _core.BODY_WORKER)
     m, step, env = pipe.begin(reg._core, {"id": "1", "name": "nope", "input": {}}, None)  # here=False: the tuple
     assert (m, step, env) == (None, _core.STEP_DONE, refused)
+
+
+class PassThrough(Middleware):
+    """A user middleware that hands every call on unchanged (the call then goes through
+    ``Pipeline.begin_call``)."""
+
+    def wrap(self, invoker: Any, nxt: Any) -> Any:
+        async def handle(tc: Any) -> Any:
+            return await nxt(tc)
+
+        return handle
+
+
+def _object_setattr(t: FunctionTool, name: str, value: Any) -> None:
+    object.__setattr__(t, name, value)
+
+
+def _vars_item(t: FunctionTool, name: str, value: Any) -> None:
+    vars(t)[name] = value
+
+
+def _dict_update(t: FunctionTool, name: str, value: Any) -> None:
+    t.__dict__.update({name: value})
+
+
+@pytest.mark.parametrize("write", [_object_setattr, _vars_item, _dict_update])
+async def test_a_flag_written_into_the_instance_dict_is_followed_on_every_path(write: Any) -> None:
+    echo = make_echo([])
+    alone = Invoker(ToolRegistry([echo]))
+    behind = Invoker(ToolRegistry([echo]), middleware=[PassThrough(), *default_chain()])
+    for inv in (alone, behind):
+        assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    write(echo, "requires_approval", True)
+    assert await alone.invoke(CALL, fresh()) == APPROVAL
+    assert await behind.invoke(CALL, fresh()) == APPROVAL
+    assert dispatch(CALL, alone.registry) == APPROVAL
+    write(echo, "requires_approval", False)
+    for inv in (alone, behind):
+        assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+EGRESS_DENIED = {
+    "ok": False,
+    "error": {
+        "code": "egress_denied",
+        "message": "fetch may not reach host 'evil.test': it is not on the allow-list (example.com). Do not retry "
+                   "with this URL; use an allowed host or tell the user this host is not permitted.",
+        "tool": "fetch",
+        "host": "evil.test",
+        "allowed": ["example.com"],
+    },
+}
+
+
+async def test_patch_dict_on_a_tool_is_followed_by_the_approval_and_egress_gates() -> None:
+    @tool(read_only=True, non_blocking=True)
+    def fetch(url: str) -> str:
+        """Return the URL it was given, unchanged."""
+        return url
+
+    call = {"id": "1", "name": "fetch", "input": {"url": "https://evil.test/x"}}
+    inv = Invoker(ToolRegistry([fetch]), middleware=[egress(["example.com"])])
+    assert plain(await inv.invoke(call, fresh())) == {"ok": True, "value": "https://evil.test/x"}
+    with mock.patch.dict(fetch.__dict__, {"url_arg": "url"}):
+        assert await inv.invoke(call, fresh()) == EGRESS_DENIED
+    assert plain(await inv.invoke(call, fresh())) == {"ok": True, "value": "https://evil.test/x"}
+
+    echo = make_echo([])
+    gated = Invoker(ToolRegistry([echo]))
+    assert plain(await gated.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    with mock.patch.dict(echo.__dict__, {"requires_approval": True}):
+        assert await gated.invoke(CALL, fresh()) == APPROVAL
+    assert plain(await gated.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+async def test_a_class_attribute_set_without_assignment_hooks_is_followed() -> None:
+    echo = make_echo([])
+    inv = Invoker(ToolRegistry([echo]))
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    del echo.requires_approval  # read from the class from now on
+    type.__setattr__(FunctionTool, "requires_approval", True)
+    try:
+        assert await inv.invoke(CALL, fresh()) == APPROVAL
+    finally:
+        type.__setattr__(FunctionTool, "requires_approval", False)
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    original = FunctionTool.check_output
+    type.__setattr__(FunctionTool, "check_output", lambda self, value, ctx: ["checked", value])
+    try:
+        assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": ["checked", 3]}
+        assert plain(dispatch(CALL, ToolRegistry([make_echo([])]))) == {"ok": True, "value": ["checked", 3]}
+    finally:
+        type.__setattr__(FunctionTool, "check_output", original)
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+class _Interface(abc.ABC):
+    @abc.abstractmethod
+    def describe(self) -> str: ...
+
+
+class _Proto(typing.Protocol):
+    def describe(self) -> str: ...
+
+
+@pytest.mark.parametrize(("base", "meta"), [(_Interface, abc.ABCMeta), (_Proto, type(_Proto)), (abc.ABC, abc.ABCMeta)])
+async def test_a_subclass_may_also_derive_from_a_class_with_its_own_metaclass(base: type, meta: type) -> None:
+    class Mine(FunctionTool, base):  # type: ignore[misc, valid-type]
+        def describe(self) -> str:
+            return self.name
+
+    def echo(x: int) -> int:
+        """Return the integer x it was given, unchanged."""
+        return x
+
+    mine = Mine.from_callable(echo, side_effecting=False, non_blocking=True)
+    assert (type(Mine), type(mine).__name__, mine.describe()) == (meta, "Mine", "echo")
+    assert plain(await Invoker(ToolRegistry([mine])).invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+def _raising_flag(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> FunctionTool:
+    """A function tool whose ``requires_approval`` (deleted from the instance) is read from a
+    class property that raises ``exc``."""
+    echo = make_echo([])
+    del echo.requires_approval
+
+    def boom(self: FunctionTool) -> bool:
+        raise exc
+
+    monkeypatch.setattr(FunctionTool, "requires_approval", property(boom), raising=False)
+    return echo
+
+
+async def test_a_flag_that_raises_while_read_fails_the_call_as_an_internal_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    echo = make_echo([])
+    inv = Invoker(ToolRegistry([echo]))
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}  # flags kept
+    del echo.requires_approval  # read from the class from now on
+    raising = _raising_flag(monkeypatch, RuntimeError("flag read failed"))
+    failed = {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": "The call could not be completed: RuntimeError: flag read failed. This is a fault in the "
+                       "agent's tooling, not in your arguments; do not retry.",
+        },
+    }
+    with caplog.at_level(logging.ERROR):
+        assert await inv.invoke(CALL, fresh()) == failed
+        assert await Invoker(ToolRegistry([raising])).invoke(CALL, fresh()) == failed
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("ERROR", "Invoker failed on a call of 'echo'")] * 2
+    # A chain that never reads the flag never runs it.
+    for t in (echo, raising):
+        assert plain(await Invoker(ToolRegistry([t]), middleware=[]).invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+async def test_a_flag_raising_keyboard_interrupt_or_system_exit_propagates(monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]) -> None:
+    echo = _raising_flag(monkeypatch, exc())
+    with pytest.raises(exc):
+        await Invoker(ToolRegistry([echo])).invoke(CALL, fresh())
+    with pytest.raises(exc):
+        dispatch(CALL, ToolRegistry([echo]))
+
+
+@pytest.mark.parametrize("kind", ["inline", "worker", "async"])
+async def test_an_output_check_the_body_installs_checks_that_same_call(kind: str) -> None:
+    t: Any = None
+
+    def install() -> None:
+        t.check_output = lambda value, ctx=None: ["checked", value]
+
+    if kind == "async":
+
+        @tool(read_only=True)
+        async def echo(x: int) -> int:
+            """Return the integer x it was given, unchanged."""
+            install()
+            return x
+
+    else:
+
+        @tool(read_only=True, non_blocking=kind == "inline")
+        def echo(x: int) -> int:
+            """Return the integer x it was given, unchanged."""
+            install()
+            return x
+
+    t = echo
+    inv = Invoker(ToolRegistry([t]))
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": ["checked", 3]}
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": ["checked", 3]}
+
+
+async def test_a_replaced_fn_is_freed_without_another_call() -> None:
+    class Body:
+        def __call__(self, args: Any, ctx: Any) -> int:
+            return args["x"]  # type: ignore[no-any-return]
+
+    echo = make_echo([])
+    old = Body()
+    echo.fn = old
+    invokers = [Invoker(ToolRegistry([echo])) for _ in range(3)] + [Invoker([echo], middleware=[PassThrough(), *default_chain()])]
+    for inv in invokers:
+        assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    gone = weakref.ref(old)
+    del old
+    echo.fn = Body()
+    gc.collect()
+    assert gone() is None
+    for inv in invokers:
+        assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+def test_function_tool_has_no_assignment_hooks() -> None:
+    """A tool's attributes are plain instance attributes: nothing runs when one is set (from a
+    ``__del__`` at interpreter exit as well), and its class is a plain ``type``."""
+    assert (type(FunctionTool), FunctionTool.__setattr__, FunctionTool.__delattr__) == (type, object.__setattr__, object.__delattr__)
+    assert not hasattr(_core, "flags_changed")

@@ -92,7 +92,6 @@ __all__ = [
     "define_tool",
     "error_envelope",
     "fault_envelope",
-    "flags_changed",
     "idempotency_store_key",
     "invalid_call_envelope",
     "memory_parse_call",
@@ -841,11 +840,6 @@ def observed_level(config: Any, ctx: object) -> int:
     1 a record (``config.sink`` set, the ``agentkit_tools.audit`` log enabled at DEBUG, or
     ``ctx.trace`` set); 2 a record and an OpenTelemetry span (a tracer provider is installed).
     Raises what reading ``ctx.trace`` raises."""
-
-def flags_changed() -> None:
-    """An attribute of a function tool, or of its class, was set or deleted: what the call
-    pipeline read of every tool's attributes is read again at its next call (``FunctionTool``
-    calls this on every assignment)."""
 
 def host_allow_list(allow: Sequence[str]) -> list[str]:
     """The entries of an egress allow-list as the check reads them (lowercase, no brackets or

@@ -198,25 +198,8 @@ class _Wrapped:
         return instance.func if instance.func is not None else instance.fn
 
 
-_flags_changed = _core.flags_changed
-
-
-class _ToolClass(type):
-    """The class of ``FunctionTool`` (and its subclasses): setting or deleting an attribute of
-    the class tells the dispatcher to read its tools' attributes again (see
-    ``FunctionTool.__setattr__``)."""
-
-    def __setattr__(cls, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
-        _flags_changed()
-
-    def __delattr__(cls, name: str) -> None:
-        super().__delattr__(name)
-        _flags_changed()
-
-
 @dataclass(eq=False)
-class FunctionTool(Generic[P, R], metaclass=_ToolClass):
+class FunctionTool(Generic[P, R]):
     """A tool backed by a Python callable.
 
     ``fn(args, ctx)`` is the raw callable (sync or async). Built by ``from_callable``/``@tool``
@@ -224,11 +207,6 @@ class FunctionTool(Generic[P, R], metaclass=_ToolClass):
     is trusted as given. Calling the object calls the user's function directly, unvalidated (for
     plain unit tests), and type checkers see that function's signature: ``FunctionTool[P, R]``
     carries its parameters ``P`` and return type ``R``.
-
-    Its attributes may be changed at any time, by assignment (``t.non_blocking = True``) or
-    ``del``: the next call, or the next attempt of a call in progress, follows them. The
-    dispatcher keeps what it read of a tool's flags until an attribute of a tool or of its class
-    is set or deleted; a change written into the instance's ``__dict__`` directly is not seen.
     """
 
     name: str
@@ -263,14 +241,6 @@ class FunctionTool(Generic[P, R], metaclass=_ToolClass):
     _is_async: bool | None = field(default=None, repr=False, compare=False)
     _lint: Any = field(default=None, repr=False, compare=False)
     _bound: Any = field(default=None, repr=False, compare=False)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        _flags_changed()
-
-    def __delattr__(self, name: str) -> None:
-        object.__delattr__(self, name)
-        _flags_changed()
 
     def __post_init__(self) -> None:
         check_tool_options(self.name, self.timeout_s, self.max_result_chars)

@@ -5,7 +5,6 @@
 //! A step is `(code, payload)`; see `STEP_*` and `EV_*` (exported to Python with the same names).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -37,7 +36,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(url_host, m)?)?;
     m.add_function(wrap_pyfunction!(host_allow_list, m)?)?;
     m.add_function(wrap_pyfunction!(observed_level, m)?)?;
-    m.add_function(wrap_pyfunction!(flags_changed, m)?)?;
     m.add("MAX_SCOPES", rules::MAX_SCOPES)?;
     m.add("MAX_CALLS_PER_SCOPE", rules::MAX_CALLS_PER_SCOPE)?;
     for (name, v) in [
@@ -441,9 +439,22 @@ pub(super) struct Helpers {
     function_type: Py<PyAny>,
     args_unpacked: Vec<Py<PyAny>>,
     invoke_plain: Py<PyAny>,
-    /// `FunctionTool` has an `is_read_only_call` of its own (it does not: an instance's flags
-    /// dict answers).
-    function_tool_hook: bool,
+    /// The dicts of the classes of `FunctionTool` (its `__mro__` as defined, read once; `object`
+    /// left out: nothing can be set on it), what each defines now (see `Helpers::class_attr`).
+    class_dicts: Vec<Py<PyDict>>,
+}
+
+impl Helpers {
+    /// `FunctionTool.<name>` as its classes define it now (a method unbound), found in their
+    /// dicts without making an `AttributeError`; None when none defines it.
+    fn class_attr<'py>(&self, py: Python<'py>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        for d in &self.class_dicts {
+            if let Some(v) = d.bind(py).get_item(name)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
@@ -513,7 +524,25 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
                 }
                 plain.ok_or_else(|| PyRuntimeError::new_err("tools._ARGS_UNPACKED lacks invoke_plain"))?
             },
-            function_tool_hook: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.hasattr("is_read_only_call")?,
+            class_dicts: {
+                // A class's `__dict__` is a read-only view; the dict it shows is what the garbage
+                // collector sees it refer to.
+                let referents = py.import("gc")?.getattr("get_referents")?;
+                let mut dicts = Vec::new();
+                for cls in py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.getattr("__mro__")?.try_iter()? {
+                    let cls = cls?.cast_into::<PyType>()?;
+                    if cls.is(&py.get_type::<PyAny>()) {
+                        continue; // `object`: nothing can be set on it
+                    }
+                    let view = cls.getattr("__dict__")?;
+                    let dict = referents.call1((&view,))?.get_item(0)?.cast_into::<PyDict>()?;
+                    if dict.len() != view.len()? {
+                        return Err(PyRuntimeError::new_err("a class's __dict__ does not show the dict it refers to"));
+                    }
+                    dicts.push(dict.unbind());
+                }
+                dicts
+            },
         })
     })
 }
@@ -656,7 +685,6 @@ impl Pipeline {
                         sealed: !this.frozen || !here,
                         core: Some(entry.core.bind(py).clone()),
                         canonical,
-                        flags: Some(Flags::of_entry(py, entry)?),
                     }
                 }
                 Admission::Refused { env, code, raw } => Admitted::Rejected { env, code: Some(code), raw, name: None, args: None, call_id: None },
@@ -715,7 +743,6 @@ impl Pipeline {
                 sealed: true,
                 core: core.cast_into::<CoreTool>().ok(),
                 canonical: Canonical::Text(tc.getattr(intern!(py, "canonical"))?.extract()?),
-                flags: None,
             }
         };
         let call = tc.getattr(intern!(py, "call"))?;
@@ -764,15 +791,7 @@ enum Canonical {
 enum Admitted<'py> {
     /// `sealed` false: `args` is a plain dict of frozen values, for a wrapper that only unpacks
     /// it (see `Call::sealed_args`).
-    /// `flags`: the tool's flags when read already (a registered tool's, see `Flags::of_entry`).
-    Tool {
-        tool: Bound<'py, PyAny>,
-        args: Bound<'py, PyAny>,
-        sealed: bool,
-        core: Option<Bound<'py, CoreTool>>,
-        canonical: Canonical,
-        flags: Option<Flags<'py>>,
-    },
+    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, sealed: bool, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
     /// `code`: the envelope's error code when known (else read from it); `raw`: the arguments
     /// as read, when exactly what was sent (their canonical text is the raw arguments').
     Rejected {
@@ -824,149 +843,172 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
     }
 }
 
-/// The epoch of function tools' attributes: bumped (`flags_changed`) whenever an attribute of a
-/// `FunctionTool` instance, or of `FunctionTool` or a subclass itself, is set or deleted (see
-/// `tools.FunctionTool.__setattr__` and its metaclass). What a call read of a tool at epoch `e`
-/// (`ToolFlags`) holds while the epoch is still `e`.
-static FLAGS_EPOCH: AtomicU64 = AtomicU64::new(0);
-
-fn flags_epoch() -> u64 {
-    FLAGS_EPOCH.load(Ordering::Acquire)
+/// The flags a `ToolFlags` keeps, in its order.
+fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
+    [
+        intern!(py, "name"),
+        intern!(py, "requires_approval"),
+        intern!(py, "side_effecting"),
+        intern!(py, "idempotent"),
+        intern!(py, "effects_declared"),
+        intern!(py, "timeout_s"),
+        intern!(py, "url_arg"),
+    ]
 }
 
-/// An attribute of a function tool, or of its class, was set or deleted: what the core read of
-/// every tool's attributes is read again at its next call.
-#[pyfunction]
-fn flags_changed() {
-    FLAGS_EPOCH.fetch_add(1, Ordering::AcqRel);
-}
-
-/// What a call reads of an exact `FunctionTool` (see `Flags`), read once per epoch of the tools'
-/// attributes and kept with the tool's registry entry. Taken only when reading them again would
-/// give the same answers until an attribute is set or deleted: every flag is a `bool`, `None`, a
-/// `str` or a number (no `__bool__` or conversion of the tool's own runs), and the class has no
-/// `is_read_only_call` hook.
+/// What a call's admission reads of an exact `FunctionTool` (see `Flags`): kept with the tool's
+/// `CoreTool` and used while the tool's instance `__dict__` holds the very objects it was read
+/// from, compared by identity at each call, so a change however written (assignment,
+/// `object.__setattr__`, `vars(t)[...] =`, `t.__dict__.update`, `del`) is followed at the next
+/// call. Taken only when each of these flags is in the instance dict as a plain value (exactly a
+/// `bool`, `None`, a `str`, an `int` or a `float`): reading them runs no code of the tool's, so
+/// reading them again would answer the same. It holds strong references to those values (an
+/// object's address is reused once it is freed), and only to them: objects of these types refer
+/// to nothing, so no reference cycle goes through a snapshot and the garbage collector need not
+/// see it. The tool's `fn`, `_is_async`, `non_blocking`, its output check and read-only hook,
+/// and what its class defines are read where they are used, at every call.
 pub(crate) struct ToolFlags {
-    epoch: u64,
+    values: [Py<PyAny>; 7],
     name: String,
     requires_approval: bool,
-    read_only_hook: Option<Py<PyAny>>,
     side_effecting: bool,
     idempotent: bool,
     undeclared: bool,
     timeout_s: Option<f64>,
     url_arg: Option<String>,
-    body: Option<Py<PyAny>>,
-    function: bool,
-    is_async: bool,
-    non_blocking: bool,
-    plain_output: bool,
 }
 
 impl ToolFlags {
-    /// The flags `flags` reads (no snapshot of its own), or None when they cannot be kept.
-    fn read<'py>(py: Python<'py>, flags: &Flags<'py>) -> PyResult<Option<Self>> {
-        if flags.dict.is_none() {
-            return Ok(None); // not exactly a FunctionTool: read at every call
-        }
-        let epoch = flags_epoch();
-        let h = helpers(py)?;
-        if h.function_tool.bind(py).hasattr(intern!(py, "is_read_only_call"))? {
-            return Ok(None);
-        }
-        let plain_flag = |v: Option<Bound<'_, PyAny>>| v.is_none_or(|v| v.is_none() || v.is_exact_instance_of::<PyBool>());
-        for name in [
-            intern!(py, "requires_approval"),
-            intern!(py, "side_effecting"),
-            intern!(py, "idempotent"),
-            intern!(py, "effects_declared"),
-            intern!(py, "_is_async"),
-            intern!(py, "non_blocking"),
-        ] {
-            if !plain_flag(flags.get(name)?) {
-                return Ok(None);
+    /// The flags in the instance dict `dict`, or which one cannot be kept (see `Kept::Unkept`): a
+    /// flag missing or not a plain value. `Flags` then reads the tool as `getattr` does, raising
+    /// what it raises.
+    fn read(py: Python<'_>, dict: &Bound<'_, PyDict>) -> Result<Self, Kept> {
+        let names = kept_names(py);
+        let mut values: Vec<Bound<'_, PyAny>> = Vec::with_capacity(names.len());
+        // `None` or a bool (bool cannot be subclassed): its truth value.
+        let flag = |v: &Bound<'_, PyAny>| if v.is_none() { Some(false) } else { v.cast::<PyBool>().ok().map(|b| b.is_true()) };
+        let text = |v: &Bound<'_, PyAny>| if v.is_exact_instance_of::<PyString>() { v.extract::<String>().ok() } else { None };
+        let number = |v: &Bound<'_, PyAny>| v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyInt>();
+        for (index, name) in names.into_iter().enumerate() {
+            let Some(v) = dict.get_item(name).ok().flatten() else { return Err(Kept::Unkept { index, at: 0 }) };
+            // Each in turn: the first that cannot be kept ends the reading.
+            let plain = match index {
+                0 => text(&v).is_some(),
+                5 => v.is_none() || number(&v),
+                6 => v.is_none() || text(&v).is_some(),
+                _ => flag(&v).is_some(),
+            };
+            if !plain {
+                return Err(Kept::Unkept { index, at: v.as_ptr() as usize });
             }
+            values.push(v);
         }
-        let plain_name = flags.get(intern!(py, "name"))?.is_some_and(|n| n.is_exact_instance_of::<PyString>());
-        let plain_url = flags.get(intern!(py, "url_arg"))?.is_none_or(|u| u.is_none() || u.is_exact_instance_of::<PyString>());
-        let plain_timeout = flags
-            .get(intern!(py, "timeout_s"))?
-            .is_none_or(|t| t.is_none() || t.is_exact_instance_of::<PyFloat>() || t.is_exact_instance_of::<PyInt>());
-        if !(plain_name && plain_url && plain_timeout) {
-            return Ok(None);
-        }
-        Ok(Some(ToolFlags {
-            epoch,
-            name: flags.name()?,
-            requires_approval: flags.requires_approval()?,
-            read_only_hook: flags.read_only_hook(py)?.map(Bound::unbind),
-            side_effecting: flags.side_effecting()?,
-            idempotent: flags.idempotent()?,
-            undeclared: flags.undeclared()?,
-            timeout_s: flags.timeout_s()?,
-            url_arg: flags.url_arg()?,
-            body: flags.fn_attr()?.map(Bound::unbind),
-            function: flags.function()?,
-            is_async: flags.is_async()?,
-            non_blocking: flags.non_blocking()?,
-            plain_output: flags.plain_output(py)?,
-        }))
+        let unkept = || Kept::Unkept { index: 0, at: 0 };
+        let t = &values[5];
+        let u = &values[6];
+        Ok(ToolFlags {
+            name: text(&values[0]).ok_or_else(unkept)?,
+            requires_approval: flag(&values[1]).ok_or_else(unkept)?,
+            side_effecting: flag(&values[2]).ok_or_else(unkept)?,
+            idempotent: flag(&values[3]).ok_or_else(unkept)?,
+            undeclared: values[4].is(PyBool::new(py, false)),
+            timeout_s: if t.is_none() { None } else { t.extract::<f64>().ok().filter(|t| *t > 0.0) },
+            url_arg: if u.is_none() { None } else { text(u).filter(|u| !u.is_empty()) },
+            values: values.into_iter().map(Bound::unbind).collect::<Vec<_>>().try_into().map_err(|_| unkept())?,
+        })
     }
 
-    fn current(&self) -> bool {
-        self.epoch == flags_epoch()
+    /// The instance dict `dict` still holds the objects these flags were read from.
+    fn holds(&self, py: Python<'_>, dict: &Bound<'_, PyDict>) -> bool {
+        kept_names(py).iter().zip(&self.values).all(|(name, v)| dict_item(dict, name) == v.as_ptr())
     }
+}
+
+/// `dict[name]` as a borrowed pointer, to compare by address (null when absent; an error in
+/// the lookup, which only a key of the dict's own with a raising `__eq__` could raise, counts as
+/// absent and is dropped).
+fn dict_item(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: both objects are alive; the result is borrowed and only compared.
+    let v = unsafe { pyo3::ffi::PyDict_GetItemWithError(dict.as_ptr(), name.as_ptr()) };
+    if v.is_null() {
+        drop(PyErr::take(dict.py()));
+    }
+    v
+}
+
+/// What `Flags::of_tool` found of a tool the last time (kept on its `CoreTool`).
+#[derive(Default)]
+pub(crate) enum Kept {
+    #[default]
+    Nothing,
+    Flags(Arc<ToolFlags>),
+    /// Flag `kept_names()[index]` was missing from the instance dict (`at` 0) or was the object
+    /// at address `at`, not a plain value: while the dict still holds the same, the flags are
+    /// read, not kept, without trying to keep them first. Only the address is kept (no
+    /// reference): another object at that address later only has its flags read at each call.
+    Unkept { index: usize, at: usize },
+}
+
+/// The instance `__dict__` of `tool` (`object.__dict__`'s answer: made when it has none yet).
+fn instance_dict<'py>(tool: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    // SAFETY: `tool` is a live object; the result is a new reference or NULL with an exception set.
+    let d = unsafe { Bound::from_owned_ptr_or_err(tool.py(), pyo3::ffi::PyObject_GenericGetDict(tool.as_ptr(), std::ptr::null_mut())) }?;
+    Ok(d.cast_into::<PyDict>().ok())
 }
 
 /// A tool's attributes as `getattr` reads them, at each call (a flag set on the tool between
 /// calls, or between attempts of one call, is followed). An instance of exactly `FunctionTool`
 /// (a dataclass: every field is set in the instance's `__dict__`, and its class defines no
-/// descriptor for them) is read from that dict, the class consulted only for a name the dict
-/// lacks; what was read of it is kept (`ToolFlags`) until an attribute of a function tool or of
-/// its class is set or deleted.
+/// descriptor for them) is read from that dict, the class (its classes' own dicts, as it has
+/// them now) consulted only for a name the dict lacks; the flags its admission reads are kept
+/// (`ToolFlags`) while that dict holds the same objects.
 struct Flags<'py> {
     tool: Bound<'py, PyAny>,
     dict: Option<Bound<'py, PyDict>>,
     /// `fn` as read the first time (`Flags::fn_attr`): one `Flags` lives for one step of the
     /// core, in which no code of the tool's runs before its body is called.
     body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
-    /// What was read of the tool at the current epoch: every answer comes from it.
+    /// The admission's flags, still held by the instance dict: those answers come from it.
     snap: Option<Arc<ToolFlags>>,
 }
 
 impl<'py> Flags<'py> {
     fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let dict = if tool.get_type().is(helpers(py)?.function_tool.bind(py)) {
-            tool.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>().ok()
-        } else {
-            None
-        };
+        let dict = if tool.get_type().is(helpers(py)?.function_tool.bind(py)) { instance_dict(tool)? } else { None };
         Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
     }
 
-    /// The flags of a registered tool: the entry's snapshot while it is current, else read (and
-    /// kept when they can be).
-    fn of_entry(py: Python<'py>, entry: &super::registry::Entry) -> PyResult<Self> {
-        let tool = entry.tool.bind(py);
-        if let Some(s) = lock(&entry.flags).as_ref().filter(|s| s.current()) {
-            return Ok(Flags { tool: tool.clone(), dict: None, body: std::cell::OnceCell::new(), snap: Some(s.clone()) });
-        }
+    /// The flags of `tool` at its admission, the snapshot kept on its `core` used while the
+    /// instance dict still holds what it was read from (else read again, and kept when it can be).
+    fn of_tool(py: Python<'py>, tool: &Bound<'py, PyAny>, core: Option<&Bound<'py, CoreTool>>) -> PyResult<Self> {
         let mut flags = Self::of(py, tool)?;
-        if let Some(s) = ToolFlags::read(py, &flags)? {
-            let s = Arc::new(s);
-            *lock(&entry.flags) = Some(s.clone());
-            flags.snap = Some(s);
+        if let (Some(d), Some(core)) = (&flags.dict, core) {
+            // Another thread reading or replacing it: this call reads the tool itself.
+            let Ok(mut slot) = core.get().flags.try_lock() else { return Ok(flags) };
+            match &*slot {
+                Kept::Flags(s) if s.holds(py, d) => {
+                    flags.snap = Some(s.clone());
+                    return Ok(flags);
+                }
+                Kept::Unkept { index, at } if dict_item(d, kept_names(py)[*index]) as usize == *at => return Ok(flags),
+                _ => {}
+            }
+            *slot = match ToolFlags::read(py, d) {
+                Ok(s) => {
+                    let s = Arc::new(s);
+                    flags.snap = Some(s.clone());
+                    Kept::Flags(s)
+                }
+                Err(unkept) => unkept,
+            };
         }
         Ok(flags)
     }
 
-    /// The flags of the call's tool: its snapshot while current, else its instance dict as
-    /// `Call::new` found it (the object stays the same through the call), else read.
+    /// The flags of the call's tool: its instance dict as `Call::new` found it (the object
+    /// stays the same through the call), else read.
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
         let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
-        if let Some(s) = c.snap.as_ref().filter(|s| s.current()) {
-            return Ok(Flags { tool, dict: None, body: std::cell::OnceCell::new(), snap: Some(s.clone()) });
-        }
         match &c.flags {
             Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None }),
             None => Self::of(py, &tool),
@@ -1039,39 +1081,27 @@ impl<'py> Flags<'py> {
 
     /// A function tool: `fn` and `check_output` set.
     fn function(&self) -> PyResult<bool> {
-        if let Some(s) = &self.snap {
-            return Ok(s.function);
-        }
         let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
         Ok(set(self.fn_attr()?) && set(self.get_unbound(intern!(self.tool.py(), "check_output"))?))
     }
 
     fn is_async(&self) -> PyResult<bool> {
-        match &self.snap {
-            Some(s) => Ok(s.is_async),
-            None => self.truthy(intern!(self.tool.py(), "_is_async")),
-        }
+        self.truthy(intern!(self.tool.py(), "_is_async"))
     }
 
     /// `non_blocking` is `True` itself.
     fn non_blocking(&self) -> PyResult<bool> {
-        if let Some(s) = &self.snap {
-            return Ok(s.non_blocking);
-        }
         let py = self.tool.py();
         Ok(matches!(self.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true))))
     }
 
-    /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when the
-    /// class defines no such hook (checked once, see `Helpers`).
+    /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when no class
+    /// of `FunctionTool` defines such a hook.
     fn read_only_hook(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if let Some(s) = &self.snap {
-            return Ok(s.read_only_hook.as_ref().map(|h| h.bind(py).clone()));
-        }
         let h = helpers(py)?;
         let name = intern!(py, "is_read_only_call");
         if let Some(d) = &self.dict {
-            if !h.function_tool_hook {
+            if h.class_attr(py, name)?.is_none() {
                 return Ok(d.get_item(name)?.filter(|hook| !hook.is_none()));
             }
         }
@@ -1092,10 +1122,11 @@ impl<'py> Flags<'py> {
     /// `get`, where an attribute the instance dict lacks is read from the class as it is there
     /// (a method unbound: enough to tell whether it is set).
     fn get_unbound(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = self.tool.py();
         match &self.dict {
             Some(d) => match d.get_item(name)? {
                 Some(v) => Ok(Some(v)),
-                None => self.tool.get_type().getattr_opt(name),
+                None => helpers(py)?.class_attr(py, name),
             },
             None => self.tool.getattr_opt(name),
         }
@@ -1103,9 +1134,6 @@ impl<'py> Flags<'py> {
 
     /// `getattr(tool, "fn", None)`, read once.
     fn fn_attr(&self) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if let Some(s) = &self.snap {
-            return Ok(s.body.as_ref().map(|b| b.bind(self.tool.py()).clone()));
-        }
         if let Some(f) = self.body.get() {
             return Ok(f.clone());
         }
@@ -1131,17 +1159,16 @@ impl<'py> Flags<'py> {
     }
 
     /// `FunctionTool.check_output` would return the result as it is (no output schema, the
-    /// method neither replaced on the instance nor on the class): the call can be skipped.
+    /// method neither replaced on the instance nor on the class): the call can be skipped. Read
+    /// when the body has returned (a body may set its tool's output check).
     fn plain_output(&self, py: Python<'py>) -> PyResult<bool> {
-        if let Some(s) = &self.snap {
-            return Ok(s.plain_output);
-        }
         let Some(d) = &self.dict else { return Ok(false) };
-        if d.contains(intern!(py, "check_output"))? || !d.get_item(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
+        let name = intern!(py, "check_output");
+        if d.contains(name)? || !d.get_item(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
             return Ok(false);
         }
         let h = helpers(py)?;
-        Ok(h.function_tool.bind(py).getattr(intern!(py, "check_output"))?.is(h.check_output.bind(py)))
+        Ok(h.class_attr(py, name)?.is_some_and(|c| c.is(h.check_output.bind(py))))
     }
 }
 
@@ -1229,9 +1256,6 @@ pub struct Call {
     sealed: bool,
     /// The instance dict of the tool (an exact `FunctionTool`), its flags read from it.
     flags: Option<Py<PyDict>>,
-    /// What was read of the tool's flags, while current (see `ToolFlags`; shared with the
-    /// registry entry, hence not visited by the garbage collector through the call).
-    snap: Option<Arc<ToolFlags>>,
 }
 
 impl Call {
@@ -1254,7 +1278,6 @@ impl Call {
             started: 0.0,
             sealed: true,
             flags: None,
-            snap: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1293,13 +1316,11 @@ impl Call {
                 me.call_id = call_id.map(Bound::unbind);
                 me.held = Some(env.unbind());
             }
-            Admitted::Tool { tool, mut args, sealed, core, canonical, flags } => {
+            Admitted::Tool { tool, mut args, sealed, core, canonical } => {
                 me.sealed = sealed;
                 f.admitted = true;
-                let flags = match flags {
-                    Some(flags) => flags,
-                    None => Flags::of(py, &tool)?,
-                };
+                // Read here, no registry borrowed: what reading a flag raises is the call's failure.
+                let flags = Flags::of_tool(py, &tool, core.as_ref())?;
                 let name = flags.name()?;
                 if n.approval && flags.requires_approval()? {
                     f.requires_approval = true;
@@ -1351,7 +1372,6 @@ impl Call {
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
-                me.snap = flags.snap;
                 me.flags = flags.dict.map(Bound::unbind);
                 me.tool = Some(tool.unbind());
                 me.args = Some(args.unbind());
@@ -1840,7 +1860,6 @@ impl Call {
         self.tc = None;
         self.ctx = None;
         self.flags = None;
-        self.snap = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {

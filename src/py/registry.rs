@@ -20,8 +20,6 @@ use crate::registry::{self, Registry, RegistryError};
 pub(crate) struct Entry {
     pub(crate) tool: Py<PyAny>,
     pub(crate) core: Py<CoreTool>,
-    /// What the call pipeline last read of the tool's flags (see `pipeline::ToolFlags`).
-    pub(crate) flags: std::sync::Mutex<Option<std::sync::Arc<super::pipeline::ToolFlags>>>,
 }
 
 /// `ToolDefinitionError` for a name the rule refuses, quoted as Python's `repr`.
@@ -78,7 +76,7 @@ impl CoreRegistry {
     #[pyo3(signature = (name, tool, core, replace=false))]
     fn add(&mut self, py: Python<'_>, name: &str, tool: Py<PyAny>, core: Py<CoreTool>, replace: bool) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
-        self.inner.add(name, Entry { tool, core, flags: std::sync::Mutex::new(None) }, replace).map_err(|e| registry_error(py, e))
+        self.inner.add(name, Entry { tool, core }, replace).map_err(|e| registry_error(py, e))
     }
 
     /// Remove a tool by name (`KeyError` when absent).

@@ -369,6 +369,9 @@ pub struct CoreTool {
     /// What the pipeline found out about the tool's `fn` the last time it looked (see
     /// [`BodyPlan`]), for the same `fn` object.
     body_plan: std::sync::Mutex<Option<BodyPlan>>,
+    /// What the call pipeline last read of the tool's flags (see `pipeline::ToolFlags`, kept
+    /// while the instance dict still holds the same objects).
+    pub(crate) flags: std::sync::Mutex<super::pipeline::Kept>,
 }
 
 /// What the call pipeline learns about a tool's body callable `fn` from its code and closure:
@@ -453,6 +456,7 @@ impl CoreTool {
             parameters: py_params,
             envelope_schema: PyOnceLock::new(),
             body_plan: std::sync::Mutex::new(None),
+            flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
         })
     }
 
@@ -749,6 +753,7 @@ fn define_function_tool<'py>(
             parameters: py_params,
             envelope_schema: PyOnceLock::new(),
             body_plan: std::sync::Mutex::new(None),
+            flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
         };
     Ok((core, frozen))
 }
