@@ -299,6 +299,21 @@ def test_bound_method_classmethod_staticmethod_and_callable_object() -> None:
     assert run(o, {"q": "c"}) == "call:inst:c"
 
 
+def test_a_method_tool_reached_through_an_instance_without_weak_references_binds_at_every_access() -> None:
+    class Slotted:
+        __slots__ = ()
+
+        @tool(read_only=True)
+        def search(self, q: str) -> str:
+            """Search the shop's catalogue for products matching the query text."""
+            return q
+
+    shop = Slotted()
+    first, second = shop.search, shop.search
+    assert (type(first), type(second), first is second) == (FunctionTool, FunctionTool, False)
+    assert (run(first, {"q": "lamp"}), run(second, {"q": "desk"})) == ("lamp", "desk")
+
+
 def test_partial_and_wraps() -> None:
     def search(q: str, limit: int, region: str = "eu") -> str:
         """Search the catalogue for items matching the query text."""

@@ -268,7 +268,10 @@ class FunctionTool(Generic[P, R]):
         target = owner if first == "cls" else instance
         if target is None:
             return self
-        bound = self._bound.get(target) if self._bound is not None else None
+        try:
+            bound = self._bound.get(target) if self._bound is not None else None
+        except TypeError:  # not weak-referenceable: never cached, bound afresh each time
+            bound = None
         if bound is None:
             func = self.func.__func__ if isinstance(self.func, classmethod) else self.func
             bound = FunctionTool.from_callable(
