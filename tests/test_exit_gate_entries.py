@@ -28,6 +28,8 @@ UNGATED = {
     "pipeline.rs::Pipeline::__traverse__": _GC,
     "pipeline.rs::Call::__traverse__": _GC,
     "pipeline.rs::Call::__clear__": _GC,
+    "registry.rs::CoreRegistry::__traverse__": _GC,
+    "registry.rs::CoreRegistry::__clear__": _GC,
     "relay.rs::Relay::__traverse__": _GC,
     "relay.rs::Relay::__clear__": _GC,
     "awaiting.rs::BodyAwait::__traverse__": _GC,

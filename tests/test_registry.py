@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
+from typing import Any
 
 import pytest
 
-from agentkit_tools import FunctionTool, ToolDefinitionError, ToolRegistry, render_result, tool
+from agentkit_tools import FunctionTool, ToolDefinitionError, ToolRegistry, dispatch, render_result, tool
 
 
 def make(name: str):
@@ -146,3 +149,21 @@ def test_a_read_only_view_leaves_out_tools_whose_effects_are_undeclared():
     # the two views split the registry: a tool not known to be read-only may change something
     assert reg.view(read_only=False).names() == ["undeclared", "writer"]
     assert reg.view().names() == ["declared", "undeclared", "writer"]
+
+
+def test_a_tool_whose_body_refers_to_its_own_registry_is_collected() -> None:
+    def make() -> tuple[Any, Any]:
+        reg = ToolRegistry()
+
+        @tool(read_only=True, non_blocking=True)  # run on this thread: no worker holds the body afterwards
+        def echo(x: int) -> int:
+            """Return the integer x it was given, unchanged."""
+            return x if reg else -x  # the body refers to its registry: registry -> tool -> fn -> registry
+
+        reg.register(echo)
+        assert dispatch({"id": "1", "name": "echo", "input": {"x": 3}}, reg)["value"] == 3
+        return weakref.ref(reg), weakref.ref(echo)
+
+    reg, echo = make()
+    gc.collect()
+    assert (reg(), echo()) == (None, None)

@@ -4,6 +4,7 @@
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
 
 use super::args::Checked;
@@ -69,6 +70,20 @@ impl CoreRegistry {
     #[new]
     fn new() -> Self {
         Self { inner: Registry::default() }
+    }
+
+    // The garbage collector sees the tools a registry holds: a tool whose body refers to its
+    // own registry (registry -> tool -> fn -> registry) is collected.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for e in self.inner.in_order() {
+            visit.call(&e.tool)?;
+            visit.call(&e.core)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.inner = Registry::default();
     }
 
     /// Add a tool; `ValueError` on a name collision unless `replace`, `ToolDefinitionError` for
