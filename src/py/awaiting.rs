@@ -358,14 +358,18 @@ impl BodyTask {
     }
 }
 
-/// The body: its coroutine, its stand-in task, the `Context.run` of its context copy, its loop.
+/// The body: its coroutine, its stand-in task, its context copy (each step runs in it through
+/// `Context.run`), its loop. `send`/`throw`: for an exact coroutine the unbound
+/// `CoroutineType.send`/`throw` (`unbound`: the coroutine is passed to them; no bound method is
+/// made per call), else the awaitable's own bound methods.
 pub(super) struct Body {
     task: Py<BodyTask>,
     coro: Py<PyAny>,
     send: Py<PyAny>,
     throw: Py<PyAny>,
-    run: Py<PyAny>,
+    context: Py<PyAny>,
     lp: Py<PyAny>,
+    unbound: bool,
 }
 
 impl Body {
@@ -374,18 +378,25 @@ impl Body {
     /// the coroutine is the body's too), else a fresh one.
     pub(super) fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Self> {
         let lp = h.get_running_loop.bind(py).call0()?;
-        let run = match within {
-            Some(w) => w.getattr(intern!(py, "run"))?,
-            None => h.copy_context.bind(py).call0()?.getattr(intern!(py, "run"))?,
+        let context = match within {
+            Some(w) => w.clone(),
+            None => h.copy_context.bind(py).call0()?,
         };
         let task = Bound::new(py, BodyTask::new(lp.clone(), coro))?;
+        let unbound = coro.get_type().is(h.coroutine.bind(py));
+        let (send, throw) = if unbound {
+            (h.coro_send.clone_ref(py), h.coro_throw.clone_ref(py))
+        } else {
+            (coro.getattr(intern!(py, "send"))?.unbind(), coro.getattr(intern!(py, "throw"))?.unbind())
+        };
         Ok(Body {
             task: task.unbind(),
-            send: coro.getattr(intern!(py, "send"))?.unbind(),
-            throw: coro.getattr(intern!(py, "throw"))?.unbind(),
+            send,
+            throw,
             coro: coro.clone().unbind(),
-            run: run.unbind(),
+            context: context.unbind(),
             lp: lp.unbind(),
+            unbound,
         })
     }
 
@@ -395,8 +406,9 @@ impl Body {
             coro: self.coro.clone_ref(py),
             send: self.send.clone_ref(py),
             throw: self.throw.clone_ref(py),
-            run: self.run.clone_ref(py),
+            context: self.context.clone_ref(py),
             lp: self.lp.clone_ref(py),
+            unbound: self.unbound,
         }
     }
 
@@ -423,7 +435,8 @@ impl Body {
         let lp = self.lp.bind(py);
         let prev = swap_task(py, h, lp, t.as_any())?;
         let f = if throw { &self.throw } else { &self.send };
-        let out = self.run.bind(py).call1((f.bind(py), arg));
+        let run = h.context_run.bind(py);
+        let out = if self.unbound { run.call1((self.context.bind(py), f.bind(py), self.coro.bind(py), arg)) } else { run.call1((self.context.bind(py), f.bind(py), arg)) };
         swap_task(py, h, lp, &prev)?;
         match out {
             Err(e) => {
@@ -458,7 +471,7 @@ impl Body {
         let t = self.task.bind(py);
         let lp = self.lp.bind(py);
         let prev = swap_task(py, h, lp, t.as_any())?;
-        let out = self.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| self.run.bind(py).call1((c,)));
+        let out = self.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| h.context_run.bind(py).call1((self.context.bind(py), c)));
         let swapped = swap_task(py, h, lp, &prev);
         let ended = BodyTask::ended(t, PyGeneratorExit::new_err(()).into_value(py).bind(py).as_any());
         out?;
@@ -1021,7 +1034,7 @@ impl BodyAwait {
             State::Waiting(w) => {
                 let b = &w.body;
                 visit.call(&b.task)?;
-                for o in [&b.coro, &b.send, &b.throw, &b.run, &b.lp, &w.y, &w.wait, &w.name] {
+                for o in [&b.coro, &b.send, &b.throw, &b.context, &b.lp, &w.y, &w.wait, &w.name] {
                     visit.call(o)?;
                 }
                 w.deadline.traverse(&visit)?;

@@ -414,6 +414,8 @@ pub(super) struct Helpers {
     /// caller's context (no bound method made per call).
     pub(super) context_run: Py<PyAny>,
     pub(super) coroutine: Py<PyAny>,
+    pub(super) coro_send: Py<PyAny>,
+    pub(super) coro_throw: Py<PyAny>,
     /// The relay's: `_runner.hold_clean_up`, `asyncio.CancelledError`, `_runner._as_coro`.
     pub(super) hold_clean_up: Py<PyAny>,
     pub(super) cancelled_error: Py<PyAny>,
@@ -493,6 +495,8 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
             context_run: py.import("contextvars")?.getattr("Context")?.getattr("run")?.unbind(),
             coroutine: py.import("types")?.getattr("CoroutineType")?.unbind(),
+            coro_send: py.import("types")?.getattr("CoroutineType")?.getattr("send")?.unbind(),
+            coro_throw: py.import("types")?.getattr("CoroutineType")?.getattr("throw")?.unbind(),
             hold_clean_up: py.import("agentkit_tools._runner")?.getattr("hold_clean_up")?.unbind(),
             cancelled_error: py.import("asyncio")?.getattr("CancelledError")?.unbind(),
             as_coro: py.import("agentkit_tools._runner")?.getattr("_as_coro")?.unbind(),
