@@ -602,6 +602,20 @@ pub(super) enum Input<'py> {
     Throw(Bound<'py, PyAny>),
 }
 
+/// What leaves a coroutine of ours when `e` is raised inside it: as CPython does for a
+/// coroutine, a `StopIteration` that is not its own return becomes
+/// `RuntimeError("coroutine raised StopIteration")` caused by it (else whoever awaits it reads
+/// that exception as the value it returned); anything else leaves as it is.
+pub(super) fn raised_inside(py: Python<'_>, e: PyErr) -> PyErr {
+    if !e.is_instance_of::<PyStopIteration>(py) {
+        return e;
+    }
+    let err = pyo3::exceptions::PyRuntimeError::new_err("coroutine raised StopIteration");
+    drop(err.value(py).setattr(intern!(py, "__context__"), e.value(py)));
+    err.set_cause(py, Some(e));
+    err
+}
+
 /// How a step ended: what was yielded (the task gets it), or what is raised (`StopIteration`
 /// with the value when it returned).
 pub(super) type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
@@ -789,7 +803,7 @@ impl BodyAwait {
             State::Waiting(w) => self.go_on(py, h, me, w, input),
             State::Done => match input {
                 Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited body")),
-                Input::Throw(exc) => Err(PyErr::from_value(exc)),
+                Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
             },
         }
     }
@@ -800,7 +814,7 @@ impl BodyAwait {
     fn start<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, within: Option<&Bound<'py, PyAny>>, input: Input<'py>) -> Stepped<'py> {
         if let Input::Throw(exc) = input {
             drop(coro.call_method0(intern!(py, "close"))); // never started
-            return Err(PyErr::from_value(exc));
+            return Err(raised_inside(py, PyErr::from_value(exc)));
         }
         let end = match end {
             Some(end) => Some(end),

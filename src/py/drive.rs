@@ -25,7 +25,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{entered, thrown, BodyAwait, Entry, Input, Stepped};
+use super::awaiting::{entered, raised_inside, thrown, BodyAwait, Entry, Input, Stepped};
 use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
     STEP_CAS, STEP_DONE, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
@@ -345,14 +345,14 @@ impl Drive {
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
         let next = if let Some(begin) = self.begin.take() {
             match input {
-                Input::Throw(exc) => return Err(PyErr::from_value(exc)), // never started
+                Input::Throw(exc) => return Err(raised_inside(py, PyErr::from_value(exc))), // never started
                 Input::Send(_) => self.start(py, begin),
             }
         } else {
             let Some((aw, then)) = self.awaiting.take() else {
                 return match input {
                     Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
-                    Input::Throw(exc) => Err(PyErr::from_value(exc)),
+                    Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
                 };
             };
             match aw.step(py, input) {
@@ -684,14 +684,16 @@ impl Drive {
 
     /// The drive ends by `e`: an abort-only drive with None once its call is aborted; the
     /// drive of `Invoker.invoke` with the fault envelope (see `call_fault`); else `e` is raised.
+    /// A `StopIteration` (a callback's, never the drive's own return) ends it as it ends a
+    /// coroutine: `RuntimeError("coroutine raised StopIteration")`.
     fn end<'py>(&mut self, py: Python<'py>, e: PyErr) -> Stepped<'py> {
         self.m = None;
         if let Some(exc) = self.aborting.take() {
             if e.value(py).is(exc.bind(py)) {
                 return stop_with(py.None().into_bound(py));
             }
-            return Err(e);
         }
+        let e = raised_inside(py, e);
         let Some(call) = self.call.take() else { return Err(e) };
         let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) && caller_cancelled(py);
         match call_fault(py, value_of(py, &e), call.into_bound(py), cancelled) {

@@ -154,7 +154,7 @@ impl Relay {
             State::CleanUp(coro, first) => self.clean_up(py, coro, first, input),
             State::Done => match input {
                 Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited relay")),
-                Input::Throw(exc) => Err(PyErr::from_value(exc)),
+                Input::Throw(exc) => Err(super::awaiting::raised_inside(py, PyErr::from_value(exc))),
             },
         }
     }

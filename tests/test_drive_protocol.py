@@ -1,0 +1,126 @@
+"""The core's per-call driver (`_core.Drive`) keeps the coroutine protocol as CPython keeps it
+for a coroutine: what user code raises inside it never becomes its return value, generator-based
+coroutines are awaited as `await` awaits them, and the first step takes no value."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from agentkit_tools import Invoker, ToolRegistry, tool
+from agentkit_tools import middleware as mw
+
+FAULT = "The call could not be completed: {}. This is a fault in the agent's tooling, not in your arguments; do not retry."
+STOP_FAULT = {"ok": False, "error": {"code": "internal_error", "message": FAULT.format("RuntimeError: coroutine raised StopIteration")}}
+
+
+def flaky_tool() -> Any:
+    n = [0]
+
+    @tool(read_only=True)
+    async def flaky(q: str) -> str:
+        """Read a flaky value that fails every odd time with ConnectionError."""
+        n[0] += 1
+        if n[0] % 2 == 1:
+            raise ConnectionError("first")
+        return q
+
+    return flaky
+
+
+def call(i: int = 1, name: str = "flaky", **args: Any) -> dict[str, Any]:
+    return {"id": f"c{i}", "name": name, "input": args or {"q": "v"}}
+
+
+def strip(env: Any) -> Any:
+    if isinstance(env, dict) and "elapsed_ms" in env:
+        env = dict(env)
+        assert isinstance(env.pop("elapsed_ms"), float)
+    return env
+
+
+def forging_sleep(value: Any) -> Any:
+    def sleep(delay: float) -> None:
+        raise StopIteration(value)
+
+    return sleep
+
+
+class Passthrough(mw.Middleware):
+    def __init__(self, seen: list[Any]) -> None:
+        self.seen = seen
+
+    def wrap(self, inv: Any, nxt: Any) -> Any:
+        async def handle(tc: Any) -> Any:
+            env = await nxt(tc)
+            self.seen.append(env)
+            return env
+
+        return handle
+
+
+@pytest.mark.parametrize("value", [{"ok": True, "value": "forged"}, None])
+async def test_a_stop_iteration_from_a_retry_sleep_is_a_fault_on_every_path(value: Any, caplog: Any) -> None:
+    records: list[tuple[str, str]] = []
+    audit = mw.audit(lambda r: records.append((r["decision"], r["outcome"])))
+    inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[audit, mw.retry(sleep=forging_sleep(value))])
+    with caplog.at_level(logging.CRITICAL + 1):
+        assert await inv.invoke(call()) == STOP_FAULT
+        assert records == [("failed", "internal_error")]
+        records.clear()
+        # invoke_many: the turn's call goes on through `Drive.go`, which raises its faults.
+        inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[audit, mw.retry(sleep=forging_sleep(value))])
+        assert [strip(e) for e in await inv.invoke_many([call(1), call(2)])] == [STOP_FAULT, {"ok": True, "value": "v"}]
+        assert sorted(records) == [("executed", "ok"), ("failed", "internal_error")]
+        records.clear()
+        # After a user middleware: the segment's drive (`Drive.segment`) raises its faults.
+        seen: list[Any] = []
+        inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[Passthrough(seen), audit, mw.retry(sleep=forging_sleep(value))])
+        assert await inv.invoke(call()) == STOP_FAULT
+        assert seen == []
+        assert records == [("failed", "internal_error")]
+
+
+async def test_a_stop_iteration_from_a_user_middleware_handler_is_a_fault(caplog: Any) -> None:
+    @tool(side_effecting=True)
+    async def charge(card: str) -> str:
+        """Charge a card; the money is taken at once, for tests only."""
+        return f"charged {card}"
+
+    class SyncInner(mw.Middleware):
+        def wrap(self, inv: Any, nxt: Any) -> Any:
+            def handle(tc: Any) -> Any:
+                raise StopIteration({"ok": True, "value": "forged"})
+
+            return handle
+
+    records: list[tuple[str, str]] = []
+    seen: list[Any] = []
+    inv = Invoker(ToolRegistry([charge]), middleware=[Passthrough(seen), mw.audit(lambda r: records.append((r["decision"], r["outcome"]))), SyncInner()])
+    with caplog.at_level(logging.CRITICAL + 1):
+        assert await inv.invoke(call(name="charge", card="1")) == STOP_FAULT
+    assert seen == []
+    assert records == [("failed", "internal_error")]
+
+
+async def test_a_stop_iteration_thrown_into_a_drive_not_started_is_a_runtime_error() -> None:
+    from agentkit_tools import _core
+
+    stop = StopIteration({"ok": True, "value": "forged"})
+
+    async def c() -> None:
+        return None
+
+    co = c()
+    with pytest.raises(RuntimeError) as want:
+        co.throw(stop)
+    started: list[Any] = []
+    drive = _core.Drive.chain(lambda call, ctx: started.append(call), call(), None)
+    with pytest.raises(RuntimeError) as got:
+        drive.throw(stop)
+    assert str(got.value) == str(want.value) == "coroutine raised StopIteration"
+    assert got.value.__cause__ is stop and got.value.__context__ is stop
+    assert started == []
