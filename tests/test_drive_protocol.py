@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
 from typing import Any
 
 import pytest
 
-from agentkit_tools import Invoker, ToolRegistry, tool
+from agentkit_tools import InMemoryStore, Invoker, ToolContext, ToolRegistry, tool
 from agentkit_tools import middleware as mw
 
 FAULT = "The call could not be completed: {}. This is a fault in the agent's tooling, not in your arguments; do not retry."
@@ -124,3 +125,72 @@ async def test_a_stop_iteration_thrown_into_a_drive_not_started_is_a_runtime_err
     assert str(got.value) == str(want.value) == "coroutine raised StopIteration"
     assert got.value.__cause__ is stop and got.value.__context__ is stop
     assert started == []
+
+
+@types.coroutine
+def _suspend_once() -> Any:
+    yield  # one bare suspension, as asyncio.sleep(0) takes
+
+
+async def test_generator_based_coroutines_are_awaited_as_await_awaits_them(caplog: Any) -> None:
+    @types.coroutine
+    def approve_later() -> Any:
+        yield from _suspend_once()
+        return True
+
+    @types.coroutine
+    def sleep(delay: float) -> Any:
+        slept.append(delay)
+        yield from _suspend_once()
+
+    class GenStore(InMemoryStore):
+        @types.coroutine
+        def get(self, key: str) -> Any:
+            yield from _suspend_once()
+            return (yield from InMemoryStore.get(self, key).__await__())
+
+    @tool(side_effecting=True, requires_approval=True, non_blocking=True)
+    def charge(card: str) -> str:
+        """Charge a card; the money is taken at once, for tests only."""
+        return f"charged {card}"
+
+    @tool(side_effecting=True)
+    def pay(card: str) -> str:
+        """Pay with a card; the money is taken at once, for tests only."""
+        return f"paid {card}"
+
+    slept: list[float] = []
+    with caplog.at_level(logging.DEBUG):
+        inv = Invoker(ToolRegistry([charge]), middleware=[mw.approval(lambda t, a, c: approve_later())])
+        assert strip(await inv.invoke(call(name="charge", card="1"))) == {"ok": True, "value": "charged 1"}
+        inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[mw.retry(sleep=sleep)])
+        assert strip(await inv.invoke(call())) == {"ok": True, "value": "v"}
+        assert len(slept) == 1
+        store = GenStore()
+        inv = Invoker(ToolRegistry([pay]), middleware=[mw.idempotency(store=store)])
+        ctx = ToolContext(run_id="r")
+        assert strip(await inv.invoke(call(name="pay", card="1"), ctx)) == {"ok": True, "value": "paid 1"}
+        assert strip(await inv.invoke(call(name="pay", card="1"), ctx)) == {"ok": True, "value": "paid 1", "deduplicated": True}
+        assert len(store._data) == 2
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_an_await_method_returning_a_coroutine_is_refused_as_await_refuses_it(caplog: Any) -> None:
+    class Awaits:
+        def __await__(self) -> Any:
+            return _suspend_once()
+
+    async def native() -> None:
+        await Awaits()
+
+    with pytest.raises(TypeError) as want:
+        await native()
+
+    def sleep(delay: float) -> Any:
+        return Awaits()
+
+    inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[mw.retry(sleep=sleep)])
+    with caplog.at_level(logging.CRITICAL + 1):
+        assert await inv.invoke(call()) == {"ok": False, "error": {"code": "internal_error", "message": FAULT.format(f"TypeError: {want.value}")}}
+    assert str(want.value) == "__await__() returned a coroutine"
+

@@ -50,6 +50,7 @@ struct Helpers {
     sleep: Py<PyAny>,
     shield: Py<PyAny>,
     isawaitable: Py<PyAny>,
+    generator: Py<PyAny>,
     invoker_log: Py<PyAny>,
     middleware_log: Py<PyAny>,
 }
@@ -73,6 +74,7 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
             sleep: asyncio.getattr("sleep")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
+            generator: py.import("types")?.getattr("GeneratorType")?.unbind(),
             invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
             middleware_log: mw.getattr("_mw_log")?.unbind(),
         })
@@ -172,12 +174,13 @@ pub(super) enum Out<'py> {
 }
 
 impl Awaited {
-    /// `await obj`: a `BodyAwait` as it is, a coroutine as it is, else what its `__await__` gives.
+    /// `await obj`: a `BodyAwait` as it is, a coroutine (a generator-based one included) as it
+    /// is, else what its `__await__` gives (an iterator that is no coroutine, as `await` asks).
     pub(super) fn of(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(b) = obj.cast::<BodyAwait>() {
             return Ok(Awaited::Body(b.clone().unbind()));
         }
-        if obj.get_type().is(helpers(py)?.coroutine.bind(py)) {
+        if is_coroutine(py, &obj)? {
             return Ok(Awaited::Iter(obj.unbind()));
         }
         let Some(method) = obj.get_type().getattr_opt(intern!(py, "__await__"))? else {
@@ -188,6 +191,9 @@ impl Awaited {
         if unsafe { ffi::PyIter_Check(it.as_ptr()) } == 0 {
             let name = it.get_type().qualname()?;
             return Err(PyTypeError::new_err(format!("__await__() returned non-iterator of type '{name}'")));
+        }
+        if is_coroutine(py, &it)? {
+            return Err(PyTypeError::new_err("__await__() returned a coroutine"));
         }
         Ok(Awaited::Iter(it.unbind()))
     }
@@ -247,6 +253,21 @@ impl Awaited {
             Awaited::Iter(it) => visit.call(it),
         }
     }
+}
+
+/// Whether `obj` is a coroutine: a native one, or a generator-based one (`types.coroutine`: its
+/// code flagged `CO_ITERABLE_COROUTINE`), which `await` accepts as it is.
+fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    const CO_ITERABLE_COROUTINE: u32 = 0x100;
+    let kind = obj.get_type();
+    if kind.is(helpers(py)?.coroutine.bind(py)) {
+        return Ok(true);
+    }
+    if !kind.is(own(py)?.generator.bind(py)) {
+        return Ok(false);
+    }
+    let flags: u32 = obj.getattr(intern!(py, "gi_code"))?.getattr(intern!(py, "co_flags"))?.extract()?;
+    Ok(flags & CO_ITERABLE_COROUTINE != 0)
 }
 
 /// What the outcome of the awaited is for.
