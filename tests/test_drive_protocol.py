@@ -194,3 +194,27 @@ async def test_an_await_method_returning_a_coroutine_is_refused_as_await_refuses
         assert await inv.invoke(call()) == {"ok": False, "error": {"code": "internal_error", "message": FAULT.format(f"TypeError: {want.value}")}}
     assert str(want.value) == "__await__() returned a coroutine"
 
+
+async def test_the_first_step_of_a_drive_takes_no_value() -> None:
+    from agentkit_tools import _core
+
+    @tool(read_only=True)
+    async def a(x: int) -> int:
+        """Async tool that suspends once and returns x, for the protocol check."""
+        await asyncio.sleep(0)
+        return x
+
+    async def native() -> None:
+        return None
+
+    co = native()
+    with pytest.raises(TypeError) as want:
+        co.send(5)
+    co.close()
+    inv = Invoker(ToolRegistry([a]))
+    d = _core.drive(inv._only, inv.registry._core, call(name="a", x=1), None)
+    with pytest.raises(TypeError) as got:
+        d.send(5)
+    assert str(got.value) == str(want.value) == "can't send non-None value to a just-started coroutine"
+    # Still not started: driven as a task drives it, it answers the call.
+    assert strip(await d) == {"ok": True, "value": 1}

@@ -367,6 +367,10 @@ impl Drive {
         let next = if let Some(begin) = self.begin.take() {
             match input {
                 Input::Throw(exc) => return Err(raised_inside(py, PyErr::from_value(exc))), // never started
+                Input::Send(v) if !v.is_none() => {
+                    self.begin = Some(begin);
+                    return Err(PyTypeError::new_err("can't send non-None value to a just-started coroutine"));
+                }
                 Input::Send(_) => self.start(py, begin),
             }
         } else {
