@@ -218,3 +218,33 @@ async def test_the_first_step_of_a_drive_takes_no_value() -> None:
     assert str(got.value) == str(want.value) == "can't send non-None value to a just-started coroutine"
     # Still not started: driven as a task drives it, it answers the call.
     assert strip(await d) == {"ok": True, "value": 1}
+
+
+class Passes(mw.Middleware):
+    def wrap(self, inv: Any, nxt: Any) -> Any:
+        async def handle(tc: Any) -> Any:
+            return await nxt(tc)
+
+        return handle
+
+
+@pytest.mark.parametrize("user_middleware", [False, True])
+@pytest.mark.parametrize("many", [False, True])
+async def test_a_generator_exit_a_retry_sleep_raises_itself_is_its_own_failure(user_middleware: bool, many: bool, caplog: Any) -> None:
+    """Not a close of the call's driver: the call fails, in its envelope and in its record."""
+
+    def sleep(delay: float) -> None:
+        raise GeneratorExit()
+
+    records: list[tuple[str, str, str]] = []
+    chain = [Passes()] if user_middleware else []
+    audit = mw.audit(lambda r: records.append((r["call_id"], r["decision"], r["outcome"])))
+    inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[*chain, audit, mw.retry(sleep=sleep)])
+    fault = {"ok": False, "error": {"code": "internal_error", "message": FAULT.format("GeneratorExit: ")}}
+    with caplog.at_level(logging.CRITICAL + 1):
+        if many:
+            envs = await inv.invoke_many([call(1), call(2)])
+            assert [strip(e) for e in envs] == [fault, {"ok": True, "value": "v"}]
+        else:
+            assert await inv.invoke(call(1)) == fault
+    assert sorted(records) == ([("c1", "failed", "internal_error"), ("c2", "executed", "ok")] if many else [("c1", "failed", "internal_error")])

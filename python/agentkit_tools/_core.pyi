@@ -761,8 +761,9 @@ def drive(pipe: Pipeline, registry: CoreRegistry, call: object, ctx: object) -> 
 
 def call_fault(exc: BaseException, call: object, caller_cancelled: bool) -> dict[str, Any]:
     """The envelope of ``call`` whose driver raised ``exc`` (a fault around the tool, not in it),
-    logged on ``agentkit_tools.invoker``; ``KeyboardInterrupt``/``SystemExit``, ``GeneratorExit``
-    and, when ``caller_cancelled``, a ``CancelledError`` are raised again instead."""
+    logged on ``agentkit_tools.invoker``; ``KeyboardInterrupt``/``SystemExit`` and, when
+    ``caller_cancelled``, a ``CancelledError`` are raised again instead (a ``GeneratorExit``
+    given here is a callback's own failure, not a close)."""
 
 @final
 class Drive:

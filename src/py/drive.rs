@@ -15,8 +15,9 @@
 //! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
 //! emitted, each shielded from the caller's cancellation; without awaiting when the drive is being
 //! closed), then propagates. A drive made by `Invoker.invoke` (`call` given) answers it with the
-//! fault envelope instead (logged), unless it is `KeyboardInterrupt`/`SystemExit`, the
-//! cancellation of the awaiting task or `GeneratorExit` (the drive is being closed).
+//! fault envelope instead (logged), unless it is `KeyboardInterrupt`/`SystemExit` or the
+//! cancellation of the awaiting task. A `GeneratorExit` thrown in closes the drive; one a
+//! callback raised itself is that callback's own failure, answered as any other.
 use pyo3::exceptions::{PyException, PyGeneratorExit, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
@@ -109,13 +110,14 @@ fn propagates(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 /// The envelope of call `call` whose driver raised `exc` (a fault around the tool, not in it),
-/// logged; `KeyboardInterrupt`/`SystemExit`, `GeneratorExit` and, when `caller_cancelled`, a
-/// `CancelledError` are raised again instead.
+/// logged; `KeyboardInterrupt`/`SystemExit` and, when `caller_cancelled`, a `CancelledError` are
+/// raised again instead. (A `GeneratorExit` that closes a drive never reaches here: one seen here
+/// is a callback's own failure.)
 #[pyfunction]
 pub(super) fn call_fault<'py>(py: Python<'py>, exc: Bound<'py, PyAny>, call: Bound<'py, PyAny>, caller_cancelled: bool) -> PyResult<Bound<'py, PyDict>> {
     let _in = super::shutdown::inside(py);
     let err = PyErr::from_value(exc.clone());
-    if is_stop(py, &err) || err.is_instance_of::<PyGeneratorExit>(py) || (caller_cancelled && err.is_instance(py, helpers(py)?.cancelled_error.bind(py))) {
+    if is_stop(py, &err) || (caller_cancelled && err.is_instance(py, helpers(py)?.cancelled_error.bind(py))) {
         return Err(err);
     }
     let name = super::calls::call_parts(py, &call)?.get_item(1)?;
