@@ -248,3 +248,36 @@ async def test_a_generator_exit_a_retry_sleep_raises_itself_is_its_own_failure(u
         else:
             assert await inv.invoke(call(1)) == fault
     assert sorted(records) == ([("c1", "failed", "internal_error"), ("c2", "executed", "ok")] if many else [("c1", "failed", "internal_error")])
+
+
+@pytest.mark.parametrize(("method", "answer", "text"), [
+    ("compare_and_set", None, "store.compare_and_set returned NoneType, expected bool"),
+    ("compare_and_set", 1, "store.compare_and_set returned int, expected bool"),
+    ("get", {"s": "running"}, "store.get returned dict, expected str or None"),
+])
+async def test_a_store_answer_the_port_does_not_promise_is_a_failing_store(method: str, answer: Any, text: str, caplog: Any) -> None:
+    """Logged as a failing store, the call goes on without sharing: never a loop."""
+    runs: list[str] = []
+
+    @tool(side_effecting=True)
+    async def charge(card: str) -> str:
+        """Charge a card; the money is taken at once, for tests only."""
+        runs.append(card)
+        return f"charged {card}"
+
+    class Store(InMemoryStore):
+        pass
+
+    async def wrong(self: Any, *args: Any) -> Any:
+        return answer
+
+    setattr(Store, method, wrong)
+    inv = Invoker(ToolRegistry([charge]), middleware=[mw.idempotency(store=Store())])
+    with caplog.at_level(logging.WARNING):
+        env = await asyncio.wait_for(inv.invoke(call(name="charge", card="1"), ToolContext(run_id="r")), 10)
+    assert strip(env) == {"ok": True, "value": "charged 1"}
+    assert runs == ["1"]
+    logged = [(r.name, r.levelname, r.getMessage().split(" on ")[0], str(r.exc_info[1])) for r in caplog.records]
+    assert logged[0] == ("agentkit_tools.middleware", "WARNING", "idempotency store failed", text + "; fix the StorePort implementation")
+    assert {entry[:3] for entry in logged} == {("agentkit_tools.middleware", "WARNING", "idempotency store failed")}
+

@@ -272,6 +272,22 @@ fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(flags & CO_ITERABLE_COROUTINE != 0)
 }
 
+/// The store's answer to step `event` when it is what the store port promises (`get`: a str or
+/// None; `compare_and_set`: a bool), else the `TypeError` of a failing store (logged, the call
+/// goes on without sharing; a `None` read as "not written" would claim again forever).
+fn promised<'py>(event: u8, answer: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let (method, expected, ok) = match event {
+        EV_GOT => ("get", "str or None", answer.is_none() || answer.is_instance_of::<pyo3::types::PyString>()),
+        EV_CAS => ("compare_and_set", "bool", answer.is_instance_of::<pyo3::types::PyBool>()),
+        _ => return Ok(answer),
+    };
+    if ok {
+        return Ok(answer);
+    }
+    let kind = answer.get_type().qualname()?;
+    Err(PyTypeError::new_err(format!("store.{method} returned {kind}, expected {expected}; fix the StorePort implementation")))
+}
+
 /// What the outcome of the awaited is for.
 enum For {
     /// The body (`check`: a value it returned is checked here, an async body's; else it was
@@ -612,7 +628,7 @@ impl Drive {
                     }
                     Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?)
                 }
-                For::Store(event, key) => match out {
+                For::Store(event, key) => match out.and_then(|answer| promised(event, answer)) {
                     Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
                     Err(e) if propagates(py, &e) => return Err(e),
                     Err(e) => {
