@@ -281,3 +281,22 @@ async def test_a_store_answer_the_port_does_not_promise_is_a_failing_store(metho
     assert logged[0] == ("agentkit_tools.middleware", "WARNING", "idempotency store failed", text + "; fix the StorePort implementation")
     assert {entry[:3] for entry in logged} == {("agentkit_tools.middleware", "WARNING", "idempotency store failed")}
 
+
+@pytest.mark.parametrize("answer", [[1], None, "ok"])
+async def test_an_outermost_user_middleware_answering_no_envelope_is_a_fault(answer: Any, caplog: Any) -> None:
+    class Answers(mw.Middleware):
+        def wrap(self, inv: Any, nxt: Any) -> Any:
+            async def handle(tc: Any) -> Any:
+                await nxt(tc)
+                return answer
+
+            return handle
+
+    records: list[tuple[str, str]] = []
+    inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[Answers(), mw.audit(lambda r: records.append((r["decision"], r["outcome"]))), mw.retry(sleep=lambda d: asyncio.sleep(0))])
+    with caplog.at_level(logging.ERROR):
+        env = await inv.invoke(call())
+    kind = type(answer).__qualname__
+    assert env == {"ok": False, "error": {"code": "internal_error", "message": FAULT.format(f"TypeError: a middleware returned {kind}, not an envelope dict")}}
+    assert records == [("executed", "ok")]
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("agentkit_tools.invoker", "Invoker failed on a call of 'flaky'")]

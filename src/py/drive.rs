@@ -288,6 +288,16 @@ fn promised<'py>(event: u8, answer: Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
     Err(PyTypeError::new_err(format!("store.{method} returned {kind}, expected {expected}; fix the StorePort implementation")))
 }
 
+/// What a user middleware answered, when it is an envelope (a dict); else the `TypeError` of a
+/// fault of that middleware, not of the tool.
+fn envelope_of(env: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    if env.is_instance_of::<PyDict>() {
+        return Ok(env);
+    }
+    let kind = env.get_type().qualname()?;
+    Err(PyTypeError::new_err(format!("a middleware returned {kind}, not an envelope dict")))
+}
+
 /// What the outcome of the awaited is for.
 enum For {
     /// The body (`check`: a value it returned is checked here, an async body's; else it was
@@ -637,18 +647,13 @@ impl Drive {
                     }
                 },
                 For::Passed => {
-                    let env = out?;
-                    if !env.is_instance_of::<PyDict>() {
-                        // A fault of that middleware, not of the tool.
-                        let kind = env.get_type().qualname()?;
-                        return Err(PyTypeError::new_err(format!("a middleware returned {kind}, not an envelope dict")));
-                    }
+                    let env = envelope_of(out?)?;
                     let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
                     let exc = tc.getattr(intern!(py, "exc"))?;
                     let attempts: u32 = tc.getattr(intern!(py, "attempts"))?.extract()?;
                     Next::fed(self.call(py)?.passed(py, env, (!exc.is_none()).then_some(exc), attempts)?)
                 }
-                For::Chained => match out {
+                For::Chained => match out.and_then(envelope_of) {
                     Ok(env) => Next::Step(STEP_DONE, env),
                     Err(e) => Next::End(e),
                 },
