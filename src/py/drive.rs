@@ -138,7 +138,7 @@ fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py
         Ok(env) if env.is_instance_of::<PyDict>() => Ok(env),
         Ok(begun) => {
             let (m, step, arg): (Py<Call>, u8, Py<PyAny>) = begun.extract()?;
-            let mut d = Drive::new(Begin::From(m, step, arg), ctx.unbind());
+            let mut d = Drive::new(Some(Begin::From(m, step, arg)), ctx.unbind());
             d.call = Some(call.unbind());
             Ok(Bound::new(py, d)?.into_any())
         }
@@ -387,8 +387,8 @@ fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
 }
 
 impl Drive {
-    fn new(begin: Begin, ctx: Py<PyAny>) -> Self {
-        Drive { begin: Some(begin), m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None }
+    fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
+        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None }
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
@@ -408,23 +408,37 @@ impl Drive {
                     Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
                 };
             };
-            match aw.step(py, input) {
-                Out::Yield(y) => {
-                    self.awaiting = Some((aw, then));
-                    return Ok(y);
-                }
-                Out::Return(v) => Next::Outcome(then, Ok(v)),
-                Out::Raise(e) => Next::Outcome(then, Err(e)),
+            match self.step(py, aw, then, input) {
+                Ok(next) => next,
+                Err(y) => return Ok(y),
             }
         };
         self.run(py, next)
+    }
+
+    /// A step of what is awaited (`aw`, for `then`): what it ended with, or (`Err`) what it
+    /// yielded, the drive then awaiting it.
+    fn step<'py>(&mut self, py: Python<'py>, aw: Awaited, then: For, input: Input<'py>) -> Result<Next<'py>, Bound<'py, PyAny>> {
+        match aw.step(py, input) {
+            Out::Yield(y) => {
+                self.awaiting = Some((aw, then));
+                Err(y)
+            }
+            Out::Return(v) => Ok(Next::Outcome(then, Ok(v))),
+            Out::Raise(e) => Ok(Next::Outcome(then, Err(e))),
+        }
+    }
+
+    /// The `ToolCall` a user middleware passed on to this segment (None: no middleware before).
+    fn tc<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.tc.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone())
     }
 
     fn start<'py>(&mut self, py: Python<'py>, begin: Begin) -> Next<'py> {
         let ctx = self.ctx.bind(py).clone();
         let begun = match begin {
             Begin::Segment(pipe) => {
-                let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                let tc = self.tc(py);
                 Pipeline::begin_call(pipe.bind(py), &tc).and_then(|(m, step, arg)| {
                     self.m = Some(Py::new(py, m)?);
                     Ok((step, arg))
@@ -474,13 +488,9 @@ impl Drive {
                     Err(e) => Next::Fail(e),
                 },
                 Next::Await(obj, then) => match Awaited::of(py, obj) {
-                    Ok(aw) => match aw.step(py, Input::Send(py.None().into_bound(py))) {
-                        Out::Yield(y) => {
-                            self.awaiting = Some((aw, then));
-                            return Ok(y);
-                        }
-                        Out::Return(v) => Next::Outcome(then, Ok(v)),
-                        Out::Raise(e) => Next::Outcome(then, Err(e)),
+                    Ok(aw) => match self.step(py, aw, then, Input::Send(py.None().into_bound(py))) {
+                        Ok(next) => next,
+                        Err(y) => return Ok(y),
                     },
                     Err(e) => Next::Outcome(then, Err(e)),
                 },
@@ -497,7 +507,7 @@ impl Drive {
         let o = own(py)?;
         Ok(match step {
             STEP_RUN if self.nxt.is_some() => {
-                let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                let tc = self.tc(py);
                 let limit = arg.get_item(2)?;
                 if !limit.is_none() {
                     tc.setattr(intern!(py, "timeout_s"), limit)?;
@@ -648,7 +658,7 @@ impl Drive {
                 },
                 For::Passed => {
                     let env = envelope_of(out?)?;
-                    let tc = self.tc.as_ref().map(|t| t.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                    let tc = self.tc(py);
                     let exc = tc.getattr(intern!(py, "exc"))?;
                     let attempts: u32 = tc.getattr(intern!(py, "attempts"))?.extract()?;
                     Next::fed(self.call(py)?.passed(py, env, (!exc.is_none()).then_some(exc), attempts)?)
@@ -829,7 +839,7 @@ impl Drive {
     #[staticmethod]
     fn chain(py: Python<'_>, start: Py<PyAny>, call: Py<PyAny>, ctx: Py<PyAny>) -> Self {
         let _in = super::shutdown::inside(py);
-        let mut d = Drive::new(Begin::Chain(start), ctx);
+        let mut d = Drive::new(Some(Begin::Chain(start)), ctx);
         d.call = Some(call);
         d
     }
@@ -841,7 +851,7 @@ impl Drive {
     fn segment(py: Python<'_>, pipe: Py<Pipeline>, tc: Bound<'_, PyAny>, nxt: Option<Py<PyAny>>) -> PyResult<Self> {
         let _in = super::shutdown::inside(py);
         let ctx = tc.getattr(intern!(py, "ctx"))?.unbind();
-        let mut d = Drive::new(Begin::Segment(pipe), ctx);
+        let mut d = Drive::new(Some(Begin::Segment(pipe)), ctx);
         d.tc = Some(tc.unbind());
         d.nxt = nxt;
         Ok(d)
@@ -852,7 +862,7 @@ impl Drive {
     #[staticmethod]
     fn go(py: Python<'_>, m: Py<Call>, step: u8, arg: Py<PyAny>, ctx: Py<PyAny>) -> Self {
         let _in = super::shutdown::inside(py);
-        Drive::new(Begin::From(m, step, arg), ctx)
+        Drive::new(Some(Begin::From(m, step, arg)), ctx)
     }
 
     /// Abort call `m` ended by `exc` (the caller's cancellation, a fault outside the pipeline):
@@ -861,7 +871,7 @@ impl Drive {
     #[staticmethod]
     fn abort(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>) -> Self {
         let _in = super::shutdown::inside(py);
-        Drive::new(Begin::Abort(m, exc), ctx)
+        Drive::new(Some(Begin::Abort(m, exc)), ctx)
     }
 
     /// Abort call `m` as cancelled without awaiting (its coroutine is being closed: see
@@ -869,8 +879,7 @@ impl Drive {
     #[staticmethod]
     fn closed(py: Python<'_>, m: Py<Call>, ctx: Py<PyAny>) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
-        let mut d = Drive::new(Begin::From(m.clone_ref(py), STEP_DONE, py.None()), ctx);
-        d.begin = None;
+        let mut d = Drive::new(None, ctx);
         d.m = Some(m);
         let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
         d.abort_closing(py, &exc)
