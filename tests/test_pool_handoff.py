@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import os
 import random
 import subprocess
 import sys
 import time
+import weakref
+from typing import Any
 
 import pytest
 
@@ -123,6 +126,32 @@ def test_a_result_that_misses_the_callers_brief_wait_still_reaches_the_event_loo
                 for n in range(200) for name in ("slowish", "quick")]
 
     assert asyncio.run(main()) == [n for n in range(200) for _ in range(2)]
+
+
+@pytest.mark.parametrize("path", ["dispatch", "invoke"])
+def test_a_worker_keeps_nothing_of_a_call_once_it_has_answered(path: str) -> None:
+    """The body, its arguments and the context of a call a worker ran are freed when the call
+    is answered, not when that worker takes its next job (here: never)."""
+
+    class Ctx:
+        run_id = "r"
+
+    def make() -> tuple[Any, Any, dict]:
+        ctx = Ctx()
+
+        @tool(read_only=True)
+        def hold(x: int) -> int:
+            """Return the integer x, from a body whose closure holds a marker object."""
+            return x if ctx else -x
+
+        reg = ToolRegistry([hold])
+        call = {"id": "1", "name": "hold", "input": {"x": 7}}
+        env = dispatch(call, reg, ctx=ctx) if path == "dispatch" else asyncio.run(Invoker(reg).invoke(call, ctx))
+        return weakref.ref(ctx), weakref.ref(hold), env
+
+    ctx, hold, env = make()
+    gc.collect()
+    assert (env["ok"], env["value"], ctx(), hold()) == (True, 7, None, None)
 
 
 def test_contextvars_reach_the_worker_on_both_paths() -> None:

@@ -151,11 +151,15 @@ def test_a_read_only_view_leaves_out_tools_whose_effects_are_undeclared():
     assert reg.view().names() == ["declared", "undeclared", "writer"]
 
 
-def test_a_tool_whose_body_refers_to_its_own_registry_is_collected() -> None:
+@pytest.mark.parametrize("non_blocking", [True, False], ids=["on-this-thread", "on-a-worker"])
+def test_a_tool_whose_body_refers_to_its_own_registry_is_collected(non_blocking: bool) -> None:
+    """Whether the body ran on the caller's thread or on a worker (which keeps nothing of a call
+    once it has handed the outcome over)."""
+
     def make() -> tuple[Any, Any]:
         reg = ToolRegistry()
 
-        @tool(read_only=True, non_blocking=True)  # run on this thread: no worker holds the body afterwards
+        @tool(read_only=True, non_blocking=non_blocking)
         def echo(x: int) -> int:
             """Return the integer x it was given, unchanged."""
             return x if reg else -x  # the body refers to its registry: registry -> tool -> fn -> registry

@@ -15,6 +15,7 @@
 //! hanging (as Python 3.14 does) instead of unwinding it through Rust frames; between its waits
 //! it counts itself in at the exit gate (`super::shutdown`).
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
@@ -58,10 +59,10 @@ fn raisable<'py>(py: Python<'py>, exc: Bound<'py, PyAny>) -> PyErr {
 /// loop, the future that gets the outcome when nobody waits on the slot.
 #[pyclass(frozen, module = "agentkit_tools._core")]
 pub struct Job {
-    context: Py<PyAny>,
-    func: Py<PyAny>,
-    a: Py<PyAny>,
-    b: Py<PyAny>,
+    /// `[context, fn, a, b]`, taken out by the worker that runs the job: nothing of the call
+    /// (its body, arguments, context) outlives its run in the worker, which keeps the job until
+    /// it has handed the outcome over.
+    call: Mutex<Option<[Py<PyAny>; 4]>>,
     deadline: Option<Instant>,
     /// The deadline on `time.monotonic` (None: none).
     #[pyo3(get)]
@@ -83,8 +84,10 @@ impl Job {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        for o in [&self.context, &self.func, &self.a, &self.b] {
-            visit.call(o)?;
+        if let Ok(call) = self.call.try_lock() {
+            for o in call.iter().flatten() {
+                visit.call(o)?;
+            }
         }
         if let Some((c, f)) = &self.later {
             visit.call(c)?;
@@ -146,10 +149,7 @@ impl WorkerPool {
     fn job<'py>(py: Python<'py>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>, later: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, Job>> {
         let context = helpers(py)?.copy_context.bind(py).call0()?;
         let job = Job {
-            context: context.unbind(),
-            func: func.unbind(),
-            a: a.unbind(),
-            b: b.unbind(),
+            call: Mutex::new(Some([context.unbind(), func.unbind(), a.unbind(), b.unbind()])),
             deadline: until(limit),
             end,
             state: JobState::new(),
@@ -395,8 +395,10 @@ impl WorkerPool {
             if !run {
                 continue;
             }
-            let j = next.get();
-            let parts = PyTuple::new(py, [j.context.bind(py), j.func.bind(py), j.a.bind(py), j.b.bind(py)])?;
+            let taken = next.get().call.lock().unwrap_or_else(|e| e.into_inner()).take();
+            // A job leaves the mailbox once, to one worker: what it runs is always still there.
+            let Some(call) = taken else { continue };
+            let parts = PyTuple::new(py, call)?;
             held.set_item(0, next)?;
             drop(gate);
             return Ok(parts);
