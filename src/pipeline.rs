@@ -44,6 +44,16 @@ pub const FALLBACK_LIMIT_S: f64 = 10.0;
 pub const FREE: &str = "{\"s\":\"free\"}";
 /// How long a worker waits before reading a call another worker runs again (seconds).
 pub const POLL_S: f64 = 0.05;
+/// How many claims in a row a call may lose without waiting before the shared store is held
+/// failing (logged by the driver; the call goes on without sharing its deduplication). With a
+/// store that keeps its promise, a lost claim means another worker wrote the key between this
+/// worker's read and its compare-and-set; when the read that follows shows a live claim the
+/// call waits (and the count starts again), so each further loss without waiting needs another
+/// worker to have claimed and freed the key, or stored its result in a closed window, within
+/// one round trip of this one. A few such races in a row happen; eight do not: such a store
+/// refuses every claim (its compare_and_set does not compare what its get answers), and
+/// claiming again would spin without end, never suspending.
+pub const CLAIM_TRIES: u32 = 8;
 
 /// One built-in rule with its configuration.
 #[derive(Debug, Clone)]
@@ -447,6 +457,8 @@ pub struct CallMachine<V> {
     value_json: Option<String>,
     /// Tickets whose waiters the driver must wake (drained with [`CallMachine::take_wakes`]).
     wakes: Vec<u64>,
+    /// Claims lost in a row since the call last waited (see [`CLAIM_TRIES`]).
+    lost: u32,
 }
 
 impl<V> CallMachine<V> {
@@ -466,6 +478,7 @@ impl<V> CallMachine<V> {
             done: None,
             value_json: None,
             wakes: Vec::new(),
+            lost: 0,
         }
     }
     /// An empty finished machine.
@@ -490,6 +503,11 @@ impl<V> CallMachine<V> {
     /// The facts the call began with.
     pub fn facts(&self) -> &Facts {
         &self.facts
+    }
+    /// Whether the claim whose compare-and-set is in progress is the last one tried: lost, the
+    /// store is held failing (the driver logs it and feeds `StoreFailed`; see [`CLAIM_TRIES`]).
+    pub fn last_claim(&self) -> bool {
+        matches!(self.phase, Phase::In(_, Pending::Cas)) && self.lost + 1 >= CLAIM_TRIES
     }
     /// Tickets of waiters to wake now.
     pub fn take_wakes(&mut self) -> Vec<u64> {
@@ -561,6 +579,7 @@ impl<V: Clone> Pipeline<V> {
     pub fn start(&mut self, m: &mut CallMachine<V>, t: Time) -> Step<V> {
         m.frames = vec![Frame::Idle; self.rules.len()];
         m.phase = Phase::In(0, Pending::None);
+        m.lost = 0;
         self.descend(m, 0, t)
     }
 
@@ -843,20 +862,25 @@ impl<V: Clone> Pipeline<V> {
                 self.cas_claim(m, i, t)
             }
             (Pending::PollSleep, Event::Slept) => {
+                m.lost = 0;
                 m.phase = Phase::In(i, Pending::Get);
                 Step::StoreGet(key())
             }
-            (Pending::Cas, Event::StoreCas(won)) => {
-                if won {
-                    let mine = m.mine.take();
-                    m.frames[i] = Frame::Claimed { shared: mine, cached: false };
-                    return self.descend(m, i + 1, t);
-                }
+            (Pending::Cas, Event::StoreCas(true)) => {
+                m.lost = 0;
+                let mine = m.mine.take();
+                m.frames[i] = Frame::Claimed { shared: mine, cached: false };
+                self.descend(m, i + 1, t)
+            }
+            (Pending::Cas, Event::StoreCas(false)) if m.lost + 1 < CLAIM_TRIES => {
+                m.lost += 1;
                 m.phase = Phase::In(i, Pending::Get);
                 Step::StoreGet(key())
             }
-            (Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep, Event::StoreFailed) => {
-                // A failing store: the call runs without sharing its deduplication.
+            (Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep, Event::StoreFailed) | (Pending::Cas, Event::StoreCas(false)) => {
+                // A failing store (or one that refused `CLAIM_TRIES` claims in a row without a
+                // wait): the call runs without sharing its deduplication.
+                m.lost = 0;
                 m.frames[i] = Frame::Claimed { shared: None, cached: false };
                 self.descend(m, i + 1, t)
             }

@@ -308,6 +308,50 @@ fn shared_store_claim_run_and_finish() {
 }
 
 #[test]
+fn shared_store_refusing_every_claim_is_a_failing_store() {
+    // A store whose compare_and_set refuses every claim (its get showing nothing live) is held
+    // failing after CLAIM_TRIES claims lost in a row without a wait: the call runs without sharing.
+    let mut p = shared();
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let mut claims = 0;
+    let mut step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    while let Step::StoreCas { expected: None, .. } = step {
+        claims += 1;
+        assert_eq!(m.last_claim(), claims == CLAIM_TRIES);
+        step = p.feed(&mut m, Event::StoreCas(false), at(0.0));
+        if step == Step::StoreGet(key()) {
+            step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+        }
+    }
+    assert_eq!((claims, CLAIM_TRIES), (8, 8));
+    assert_eq!(step, Step::RunBody { timeout_s: Some(100.0) });
+    assert!(!m.wants_value_json());
+    assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.0)), Step::Done(ok_env("r", 0.0)));
+    // a wait on a live claim starts the count again: 7 lost, a wait, 8 more lost
+    let mut p = shared();
+    let running = format!("{{\"s\":\"running\",\"owner\":\"x\",\"until\":{}}}", 1_000_000.0 + 30.0);
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let mut claims = 0;
+    let mut step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    while let Step::StoreCas { .. } = step {
+        claims += 1;
+        step = p.feed(&mut m, Event::StoreCas(false), at(0.0));
+        if step == Step::StoreGet(key()) {
+            let doc = if claims == 7 { Some(running.clone()) } else { None };
+            step = p.feed(&mut m, Event::StoreGot(doc), at(0.0));
+            if step == Step::Sleep(POLL_S) {
+                step = p.feed(&mut m, Event::Slept, at(0.0));
+                assert_eq!(step, Step::StoreGet(key()));
+                step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+            }
+        }
+    }
+    assert_eq!(claims, 15);
+    assert_eq!(step, Step::RunBody { timeout_s: Some(100.0) });
+    assert!(!m.wants_value_json());
+}
+
+#[test]
 fn shared_store_hit_wait_and_failure() {
     let mut p = shared();
     let done = "{\"s\":\"done\",\"value\":{\"cached\":[1,2]}}".to_owned();

@@ -300,3 +300,41 @@ async def test_an_outermost_user_middleware_answering_no_envelope_is_a_fault(ans
     assert env == {"ok": False, "error": {"code": "internal_error", "message": FAULT.format(f"TypeError: a middleware returned {kind}, not an envelope dict")}}
     assert records == [("executed", "ok")]
     assert [(r.name, r.getMessage()) for r in caplog.records] == [("agentkit_tools.invoker", "Invoker failed on a call of 'flaky'")]
+
+
+async def test_a_store_refusing_every_claim_is_a_failing_store(caplog: Any) -> None:
+    """compare_and_set answering False to every claim, its get showing no live claim: after 8
+    claims lost in a row the store is held failing (logged once), the call goes on without
+    sharing. Never a loop that does not suspend."""
+    runs: list[str] = []
+    claims: list[str] = []
+
+    @tool(side_effecting=True)
+    async def charge(card: str) -> str:
+        """Charge a card; the money is taken at once, for tests only."""
+        runs.append(card)
+        return f"charged {card}"
+
+    class Store(InMemoryStore):
+        async def get(self, key: str) -> str | None:
+            return None
+
+        async def compare_and_set(self, key: str, expected: str | None, value: str) -> bool:
+            claims.append(key)
+            if len(claims) > 1000:  # the unbounded loop, stopped for the test
+                raise RuntimeError("claimed 1000 times")
+            return False
+
+    inv = Invoker(ToolRegistry([charge]), middleware=[mw.idempotency(store=Store())])
+    with caplog.at_level(logging.WARNING):
+        env = await inv.invoke(call(name="charge", card="1"), ToolContext(run_id="r"))
+    assert strip(env) == {"ok": True, "value": "charged 1"}
+    assert runs == ["1"]
+    assert len(claims) == 8 and len(set(claims)) == 1
+    logged = [(r.name, r.levelname, r.getMessage(), str(r.exc_info[1])) for r in caplog.records]
+    assert logged == [(
+        "agentkit_tools.middleware",
+        "WARNING",
+        f"idempotency store failed on {claims[0]}; going on without it",
+        "store.compare_and_set refused 8 claims in a row, each over the record its get had just answered; fix the StorePort implementation (compare_and_set must write and return True when the key holds exactly the expected value)",
+    )]

@@ -32,6 +32,7 @@ use super::pipeline::{
     STEP_CAS, STEP_DONE, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
 };
 use super::registry::CoreRegistry;
+use crate::pipeline::CLAIM_TRIES;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Drive>()?;
@@ -275,12 +276,19 @@ fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// The store's answer to step `event` when it is what the store port promises (`get`: a str or
 /// None; `compare_and_set`: a bool), else the `TypeError` of a failing store (logged, the call
 /// goes on without sharing; a `None` read as "not written" would claim again forever).
-fn promised<'py>(event: u8, answer: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// `last_claim`: the compare-and-set answered is the call's last claim (see
+/// `pipeline::CLAIM_TRIES`); lost, it is the `RuntimeError` of a failing store.
+fn promised<'py>(event: u8, answer: Bound<'py, PyAny>, last_claim: bool) -> PyResult<Bound<'py, PyAny>> {
     let (method, expected, ok) = match event {
         EV_GOT => ("get", "str or None", answer.is_none() || answer.is_instance_of::<pyo3::types::PyString>()),
         EV_CAS => ("compare_and_set", "bool", answer.is_instance_of::<pyo3::types::PyBool>()),
         _ => return Ok(answer),
     };
+    if ok && last_claim && !answer.is_truthy()? {
+        return Err(PyRuntimeError::new_err(format!(
+            "store.compare_and_set refused {CLAIM_TRIES} claims in a row, each over the record its get had just answered; fix the StorePort implementation (compare_and_set must write and return True when the key holds exactly the expected value)"
+        )));
+    }
     if ok {
         return Ok(answer);
     }
@@ -648,14 +656,17 @@ impl Drive {
                     }
                     Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?)
                 }
-                For::Store(event, key) => match out.and_then(|answer| promised(event, answer)) {
-                    Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
-                    Err(e) if propagates(py, &e) => return Err(e),
-                    Err(e) => {
-                        log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key.into_bound(py)], &e);
-                        Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?)
+                For::Store(event, key) => {
+                    let last_claim = event == EV_CAS && self.call(py)?.last_claim();
+                    match out.and_then(|answer| promised(event, answer, last_claim)) {
+                        Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
+                        Err(e) if propagates(py, &e) => return Err(e),
+                        Err(e) => {
+                            log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key.into_bound(py)], &e);
+                            Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?)
+                        }
                     }
-                },
+                }
                 For::Passed => {
                     let env = envelope_of(out?)?;
                     let tc = self.tc(py);

@@ -1263,6 +1263,12 @@ pub struct Call {
 }
 
 impl Call {
+    /// Whether the compare-and-set in progress is the call's last claim (see
+    /// [`CallMachine::last_claim`]).
+    pub(super) fn last_claim(&self) -> bool {
+        self.m.last_claim()
+    }
+
     fn new<'py>(pipe: &Bound<'py, Pipeline>, parts: Admitted<'py>, call: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Self> {
         let py = pipe.py();
         let p = pipe.get();
