@@ -35,16 +35,6 @@ class Halt(BaseException):
     """A custom BaseException subclass a tool body may raise (not a request to stop)."""
 
 
-@pytest.fixture(autouse=True)
-def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No tracer provider for these tests, whatever an earlier test installed (opentelemetry's
-    global provider can be set only once per process): with one, each call of a turn opens its
-    span first and no body runs as a task of its own, which is what this module tests."""
-    trace = sys.modules.get("opentelemetry.trace")
-    if trace is not None:
-        monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-
-
 # ------------------------------------------------------------------ tools
 
 

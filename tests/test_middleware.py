@@ -195,23 +195,6 @@ async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call()
     assert [r["outcome"] for r in got] == ["ok"]
 
 
-@pytest.fixture(scope="module")
-def span_exporter():
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-        provider = trace.get_tracer_provider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return exporter
-
-
 async def test_audit_emits_an_execute_tool_span(span_exporter):
     from opentelemetry.trace import StatusCode
 
