@@ -195,6 +195,43 @@ async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call()
     assert [r["outcome"] for r in got] == ["ok"]
 
 
+@pytest.mark.parametrize("entry", ["invoke", "invoke_many"])
+async def test_a_dropped_call_ends_its_span_and_logs_nothing(
+    entry: str, span_exporter: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a tracer provider, a call dropped while its audit sink awaits and garbage-collected
+    ends its ``execute_tool`` span and logs nothing: the collector closes the call outside the
+    task whose context the span was made current in, where that context cannot be restored."""
+    import gc
+
+    async def forever(*_: Any) -> Any:
+        await asyncio.get_running_loop().create_future()
+
+    @tool(read_only=True)
+    async def quick_otel(x: int) -> int:
+        """Answer right away with the number given."""
+        return x
+
+    inv = Invoker(ToolRegistry([quick_otel]), middleware=[mw.audit(forever)])
+    ids = ["1", "2"] if entry == "invoke_many" else ["1"]
+    calls = [call("quick_otel", i, x=int(i)) for i in ids]
+    task = asyncio.ensure_future(inv.invoke_many(calls) if entry == "invoke_many" else inv.invoke(calls[0]))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    assert span_exporter.get_finished_spans() == ()
+    caplog.clear()
+    del task, inv
+    gc.collect()
+    await asyncio.sleep(0)
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []
+    spans = sorted(span_exporter.get_finished_spans(), key=lambda s: s.attributes["gen_ai.tool.call.id"])
+    assert [dict(s.attributes) for s in spans] == [
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "quick_otel", "gen_ai.tool.call.id": i}
+        for i in ids
+    ]
+
+
 async def test_audit_emits_an_execute_tool_span(span_exporter):
     from opentelemetry.trace import StatusCode
 

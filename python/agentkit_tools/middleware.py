@@ -206,7 +206,7 @@ def _otel() -> Any:
     global _OTEL
     if _OTEL is None:
         try:
-            from opentelemetry import trace
+            from opentelemetry import context, trace
             from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Status, StatusCode
 
             _OTEL = (
@@ -217,12 +217,13 @@ def _otel() -> Any:
                 StatusCode,
                 # the provider named by the environment is installed on first lookup
                 "OTEL_PYTHON_TRACER_PROVIDER" in os.environ,
+                context,
             )
         except ImportError:
             _OTEL = False
     if not _OTEL:
         return False
-    trace, no_ops, tracer, status, status_code, _ = _OTEL
+    trace, no_ops, tracer, status, status_code = _OTEL[:5]
     if isinstance(trace.get_tracer_provider(), no_ops):
         return False
     return tracer, status, status_code
@@ -279,36 +280,49 @@ class _Audit(_Builtin):
 
 
 def _open_span(name: str, call_id: Any) -> Any:
-    """Enter the ``execute_tool`` span of a call; returns its context manager (or None)."""
+    """Start the ``execute_tool`` span of a call and make it the current span; returns the span
+    and the token that makes it current again (or None)."""
     otel = _otel()
     if not otel:
         return None
     attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name or ""}
     if call_id is not None:
         attributes["gen_ai.tool.call.id"] = str(call_id)
-    cm = otel[0].start_as_current_span(
+    span = otel[0].start_span(
         "execute_tool", attributes=attributes, record_exception=False, set_status_on_exception=False
     )
-    return cm, cm.__enter__()
+    trace, context = _OTEL[0], _OTEL[6]
+    return span, context.attach(trace.set_span_in_context(span))
 
 
 def _close_span(opened: Any, rec: dict[str, Any] | None, exc: BaseException | None = None) -> None:
-    cm, span = opened
-    if rec is not None:
-        span.set_attributes(
-            {
-                "agentkit.tool.args_hash": rec["args_hash"],
-                "agentkit.tool.outcome": rec["outcome"],
-                "agentkit.tool.decision": rec["decision"],
-                "agentkit.tool.attempts": rec["attempts"],
-            }
-        )
-        if rec["outcome"] != "ok" and rec["outcome"] != "cancelled":
-            _, status, status_code = _otel() or (None, None, None)
-            span.set_attribute("error.type", rec["outcome"])
-            if status is not None:
-                span.set_status(status(status_code.ERROR, rec["outcome"]))
-    cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+    """End a call's span. A call dropped and garbage-collected (``GeneratorExit``) is closed by
+    the collector in whatever context is current there, not in its task's: its span is ended but
+    the context it was made current in is not restored (that context goes with the task, and
+    restoring it elsewhere fails and would be logged as an error)."""
+    span, token = opened
+    try:
+        if rec is not None:
+            span.set_attributes(
+                {
+                    "agentkit.tool.args_hash": rec["args_hash"],
+                    "agentkit.tool.outcome": rec["outcome"],
+                    "agentkit.tool.decision": rec["decision"],
+                    "agentkit.tool.attempts": rec["attempts"],
+                }
+            )
+            if rec["outcome"] != "ok" and rec["outcome"] != "cancelled":
+                _, status, status_code = _otel() or (None, None, None)
+                span.set_attribute("error.type", rec["outcome"])
+                if status is not None:
+                    span.set_status(status(status_code.ERROR, rec["outcome"]))
+    finally:
+        try:
+            trace, context = _OTEL[0], _OTEL[6]
+            if not isinstance(exc, GeneratorExit) or trace.get_current_span() is span:
+                context.detach(token)
+        finally:
+            span.end()
 
 
 def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:
