@@ -338,3 +338,33 @@ async def test_a_store_refusing_every_claim_is_a_failing_store(caplog: Any) -> N
         f"idempotency store failed on {claims[0]}; going on without it",
         "store.compare_and_set refused 8 claims in a row, each over the record its get had just answered; fix the StorePort implementation (compare_and_set must write and return True when the key holds exactly the expected value)",
     )]
+
+
+async def test_invoke_many_a_generator_exit_a_callback_raises_itself_is_logged_and_left_in_no_task(caplog: Any) -> None:
+    """As invoke does: the fault envelope, its record, the fault logged; the call's task ends
+    without an exception nobody retrieves."""
+    import gc
+
+    def sleep(delay: float) -> None:
+        raise GeneratorExit()
+
+    reported: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    records: list[tuple[str, str, str]] = []
+    audit = mw.audit(lambda r: records.append((r["call_id"], r["decision"], r["outcome"])))
+    inv = Invoker(ToolRegistry([flaky_tool()]), middleware=[audit, mw.retry(sleep=sleep)])
+    fault = {"ok": False, "error": {"code": "internal_error", "message": FAULT.format("GeneratorExit: ")}}
+    try:
+        with caplog.at_level(logging.WARNING):
+            envs = await inv.invoke_many([call(1), call(2)])
+            for _ in range(3):
+                await asyncio.sleep(0)
+            gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    assert [strip(e) for e in envs] == [fault, {"ok": True, "value": "v"}]
+    assert sorted(records) == [("c1", "failed", "internal_error"), ("c2", "executed", "ok")]
+    logged = [(r.name, r.levelname, r.getMessage(), type(r.exc_info[1]).__name__) for r in caplog.records]
+    assert logged == [("agentkit_tools.invoker", "ERROR", "Invoker failed on a call of 'flaky'", "GeneratorExit")]
+    assert reported == []

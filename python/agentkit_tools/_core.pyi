@@ -806,6 +806,12 @@ class Drive:
         they get without suspending."""
 
     @property
+    def was_closed(self) -> bool:
+        """Whether the drive was closed (``close()``, or a ``GeneratorExit`` thrown in) before it
+        ended: a ``GeneratorExit`` it then raises is that close; any other is a callback's own
+        failure."""
+
+    @property
     def cr_frame(self) -> Any:
         """None: the drive has no frame of its own."""
 

@@ -362,10 +362,13 @@ class _Turn:
 
     async def _drive(self, i: int, m: Any, step: int, arg: Any) -> None:
         """Finish call ``i`` through the core's driver from ``(step, arg)``."""
+        drive = _Drive.go(m, step, arg, self.ctx)
         try:
-            env = await _Drive.go(m, step, arg, self.ctx)
+            env = await drive
         except BaseException as exc:  # the driver aborted the call
-            if isinstance(exc, GeneratorExit):  # closed: the driver aborted the call as cancelled
+            # Closed: the driver aborted the call as cancelled. (A GeneratorExit a callback raised
+            # itself is its own failure, answered below as any other.)
+            if isinstance(exc, GeneratorExit) and drive.was_closed:
                 self.machines[i] = None
                 if not self.cancelled and not self.waiter.get_loop().is_closed():
                     self._answer(i, _core.fault_envelope(exc))  # something closed it: the turn goes on

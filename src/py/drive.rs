@@ -382,6 +382,8 @@ pub struct Drive {
     awaiting: Option<(Awaited, For)>,
     /// The exception an abort-only drive aborts the call with (it then ends with None).
     aborting: Option<Py<PyAny>>,
+    /// Closed (`close()`, or a `GeneratorExit` thrown in) before it ended.
+    closed: bool,
 }
 
 /// The drive, borrowed for a step; during a step of its own the `ValueError` a running
@@ -396,7 +398,7 @@ fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
 
 impl Drive {
     fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
-        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None }
+        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, closed: false }
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
@@ -791,6 +793,7 @@ impl Drive {
     /// what its close raised (`GeneratorExit` ends it quietly).
     fn close_now(&mut self, py: Python<'_>) -> PyResult<()> {
         self.begin = None;
+        self.closed = true;
         let Some((aw, then)) = self.awaiting.take() else { return Ok(()) };
         let exc = match aw.close(py) {
             Ok(()) => PyGeneratorExit::new_err(()),
@@ -942,6 +945,14 @@ impl Drive {
         let _in = super::shutdown::inside(slf.py());
         entered(Entry::DriveClose);
         running(slf)?.close_now(slf.py())
+    }
+
+    /// Whether the drive was closed (`close()`, or a `GeneratorExit` thrown in) while it awaited:
+    /// a `GeneratorExit` it then raises is that close, any other is a callback's own failure.
+    #[getter]
+    fn was_closed(&self, py: Python<'_>) -> bool {
+        let _in = super::shutdown::inside(py);
+        self.closed
     }
 
     /// What asyncio's task repr and `Task.get_stack()` read of a task's coroutine: None (the
