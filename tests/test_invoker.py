@@ -520,11 +520,12 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     itself, it takes an async body's first step). Else it answers with the core's driver of the
     call (``_core.Drive``), which performs every step the pipeline asks for and feeds each outcome
     in inside the core (no ``Call.ok`` from Python). The deadline's timer is the core's, entered
-    from within these entries. A sync body's hand-off to a worker thread adds one entry,
+    from within these entries (but on the worker's slow path below). A sync body's hand-off to a worker thread adds one entry,
     ``WorkerPool.start`` (an idle worker promised the call or a thread started, the job queued, a
-    brief wait for the result when the loop has nothing else to run), whether its result is there
-    by the end of that wait or awaited through a future (the pool counts which:
-    ``WorkerPool.starts()``). (The worker thread is not profiled.)
+    brief wait for the result when the loop has nothing else to run); when its result is not there
+    by the end of that wait (the pool counts which: ``WorkerPool.starts()``), it is awaited
+    through a future under the deadline's context manager, ``_core.Deadline``, whose ``__exit__``
+    is one more (a third, on that path only). (The worker thread is not profiled.)
 
     Entries the hook cannot see: the driver is awaited, which the interpreter enters from C (the
     ``await`` takes its ``__await__``; each time the event loop resumes the caller's task, the
@@ -555,6 +556,12 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         """Add two integers and return their sum to the caller."""
         return a + b
 
+    @tool(read_only=True)
+    def add_slow(a: int, b: int) -> int:
+        """Add two integers after 20 ms: its result is never there by the end of the brief wait."""
+        time.sleep(0.02)
+        return a + b
+
     @tool(read_only=True, non_blocking=True)
     def add_inline(a: int, b: int) -> int:
         """Add two integers and return their sum to the caller."""
@@ -566,8 +573,8 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         await asyncio.sleep(0)
         return a + b
 
-    inv = Invoker(ToolRegistry([add_async, add_sync, add_inline, add_later]))
-    for name in ("add_async", "add_sync", "add_inline", "add_later"):
+    inv = Invoker(ToolRegistry([add_async, add_sync, add_slow, add_inline, add_later]))
+    for name in ("add_async", "add_sync", "add_slow", "add_inline", "add_later"):
         await inv.invoke({"id": "0", "name": name, "input": {"a": 0, "b": 0}})
         seen: Counter[str] = Counter()
 
@@ -589,14 +596,19 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         handoff = {k: seen.pop(k) for k in list(seen) if k.split(".")[0] == "WorkerPool"}
         # a worker's result there by the end of the hand-off's wait: no suspension
         at_once = _runner._POOL.starts()[0] > starts[0]
-        steps = {"add_later": 2, "add_sync": 1 if at_once else 2}.get(name, 0)
+        if name == "add_slow":
+            assert not at_once
+        steps = {"add_later": 2, "add_slow": 2, "add_sync": 1 if at_once else 2}.get(name, 0)
         assert resumed == ({"Drive.__await__": 1, "Drive.__next__": steps} if steps else {})
-        if name == "add_sync":
+        if name in ("add_sync", "add_slow"):
             assert handoff == {"WorkerPool.start": 1}, handoff
         else:
             assert handoff == {}
-        # an audit record emitted (a span opened) is fed in by the driver too
-        assert dict(seen) == {"drive": 1}
+        # an audit record emitted (a span opened) is fed in by the driver too; a worker's result
+        # awaited through its future is awaited under the deadline's context manager, whose
+        # __exit__ is one more call into the core (its __enter__ the interpreter takes from C)
+        slow = name in ("add_sync", "add_slow") and not at_once
+        assert dict(seen) == ({"drive": 1, "Deadline.__exit__": 1} if slow else {"drive": 1}), (name, at_once)
 
     for name, steps in (("add_async", 1), ("add_later", 2)):
         before = _core.protocol_entries()
