@@ -45,7 +45,8 @@ pub const FREE: &str = "{\"s\":\"free\"}";
 /// How long a worker waits before reading a call another worker runs again (seconds).
 pub const POLL_S: f64 = 0.05;
 /// How many claims in a row a call may lose without waiting before the shared store is held
-/// failing (logged by the driver; the call goes on without sharing its deduplication). With a
+/// failing ([`Step::StoreFailing`]: the driver logs it; the call goes on without sharing its
+/// deduplication). With a
 /// store that keeps its promise, a lost claim means another worker wrote the key between this
 /// worker's read and its compare-and-set; when the read that follows shows a live claim the
 /// call waits (and the count starts again), so each further loss without waiting needs another
@@ -54,6 +55,13 @@ pub const POLL_S: f64 = 0.05;
 /// refuses every claim (its compare_and_set does not compare what its get answers), and
 /// claiming again would spin without end, never suspending.
 pub const CLAIM_TRIES: u32 = 8;
+
+/// Why a store that refused [`CLAIM_TRIES`] claims in a row is failing (the text logged).
+fn refused() -> String {
+    format!(
+        "store.compare_and_set refused {CLAIM_TRIES} claims in a row, each over the record its get had just answered; fix the StorePort implementation (compare_and_set must write and return True when the key holds exactly the expected value)"
+    )
+}
 
 /// One built-in rule with its configuration.
 #[derive(Debug, Clone)]
@@ -345,6 +353,9 @@ pub enum Step<V> {
     StoreSet(String, String),
     /// `store.compare_and_set(key, expected, value)`; then `StoreCas`.
     StoreCas { key: String, expected: Option<String>, value: String },
+    /// The shared store is failing (`why`: how; the store raised nothing): log it as a failing
+    /// store on `key`; then `StoreFailed` (the call goes on without sharing).
+    StoreFailing { key: String, why: String },
     /// Open the tracing span of the call; then `Opened`.
     AuditOpen,
     /// Emit the record (and close the span when one was opened); then `Recorded`.
@@ -367,7 +378,8 @@ pub enum Event<V> {
     StoreGot(Option<String>),
     StoreSet,
     StoreCas(bool),
-    /// A store call raised (the driver logged it).
+    /// A store call raised (the driver logged it), or the failing store of a
+    /// [`Step::StoreFailing`] was logged.
     StoreFailed,
     Opened,
     Recorded,
@@ -423,6 +435,8 @@ enum Pending {
     PollSleep,
     /// The claim's compare-and-set (its record is `CallMachine::mine`).
     Cas,
+    /// The store refused [`CLAIM_TRIES`] claims in a row: its failure being logged.
+    Refused,
     /// The window check of a result another worker stored (`CallMachine::stored`).
     Stored,
     Open,
@@ -503,11 +517,6 @@ impl<V> CallMachine<V> {
     /// The facts the call began with.
     pub fn facts(&self) -> &Facts {
         &self.facts
-    }
-    /// Whether the claim whose compare-and-set is in progress is the last one tried: lost, the
-    /// store is held failing (the driver logs it and feeds `StoreFailed`; see [`CLAIM_TRIES`]).
-    pub fn last_claim(&self) -> bool {
-        matches!(self.phase, Phase::In(_, Pending::Cas)) && self.lost + 1 >= CLAIM_TRIES
     }
     /// Tickets of waiters to wake now.
     pub fn take_wakes(&mut self) -> Vec<u64> {
@@ -872,14 +881,19 @@ impl<V: Clone> Pipeline<V> {
                 m.frames[i] = Frame::Claimed { shared: mine, cached: false };
                 self.descend(m, i + 1, t)
             }
-            (Pending::Cas, Event::StoreCas(false)) if m.lost + 1 < CLAIM_TRIES => {
+            (Pending::Cas, Event::StoreCas(false)) => {
                 m.lost += 1;
-                m.phase = Phase::In(i, Pending::Get);
-                Step::StoreGet(key())
+                m.mine = None;
+                if m.lost < CLAIM_TRIES {
+                    m.phase = Phase::In(i, Pending::Get);
+                    return Step::StoreGet(key());
+                }
+                // Claiming again would spin without end, never suspending: the store is failing.
+                m.phase = Phase::In(i, Pending::Refused);
+                Step::StoreFailing { key: key(), why: refused() }
             }
-            (Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep, Event::StoreFailed) | (Pending::Cas, Event::StoreCas(false)) => {
-                // A failing store (or one that refused `CLAIM_TRIES` claims in a row without a
-                // wait): the call runs without sharing its deduplication.
+            (Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep | Pending::Refused, Event::StoreFailed) => {
+                // A failing store: the call runs without sharing its deduplication.
                 m.lost = 0;
                 m.frames[i] = Frame::Claimed { shared: None, cached: false };
                 self.descend(m, i + 1, t)

@@ -307,24 +307,40 @@ fn shared_store_claim_run_and_finish() {
     assert_eq!(p.feed(&mut m, Event::StoreGot(Some("other".into())), at(0.0)), Step::StoreGet(key()));
 }
 
+/// The store's failure the machine asks the driver to log after `CLAIM_TRIES` lost claims.
+fn refused_every_claim() -> Step<&'static str> {
+    Step::StoreFailing {
+        key: key(),
+        why: "store.compare_and_set refused 8 claims in a row, each over the record its get had just answered; fix the StorePort implementation (compare_and_set must write and return True when the key holds exactly the expected value)".into(),
+    }
+}
+
+/// Lose claims (each over a read showing nothing live) until the machine asks for something
+/// else than claiming again; returns the claims made and that step.
+fn lose_claims(p: &mut P, m: &mut CallMachine<&'static str>, mut step: Step<&'static str>) -> (u32, Step<&'static str>) {
+    let mut claims = 0;
+    while let Step::StoreCas { expected: None, .. } = step {
+        claims += 1;
+        step = p.feed(m, Event::StoreCas(false), at(0.0));
+        if step == Step::StoreGet(key()) {
+            step = p.feed(m, Event::StoreGot(None), at(0.0));
+        }
+    }
+    (claims, step)
+}
+
 #[test]
 fn shared_store_refusing_every_claim_is_a_failing_store() {
     // A store whose compare_and_set refuses every claim (its get showing nothing live) is held
-    // failing after CLAIM_TRIES claims lost in a row without a wait: the call runs without sharing.
+    // failing by the machine after CLAIM_TRIES claims lost in a row without a wait: it asks the
+    // driver to log that (no store call raised), then the call runs without sharing.
     let mut p = shared();
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
-    let mut claims = 0;
-    let mut step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
-    while let Step::StoreCas { expected: None, .. } = step {
-        claims += 1;
-        assert_eq!(m.last_claim(), claims == CLAIM_TRIES);
-        step = p.feed(&mut m, Event::StoreCas(false), at(0.0));
-        if step == Step::StoreGet(key()) {
-            step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
-        }
-    }
+    let first = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    let (claims, step) = lose_claims(&mut p, &mut m, first);
     assert_eq!((claims, CLAIM_TRIES), (8, 8));
-    assert_eq!(step, Step::RunBody { timeout_s: Some(100.0) });
+    assert_eq!(step, refused_every_claim());
+    assert_eq!(p.feed(&mut m, Event::StoreFailed, at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
     assert!(!m.wants_value_json());
     assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.0)), Step::Done(ok_env("r", 0.0)));
     // a wait on a live claim starts the count again: 7 lost, a wait, 8 more lost
@@ -347,8 +363,39 @@ fn shared_store_refusing_every_claim_is_a_failing_store() {
         }
     }
     assert_eq!(claims, 15);
-    assert_eq!(step, Step::RunBody { timeout_s: Some(100.0) });
+    assert_eq!(step, refused_every_claim());
+    assert_eq!(p.feed(&mut m, Event::StoreFailed, at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
     assert!(!m.wants_value_json());
+    // the eighth claim may still be won: 7 lost, then the call runs sharing its claim
+    let mut p = shared();
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let mut step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    for _ in 0..7 {
+        assert!(matches!(step, Step::StoreCas { expected: None, .. }), "{step:?}");
+        assert_eq!(p.feed(&mut m, Event::StoreCas(false), at(0.0)), Step::StoreGet(key()));
+        step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    }
+    let Step::StoreCas { expected: None, value: mine, .. } = step else { panic!("{step:?}") };
+    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert!(m.wants_value_json());
+    assert_eq!(p.abort(&mut m, true, at(0.0)), vec![(0, Step::StoreCas { key: key(), expected: Some(mine), value: FREE.into() })]);
+}
+
+#[test]
+fn a_store_held_failing_is_logged_then_answered_as_failed() {
+    // Only `StoreFailed` answers the machine's `StoreFailing`: any other event is a misuse.
+    let mut p = shared();
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let first = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    assert_eq!(lose_claims(&mut p, &mut m, first), (8, refused_every_claim()));
+    let internal = Step::Done(Env::Failed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) });
+    assert_eq!(p.feed(&mut m, Event::StoreCas(false), at(0.0)), internal);
+    // aborted while its failure is logged: no claim of this call to release (none was written)
+    let mut p = shared();
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let first = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    assert_eq!(lose_claims(&mut p, &mut m, first), (8, refused_every_claim()));
+    assert_eq!(p.abort(&mut m, true, at(0.0)), vec![]);
 }
 
 #[test]

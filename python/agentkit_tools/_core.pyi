@@ -43,6 +43,7 @@ __all__ = [
     "STEP_SETTLE",
     "STEP_RAISE",
     "STEP_AWAIT",
+    "STEP_FAILING",
     "EV_APPROVED",
     "EV_SLEPT",
     "EV_WOKEN",
@@ -447,6 +448,9 @@ class Pipeline:
     - ``STEP_GET`` ``(store, key)``, ``STEP_SET`` ``(store, key, value)``, ``STEP_CAS``
       ``(store, key, expected, value)``: the shared idempotency store, then ``feed(EV_GOT,
       text)``, ``feed(EV_SET)``, ``feed(EV_CAS, won)`` or ``feed(EV_STORE_FAILED)``;
+    - ``STEP_FAILING`` ``(key, why)``: the shared store is failing though it raised nothing
+      (its ``compare_and_set`` refused 8 claims in a row, each over the record its ``get`` had
+      just answered): log it as a failing store on ``key``, then ``feed(EV_STORE_FAILED)``;
     - ``STEP_OPEN`` ``(config, tool name, call id)``: open the audit span, then
       ``feed(EV_OPENED)``;
     - ``STEP_RECORD`` ``(config, record)``: emit the audit record, then ``feed(EV_RECORDED)``;
@@ -549,6 +553,7 @@ STEP_RECORD: int
 STEP_SETTLE: int
 STEP_RAISE: int
 STEP_AWAIT: int
+STEP_FAILING: int
 EV_APPROVED: int
 EV_SLEPT: int
 EV_WOKEN: int

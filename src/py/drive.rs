@@ -29,10 +29,9 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::awaiting::{entered, raised_inside, thrown, BodyAwait, Entry, Input, Stepped};
 use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
-    STEP_CAS, STEP_DONE, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
+    STEP_CAS, STEP_DONE, STEP_FAILING, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
 };
 use super::registry::CoreRegistry;
-use crate::pipeline::CLAIM_TRIES;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Drive>()?;
@@ -276,19 +275,12 @@ fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// The store's answer to step `event` when it is what the store port promises (`get`: a str or
 /// None; `compare_and_set`: a bool), else the `TypeError` of a failing store (logged, the call
 /// goes on without sharing; a `None` read as "not written" would claim again forever).
-/// `last_claim`: the compare-and-set answered is the call's last claim (see
-/// `pipeline::CLAIM_TRIES`); lost, it is the `RuntimeError` of a failing store.
-fn promised<'py>(event: u8, answer: Bound<'py, PyAny>, last_claim: bool) -> PyResult<Bound<'py, PyAny>> {
+fn promised(event: u8, answer: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     let (method, expected, ok) = match event {
         EV_GOT => ("get", "str or None", answer.is_none() || answer.is_instance_of::<pyo3::types::PyString>()),
         EV_CAS => ("compare_and_set", "bool", answer.is_instance_of::<pyo3::types::PyBool>()),
         _ => return Ok(answer),
     };
-    if ok && last_claim && !answer.is_truthy()? {
-        return Err(PyRuntimeError::new_err(format!(
-            "store.compare_and_set refused {CLAIM_TRIES} claims in a row, each over the record its get had just answered; fix the StorePort implementation (compare_and_set must write and return True when the key holds exactly the expected value)"
-        )));
-    }
     if ok {
         return Ok(answer);
     }
@@ -605,8 +597,21 @@ impl Drive {
                     Err(e) => Next::Outcome(then, Err(e)),
                 }
             }
+            STEP_FAILING => {
+                // The machine holds the store failing though it raised nothing: logged as a store
+                // that raised would be.
+                let why = PyRuntimeError::new_err(arg.get_item(1)?.extract::<String>()?);
+                self.store_failed(py, arg.get_item(0)?, &why)?
+            }
             other => return Err(PyRuntimeError::new_err(format!("unknown pipeline step {other}"))),
         })
+    }
+
+    /// The shared store failed on `key` (`e`: how): logged, and fed to the call, which goes on
+    /// without sharing.
+    fn store_failed<'py>(&mut self, py: Python<'py>, key: Bound<'py, PyAny>, e: &PyErr) -> PyResult<Next<'py>> {
+        log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key], e);
+        Ok(Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?))
     }
 
     /// What the awaited ended with, fed to the call.
@@ -658,17 +663,11 @@ impl Drive {
                     }
                     Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?)
                 }
-                For::Store(event, key) => {
-                    let last_claim = event == EV_CAS && self.call(py)?.last_claim();
-                    match out.and_then(|answer| promised(event, answer, last_claim)) {
-                        Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
-                        Err(e) if propagates(py, &e) => return Err(e),
-                        Err(e) => {
-                            log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key.into_bound(py)], &e);
-                            Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?)
-                        }
-                    }
-                }
+                For::Store(event, key) => match out.and_then(|answer| promised(event, answer)) {
+                    Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
+                    Err(e) if propagates(py, &e) => return Err(e),
+                    Err(e) => self.store_failed(py, key.into_bound(py), &e)?,
+                },
                 For::Passed => {
                     let env = envelope_of(out?)?;
                     let tc = self.tc(py);

@@ -52,6 +52,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("STEP_SETTLE", STEP_SETTLE),
         ("STEP_RAISE", STEP_RAISE),
         ("STEP_AWAIT", STEP_AWAIT),
+        ("STEP_FAILING", STEP_FAILING),
         ("BODY_INLINE", BodyKind::Inline as u8),
         ("BODY_ASYNC", BodyKind::Async as u8),
         ("BODY_WORKER", BodyKind::Worker as u8),
@@ -94,6 +95,10 @@ pub(super) const STEP_RAISE: u8 = 11;
 /// `time.monotonic` (an awaitable result is settled within what is left of it); then
 /// `Call.ok` / `Call.failed`.
 pub(super) const STEP_AWAIT: u8 = 12;
+/// The shared idempotency store is failing, though it raised nothing (it refused a claim after
+/// claim): the payload is `(key, why)`; log it as a failing store on `key`, then
+/// `feed(EV_STORE_FAILED)` (the call goes on without sharing).
+pub(super) const STEP_FAILING: u8 = 13;
 
 pub(super) const EV_APPROVED: u8 = 0;
 pub(super) const EV_SLEPT: u8 = 1;
@@ -1263,12 +1268,6 @@ pub struct Call {
 }
 
 impl Call {
-    /// Whether the compare-and-set in progress is the call's last claim (see
-    /// [`CallMachine::last_claim`]).
-    pub(super) fn last_claim(&self) -> bool {
-        self.m.last_claim()
-    }
-
     fn new<'py>(pipe: &Bound<'py, Pipeline>, parts: Admitted<'py>, call: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Self> {
         let py = pipe.py();
         let p = pipe.get();
@@ -1848,6 +1847,7 @@ impl Call {
                 ];
                 (STEP_CAS, PyTuple::new(py, items)?.into_any())
             }
+            Step::StoreFailing { key, why } => (STEP_FAILING, PyTuple::new(py, [PyString::new(py, &key), PyString::new(py, &why)])?.into_any()),
             Step::AuditOpen => {
                 let name = PyString::new(py, self.m.facts().name.as_deref().unwrap_or("")).into_any();
                 let cid = self.call_id.as_ref().map_or_else(none, |c| c.bind(py).clone());
