@@ -25,6 +25,7 @@ _GATE = "the gate itself"
 UNGATED = {
     "handoff.rs::Job::__traverse__": _GC,
     "handoff.rs::WorkerPool::__traverse__": _GC,
+    "handoff.rs::JobAwait::__traverse__": _GC,
     "pipeline.rs::Pipeline::__traverse__": _GC,
     "pipeline.rs::Call::__traverse__": _GC,
     "pipeline.rs::Call::__clear__": _GC,
@@ -50,12 +51,6 @@ UNGATED = {
     "awaiting.rs::Woken::__traverse__": _GC,
     "deadline.rs::LoopDeadlines::__traverse__": _GC,
     "deadline.rs::LoopDeadlines::__clear__": _GC,
-    "deadline.rs::Deadline::__traverse__": _GC,
-    "deadline.rs::Deadline::__clear__": (
-        "called by the collector, which must not park; the deadline still entered that it drops "
-        "is left by its guard, whose drop counts itself in at the gate and does nothing once the "
-        "interpreter is exiting"
-    ),
     "shutdown.rs::_close_exit_gate": _GATE,
     "shutdown.rs::_exit_gate_after_fork": _GATE,
     **{

@@ -520,12 +520,12 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     itself, it takes an async body's first step). Else it answers with the core's driver of the
     call (``_core.Drive``), which performs every step the pipeline asks for and feeds each outcome
     in inside the core (no ``Call.ok`` from Python). The deadline's timer is the core's, entered
-    from within these entries (but on the worker's slow path below). A sync body's hand-off to a worker thread adds one entry,
-    ``WorkerPool.start`` (an idle worker promised the call or a thread started, the job queued, a
-    brief wait for the result when the loop has nothing else to run); when its result is not there
-    by the end of that wait (the pool counts which: ``WorkerPool.starts()``), it is awaited
-    through a future under the deadline's context manager, ``_core.Deadline``, whose ``__exit__``
-    is one more (a third, on that path only). (The worker thread is not profiled.)
+    and left from within these entries. A sync body's hand-off to a worker thread is the driver's
+    too (an idle worker promised the call or a thread started, the job queued, a brief wait for
+    the result when the loop has nothing else to run): no entry of its own; when its result is not
+    there by the end of that wait (the pool counts which: ``WorkerPool.starts()``), the driver
+    awaits it under the deadline itself (the core's ``JobAwait``, stepped inside the core: no
+    entry either). (The worker thread is not profiled.)
 
     Entries the hook cannot see: the driver is awaited, which the interpreter enters from C (the
     ``await`` takes its ``__await__``; each time the event loop resumes the caller's task, the
@@ -600,15 +600,10 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
             assert not at_once
         steps = {"add_later": 2, "add_slow": 2, "add_sync": 1 if at_once else 2}.get(name, 0)
         assert resumed == ({"Drive.__await__": 1, "Drive.__next__": steps} if steps else {})
-        if name in ("add_sync", "add_slow"):
-            assert handoff == {"WorkerPool.start": 1}, handoff
-        else:
-            assert handoff == {}
+        assert handoff == {}
         # an audit record emitted (a span opened) is fed in by the driver too; a worker's result
-        # awaited through its future is awaited under the deadline's context manager, whose
-        # __exit__ is one more call into the core (its __enter__ the interpreter takes from C)
-        slow = name in ("add_sync", "add_slow") and not at_once
-        assert dict(seen) == ({"drive": 1, "Deadline.__exit__": 1} if slow else {"drive": 1}), (name, at_once)
+        # not back by the end of the brief wait is awaited by the driver too, under the deadline
+        assert dict(seen) == {"drive": 1}, (name, at_once)
 
     for name, steps in (("add_async", 1), ("add_later", 2)):
         before = _core.protocol_entries()

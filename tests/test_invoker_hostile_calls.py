@@ -19,7 +19,7 @@ import pytest
 from agentkit_tools import FrozenDict, FrozenList, Invoker, ToolContext, ToolError, ToolRegistry, tool
 from agentkit_tools import middleware as mw
 from agentkit_tools.errors import ToolTimeoutError
-from agentkit_tools._core import Deadline as _Deadline
+from agentkit_tools._runner import _POOL
 from agentkit_tools.schema import ToolSchema
 
 INTERNAL = "{} failed: {}. This is a bug in the tool, not in your arguments; do not retry."
@@ -427,23 +427,32 @@ def test_event_loops_that_used_a_deadline_are_not_kept_alive() -> None:
 
 
 async def test_a_caller_cancelling_during_deadline_expiry_is_not_turned_into_a_timeout() -> None:
-    """``_Deadline`` consumed both cancellations (the deadline's and the caller's) and raised
+    """A worker's outcome awaited under the call's deadline (the core's ``JobAwait``) consumed
+    both cancellations (the deadline's and the caller's, in the same pass of the loop) and raised
     ToolTimeoutError: the caller's cancellation was lost (asyncio.timeout re-raises it)."""
     task = asyncio.current_task()
     assert task is not None
-    deadline = _Deadline(60.0, "x")
-    with pytest.raises(asyncio.CancelledError):
-        with deadline:
-            deadline.expire()  # the deadline fires ...
-            task.cancel()  # ... and the caller cancels in the same loop iteration
-            await asyncio.sleep(1)
-    assert task.uncancel() == 0  # the deadline's cancellation was consumed, the caller's kept
-    only_deadline = _Deadline(60.0, "x")
-    with pytest.raises(ToolTimeoutError):
-        with only_deadline:
-            only_deadline.expire()
-            await asyncio.sleep(1)
-    assert task.cancelling() == 0
+    release = threading.Event()
+
+    def body(a: Any, b: Any) -> int:
+        release.wait(10)
+        return 1
+
+    try:
+        ready, awaiting = _POOL.start(body, None, None, 1e-9, "x")
+        assert not ready
+        # the caller's cancellation, due in the pass of the loop the deadline fires in
+        asyncio.get_running_loop().call_later(0, task.cancel)
+        with pytest.raises(asyncio.CancelledError):
+            await awaiting
+        assert task.uncancel() == 0  # the deadline's cancellation was consumed, the caller's kept
+        ready, awaiting = _POOL.start(body, None, None, 1e-9, "x")
+        assert not ready
+        with pytest.raises(ToolTimeoutError):
+            await awaiting
+        assert task.cancelling() == 0
+    finally:
+        release.set()
 
 
 async def test_an_audit_sink_set_after_the_invoker_was_built_receives_the_records() -> None:

@@ -128,6 +128,67 @@ def test_a_result_that_misses_the_callers_brief_wait_still_reaches_the_event_loo
     assert asyncio.run(main()) == [n for n in range(200) for _ in range(2)]
 
 
+@pytest.mark.parametrize("ends", ["cancelled", "closed", "dropped"])
+def test_an_await_of_a_workers_outcome_that_ends_without_it_gives_the_job_up(own_pool: None, ends: str) -> None:
+    """The core's awaitable of a worker's outcome (what ``WorkerPool.start`` answers when the
+    outcome is not there at once): ended by the caller's cancellation, closed, or dropped before
+    it was awaited, its running job stops counting against the workers limit (``stuck`` 1 until
+    the body returns); a job given up that was still queued would never start."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    def body(a: Any, b: Any) -> int:
+        started.set()
+        release.wait(10)
+        return 1
+
+    async def main() -> tuple[int, int]:
+        ready, awaiting = _runner._POOL.start(body, None, None, None, "body")
+        assert not ready and type(awaiting).__name__ == "JobAwait"
+        assert started.wait(5)
+        before = pool_sizes()[2]
+        if ends == "cancelled":
+            task = asyncio.ensure_future(_as_coro(awaiting))
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        elif ends == "closed":
+            it = awaiting.__await__()
+            assert isinstance(next(it), asyncio.Future)
+            it.close()
+            with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+                next(it)
+        else:
+            del awaiting
+            gc.collect()
+        return before, pool_sizes()[2]
+
+    try:
+        assert asyncio.run(main()) == (0, 1)
+    finally:
+        release.set()
+    assert _settle()[2] == 0
+
+
+async def _as_coro(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def test_a_call_end_is_computed_by_the_core() -> None:
+    """``deadline_end``: the end on ``time.monotonic`` of a call of that many seconds starting
+    now (the core's one computation, which the Python side of the runner uses too)."""
+    from agentkit_tools import _core
+
+    assert _core.deadline_end(None) is None
+    before = time.monotonic()
+    end = _core.deadline_end(2.5)
+    after = time.monotonic()
+    assert end is not None and before + 2.5 <= end <= after + 2.5
+    assert _runner._deadline_end is _core.deadline_end
+
+
 @pytest.mark.parametrize("path", ["dispatch", "invoke"])
 def test_a_worker_keeps_nothing_of_a_call_once_it_has_answered(path: str) -> None:
     """The body, its arguments and the context of a call a worker ran are freed when the call

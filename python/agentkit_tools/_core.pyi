@@ -73,9 +73,9 @@ __all__ = [
     "PROVIDERS",
     "WorkerPool",
     "Job",
+    "JobAwait",
     "POOL_MAX_WORKERS",
     "POOL_MAX_STUCK",
-    "Deadline",
     "LoopDeadlines",
     "RetryPolicy",
     "SchemaValidator",
@@ -99,6 +99,7 @@ __all__ = [
     "ok_envelope",
     "parse_docstring",
     "pending_deadlines",
+    "deadline_end",
     "protocol_entries",
     "render_tool",
     "sanitized_tool_name",
@@ -729,24 +730,6 @@ class Relay:
         executing``, as a coroutine does."""
 
 @final
-class Deadline:
-    """``with Deadline(limit_s, name, end=None): await ...``: the awaiting task is cancelled at
-    its ``await`` at ``end`` (on ``time.monotonic``; None: ``limit_s`` seconds after the block is
-    entered; ``limit_s`` None: no deadline), and the block then raises
-    ``ToolTimeoutError(name, limit_s)`` for a success or a cancellation; the task's own
-    cancellation (also one arriving at the same time, Python 3.11+) propagates. Outside a task
-    it does nothing. Each is one entry of its loop's deadline timer (:class:`LoopDeadlines`)."""
-
-    def __new__(cls, limit_s: float | None, name: str, end: float | None = None) -> Self: ...
-    def __enter__(self) -> Deadline: ...
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool: ...
-    @property
-    def expired(self) -> bool:
-        """Whether its end came (its task was cancelled by it)."""
-    def expire(self) -> None:
-        """Expire it now, as its end does: its task is cancelled."""
-
-@final
 class LoopDeadlines:
     """Every pending call deadline of one event loop behind one timer of that loop (a heap of
     deadlines, one ``loop.call_later`` armed for the earliest); calling it is that timer firing.
@@ -757,6 +740,10 @@ class LoopDeadlines:
 def pending_deadlines(lp: Any) -> int:
     """How many call deadlines are pending on event loop ``lp``: entered, neither left nor
     expired."""
+
+def deadline_end(limit_s: float | None) -> float | None:
+    """The end on ``time.monotonic`` of a call of ``limit_s`` seconds starting now (None: no
+    deadline), computed as the core computes every call's end."""
 
 def drive(pipe: Pipeline, registry: CoreRegistry, call: object, ctx: object) -> dict[str, Any] | Drive:
     """``Invoker.invoke`` through a chain of built-in rules only: ``call`` admitted and begun in
@@ -924,14 +911,28 @@ class Job:
     """One call for a ``WorkerPool``: its function, arguments and context copy, its deadline,
     where it is (queued, running, abandoned by its caller, done) and its outcome."""
 
-    @property
-    def end(self) -> float | None:
-        """Its deadline on ``time.monotonic`` (None: none)."""
+@final
+class JobAwait:
+    """``await`` of the outcome of a job ``WorkerPool.start`` handed to a worker: the job's future
+    awaited within the call's deadline (an entry of the loop's deadline timer, entered at the
+    first step for the awaiting task and left on every way the await ends: at the deadline
+    ``ToolTimeoutError``, the task's own cancellation propagating, also one arriving at the same
+    time on Python 3.11+). Ended otherwise than by the outcome (the deadline, a cancellation,
+    closed or dropped), the job is given up: queued, it never starts; running, its thread stops
+    counting against ``POOL_MAX_WORKERS``."""
 
-    @property
-    def fut(self) -> Any:
-        """The future of the caller's event loop that gets the outcome (None for a synchronous
-        caller)."""
+    def __await__(self) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: object) -> Any:
+        """Take the next step, the future getting ``value``; returns what it yields, raises
+        ``StopIteration`` with the outcome when it is there."""
+
+    def throw(self, exc: BaseException | type[BaseException], value: object = None, tb: object = None) -> Any:
+        """Take the next step, the future getting ``exc`` raised; as :meth:`send`."""
+
+    def close(self) -> None:
+        """The awaiting coroutine is closed: the job is given up."""
 
 @final
 class WorkerPool:
@@ -951,11 +952,11 @@ class WorkerPool:
         """``func(a, b)`` on a worker thread for a caller on the running event loop, within
         ``limit_s`` seconds (None: no deadline): ``(True, value)`` when the outcome is here
         already (the caller waited for it briefly, with the interpreter lock released, when a
-        worker was idle and the loop had nothing else to run), else ``(False, job)``: await
-        ``job.fut`` within ``job.end``, and call ``give_up(job)`` when that await ends
-        otherwise. Raises what the body raised (a ``StopIteration`` as a ``RuntimeError``
-        caused by it), ``ToolTimeoutError`` for an outcome past the deadline, the saturation
-        error when no worker can take it."""
+        worker was idle and the loop had nothing else to run), else ``(False, awaiting)``:
+        ``await awaiting`` (a :class:`JobAwait`) for the outcome within the deadline. Raises what
+        the body raised (a ``StopIteration`` as a ``RuntimeError`` caused by it),
+        ``ToolTimeoutError`` for an outcome past the deadline (at once when ``limit_s`` is not
+        above 0: it never starts), the saturation error when no worker can take it."""
 
     def run(self, func: Callable[[Any, Any], Any], a: Any, b: Any, limit_s: float | None, name: str) -> Any:
         """``func(a, b)`` on a worker thread, waited for by this thread (no event loop) within
@@ -963,10 +964,6 @@ class WorkerPool:
         the deadline (a call never starts past it; an outcome handed over later is discarded),
         the saturation error when no worker can take it. This thread spins first (at most
         ``HANDOFF_SPIN_S``), then parks, waking every 50 ms so that a signal is handled."""
-
-    def give_up(self, job: Job) -> None:
-        """The caller stopped waiting for ``job``: queued, it never starts; running, its thread
-        stops counting against ``POOL_MAX_WORKERS``."""
 
     def next_job(self, held: list[Any]) -> tuple[Any, Callable[..., Any], Any, Any]:
         """A worker thread's step: ``held`` is ``[job, ok, value]``, the job it ran last (None at

@@ -71,6 +71,9 @@ MAX_WORKERS: int = _core.POOL_MAX_WORKERS
 MAX_STUCK: int = _core.POOL_MAX_STUCK
 
 _monotonic = time.monotonic
+#: The end on ``time.monotonic`` of a call of ``limit`` seconds starting now (None: none), as the
+#: core computes every call's end.
+_deadline_end = _core.deadline_end
 
 
 class BackendSaturatedError(ToolError):
@@ -277,17 +280,10 @@ _HELD: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_CleanUp
 async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None, name: str) -> Any:
     """``fn(a, b)`` on a worker thread, awaited within ``limit`` seconds (None: no deadline):
     the core's ``WorkerPool.start`` (which waits briefly for the outcome itself when the loop has
-    nothing else to run), else its future, awaited under the deadline."""
-    pool = _POOL
-    ready, got = pool.start(fn, a, b, limit, name)
-    if ready:
-        return got
-    try:
-        with _core.Deadline(limit, name, got.end):  # one entry of the loop's deadline timer
-            return await got.fut
-    except BaseException:
-        pool.give_up(got)
-        raise
+    nothing else to run), else the core's awaitable of the outcome it answers (``JobAwait``: the
+    deadline's timer entered and left, the job given up when the await ends otherwise)."""
+    ready, got = _POOL.start(fn, a, b, limit, name)
+    return got if ready else await got
 
 
 #: How a body runs, as the core's call pipeline decides it at each attempt (``STEP_RUN``).
@@ -314,14 +310,14 @@ class Later:
         return self.tool.check_output(result, self.ctx)
 
 
-def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None) -> Any:
+def run_inline(tool: Any, args: Any, ctx: Any, limit: float | None, end: float | None) -> Any:
     """Call the sync body of a non-blocking function tool (``BODY_INLINE``) on this thread, from
     a coroutine, as :func:`run_body` does: returns its result as :func:`checked` gives it,
     raises as :func:`run_body` (a ``StopIteration`` as the ``RuntimeError`` a coroutine makes of
-    it). Nothing interrupts it; a result past ``limit`` seconds is ``ToolTimeoutError``."""
+    it). Nothing interrupts it; a result past ``end`` (the end of ``limit`` seconds, on
+    ``time.monotonic``, as the core computed it when the attempt started) is ``ToolTimeoutError``."""
     if limit is not None and limit <= 0:
         raise ToolTimeoutError(tool.name, limit)  # a call never starts after its deadline
-    end = None if limit is None else _monotonic() + limit
     try:
         result = _call_here(tool, args, ctx)
     except StopIteration as exc:
@@ -376,28 +372,23 @@ def checked(tool: Any, result: Any, ctx: Any, limit: float | None, end: float | 
     return tool.check_output(result, ctx)
 
 
-async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int) -> Any:
-    """Run ``tool``'s body once on validated ``args`` within ``limit`` seconds (None: no
-    deadline) and check its result against the output schema; returns the value. ``kind``: how
-    the body runs (``BODY_*``, given by the call pipeline). Raises what the body raised (a
+async def run_body(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int, end: float | None) -> Any:
+    """Run ``tool``'s body once on validated ``args`` on the running loop within ``limit``
+    seconds (None: no deadline; ``end``: that deadline on ``time.monotonic``, as the core computed
+    it when the attempt started) and return the value. ``kind`` (given by the call pipeline):
+    ``BODY_ASYNC``, an ``async`` function, its result checked against the output schema;
+    ``BODY_TOOL``, any other tool, its own ``run(args, ctx)``. Raises what the body raised (a
     ``BaseException`` that is not an ``Exception`` comes wrapped in ``BodyFailed``, except
-    ``KeyboardInterrupt``/``SystemExit``), ``ToolTimeoutError`` at the deadline,
-    ``BackendSaturatedError`` when no worker can take a sync body."""
-    if kind == BODY_INLINE:
-        result = run_inline(tool, args, ctx, limit)
-    else:
-        end = None if limit is None else _monotonic() + limit
-        if kind == BODY_ASYNC:
-            coro, within = start_async(tool, args, ctx, limit)
-            result = checked(tool, await BodyAwait(coro, limit, tool.name, end, within), ctx, limit, end)
-        else:
-            name = tool.name
-            if limit is not None and limit <= 0:
-                raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
-            if kind == BODY_TOOL:  # any other Tool: its own run(args, ctx)
-                awaitable, within = start_in_copy(tool.run, args, ctx)
-                return await BodyAwait(awaitable, limit, name, end, within)
-            result = checked(tool, await _await_worker(tool, tool.fn, args, ctx, limit, name), ctx, limit, end)
+    ``KeyboardInterrupt``/``SystemExit``), ``ToolTimeoutError`` at the deadline. (The core's
+    driver runs a sync function tool's body itself: inline, or on the worker pool.)"""
+    name = tool.name
+    if kind == BODY_TOOL:
+        if limit is not None and limit <= 0:
+            raise ToolTimeoutError(name, limit)  # a call never starts after its deadline
+        awaitable, within = start_in_copy(tool.run, args, ctx)
+        return await BodyAwait(awaitable, limit, name, end, within)
+    coro, within = start_async(tool, args, ctx, limit)
+    result = checked(tool, await BodyAwait(coro, limit, name, end, within), ctx, limit, end)
     return await result.settle() if type(result) is Later else result
 
 
@@ -427,9 +418,9 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
     tool; an async body (or an awaitable a sync body returns) on :func:`background_loop`.
     Raises as :func:`run_body`."""
     name = tool.name
+    end = _deadline_end(limit)
     if kind != BODY_WORKER and kind != BODY_INLINE:
-        return run_on_background_loop(run_body(tool, args, ctx, limit, kind), limit, name)
-    end = None if limit is None else _monotonic() + limit
+        return run_on_background_loop(run_body(tool, args, ctx, limit, kind, end), limit, name)
     if kind == BODY_INLINE:
         value = _call_here(tool, args, ctx)
     else:

@@ -212,8 +212,8 @@ class _Turn:
     returns, and the call is answered (:meth:`_then`, :meth:`_failed`); any other call, and whatever
     a call asks for after its body (a retry, an audit record), goes through the Invoker's
     driver, in that same task or in one of its own. A body's deadline starts when its task
-    starts the body (as for a call alone) and is one entry of the loop's deadline timer
-    (the core's ``Deadline``): at the deadline the call gets ``timeout`` at once and its body is
+    starts the body (as for a call alone) and is one entry of the loop's deadline timer (the
+    core's): at the deadline the call gets ``timeout`` at once and its body is
     cancelled, its clean-up going on in a task of its own, its outcome dropped.
 
     The caller's cancellation reaches every body still running (and every call in the driver);

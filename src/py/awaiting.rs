@@ -41,7 +41,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(protocol_entries, m)?)
 }
 
-/// An entry into the core through the coroutine protocol of `BodyAwait`, `Relay` or `Drive`: the event
+/// An entry into the core through the coroutine protocol of `BodyAwait`, `Relay`, `Drive` or `JobAwait`: the event
 /// loop resuming a body (a task steps its coroutine, a coroutine its `await`) calls these
 /// slots from C, which no profile hook sees (no `c_call` event).
 #[derive(Clone, Copy)]
@@ -61,9 +61,14 @@ pub(super) enum Entry {
     DriveSend,
     DriveThrow,
     DriveClose,
+    JobAwait,
+    JobNext,
+    JobSend,
+    JobThrow,
+    JobClose,
 }
 
-const ENTRY_NAMES: [&str; 15] = [
+const ENTRY_NAMES: [&str; 20] = [
     "BodyAwait.__await__",
     "BodyAwait.__next__",
     "BodyAwait.send",
@@ -79,9 +84,14 @@ const ENTRY_NAMES: [&str; 15] = [
     "Drive.send",
     "Drive.throw",
     "Drive.close",
+    "JobAwait.__await__",
+    "JobAwait.__next__",
+    "JobAwait.send",
+    "JobAwait.throw",
+    "JobAwait.close",
 ];
 
-static ENTRIES: [std::sync::atomic::AtomicU64; 15] = [const { std::sync::atomic::AtomicU64::new(0) }; 15];
+static ENTRIES: [std::sync::atomic::AtomicU64; 20] = [const { std::sync::atomic::AtomicU64::new(0) }; 20];
 
 /// Count one entry (a relaxed atomic increment: nothing waits on it).
 #[inline]
@@ -89,7 +99,7 @@ pub(super) fn entered(e: Entry) {
     ENTRIES[e as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// How many times each coroutine-protocol slot of `BodyAwait` and `Relay` was entered since the
+/// How many times each coroutine-protocol slot of `BodyAwait`, `Relay`, `Drive` and `JobAwait` was entered since the
 /// module was loaded, all threads together: `{"BodyAwait.__next__": n, ...}`.
 #[pyfunction]
 fn protocol_entries(py: Python<'_>) -> std::collections::HashMap<&'static str, u64> {

@@ -27,7 +27,7 @@ use super::pipeline::{helpers, Helpers};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoopDeadlines>()?;
-    m.add_class::<Deadline>()?;
+    m.add_function(wrap_pyfunction!(deadline_end, m)?)?;
     m.add_function(wrap_pyfunction!(pending_deadlines, m)?)
 }
 
@@ -43,6 +43,14 @@ pub(super) fn end_of(py: Python<'_>, h: &Helpers, limit: Option<f64>) -> PyResul
         Some(l) => Ok(Some(now(py, h)? + l)),
         None => Ok(None),
     }
+}
+
+/// The end on `time.monotonic` of a call of `limit_s` seconds starting now (None: no deadline),
+/// for a caller of the core that starts a call's clock itself (see [`end_of`]).
+#[pyfunction]
+fn deadline_end(py: Python<'_>, limit_s: Option<f64>) -> PyResult<Option<f64>> {
+    let _in = super::shutdown::inside(py);
+    end_of(py, helpers(py)?, limit_s)
 }
 
 /// Whether `end` (None: no deadline) has passed: nothing past the deadline is a success.
@@ -403,85 +411,5 @@ impl Drop for Entered {
         }
         // Left with no outcome to tell: what it would raise has nobody to reach.
         super::shutdown::when_dropped(|py| drop(self.leave(py, None)));
-    }
-}
-
-/// `with Deadline(limit_s, name, end): await ...`: the awaiting task is cancelled at its `await`
-/// at `end` (on `time.monotonic`; None: `limit_s` seconds after it is entered; `limit_s` None:
-/// no deadline), and the block then raises `ToolTimeoutError(name, limit_s)`; the task's own
-/// cancellation (arriving at the same time too) propagates. Whoever awaits inside the block must
-/// not let the task's cancellation wait for a body's clean-up.
-#[pyclass(module = "agentkit_tools._core")]
-pub struct Deadline {
-    limit: Option<f64>,
-    name: Py<PyAny>,
-    end: Option<f64>,
-    entered: Entered,
-}
-
-#[pymethods]
-impl Deadline {
-    #[new]
-    #[pyo3(signature = (limit_s, name, end=None))]
-    fn new(py: Python<'_>, limit_s: Option<f64>, name: Bound<'_, PyAny>, end: Option<f64>) -> Self {
-        let _in = super::shutdown::inside(py);
-        Deadline { limit: limit_s, name: name.unbind(), end, entered: Entered::none() }
-    }
-
-    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
-        let _in = super::shutdown::inside(slf.py());
-        let py = slf.py();
-        let h = helpers(py)?;
-        let (limit, end, name) = {
-            let d = slf.try_borrow()?;
-            (d.limit, d.end, d.name.clone_ref(py))
-        };
-        if let Some(l) = limit {
-            let end = match end {
-                Some(end) => end,
-                None => now(py, h)? + l,
-            };
-            let entered = enter(py, h, end, limit, name.bind(py))?;
-            slf.try_borrow_mut()?.entered = entered;
-        }
-        Ok(slf)
-    }
-
-    #[pyo3(signature = (exc_type, exc, tb))]
-    fn __exit__(slf: &Bound<'_, Self>, exc_type: Bound<'_, PyAny>, exc: Option<Bound<'_, PyAny>>, tb: Bound<'_, PyAny>) -> PyResult<bool> {
-        let _in = super::shutdown::inside(slf.py());
-        let py = slf.py();
-        let _ = (exc_type, tb);
-        let mut entered = std::mem::replace(&mut slf.try_borrow_mut()?.entered, Entered::none());
-        entered.leave(py, exc.as_ref().filter(|e| !e.is_none()))?;
-        Ok(false)
-    }
-
-    /// Whether it expired.
-    #[getter]
-    fn expired(&self, py: Python<'_>) -> bool {
-        let _in = super::shutdown::inside(py);
-        self.entered.expired(py)
-    }
-
-    /// Expire it now (its task cancelled), as its end does.
-    fn expire(&self, py: Python<'_>) -> PyResult<()> {
-        let _in = super::shutdown::inside(py);
-        let Some(d) = &self.entered.0 else { return Ok(()) };
-        let task = d.timer.bind(py).try_borrow_mut()?.expire(py, d.seq);
-        if let Some(task) = task {
-            task.bind(py).call_method0(intern!(py, "cancel"))?;
-        }
-        Ok(())
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.name)?;
-        self.entered.traverse(&visit)
-    }
-
-    fn __clear__(&mut self) {
-        // Left (dropping the guard leaves it); the name stays (a string).
-        self.entered = Entered::none();
     }
 }

@@ -1,7 +1,8 @@
 //! `Drive`: the driver of one call through a pipeline segment (`Pipeline.begin` /
 //! `Pipeline.begin_call`; see `super::pipeline`). The pipeline decides, the drive performs each
 //! step it asks for until the envelope: it runs the body (`_runner.run_inline`, an `async` body
-//! as a `BodyAwait` stepped here, `_runner.run_body` for the worker pool, a `Later` settled), asks
+//! as a `BodyAwait` stepped here, a sync one on the worker pool, its outcome awaited as a
+//! `JobAwait` stepped here, `_runner.run_body` for any other tool, a `Later` settled), asks
 //! the approver, sleeps before a retry, waits for an identical call, reads and writes the shared
 //! idempotency store, opens the tracing span and emits the audit record.
 //!
@@ -27,6 +28,7 @@ use pyo3::types::{PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{entered, raised_inside, thrown, BodyAwait, Entry, Input, Stepped};
+use super::handoff::{JobAwait, WorkerPool};
 use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
     STEP_CAS, STEP_DONE, STEP_FAILING, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
@@ -41,6 +43,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// The Python helpers the drive calls (imported once, on the first call driven).
 struct Helpers {
+    /// `agentkit_tools._runner`, whose `_POOL` is the worker pool (a new one in a forked child).
+    runner: Py<PyAny>,
     run_inline: Py<PyAny>,
     start_async: Py<PyAny>,
     run_body: Py<PyAny>,
@@ -65,6 +69,7 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
         let asyncio = py.import("asyncio")?;
         let logging = py.import("logging")?;
         Ok(Helpers {
+            runner: runner.clone().into_any().unbind(),
             run_inline: runner.getattr("run_inline")?.unbind(),
             start_async: runner.getattr("start_async")?.unbind(),
             run_body: runner.getattr("run_body")?.unbind(),
@@ -165,6 +170,8 @@ fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: V
 /// the iterator of any other awaitable, stepped with `yield from` semantics.
 pub(super) enum Awaited {
     Body(Py<BodyAwait>),
+    /// A worker's outcome (`JobAwait`), stepped here directly.
+    Job(Py<JobAwait>),
     Iter(Py<PyAny>),
 }
 
@@ -181,6 +188,9 @@ impl Awaited {
     pub(super) fn of(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(b) = obj.cast::<BodyAwait>() {
             return Ok(Awaited::Body(b.clone().unbind()));
+        }
+        if let Ok(j) = obj.cast::<JobAwait>() {
+            return Ok(Awaited::Job(j.clone().unbind()));
         }
         if is_coroutine(py, &obj)? {
             return Ok(Awaited::Iter(obj.unbind()));
@@ -211,6 +221,7 @@ impl Awaited {
         };
         match self {
             Awaited::Body(b) => done(BodyAwait::step(b.bind(py), input)),
+            Awaited::Job(j) => done(JobAwait::step(j.bind(py), input)),
             Awaited::Iter(it) => match input {
                 Input::Send(v) => {
                     let mut result: *mut ffi::PyObject = std::ptr::null_mut();
@@ -234,6 +245,7 @@ impl Awaited {
     pub(super) fn close(&self, py: Python<'_>) -> PyResult<()> {
         match self {
             Awaited::Body(b) => BodyAwait::close_from_core(b.bind(py)),
+            Awaited::Job(j) => JobAwait::close_from_core(j.bind(py)),
             Awaited::Iter(it) => match it.bind(py).getattr_opt(intern!(py, "close"))? {
                 Some(close) => close.call0().map(drop),
                 None => Ok(()),
@@ -245,6 +257,7 @@ impl Awaited {
     pub(super) fn object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
         match self {
             Awaited::Body(b) => b.bind(py).clone().into_any(),
+            Awaited::Job(j) => j.bind(py).clone().into_any(),
             Awaited::Iter(it) => it.bind(py).clone(),
         }
     }
@@ -252,6 +265,7 @@ impl Awaited {
     pub(super) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             Awaited::Body(b) => visit.call(b),
+            Awaited::Job(j) => visit.call(j),
             Awaited::Iter(it) => visit.call(it),
         }
     }
@@ -529,15 +543,29 @@ impl Drive {
                         limit = tc.getattr(intern!(py, "timeout_s"))?.extract()?;
                     }
                 }
-                // A non-blocking sync body is called, an async one awaited, right here.
-                let body = For::Body { limit, end: None, check: false };
+                // The attempt's end, computed once for all it does. A non-blocking sync body is
+                // called, an async one awaited, a sync one handed to the worker pool and its
+                // outcome awaited, right here.
+                let end = super::deadline::end_of(py, helpers(py)?, limit)?;
                 if kind == crate::pipeline::BodyKind::Inline as u8 {
-                    match o.run_inline.bind(py).call1((&tool, &args, &ctx, limit)) {
+                    let body = For::Body { limit, end, check: false };
+                    match o.run_inline.bind(py).call1((&tool, &args, &ctx, limit, end)) {
                         Ok(v) => Next::Outcome(body, Ok(v)),
                         Err(e) => Next::Outcome(body, Err(e)),
                     }
+                } else if kind == crate::pipeline::BodyKind::Worker as u8 {
+                    let then = For::Body { limit, end, check: true };
+                    let started = (|| -> PyResult<(bool, Bound<'py, PyAny>)> {
+                        let pool = o.runner.bind(py).getattr(intern!(py, "_POOL"))?.cast_into::<WorkerPool>()?;
+                        let (func, name) = (tool.getattr(intern!(py, "fn"))?, tool.getattr(intern!(py, "name"))?);
+                        WorkerPool::start_job(&pool, func, args.clone(), ctx.clone(), limit, end, name, None)
+                    })();
+                    match started {
+                        Ok((true, v)) => Next::Outcome(then, Ok(v)),
+                        Ok((false, awaiting)) => Next::Await(awaiting, then),
+                        Err(e) => Next::Outcome(then, Err(e)),
+                    }
                 } else if kind == crate::pipeline::BodyKind::Async as u8 {
-                    let end = super::deadline::end_of(py, helpers(py)?, limit)?;
                     let then = For::Body { limit, end, check: true };
                     match o.start_async.bind(py).call1((&tool, &args, &ctx, limit)) {
                         Ok(started) => {
@@ -549,7 +577,8 @@ impl Drive {
                         Err(e) => Next::Outcome(then, Err(e)),
                     }
                 } else {
-                    Next::Await(o.run_body.bind(py).call1((&tool, &args, &ctx, limit, kind))?, body)
+                    let body = For::Body { limit, end, check: false };
+                    Next::Await(o.run_body.bind(py).call1((&tool, &args, &ctx, limit, kind, end))?, body)
                 }
             }
             STEP_AWAIT => {

@@ -24,7 +24,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::deadline::{self, timeout};
+use super::awaiting::{entered, thrown, Entry, Input, Stepped};
+use super::deadline::{self, timeout, Entered};
 use super::pipeline::helpers;
 use super::shutdown::{inside, Inside};
 use crate::handoff::{Mailbox, Slot, SPIN_MAX};
@@ -65,7 +66,6 @@ pub struct Job {
     call: Mutex<Option<[Py<PyAny>; 4]>>,
     deadline: Option<Instant>,
     /// The deadline on `time.monotonic` (None: none).
-    #[pyo3(get)]
     end: Option<f64>,
     state: JobState,
     slot: Slot<Outcome>,
@@ -76,13 +76,6 @@ pub struct Job {
 
 #[pymethods]
 impl Job {
-    /// The future that gets the outcome (None for a synchronous caller's job).
-    #[getter]
-    fn fut(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        let _in = super::shutdown::inside(py);
-        self.later.as_ref().map(|(_, f)| f.clone_ref(py))
-    }
-
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Ok(call) = self.call.try_lock() {
             for o in call.iter().flatten() {
@@ -94,6 +87,181 @@ impl Job {
             visit.call(f)?;
         }
         self.slot.peek(|(_, v)| visit.call(v)).unwrap_or(Ok(()))
+    }
+}
+
+/// `await` of the outcome of a job a caller on an event loop handed to the pool (what
+/// `WorkerPool.start` answers when the outcome was not there at once): the job's future awaited
+/// within the call's deadline, an entry of the loop's deadline timer entered for the awaiting
+/// task at the first step and left on every way the await ends (at the deadline:
+/// `ToolTimeoutError`; the task's own cancellation propagates). Ended otherwise than by the
+/// outcome (the deadline, a cancellation, closed or dropped), the job is given up: queued, it
+/// never starts; running, it stops counting against the workers limit. The drive of a call steps
+/// it directly (no entry from Python).
+#[pyclass(module = "agentkit_tools._core")]
+pub struct JobAwait {
+    pool: Py<WorkerPool>,
+    job: Py<Job>,
+    /// The future's iterator (`fut.__await__()`) once the await started.
+    it: Option<Py<PyAny>>,
+    entered: Entered,
+    limit: Option<f64>,
+    /// The tool's name, for `ToolTimeoutError`.
+    name: Py<PyAny>,
+    done: bool,
+}
+
+impl JobAwait {
+    /// A step of the await: `input` sent or thrown into the job's future.
+    pub(super) fn step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        let py = slf.py();
+        let mut this = slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))?;
+        if this.done {
+            return match input {
+                Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+                Input::Throw(exc) => Err(PyErr::from_value(exc)),
+            };
+        }
+        let it = match &this.it {
+            Some(it) => it.bind(py).clone(),
+            None => {
+                if let Input::Throw(exc) = input {
+                    return this.finish(py, Err(PyErr::from_value(exc)));
+                }
+                let started = (|| -> PyResult<Bound<'py, PyAny>> {
+                    let job = this.job.get();
+                    let fut = job.later.as_ref().map(|(_, f)| f.bind(py).clone()).ok_or_else(|| PyRuntimeError::new_err("the job has no future"))?;
+                    let it = fut.call_method0(intern!(py, "__await__"))?;
+                    if let Some(end) = job.end {
+                        this.entered = deadline::enter(py, helpers(py)?, end, this.limit, this.name.bind(py))?;
+                    }
+                    Ok(it)
+                })();
+                match started {
+                    Ok(it) => {
+                        this.it = Some(it.clone().unbind());
+                        it
+                    }
+                    Err(e) => return this.finish(py, Err(e)),
+                }
+            }
+        };
+        let out = match input {
+            Input::Send(v) => {
+                let mut result: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+                match unsafe { pyo3::ffi::PyIter_Send(it.as_ptr(), v.as_ptr(), &mut result) } {
+                    pyo3::ffi::PySendResult::PYGEN_NEXT => return Ok(unsafe { Bound::from_owned_ptr(py, result) }),
+                    pyo3::ffi::PySendResult::PYGEN_RETURN => Ok(unsafe { Bound::from_owned_ptr(py, result) }),
+                    pyo3::ffi::PySendResult::PYGEN_ERROR => Err(PyErr::fetch(py)),
+                }
+            }
+            Input::Throw(exc) => match it.call_method1(intern!(py, "throw"), (exc,)) {
+                Ok(y) => return Ok(y),
+                Err(e) if e.is_instance_of::<PyStopIteration>(py) => e.value(py).getattr(intern!(py, "value")),
+                Err(e) => Err(e),
+            },
+        };
+        this.finish(py, out)
+    }
+
+    /// The await ended by `out`: the deadline left (past it, `ToolTimeoutError`), the job given
+    /// up unless its outcome came; returns the outcome as a coroutine's step does.
+    fn finish<'py>(&mut self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
+        self.done = true;
+        self.it = None;
+        let mut entered = std::mem::replace(&mut self.entered, Entered::none());
+        let exc = out.as_ref().err().map(|e| e.value(py).clone().into_any());
+        let out = match entered.leave(py, exc.as_ref()) {
+            Ok(()) => out,
+            Err(t) => Err(t),
+        };
+        match out {
+            Ok(v) => Err(PyStopIteration::new_err((v.unbind(),))),
+            Err(e) => {
+                self.pool.get().accounts.give_up(&self.job.get().state);
+                Err(e)
+            }
+        }
+    }
+
+    /// Close the await (a `yield from` being closed): the future's iterator closed, the
+    /// deadline left, the job given up.
+    pub(super) fn close_from_core(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let mut this = slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))?;
+        if this.done {
+            return Ok(());
+        }
+        let closed = match this.it.take() {
+            Some(it) => it.bind(py).call_method0(intern!(py, "close")).map(drop),
+            None => Ok(()),
+        };
+        this.done = true;
+        this.entered = Entered::none();
+        this.pool.get().accounts.give_up(&this.job.get().state);
+        closed
+    }
+}
+
+impl Drop for JobAwait {
+    fn drop(&mut self) {
+        if !self.done {
+            // Dropped before its end (never awaited, or collected suspended): nobody takes the
+            // outcome. (The deadline's guard leaves it.)
+            self.pool.get().accounts.give_up(&self.job.get().state);
+        }
+    }
+}
+
+#[pymethods]
+impl JobAwait {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::JobAwait);
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::JobNext);
+        let py = slf.py();
+        Self::step(slf, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// Take the next step, the future getting `value`.
+    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::JobSend);
+        Self::step(slf, Input::Send(value))
+    }
+
+    /// Take the next step, the future getting `exc` raised.
+    #[pyo3(signature = (exc, value=None, tb=None))]
+    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::JobThrow);
+        let _ = tb;
+        Self::step(slf, Input::Throw(thrown(exc, value)?))
+    }
+
+    /// What awaits this is closed: the job is given up.
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::JobClose);
+        Self::close_from_core(slf)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.pool)?;
+        visit.call(&self.job)?;
+        visit.call(&self.it)?;
+        visit.call(&self.name)?;
+        self.entered.traverse(&visit)
     }
 }
 
@@ -157,6 +325,59 @@ impl WorkerPool {
             later: later.map(|(c, f)| (c.unbind(), f.unbind())),
         };
         Bound::new(py, job)
+    }
+
+    /// `start` (see there) with the call's deadline `end` (on `time.monotonic`) computed by the
+    /// caller; `gate`: the caller's count at the exit gate, released while this thread waits
+    /// (None: the caller holds its own through the brief wait).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start_job<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, end: Option<f64>, name: Bound<'py, PyAny>, gate: Option<Inside>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+        let held = gate.is_some();
+        let mut gate = gate;
+        let py = slf.py();
+        let h = helpers(py)?;
+        if limit_s.is_some_and(|l| l <= 0.0) {
+            return Err(timeout(py, h, &name, limit_s)); // a call never starts after its deadline
+        }
+        let lp = h.get_running_loop.bind(py).call0()?;
+        let fut = lp.call_method0(intern!(py, "create_future"))?;
+        let call_soon = lp.getattr(intern!(py, "call_soon_threadsafe"))?;
+        let claimed = Self::reserve(slf, &name)?;
+        let job = Self::job(py, func, a, b, limit_s, end, Some((call_soon, fut)))?;
+        let pool = slf.get();
+        let j = job.get();
+        if claimed && loop_idle(py, &lp, SPIN_MAX.as_secs_f64())? {
+            // Queued once this thread has released the interpreter lock: a worker that takes it
+            // at once finds the lock free.
+            let queued = job.clone().unbind();
+            drop(gate.take());
+            let published = py.detach(|| {
+                pool.mailbox.put(queued, true);
+                pool.mailbox.wait_result(&j.slot, until(limit_s), true, false)
+            });
+            if held {
+                gate = Some(inside(py));
+            }
+            if published || !j.slot.abandon() {
+                pool.at_once.fetch_add(1, Ordering::Relaxed);
+                let (ok, value) = Self::taken(j)?;
+                if deadline::passed(py, h, end)? {
+                    return Err(timeout(py, h, &name, limit_s));
+                }
+                if ok {
+                    return Ok((true, value.into_bound(py)));
+                }
+                return Err(raisable(py, value.into_bound(py)));
+            }
+            // Abandoned: the worker hands the outcome to the future.
+        } else {
+            j.slot.abandon(); // nobody waits on the slot: the outcome goes to the future
+            pool.mailbox.put(job.clone().unbind(), claimed);
+        }
+        pool.later.fetch_add(1, Ordering::Relaxed);
+        drop(gate);
+        let awaiting = JobAwait { pool: slf.clone().unbind(), job: job.unbind(), it: None, entered: Entered::none(), limit: limit_s, name: name.unbind(), done: false };
+        Ok((false, Bound::new(py, awaiting)?.into_any()))
     }
 
     /// The outcome taken out of `job`'s slot (published to this waiter).
@@ -227,10 +448,11 @@ impl WorkerPool {
 
     /// `fn(a, b)` on a worker thread, for a caller on the running event loop, within `limit_s`
     /// seconds (None: no deadline); `name`: the tool's, for the errors. Returns `(True, value)`
-    /// when the outcome is here already, else `(False, job)`: await `job.fut` within the
-    /// deadline `job.end` (`give_up(job)` when that await ends otherwise). Raises what the body
-    /// raised (a `StopIteration` as a `RuntimeError` caused by it), `ToolTimeoutError` for an
-    /// outcome past the deadline, the saturation error when no worker can take it.
+    /// when the outcome is here already, else `(False, awaiting)`: `await awaiting` (a
+    /// `JobAwait`) for the outcome within the deadline. Raises what the body raised (a
+    /// `StopIteration` as a `RuntimeError` caused by it), `ToolTimeoutError` for an outcome past
+    /// the deadline (at once when `limit_s` is not above 0: it never starts), the saturation
+    /// error when no worker can take it.
     ///
     /// When a worker is idle and the loop has nothing else to run (no ready callback, no timer
     /// due; asyncio's own loops only), this thread first waits for the outcome with the
@@ -242,46 +464,8 @@ impl WorkerPool {
     #[pyo3(signature = (func, a, b, limit_s, name))]
     fn start<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, name: Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(slf.py());
-        let mut gate: Option<Inside> = Some(_in);
-        let py = slf.py();
-        let h = helpers(py)?;
-        let lp = h.get_running_loop.bind(py).call0()?;
-        let fut = lp.call_method0(intern!(py, "create_future"))?;
-        let call_soon = lp.getattr(intern!(py, "call_soon_threadsafe"))?;
-        let end = deadline::end_of(py, h, limit_s)?;
-        let claimed = Self::reserve(slf, &name)?;
-        let job = Self::job(py, func, a, b, limit_s, end, Some((call_soon, fut)))?;
-        let pool = slf.get();
-        let j = job.get();
-        if claimed && loop_idle(py, &lp, SPIN_MAX.as_secs_f64())? {
-            // Queued once this thread has released the interpreter lock: a worker that takes it
-            // at once finds the lock free.
-            let queued = job.clone().unbind();
-            drop(gate.take());
-            let published = py.detach(|| {
-                pool.mailbox.put(queued, true);
-                pool.mailbox.wait_result(&j.slot, until(limit_s), true, false)
-            });
-            gate = Some(inside(py));
-            if published || !j.slot.abandon() {
-                pool.at_once.fetch_add(1, Ordering::Relaxed);
-                let (ok, value) = Self::taken(j)?;
-                if deadline::passed(py, h, end)? {
-                    return Err(timeout(py, h, &name, limit_s));
-                }
-                if ok {
-                    return Ok((true, value.into_bound(py)));
-                }
-                return Err(raisable(py, value.into_bound(py)));
-            }
-            // Abandoned: the worker hands the outcome to the future.
-        } else {
-            j.slot.abandon(); // nobody waits on the slot: the outcome goes to the future
-            pool.mailbox.put(job.clone().unbind(), claimed);
-        }
-        pool.later.fetch_add(1, Ordering::Relaxed);
-        drop(gate);
-        Ok((false, job.into_any()))
+        let end = deadline::end_of(slf.py(), helpers(slf.py())?, limit_s)?;
+        Self::start_job(slf, func, a, b, limit_s, end, name, Some(_in))
     }
 
     /// `fn(a, b)` on a worker thread, waited for by this thread (no event loop) within `limit_s`
@@ -337,13 +521,6 @@ impl WorkerPool {
         } else {
             Err(PyErr::from_value(value.into_bound(py)))
         }
-    }
-
-    /// The caller stopped waiting for `job` (its deadline, its own cancellation): a queued job
-    /// never starts; a running one stops counting against the workers limit.
-    fn give_up(&self, py: Python<'_>, job: &Bound<'_, Job>) {
-        let _in = super::shutdown::inside(py);
-        self.accounts.give_up(&job.get().state);
     }
 
     /// A worker thread's step: `held` is `[job, ok, value]`, the job it ran last (None at first)
@@ -430,6 +607,7 @@ impl WorkerPool {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WorkerPool>()?;
     m.add_class::<Job>()?;
+    m.add_class::<JobAwait>()?;
     m.add("HANDOFF_SPIN_S", SPIN_MAX.as_secs_f64())?;
     m.add("POOL_MAX_WORKERS", max_workers())?;
     m.add("POOL_MAX_STUCK", pool::MAX_STUCK)?;
