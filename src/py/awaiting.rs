@@ -368,6 +368,28 @@ impl BodyTask {
     }
 }
 
+/// What a step of a body gave: what it yielded, or what it returned.
+pub(super) enum Sent<'py> {
+    Yielded(Bound<'py, PyAny>),
+    Returned(Bound<'py, PyAny>),
+}
+
+static SEND_IN: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// `coro.send(value)` through `PyIter_Send`, called in the body's context (`Context.run`):
+/// `(returned, value)`, what it yielded or returned; what it raised propagates.
+#[pyfunction]
+fn send_in<'py>(py: Python<'py>, coro: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+    let mut out: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: both objects are alive; `out` receives a new reference unless an error is set.
+    let status = unsafe { pyo3::ffi::PyIter_Send(coro.as_ptr(), value.as_ptr(), &mut out) };
+    match status {
+        pyo3::ffi::PySendResult::PYGEN_RETURN => Ok((true, unsafe { Bound::from_owned_ptr(py, out) })),
+        pyo3::ffi::PySendResult::PYGEN_NEXT => Ok((false, unsafe { Bound::from_owned_ptr(py, out) })),
+        _ => Err(PyErr::fetch(py)),
+    }
+}
+
 /// The body: its coroutine, its stand-in task, its context copy (each step runs in it through
 /// `Context.run`), its loop. `send`/`throw`: for an exact coroutine the unbound
 /// `CoroutineType.send`/`throw` (`unbound`: the coroutine is passed to them; no bound method is
@@ -426,6 +448,15 @@ impl Body {
     /// own task. Returns what it yielded; raises what it raised (`StopIteration` when it
     /// returned), its task ended then.
     pub(super) fn step<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        match self.step_sent(py, h, throw, arg)? {
+            Sent::Yielded(y) => Ok(y),
+            Sent::Returned(v) => Err(PyStopIteration::new_err((v.unbind(),))),
+        }
+    }
+
+    /// `step`, a body that returned answered as `Sent::Returned` (an exact coroutine sent a
+    /// value is stepped through `PyIter_Send`: no `StopIteration` made and caught).
+    pub(super) fn step_sent<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Sent<'py>> {
         let t = self.task.bind(py);
         let (mut throw, mut arg) = (throw, arg);
         {
@@ -444,16 +475,36 @@ impl Body {
         }
         let lp = self.lp.bind(py);
         let prev = swap_task(py, h, lp, t.as_any())?;
-        let f = if throw { &self.throw } else { &self.send };
         let run = h.context_run.bind(py);
-        let out = if self.unbound { run.call1((self.context.bind(py), f.bind(py), self.coro.bind(py), arg)) } else { run.call1((self.context.bind(py), f.bind(py), arg)) };
+        let out = if self.unbound && !throw {
+            let send = SEND_IN.get_or_try_init(py, || wrap_pyfunction!(send_in, py).map(|f| f.into_any().unbind()))?;
+            run.call1((self.context.bind(py), send.bind(py), self.coro.bind(py), arg)).and_then(|r| {
+                let (returned, v): (bool, Bound<'py, PyAny>) = r.extract()?;
+                Ok(if returned { Sent::Returned(v) } else { Sent::Yielded(v) })
+            })
+        } else {
+            let f = if throw { &self.throw } else { &self.send };
+            let out = if self.unbound { run.call1((self.context.bind(py), f.bind(py), self.coro.bind(py), arg)) } else { run.call1((self.context.bind(py), f.bind(py), arg)) };
+            match out {
+                Ok(y) => Ok(Sent::Yielded(y)),
+                Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                    // Returned (a `StopIteration` it raised itself is a `RuntimeError` by then).
+                    Ok(Sent::Returned(e.value(py).getattr(intern!(py, "value"))?))
+                }
+                Err(e) => Err(e),
+            }
+        };
         swap_task(py, h, lp, &prev)?;
         match out {
             Err(e) => {
                 BodyTask::ended(t, e.value(py).as_any())?;
                 Err(e)
             }
-            Ok(y) => {
+            Ok(Sent::Returned(v)) => {
+                BodyTask::ended(t, py.None().bind(py))?;
+                Ok(Sent::Returned(v))
+            }
+            Ok(Sent::Yielded(y)) => {
                 let message = {
                     let mut b = t.try_borrow_mut()?;
                     b.waiter = Some(y.clone().unbind());
@@ -466,7 +517,7 @@ impl Body {
                         b.waiter_cancelled = true;
                     }
                 }
-                Ok(y)
+                Ok(Sent::Yielded(y))
             }
         }
     }
@@ -831,16 +882,16 @@ impl BodyAwait {
             None => deadline::end_of(py, h, limit)?,
         };
         let body = Body::new(py, h, &coro, within)?;
-        match body.step(py, h, false, py.None().into_bound(py)) {
-            Ok(y) => {
+        match body.step_sent(py, h, false, py.None().into_bound(py)) {
+            Ok(Sent::Yielded(y)) => {
                 let w = Waiting::new(body, y, end, limit, name, false);
                 self.go_on(py, h, me, Box::new(w), Input::Send(py.None().into_bound(py)))
             }
-            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+            Ok(Sent::Returned(v)) => {
                 if deadline::passed(py, h, end)? {
                     return Err(timeout(py, h, &name, limit));
                 }
-                Err(PyStopIteration::new_err((e.value(py).getattr(intern!(py, "value"))?.unbind(),)))
+                Err(PyStopIteration::new_err((v.unbind(),)))
             }
             Err(e) => Err(carried(py, h, e)),
         }

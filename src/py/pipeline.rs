@@ -1630,8 +1630,8 @@ impl Call {
             if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
         };
         // Its first step, as its own stand-in task (see `super::awaiting`).
-        match body.step(py, h, false, py.None().into_bound(py)) {
-            Ok(y) => {
+        match body.step_sent(py, h, false, py.None().into_bound(py)) {
+            Ok(super::awaiting::Sent::Yielded(y)) => {
                 // It suspended on `y`: the driver awaits the rest.
                 let awaiting = super::awaiting::BodyAwait::suspended(body, y, end, limit, tool.clone()).and_then(|a| Bound::new(py, a));
                 let awaiting = match awaiting {
@@ -1641,12 +1641,7 @@ impl Call {
                 let items = [tool.clone(), awaiting, end.into_pyobject(py)?.into_any(), limit_obj];
                 Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
             }
-            Err(e) => {
-                let exc = e.into_value(py).into_bound(py).into_any();
-                let stop = exc.is_instance_of::<PyStopIteration>();
-                if !stop {
-                    return Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { failed(PyErr::from_value(exc)) });
-                }
+            Ok(super::awaiting::Sent::Returned(value)) => {
                 if let Some(end) = end {
                     let t: f64 = h.monotonic.bind(py).call0()?.extract()?;
                     if t > end {
@@ -1658,8 +1653,11 @@ impl Call {
                         });
                     }
                 }
-                let value = exc.getattr(intern!(py, "value"))?;
                 Ok(self.checked(py, flags, value, &ctx, limit, end))
+            }
+            Err(e) => {
+                let exc = e.into_value(py).into_bound(py).into_any();
+                Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { failed(PyErr::from_value(exc)) })
             }
         }
     }
