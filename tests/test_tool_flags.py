@@ -77,6 +77,53 @@ async def test_a_flag_set_or_deleted_between_calls_is_followed() -> None:
     assert runs == ["loop", "loop", "worker"]
 
 
+async def test_a_flag_moved_or_rekeyed_in_the_instance_dict_is_followed() -> None:
+    """What is kept of a tool's flags is checked where each entry was in the instance dict: an
+    entry deleted and written again (it moves to the end of the dict's order, with the same value
+    or another one), an entry keyed by another string object equal to its name, and the dict
+    rebuilt in another order are followed at the next call; so are the attributes read at every
+    call (``fn``, ``non_blocking``) moved the same way."""
+    runs: list[str] = []
+    echo = make_echo(runs)
+    inv = Invoker(ToolRegistry([echo]))
+    ok = {"ok": True, "value": 3}
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    d = vars(echo)
+    d["requires_approval"] = d.pop("requires_approval")  # moved, the same value
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    del d["requires_approval"]
+    d["requires_approval"] = True  # moved, another value
+    assert await inv.invoke(CALL, fresh()) == APPROVAL
+    key = "".join(["requires_", "approval"])  # equal to the name, another object
+    assert key == "requires_approval" and key is not "requires_approval"  # noqa: F632
+    del d["requires_approval"]
+    d[key] = False
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    d[key] = True
+    assert await inv.invoke(CALL, fresh()) == APPROVAL
+    items = list(d.items())
+    d.clear()
+    d.update(reversed(items))  # every value the same object, every entry elsewhere
+    assert await inv.invoke(CALL, fresh()) == APPROVAL
+    d["requires_approval"] = False
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    d["fn"] = d.pop("fn")
+    d["non_blocking"] = d.pop("non_blocking")
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    loop = threading.get_ident()
+
+    def twice(args: Any, ctx: Any) -> int:
+        runs.append("loop" if threading.get_ident() == loop else "worker")
+        return args["x"] * 2
+
+    del d["fn"]
+    d["fn"] = twice
+    del d["non_blocking"]
+    d["non_blocking"] = False
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 6}
+    assert runs == ["loop"] * 5 + ["worker"]
+
+
 async def test_a_flag_change_reaches_every_registry_and_invoker() -> None:
     runs: list[str] = []
     echo = make_echo(runs)

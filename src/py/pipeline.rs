@@ -876,8 +876,15 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 /// to nothing, so no reference cycle goes through a snapshot and the garbage collector need not
 /// see it. The tool's `fn`, `_is_async`, `non_blocking`, its output check and read-only hook,
 /// and what its class defines are read where they are used, at every call.
+///
+/// Each identity is checked where the entry was (`at`, see [`entry_at`]): the entry at that
+/// position of the dict's order still has the flag's own key object and the same value, or the
+/// flags are read again. The positions of the attributes read at every call (`hints`) are kept
+/// the same way, only to find them: what is there is read at each call.
 pub(crate) struct ToolFlags {
     values: [Py<PyAny>; 7],
+    at: [isize; 7],
+    hints: [isize; HINTED],
     name: String,
     requires_approval: bool,
     side_effecting: bool,
@@ -915,7 +922,27 @@ impl ToolFlags {
         let unkept = || Kept::Unkept { index: 0, at: 0 };
         let t = &values[5];
         let u = &values[6];
+        // Where each flag and each hinted attribute is in the dict's order (-1: its key there is
+        // another string object equal to the name, or it is absent: looked up).
+        let (mut at, mut hints) = ([-1isize; 7], [-1isize; HINTED]);
+        let hinted = hinted_names(py);
+        let mut pos: pyo3::ffi::Py_ssize_t = 0;
+        loop {
+            let here = pos;
+            let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: a live dict; `k` and `v` are borrowed and only compared.
+            if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+                break;
+            }
+            if let Some(i) = names.iter().position(|n| n.as_ptr() == k) {
+                at[i] = here;
+            } else if let Some(i) = hinted.iter().position(|n| n.as_ptr() == k) {
+                hints[i] = here;
+            }
+        }
         Ok(ToolFlags {
+            at,
+            hints,
             name: text(&values[0]).ok_or_else(unkept)?,
             requires_approval: flag(&values[1]).ok_or_else(unkept)?,
             side_effecting: flag(&values[2]).ok_or_else(unkept)?,
@@ -927,9 +954,38 @@ impl ToolFlags {
         })
     }
 
-    /// The instance dict `dict` still holds the objects these flags were read from.
+    /// The instance dict `dict` still holds the objects these flags were read from, each at the
+    /// position it had (else false: the flags are read again, their positions with them).
     fn holds(&self, py: Python<'_>, dict: &Bound<'_, PyDict>) -> bool {
-        kept_names(py).iter().zip(&self.values).all(|(name, v)| dict_item(dict, name) == v.as_ptr())
+        kept_names(py).iter().zip(&self.values).zip(&self.at).all(|((name, v), &at)| {
+            let found = if at < 0 { dict_item(dict, name) } else { entry_at(dict, at, name) };
+            found == v.as_ptr()
+        })
+    }
+}
+
+/// How many attributes read at every call have their positions kept (see `hinted_names`).
+const HINTED: usize = 4;
+
+/// The attributes of a function tool read at every call whose positions in the instance dict
+/// are kept with its flags (`ToolFlags::hints`), in that order.
+fn hinted_names(py: Python<'_>) -> [&Bound<'_, PyString>; HINTED] {
+    [intern!(py, "fn"), intern!(py, "_is_async"), intern!(py, "non_blocking"), intern!(py, "_output")]
+}
+
+/// The value of the entry at position `at` of `dict`'s order when its key is `name` itself (the
+/// very string object), as a borrowed pointer; null otherwise. A dict holds one entry per key,
+/// so that entry's value is `dict[name]`: the same answer as a lookup, without hashing and
+/// probing. Runs no Python code.
+fn entry_at(dict: &Bound<'_, PyDict>, at: isize, name: &Bound<'_, PyString>) -> *mut pyo3::ffi::PyObject {
+    let mut pos: pyo3::ffi::Py_ssize_t = at;
+    let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a live dict; `k` and `v` are borrowed and only compared or returned borrowed.
+    let found = unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } != 0;
+    if found && k == name.as_ptr() {
+        v
+    } else {
+        std::ptr::null_mut()
     }
 }
 
@@ -979,12 +1035,15 @@ struct Flags<'py> {
     body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
     /// The admission's flags, still held by the instance dict: those answers come from it.
     snap: Option<Arc<ToolFlags>>,
+    /// Flags read of this tool (at this call's admission or before): where in the instance dict
+    /// the attributes read at every call were (`ToolFlags::hints`), to find them there.
+    hints: Option<Arc<ToolFlags>>,
 }
 
 impl<'py> Flags<'py> {
     fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
         let dict = if tool.get_type().is(helpers(py)?.function_tool.bind(py)) { instance_dict(tool)? } else { None };
-        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
+        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None, hints: None })
     }
 
     /// The flags of `tool` at its admission, the snapshot kept on its `core` used while the
@@ -997,6 +1056,7 @@ impl<'py> Flags<'py> {
             match &*slot {
                 Kept::Flags(s) if s.holds(py, d) => {
                     flags.snap = Some(s.clone());
+                    flags.hints = Some(s.clone());
                     return Ok(flags);
                 }
                 Kept::Unkept { index, at } if dict_item(d, kept_names(py)[*index]) as usize == *at => return Ok(flags),
@@ -1006,6 +1066,7 @@ impl<'py> Flags<'py> {
                 Ok(s) => {
                     let s = Arc::new(s);
                     flags.snap = Some(s.clone());
+                    flags.hints = Some(s.clone());
                     Kept::Flags(s)
                 }
                 Err(unkept) => unkept,
@@ -1019,7 +1080,7 @@ impl<'py> Flags<'py> {
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
         let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
         match &c.flags {
-            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None }),
+            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None, hints: c.hints.clone() }),
             None => Self::of(py, &tool),
         }
     }
@@ -1095,13 +1156,16 @@ impl<'py> Flags<'py> {
     }
 
     fn is_async(&self) -> PyResult<bool> {
-        self.truthy(intern!(self.tool.py(), "_is_async"))
+        match self.get_hinted(1)? {
+            Some(v) => v.is_truthy(),
+            None => Ok(false),
+        }
     }
 
     /// `non_blocking` is `True` itself.
     fn non_blocking(&self) -> PyResult<bool> {
         let py = self.tool.py();
-        Ok(matches!(self.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true))))
+        Ok(matches!(self.get_hinted(2)?, Some(v) if v.is(PyBool::new(py, true))))
     }
 
     /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when no class
@@ -1128,6 +1192,24 @@ impl<'py> Flags<'py> {
         self.tool.getattr_opt(name)
     }
 
+    /// `get` of `hinted_names()[i]`, found at its position in the instance dict when it is
+    /// still there (see `entry_at`), else as `get` finds it.
+    fn get_hinted(&self, i: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = self.tool.py();
+        let name = hinted_names(py)[i];
+        if let (Some(d), Some(h)) = (&self.dict, &self.hints) {
+            let at = h.hints[i];
+            if at >= 0 {
+                let v = entry_at(d, at, name);
+                if !v.is_null() {
+                    // SAFETY: a live value the dict holds (borrowed); a new reference is taken.
+                    return Ok(Some(unsafe { Bound::from_borrowed_ptr(py, v) }));
+                }
+            }
+        }
+        self.get(name)
+    }
+
     /// `get`, where an attribute the instance dict lacks is read from the class as it is there
     /// (a method unbound: enough to tell whether it is set).
     fn get_unbound(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -1146,7 +1228,7 @@ impl<'py> Flags<'py> {
         if let Some(f) = self.body.get() {
             return Ok(f.clone());
         }
-        let f = self.get(intern!(self.tool.py(), "fn"))?;
+        let f = self.get_hinted(0)?;
         Ok(self.body.get_or_init(|| f).clone())
     }
 
@@ -1173,7 +1255,7 @@ impl<'py> Flags<'py> {
     fn plain_output(&self, py: Python<'py>) -> PyResult<bool> {
         let Some(d) = &self.dict else { return Ok(false) };
         let name = intern!(py, "check_output");
-        if d.contains(name)? || !d.get_item(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
+        if d.contains(name)? || !self.get_hinted(3)?.is_some_and(|o| o.is_none()) {
             return Ok(false);
         }
         let h = helpers(py)?;
@@ -1265,6 +1347,8 @@ pub struct Call {
     sealed: bool,
     /// The instance dict of the tool (an exact `FunctionTool`), its flags read from it.
     flags: Option<Py<PyDict>>,
+    /// Where that dict held what is read of it at every call (see `Flags::hints`).
+    hints: Option<Arc<ToolFlags>>,
 }
 
 impl Call {
@@ -1287,6 +1371,7 @@ impl Call {
             started: 0.0,
             sealed: true,
             flags: None,
+            hints: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1381,6 +1466,7 @@ impl Call {
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
+                me.hints = flags.hints.clone();
                 me.flags = flags.dict.map(Bound::unbind);
                 me.tool = Some(tool.unbind());
                 me.args = Some(args.unbind());
@@ -1868,6 +1954,7 @@ impl Call {
         self.tc = None;
         self.ctx = None;
         self.flags = None;
+        self.hints = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
