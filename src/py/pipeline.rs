@@ -852,17 +852,21 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
     }
 }
 
+/// The flags a `ToolFlags` keeps, in its order, then the attributes read at every call whose
+/// positions it keeps (see `hinted_names`): interned once.
+static NAMES: PyOnceLock<[Py<PyString>; 7 + HINTED]> = PyOnceLock::new();
+
+fn names(py: Python<'_>) -> &[Py<PyString>; 7 + HINTED] {
+    NAMES.get_or_init(py, || {
+        ["name", "requires_approval", "side_effecting", "idempotent", "effects_declared", "timeout_s", "url_arg", "fn", "_is_async", "non_blocking", "_output"]
+            .map(|n| PyString::intern(py, n).unbind())
+    })
+}
+
 /// The flags a `ToolFlags` keeps, in its order.
 fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
-    [
-        intern!(py, "name"),
-        intern!(py, "requires_approval"),
-        intern!(py, "side_effecting"),
-        intern!(py, "idempotent"),
-        intern!(py, "effects_declared"),
-        intern!(py, "timeout_s"),
-        intern!(py, "url_arg"),
-    ]
+    let n = names(py);
+    std::array::from_fn(|i| n[i].bind(py))
 }
 
 /// What a call's admission reads of an exact `FunctionTool` (see `Flags`): kept with the tool's
@@ -968,9 +972,11 @@ impl ToolFlags {
 const HINTED: usize = 4;
 
 /// The attributes of a function tool read at every call whose positions in the instance dict
-/// are kept with its flags (`ToolFlags::hints`), in that order.
+/// are kept with its flags (`ToolFlags::hints`), in that order: `fn`, `_is_async`,
+/// `non_blocking`, `_output`.
 fn hinted_names(py: Python<'_>) -> [&Bound<'_, PyString>; HINTED] {
-    [intern!(py, "fn"), intern!(py, "_is_async"), intern!(py, "non_blocking"), intern!(py, "_output")]
+    let n = names(py);
+    std::array::from_fn(|i| n[7 + i].bind(py))
 }
 
 /// The value of the entry at position `at` of `dict`'s order when its key is `name` itself (the
@@ -1196,7 +1202,7 @@ impl<'py> Flags<'py> {
     /// still there (see `entry_at`), else as `get` finds it.
     fn get_hinted(&self, i: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = self.tool.py();
-        let name = hinted_names(py)[i];
+        let name = names(py)[7 + i].bind(py);
         if let (Some(d), Some(h)) = (&self.dict, &self.hints) {
             let at = h.hints[i];
             if at >= 0 {
