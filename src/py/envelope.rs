@@ -78,8 +78,17 @@ pub(crate) fn failure_with_schema<'py>(
 
 /// `{"ok": True, "value": ..., "elapsed_ms": ...}` (and `"deduplicated": True` when set).
 pub(crate) fn success<'py>(py: Python<'py>, s: Success<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-    let env = PyDict::new(py);
-    env.set_item(intern!(py, "ok"), true)?;
+    // A copy of a private template (its keys in order, copied at once), then the two values set
+    // in place of its placeholders.
+    static TEMPLATE: pyo3::sync::PyOnceLock<Py<PyDict>> = pyo3::sync::PyOnceLock::new();
+    let template = TEMPLATE.get_or_try_init(py, || -> PyResult<_> {
+        let t = PyDict::new(py);
+        t.set_item(intern!(py, "ok"), true)?;
+        t.set_item(intern!(py, "value"), py.None())?;
+        t.set_item(intern!(py, "elapsed_ms"), py.None())?;
+        Ok(t.unbind())
+    })?;
+    let env = template.bind(py).copy()?;
     env.set_item(intern!(py, "value"), s.value)?;
     env.set_item(intern!(py, "elapsed_ms"), s.elapsed_ms)?;
     if s.deduplicated {
