@@ -234,15 +234,19 @@ fn needs_escape(bytes: &[u8]) -> bool {
 /// non-ASCII included, kept as is: the same as Python's `json.dumps(..., ensure_ascii=False)`).
 /// Written in place: this runs for every key and string of every call's arguments.
 pub fn write_string(s: &str, out: &mut String) {
-    out.reserve(s.len() + 2);
-    out.push('"');
-    // Most strings need no escape: a pass over the bytes, eight at a time, finds out.
-    let plain = !needs_escape(s.as_bytes());
-    if plain {
-        out.push_str(s);
-        out.push('"');
+    // Most strings need no escape: a pass over the bytes, eight at a time, finds out; such a
+    // string is appended with its quotes in one extension of the buffer.
+    if !needs_escape(s.as_bytes()) {
+        // SAFETY: only whole UTF-8 text is appended (the quotes are ASCII, `s` is a `str`).
+        let buf = unsafe { out.as_mut_vec() };
+        buf.reserve(s.len() + 2);
+        buf.push(b'"');
+        buf.extend_from_slice(s.as_bytes());
+        buf.push(b'"');
         return;
     }
+    out.reserve(s.len() + 2);
+    out.push('"');
     let mut start = 0;
     for (i, b) in s.bytes().enumerate() {
         let escape = match b {
