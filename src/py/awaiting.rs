@@ -380,6 +380,7 @@ static SEND_IN: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new(
 /// `(returned, value)`, what it yielded or returned; what it raised propagates.
 #[pyfunction]
 fn send_in<'py>(py: Python<'py>, coro: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+    let _in = super::shutdown::inside(py);
     let mut out: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
     // SAFETY: both objects are alive; `out` receives a new reference unless an error is set.
     let status = unsafe { pyo3::ffi::PyIter_Send(coro.as_ptr(), value.as_ptr(), &mut out) };
