@@ -360,3 +360,57 @@ async def test_a_worker_in_another_process_goes_on_when_the_claimer_is_cancelled
     assert (env["ok"], env["value"], "deduplicated" in env) == (True, "charged 900 on 4242", False)
     assert runs == ["4242"]
     assert waited < PROMPT_S, waited
+
+
+class SlowRelease:
+    """A store whose release (the compare-and-set of a claim back to free) waits until told."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.releasing = asyncio.Event()
+        self.go_on = asyncio.Event()
+        self.released: list[Any] = []
+
+    async def get(self, key: str) -> Any:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: str) -> None:
+        await self.inner.set(key, value)
+
+    async def compare_and_set(self, key: str, expected: Any, value: str) -> bool:
+        if expected is not None and doc(value) == {"s": "free"}:
+            self.releasing.set()
+            await self.go_on.wait()
+            won = await self.inner.compare_and_set(key, expected, value)
+            self.released.append(won)
+            return won
+        return await self.inner.compare_and_set(key, expected, value)
+
+
+async def test_a_call_cancelled_again_while_it_is_aborted_still_releases_its_claim_and_emits_its_record():
+    """Cancelled while running, then cancelled again while its release awaits the store (the
+    abort's steps are shielded): the second cancellation propagates at once, and the abort goes on
+    by itself: the claim released, then the audit record (``cancelled``) emitted."""
+    from agentkit_tools import InMemoryStore
+
+    runs: list[str] = []
+    started = asyncio.Event()
+    store = SlowRelease(InMemoryStore())
+    records: list[dict[str, Any]] = []
+    inv = Invoker(ToolRegistry([charging(runs, started)]), middleware=[mw.audit(sink=records.append), *chain(store)[1:]])
+    ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+    first = asyncio.create_task(inv.invoke(call(1), ctx))
+    await asyncio.wait_for(started.wait(), 30)
+    first.cancel()
+    await asyncio.wait_for(store.releasing.wait(), 30)
+    await cancel(first)  # cancelled again while the release awaits
+    assert (store.released, records) == ([], [])
+    store.go_on.set()
+    for _ in range(100):
+        if records:
+            break
+        await asyncio.sleep(0.01)
+    assert store.released == [True]
+    assert doc(await store.inner.get(claim_key(ctx.run_id))) == {"s": "free"}
+    assert [(r["outcome"], r["attempts"], r["decision"]) for r in records] == [("cancelled", 1, "failed")]
+    assert runs == ["4242"]

@@ -54,6 +54,7 @@ struct Helpers {
     close_span: Py<PyAny>,
     sleep: Py<PyAny>,
     shield: Py<PyAny>,
+    ensure_future: Py<PyAny>,
     isawaitable: Py<PyAny>,
     generator: Py<PyAny>,
     invoker_log: Py<PyAny>,
@@ -79,6 +80,7 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
             close_span: mw.getattr("_close_span")?.unbind(),
             sleep: asyncio.getattr("sleep")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
+            ensure_future: asyncio.getattr("ensure_future")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             generator: py.import("types")?.getattr("GeneratorType")?.unbind(),
             invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
@@ -326,8 +328,9 @@ enum For {
     Passed,
     /// `Invoker.invoke` through a chain with user middleware: its envelope.
     Chained,
-    /// The call is aborted by `exc`: the release and record steps left, the record emitted.
-    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>> },
+    /// The call is aborted by `exc`: the release and record steps left, the record emitted;
+    /// `step`: the task of the step in progress (awaited shielded).
+    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>>, step: Py<PyAny> },
 }
 
 impl For {
@@ -338,8 +341,9 @@ impl For {
                 visit.call(tool)
             }
             For::Recorded(r) | For::Store(_, r) => visit.call(r),
-            For::Aborting { exc, steps, rec } => {
+            For::Aborting { exc, steps, rec, step } => {
                 visit.call(exc)?;
+                visit.call(step)?;
                 for (_, s) in steps.as_slice() {
                     visit.call(s)?;
                 }
@@ -708,9 +712,15 @@ impl Drive {
                     Ok(env) => Next::Step(STEP_DONE, env),
                     Err(e) => Next::End(e),
                 },
-                For::Aborting { exc, steps, rec } => match out {
+                For::Aborting { exc, steps, rec, step } => match out {
                     Ok(_) => self.abort_next(py, exc.into_bound(py), steps, rec),
-                    // Cancelled again (or a stop) while aborting: that propagates instead.
+                    // Cancelled again while aborting: that propagates at once, and the rest of
+                    // the abort (the step in progress, the steps left, the span) goes on in a
+                    // task of its own. A stop propagates alone.
+                    Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => {
+                        self.abort_later(py, exc, steps, rec, step)?;
+                        Next::End(e)
+                    }
                     Err(e) => Next::End(e),
                 },
             })
@@ -749,19 +759,36 @@ impl Drive {
     /// The next release or record step of an abort by `exc`, shielded; when none is left, the
     /// span is closed and the drive ends with `exc`.
     fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut rec: Option<Py<PyAny>>) -> Next<'py> {
-        let shielded = (|| -> PyResult<Option<Bound<'py, PyAny>>> {
+        let shielded = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
             let Some((step, arg)) = steps.next() else { return Ok(None) };
             let coro = self.abort_step(py, step, arg.bind(py), &mut rec)?;
-            Ok(Some(own(py)?.shield.bind(py).call1((coro,))?))
+            let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
+            Ok(Some((own(py)?.shield.bind(py).call1((&task,))?, task)))
         })();
         match shielded {
-            Ok(Some(aw)) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, rec }),
+            Ok(Some((aw, step))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, rec, step: step.unbind() }),
             Ok(None) => match self.close_span(py, rec, &exc) {
                 Ok(()) => Next::End(PyErr::from_value(exc)),
                 Err(e) => Next::End(e),
             },
             Err(e) => Next::End(e),
         }
+    }
+
+    /// The rest of an abort by `exc` cancelled again (its step in progress `step`, the steps
+    /// left, the span) goes on without the caller: a drive of its own in a task of its own,
+    /// held until it ends (its outcome dropped), each step shielded as here.
+    fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>>, step: Py<PyAny>) -> PyResult<()> {
+        let h = helpers(py)?;
+        let mut rest = Drive::new(None, self.ctx.clone_ref(py));
+        rest.span = self.span.take();
+        rest.aborting = Some(exc.clone_ref(py));
+        let aw = own(py)?.shield.bind(py).call1((step.bind(py),))?;
+        rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, rec, step }));
+        let lp = h.get_running_loop.bind(py).call0()?;
+        let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, rest)?,))?;
+        h.hold_clean_up.bind(py).call1((task,))?;
+        Ok(())
     }
 
     /// The coroutine of an abort's step: release the shared claim, or emit the record (`rec`).
