@@ -917,7 +917,7 @@ class JobAwait:
     awaited within the call's deadline (an entry of the loop's deadline timer, entered at the
     first step for the awaiting task and left on every way the await ends: at the deadline
     ``ToolTimeoutError``, the task's own cancellation propagating, also one arriving at the same
-    time on Python 3.11+). Ended otherwise than by the outcome (the deadline, a cancellation,
+    time when the task counts its cancellation requests: every task on Python 3.11+). Ended otherwise than by the outcome (the deadline, a cancellation,
     closed or dropped), the job is given up: queued, it never starts; running, its thread stops
     counting against ``POOL_MAX_WORKERS``."""
 

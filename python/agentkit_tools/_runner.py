@@ -162,9 +162,6 @@ def pool_sizes() -> tuple[int, int, int]:
 # ------------------------------------------------------------------ running on an event loop
 
 
-#: Python 3.11+: a task counts its cancellation requests (``cancelling`` / ``uncancel``).
-_COUNTS_CANCELS = hasattr(asyncio.Task, "cancelling")
-
 
 def on_time(end: float | None, name: str, limit: float | None) -> None:
     """Nothing past the deadline is a success: raises ``ToolTimeoutError(name, limit)`` once

@@ -19,7 +19,6 @@ import os
 from typing import Any, Awaitable, Callable, Iterable
 
 from . import _core
-from ._runner import _COUNTS_CANCELS
 from .tools import MAX_TIMEOUT_S
 
 __all__ = [
@@ -58,7 +57,10 @@ def _propagates(exc: BaseException) -> bool:
         task = asyncio.current_task()
     except RuntimeError:  # no running loop: a synchronous caller's own callback cancelled itself
         return False
-    return task is None or not _COUNTS_CANCELS or task.cancelling() > 0
+    # A task that counts its cancellation requests (every one on Python 3.11+; on 3.10 one of a
+    # class that adds the count) tells; for any other, every cancellation is its caller's.
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
 
 
 class ToolCall:

@@ -638,7 +638,7 @@ struct Waiting {
     /// Driving an abandoned body's clean-up in a task of its own, its outcome dropped.
     clean_up: bool,
     /// Set when the caller first awaits: the entered deadline (none without a limit), the
-    /// awaiting task where it counts its cancellations (Python 3.11+), its count then and at
+    /// awaiting task where it counts its cancellations (`deadline::counts_cancels`), its count then and at
     /// the last cancellation seen, and whether a cancellation of it reached the body.
     entered: bool,
     deadline: Entered,
@@ -719,9 +719,8 @@ impl Waiting {
     /// abandons the body: `ToolTimeoutError`.
     fn enter(&mut self, py: Python<'_>, h: &Helpers, me: &Bound<'_, PyAny>) -> PyResult<()> {
         self.entered = true;
-        let timed = !self.clean_up && self.end.is_some();
-        let task = if h.counts_cancels || timed { Some(h.current_task.bind(py).call0()?).filter(|t| !t.is_none()) } else { None };
-        if let Some(task) = task.as_ref().filter(|_| h.counts_cancels) {
+        let task = Some(h.current_task.bind(py).call0()?).filter(|t| !t.is_none());
+        if let Some(task) = task.as_ref().filter(|t| deadline::counts_cancels(py, h, t)) {
             self.before = cancels_delivered(py, h, task)?;
             self.seen = self.before;
             self.task = Some(task.clone().unbind());
@@ -934,7 +933,7 @@ impl BodyAwait {
                         w.seen = n;
                         fresh
                     }
-                    // Python 3.10: any one the body did not cause itself
+                    // A task that does not count (Python 3.10's): any one the body did not cause itself
                     None => !wait.is(&y) || !w.body.waiter_cancelled(py),
                 };
                 if callers {

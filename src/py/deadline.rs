@@ -5,7 +5,8 @@
 //! `time.monotonic`, computed in one place, [`end_of`]) that task is cancelled at its `await`.
 //! Leaving it ([`Entered::leave`]) tells the deadline's cancellation from the task's own: at the
 //! deadline a success or a cancellation becomes `ToolTimeoutError`, but when the task was
-//! cancelled by its own caller too (Python 3.11+ counts the requests: `cancelling()`), that
+//! cancelled by its own caller too (a task that counts the requests, `cancelling()`: every
+//! task on Python 3.11+), that
 //! cancellation propagates. A deadline is left exactly once, on every way the await ends (the
 //! guard leaves it when dropped), so an armed one never cancels the task later.
 //!
@@ -74,11 +75,18 @@ pub(super) fn timeout(py: Python<'_>, h: &Helpers, name: &Bound<'_, PyAny>, limi
     }
 }
 
+/// Whether `task` counts its cancellation requests (`cancelling()` / `uncancel()`): every
+/// asyncio task on Python 3.11+; on 3.10 a task of a class that adds the count (the 3.11 task a
+/// backport's runner makes, as pytest-asyncio's does there), none of the interpreter's own.
+pub(super) fn counts_cancels(py: Python<'_>, h: &Helpers, task: &Bound<'_, PyAny>) -> bool {
+    h.counts_cancels || task.hasattr(intern!(py, "uncancel")).unwrap_or(false)
+}
+
 /// `task.cancelling()` less a cancellation requested but not thrown into the task yet (it
-/// arrives at the task's next suspension, and is the task's own, not a body's); 0 on Python
-/// 3.10, where tasks do not count.
+/// arrives at the task's next suspension, and is the task's own, not a body's); 0 for a task
+/// that does not count (see [`counts_cancels`]).
 pub(super) fn cancels_delivered(py: Python<'_>, h: &Helpers, task: &Bound<'_, PyAny>) -> PyResult<isize> {
-    if !h.counts_cancels {
+    if !counts_cancels(py, h, task) {
         return Ok(0);
     }
     let n: isize = task.call_method0(intern!(py, "cancelling"))?.extract()?;
@@ -325,6 +333,8 @@ struct Held {
     task: Py<PyAny>,
     /// The task's delivered cancellations when entered (see [`cancels_delivered`]).
     cancelling: isize,
+    /// Whether the task counts its cancellation requests ([`counts_cancels`]).
+    counts: bool,
     limit: Option<f64>,
     /// The tool's name, or the tool (its `name` read when a timeout names it).
     name: Py<PyAny>,
@@ -343,7 +353,8 @@ pub(super) fn enter_for(lp: &Bound<'_, PyAny>, task: &Bound<'_, PyAny>, cancelli
     let py = lp.py();
     let timer = timer_of(py, lp)?;
     let seq = LoopDeadlines::add(&timer, end, task)?;
-    Ok(Entered(Some(Held { timer: timer.unbind(), seq, task: task.clone().unbind(), cancelling, limit, name: name.clone().unbind() })))
+    let counts = counts_cancels(py, helpers(py)?, task);
+    Ok(Entered(Some(Held { timer: timer.unbind(), seq, task: task.clone().unbind(), cancelling, counts, limit, name: name.clone().unbind() })))
 }
 
 /// Enter the deadline `end` for the current task of the running loop (see [`enter_for`]); none
@@ -377,7 +388,7 @@ impl Entered {
             return Ok(());
         }
         let h = helpers(py)?;
-        if h.counts_cancels {
+        if d.counts {
             let left: isize = d.task.bind(py).call_method0(intern!(py, "uncancel"))?.extract()?;
             if left > d.cancelling {
                 return Ok(()); // the caller was cancelled too: its CancelledError propagates

@@ -97,12 +97,13 @@ fn value_of<'py>(py: Python<'py>, e: &PyErr) -> Bound<'py, PyAny> {
     e.value(py).clone().into_any()
 }
 
-/// Whether the task running now was asked to cancel (Python 3.11+: it counts the requests; 3.10:
-/// any cancellation counts as the caller's; no task: it does).
+/// Whether the task running now was asked to cancel (a task that counts the requests, every
+/// one on Python 3.11+: by its count; one that does not: any cancellation counts as the
+/// caller's; no task: it does).
 fn caller_cancelled(py: Python<'_>) -> bool {
     let Ok(h) = helpers(py) else { return true };
     let Ok(task) = h.current_task.bind(py).call0() else { return false }; // no running loop
-    if task.is_none() || !h.counts_cancels {
+    if task.is_none() || !super::deadline::counts_cancels(py, h, &task) {
         return true;
     }
     task.call_method0(intern!(py, "cancelling")).and_then(|n| n.extract::<isize>()).map_or(true, |n| n > 0)

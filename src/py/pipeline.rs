@@ -427,7 +427,8 @@ pub(super) struct Helpers {
     pub(super) as_coro: Py<PyAny>,
     pub(super) isfuture: Py<PyAny>,
     /// What awaiting a body in the caller's task needs (`super::awaiting`): `asyncio.Future`,
-    /// `_runner.BodyFailed`, `_runner.bodies_of`, and whether a task counts its cancellation requests (3.11+).
+    /// `_runner.BodyFailed`, `_runner.bodies_of`, and whether every task counts its cancellation
+    /// requests (3.11+; see `deadline::counts_cancels`).
     pub(super) future: Py<PyAny>,
     pub(super) body_failed: Py<PyAny>,
     pub(super) bodies_of: Py<PyAny>,
