@@ -13,7 +13,10 @@ and prints thousands of instructions per call, steady state:
 - with a mapping, the default chain: a tool whose flag is not a plain value (``idempotent = 0``:
   its flags are read at every call), and a process that constructs a ``FunctionTool`` per request
   (each call constructs one it does not register; the construction's own cost, measured alone,
-  is subtracted).
+  is subtracted);
+- with a mapping, the default chain observed: ``audit(sink)`` with a sync sink (each call builds
+  and emits its record), and last, with an OpenTelemetry SDK tracer provider installed (no span
+  processor: each call opens and ends its ``execute_tool`` span too).
 
 How: each measured region is one ``sys.call_tracing(region, ...)``; callgrind collects only
 inside that C function (``--toggle-collect=sys_call_tracing``) and dumps a profile after each
@@ -48,6 +51,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
+def _drop(record: Any) -> None:
+    """An audit sink that keeps nothing."""
+
+
 def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
     """``(name, kind, run)``: ``run(n)`` performs ``n`` calls; kind ``sync`` runs in a plain
     loop, ``async`` returns a coroutine run on one event loop."""
@@ -71,6 +78,7 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
     # The chain of compare.py: the default chain, a repeat limit identical calls never reach.
     chain = [audit(), approval(), repeat_guard(limit=10**9), idempotency(), retry(), timeout()]
     inv = Invoker(reg, middleware=chain)
+    sunk = Invoker(reg, middleware=[audit(_drop), *chain[1:]])
     bare = Invoker(reg, middleware=[])
     validate = inline._core.validate
 
@@ -95,6 +103,18 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
             return inv.invoke(c)
         return call
 
+    def traced(f: Callable[[], Any]) -> Callable[[int], Any]:
+        run = async_loop(f)
+
+        def start(n: int) -> Any:
+            from opentelemetry import trace
+            from opentelemetry.sdk.trace import TracerProvider
+
+            if not isinstance(trace._TRACER_PROVIDER, TracerProvider):  # type: ignore[attr-defined]
+                trace._TRACER_PROVIDER = TracerProvider()  # type: ignore[attr-defined]
+            return run(n)
+        return start
+
     def others() -> list[tuple[str, str, Callable[[int], Any]]]:
         c_in = {"id": "c1", "name": "search_docs_inline", "input": ARGS}
         c_as = {"id": "c1", "name": "search_docs_async", "input": ARGS}
@@ -109,6 +129,11 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
             ("invoke inline, tool made per call (mapping)", "async", async_loop(made_per_call(c_in))),
             ("invoke async, non-plain flag (mapping)", "async", async_loop(lambda: inv.invoke(c_as_np))),
             ("invoke async, tool made per call (mapping)", "async", async_loop(made_per_call(c_as))),
+            ("invoke inline, audit sink (mapping)", "async", async_loop(lambda: sunk.invoke(c_in))),
+            ("invoke async, audit sink (mapping)", "async", async_loop(lambda: sunk.invoke(c_as))),
+            # last: the tracer provider, once installed, stays for the rest of the process
+            ("invoke inline, audit sink + span (mapping)", "async", traced(lambda: sunk.invoke(c_in))),
+            ("invoke async, audit sink + span (mapping)", "async", traced(lambda: sunk.invoke(c_as))),
         ]
 
     def cases_of(kind: str, payload: Any) -> list[tuple[str, str, Callable[[int], Any]]]:
