@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import _core
 from ._runner import BODY_ASYNC
 from .frozen import FrozenDict, FrozenList
-from .middleware import Handler, Middleware, ToolCall, _Builtin, _mw_log, default_chain
+from .middleware import Handler, Middleware, ToolCall, _Builtin, default_chain
 
 __all__ = ["Invoker"]
 
@@ -437,11 +437,3 @@ class _Turn:
             except Exception:
                 _log.error("Invoker failed to abort a call of a cancelled turn", exc_info=True)
 
-
-async def _release(store: Any, key: str, expected: str, value: str) -> None:
-    """Release an aborted call's shared idempotency claim; a failing store is logged (the claim
-    is then held until its lease runs out), never raised over the call's own exception."""
-    try:
-        await store.compare_and_set(key, expected, value)
-    except Exception:
-        _mw_log.warning("idempotency store failed to release the claim on %s; it is held until its lease runs out", key, exc_info=True)

@@ -11,11 +11,9 @@ envelope`` that calls the next one or answers itself.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
-import os
 from typing import Any, Awaitable, Callable, Iterable
 
 from . import _core
@@ -35,32 +33,7 @@ __all__ = [
     "timeout",
 ]
 
-_log = logging.getLogger("agentkit_tools.audit")
 _mw_log = logging.getLogger("agentkit_tools.middleware")
-
-
-def _propagates(exc: BaseException) -> bool:
-    """Whether ``exc``, raised by a host callback (approver, audit sink, store) or at the
-    ``await`` of it, must propagate: the process is being stopped, it is the cancellation of the
-    awaiting task, or the awaiting coroutine is being closed (a ``GeneratorExit`` thrown in at
-    that ``await``, as when a pending call is garbage-collected; only the frame that catches it
-    is in its traceback). Any other ``BaseException`` is the callback's own failure (a
-    ``GeneratorExit`` it raised itself included)."""
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-        return True
-    if type(exc) is GeneratorExit:
-        tb = exc.__traceback__
-        return tb is not None and tb.tb_next is None
-    if not isinstance(exc, asyncio.CancelledError):
-        return False
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no running loop: a synchronous caller's own callback cancelled itself
-        return False
-    # A task that counts its cancellation requests (every one on Python 3.11+; on 3.10 one of a
-    # class that adds the count) tells; for any other, every cancellation is its caller's.
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is None or cancelling() > 0
 
 
 class ToolCall:
@@ -197,54 +170,15 @@ class _Builtin(Middleware):
 
 # ------------------------------------------------------------------ audit
 
-_OTEL: Any = None
-
-
-def _otel() -> Any:
-    """``(tracer, Status, StatusCode)`` when opentelemetry-api is installed and a tracer provider
-    is configured, else False. Without a provider every span would be a no-op that still costs
-    more than the rest of the chain, so none is started. (The core answers "no provider set yet"
-    per call from ``_OTEL`` itself and asks here only once one may be.)"""
-    global _OTEL
-    if _OTEL is None:
-        try:
-            from opentelemetry import context, trace
-            from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Status, StatusCode
-
-            _OTEL = (
-                trace,
-                (NoOpTracerProvider, ProxyTracerProvider),
-                trace.get_tracer("agentkit_tools"),
-                Status,
-                StatusCode,
-                # the provider named by the environment is installed on first lookup
-                "OTEL_PYTHON_TRACER_PROVIDER" in os.environ,
-                context,
-            )
-        except ImportError:
-            _OTEL = False
-    if not _OTEL:
-        return False
-    trace, no_ops, tracer, status, status_code = _OTEL[:5]
-    if isinstance(trace.get_tracer_provider(), no_ops):
-        return False
-    return tracer, status, status_code
-
-
-def _emit(trace: Any, name: str, attributes: dict[str, Any]) -> None:
-    emit = getattr(trace, "event", None) or getattr(trace, "add_event", None) or trace
-    emit(name, attributes)
-
-
 class _Audit(_Builtin):
     name = "audit"
 
     def __init__(self, sink: Callable[[dict[str, Any]], Any] | None) -> None:
         self.sink = sink
-        # Import opentelemetry (when installed) now, not on the first call: an import while a
-        # call is observed, in a daemon thread of a process that is exiting, aborted the process
-        # (the thread is unwound through the core).
-        _otel()
+        # Asked now, the core imports opentelemetry (when installed) now, not on the first call:
+        # an import while a call is observed, in a daemon thread of a process that is exiting,
+        # aborted the process (the thread is unwound through the core).
+        self.observed_level(None)
 
     def observed_level(self, ctx: Any) -> int:
         """0: nobody reads the record; 1: a record (a sink, the ``agentkit_tools.audit`` log at
@@ -252,79 +186,6 @@ class _Audit(_Builtin):
         pipeline asks the same per call, so a sink, log level or tracer provider set later is
         followed."""
         return _core.observed_level(self, ctx)  # type: ignore[no-any-return]
-
-    async def emit(self, rec: dict[str, Any], ctx: Any) -> None:
-        """Send one record to the DEBUG log, the sink and ``ctx.trace`` (failures logged)."""
-        if _log.isEnabledFor(logging.DEBUG):
-            _log.debug(
-                "tool call %s %s: %s after %d attempt(s) in %.3f ms",
-                rec["tool"], rec["decision"], rec["outcome"], rec["attempts"], rec["elapsed_ms"],
-                extra={"audit": rec},
-            )
-        sink = self.sink
-        if sink is not None:
-            try:
-                done = sink(rec)
-                if inspect.isawaitable(done):
-                    await done
-            except BaseException as exc:
-                if _propagates(exc):
-                    raise
-                _mw_log.exception("audit sink %r failed (the call's result is unaffected)", sink)
-        trace = getattr(ctx, "trace", None)
-        if trace is not None:
-            try:
-                _emit(trace, "tool.call", rec)
-            except BaseException as exc:
-                if _propagates(exc):
-                    raise
-                _mw_log.exception("ctx.trace failed (the call's result is unaffected)")
-
-
-def _open_span(name: str, call_id: Any) -> Any:
-    """Start the ``execute_tool`` span of a call and make it the current span; returns the span
-    and the token that makes it current again (or None)."""
-    otel = _otel()
-    if not otel:
-        return None
-    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name or ""}
-    if call_id is not None:
-        attributes["gen_ai.tool.call.id"] = str(call_id)
-    span = otel[0].start_span(
-        "execute_tool", attributes=attributes, record_exception=False, set_status_on_exception=False
-    )
-    trace, context = _OTEL[0], _OTEL[6]
-    return span, context.attach(trace.set_span_in_context(span))
-
-
-def _close_span(opened: Any, rec: dict[str, Any] | None, exc: BaseException | None = None) -> None:
-    """End a call's span. A call dropped and garbage-collected (``GeneratorExit``) is closed by
-    the collector in whatever context is current there, not in its task's: its span is ended but
-    the context it was made current in is not restored (that context goes with the task, and
-    restoring it elsewhere fails and would be logged as an error)."""
-    span, token = opened
-    try:
-        if rec is not None:
-            span.set_attributes(
-                {
-                    "agentkit.tool.args_hash": rec["args_hash"],
-                    "agentkit.tool.outcome": rec["outcome"],
-                    "agentkit.tool.decision": rec["decision"],
-                    "agentkit.tool.attempts": rec["attempts"],
-                }
-            )
-            if rec["outcome"] != "ok" and rec["outcome"] != "cancelled":
-                _, status, status_code = _otel() or (None, None, None)
-                span.set_attribute("error.type", rec["outcome"])
-                if status is not None:
-                    span.set_status(status(status_code.ERROR, rec["outcome"]))
-    finally:
-        try:
-            trace, context = _OTEL[0], _OTEL[6]
-            if not isinstance(exc, GeneratorExit) or trace.get_current_span() is span:
-                context.detach(token)
-        finally:
-            span.end()
 
 
 def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:

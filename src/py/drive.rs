@@ -33,6 +33,7 @@ use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
     STEP_CAS, STEP_DONE, STEP_FAILING, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
 };
+use super::observe;
 use super::registry::CoreRegistry;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -42,31 +43,27 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// The Python helpers the drive calls (imported once, on the first call driven).
-struct Helpers {
+pub(super) struct Helpers {
     /// `agentkit_tools._runner`, whose `_POOL` is the worker pool (a new one in a forked child).
     runner: Py<PyAny>,
     run_inline: Py<PyAny>,
     start_async: Py<PyAny>,
     run_body: Py<PyAny>,
     later: Py<PyAny>,
-    release: Py<PyAny>,
-    open_span: Py<PyAny>,
-    close_span: Py<PyAny>,
     sleep: Py<PyAny>,
     shield: Py<PyAny>,
     ensure_future: Py<PyAny>,
-    isawaitable: Py<PyAny>,
+    pub(super) isawaitable: Py<PyAny>,
     generator: Py<PyAny>,
     invoker_log: Py<PyAny>,
-    middleware_log: Py<PyAny>,
+    pub(super) middleware_log: Py<PyAny>,
 }
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
 
-fn own(py: Python<'_>) -> PyResult<&Helpers> {
+pub(super) fn own(py: Python<'_>) -> PyResult<&Helpers> {
     HELPERS.get_or_try_init(py, || {
         let runner = py.import("agentkit_tools._runner")?;
-        let mw = py.import("agentkit_tools.middleware")?;
         let asyncio = py.import("asyncio")?;
         let logging = py.import("logging")?;
         Ok(Helpers {
@@ -75,16 +72,13 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
             start_async: runner.getattr("start_async")?.unbind(),
             run_body: runner.getattr("run_body")?.unbind(),
             later: runner.getattr("Later")?.unbind(),
-            release: py.import("agentkit_tools.invoker")?.getattr("_release")?.unbind(),
-            open_span: mw.getattr("_open_span")?.unbind(),
-            close_span: mw.getattr("_close_span")?.unbind(),
             sleep: asyncio.getattr("sleep")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
             ensure_future: asyncio.getattr("ensure_future")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             generator: py.import("types")?.getattr("GeneratorType")?.unbind(),
             invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
-            middleware_log: mw.getattr("_mw_log")?.unbind(),
+            middleware_log: logging.call_method1("getLogger", ("agentkit_tools.middleware",))?.unbind(),
         })
     })
 }
@@ -112,7 +106,7 @@ fn caller_cancelled(py: Python<'_>) -> bool {
 /// Whether `e`, raised by a host callback or at the `await` of it, propagates: the process is
 /// being stopped, or it is the cancellation of the awaiting task. (A `GeneratorExit` thrown in
 /// closes the drive and never reaches here: one seen here is the callback's own failure.)
-fn propagates(py: Python<'_>, e: &PyErr) -> bool {
+pub(super) fn propagates(py: Python<'_>, e: &PyErr) -> bool {
     let Ok(h) = helpers(py) else { return true };
     is_stop(py, e) || (e.is_instance(py, h.cancelled_error.bind(py)) && caller_cancelled(py))
 }
@@ -158,7 +152,7 @@ fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py
 }
 
 /// `logger.<level>(msg, *args, exc_info=exc)`; a logging failure is the logger's (dropped).
-fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: Vec<Bound<'py, PyAny>>, exc: &PyErr) {
+pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: Vec<Bound<'py, PyAny>>, exc: &PyErr) {
     let _ = (|| -> PyResult<()> {
         let kw = PyDict::new(py);
         kw.set_item(intern!(py, "exc_info"), exc.value(py))?;
@@ -323,7 +317,10 @@ enum For {
     Approve { approver: Py<PyAny>, tool: Py<PyAny> },
     Slept,
     Woken,
-    Recorded(Py<PyAny>),
+    /// The audit sink's awaitable (`sink` returned it): then the rest of record `rec`.
+    Recorded { rec: Py<PyAny>, sink: Py<PyAny> },
+    /// The release of an aborted call's shared claim on `key` (a drive of the release alone).
+    Released(Py<PyAny>),
     Store(u8, Py<PyAny>),
     /// The next handler after this segment (a user middleware) answers with the envelope.
     Passed,
@@ -341,7 +338,11 @@ impl For {
                 visit.call(approver)?;
                 visit.call(tool)
             }
-            For::Recorded(r) | For::Store(_, r) => visit.call(r),
+            For::Recorded { rec, sink } => {
+                visit.call(rec)?;
+                visit.call(sink)
+            }
+            For::Released(r) | For::Store(_, r) => visit.call(r),
             For::Aborting { exc, steps, rec, step } => {
                 visit.call(exc)?;
                 visit.call(step)?;
@@ -365,6 +366,11 @@ enum Begin {
     From(Py<Call>, u8, Py<PyAny>),
     /// Abort a call by `exc` (its end: None).
     Abort(Py<Call>, Py<PyAny>),
+    /// An aborted call's step, shielded in a task of its own (its end: None): emit the record
+    /// `rec` of the audit rule `cfg`, or release the shared claim (`(store, key, expected,
+    /// value)`; a failing store logged).
+    Record(Py<PyAny>, Py<PyAny>),
+    Release(Py<PyTuple>),
 }
 
 /// What to do next in a drive's loop.
@@ -389,7 +395,8 @@ pub struct Drive {
     tc: Option<Py<PyAny>>,
     /// `Invoker.invoke`'s call: a fault ends it with the fault envelope.
     call: Option<Py<PyAny>>,
-    span: Option<Py<PyAny>>,
+    /// The call's span and the token of the context it was made current in.
+    span: Option<Py<PyTuple>>,
     awaiting: Option<(Awaited, For)>,
     /// The exception an abort-only drive aborts the call with (it then ends with None).
     aborting: Option<Py<PyAny>>,
@@ -480,6 +487,19 @@ impl Drive {
                 self.m = Some(m);
                 self.aborting = Some(exc.clone_ref(py));
                 return Next::Fail(PyErr::from_value(exc.into_bound(py)));
+            }
+            Begin::Record(cfg, rec) => return self.record(py, cfg.bind(py), rec.into_bound(py)).unwrap_or_else(Next::End),
+            Begin::Release(arg) => {
+                let arg = arg.into_bound(py);
+                let released = (|| -> PyResult<(Bound<'py, PyAny>, PyResult<Bound<'py, PyAny>>)> {
+                    let key = arg.get_item(1)?;
+                    Ok((key.clone(), arg.get_item(0)?.call_method1(intern!(py, "compare_and_set"), (key, arg.get_item(2)?, arg.get_item(3)?))))
+                })();
+                return match released {
+                    Ok((key, Ok(aw))) => Next::Await(aw, For::Released(key.unbind())),
+                    Ok((key, Err(e))) => Next::Outcome(For::Released(key.unbind()), Err(e)),
+                    Err(e) => Next::End(e),
+                };
             }
         };
         match begun {
@@ -610,12 +630,9 @@ impl Drive {
                 Next::Await(sleep.call1((delay,))?, For::Slept)
             }
             STEP_WAIT => Next::Await(o.shield.bind(py).call1((arg,))?, For::Woken), // an identical call runs: wait, then look again
-            STEP_RECORD => {
-                let (cfg, rec) = (arg.get_item(0)?, arg.get_item(1)?);
-                Next::Await(cfg.call_method1(intern!(py, "emit"), (&rec, &ctx))?, For::Recorded(rec.unbind()))
-            }
+            STEP_RECORD => self.record(py, &arg.get_item(0)?, arg.get_item(1)?)?,
             STEP_OPEN => {
-                self.span = Some(o.open_span.bind(py).call1((arg.get_item(1)?, arg.get_item(2)?))?.unbind());
+                self.span = observe::open_span(py, &arg.get_item(1)?, &arg.get_item(2)?)?;
                 Next::fed(self.call(py)?.feed(py, EV_OPENED, None)?)
             }
             STEP_GET | STEP_SET | STEP_CAS => {
@@ -690,13 +707,21 @@ impl Drive {
                     out?;
                     Next::fed(self.call(py)?.feed(py, EV_WOKEN, None)?)
                 }
-                For::Recorded(rec) => {
-                    out?;
-                    if let Some(span) = self.span.take() {
-                        own(py)?.close_span.bind(py).call1((span, rec))?;
+                For::Recorded { rec, sink } => {
+                    if let Err(e) = out {
+                        observe::sink_failed(py, sink.bind(py), e)?;
                     }
-                    Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?)
+                    self.recorded(py, rec.into_bound(py))?
                 }
+                For::Released(key) => match out {
+                    Err(e) if !e.is_instance_of::<PyException>(py) => return Err(e),
+                    Err(e) => {
+                        let msg = "idempotency store failed to release the claim on %s; it is held until its lease runs out";
+                        log(py, &own(py)?.middleware_log, "warning", msg, vec![key.into_bound(py)], &e);
+                        Next::Step(STEP_DONE, py.None().into_bound(py))
+                    }
+                    Ok(_) => Next::Step(STEP_DONE, py.None().into_bound(py)),
+                },
                 For::Store(event, key) => match out.and_then(|answer| promised(event, answer)) {
                     Ok(answer) => Next::fed(self.call(py)?.feed(py, event, Some(answer))?),
                     Err(e) if propagates(py, &e) => return Err(e),
@@ -792,19 +817,45 @@ impl Drive {
         Ok(())
     }
 
-    /// The coroutine of an abort's step: release the shared claim, or emit the record (`rec`).
+    /// The drive of an abort's step (a coroutine): release the shared claim, or emit the record
+    /// (`rec`).
     fn abort_step<'py>(&self, py: Python<'py>, step: u8, arg: &Bound<'py, PyTuple>, rec: &mut Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        if step == STEP_CAS {
-            return own(py)?.release.bind(py).call1(arg);
+        let ctx = self.ctx.clone_ref(py);
+        let begin = if step == STEP_CAS {
+            Begin::Release(arg.clone().unbind())
+        } else {
+            let (cfg, record) = (arg.get_item(0)?, arg.get_item(1)?);
+            *rec = Some(record.clone().unbind());
+            Begin::Record(cfg.unbind(), record.unbind())
+        };
+        Ok(Bound::new(py, Drive::new(Some(begin), ctx))?.into_any())
+    }
+
+    /// Emit record `rec` of the audit rule `cfg`: the log and the sink now, `ctx.trace` once the
+    /// sink is done (it may return an awaitable).
+    fn record<'py>(&mut self, py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: Bound<'py, PyAny>) -> PyResult<Next<'py>> {
+        match observe::record(py, cfg, &rec)? {
+            Some((aw, sink)) => Ok(Next::Await(aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind() })),
+            None => self.recorded(py, rec),
         }
-        let (cfg, record) = (arg.get_item(0)?, arg.get_item(1)?);
-        *rec = Some(record.clone().unbind());
-        cfg.call_method1(intern!(py, "emit"), (record, self.ctx.bind(py)))
+    }
+
+    /// The sink has record `rec`: it goes to `ctx.trace`, then the span is closed and the call
+    /// goes on (a drive of the record alone, an abort's, has no call: it ends).
+    fn recorded<'py>(&mut self, py: Python<'py>, rec: Bound<'py, PyAny>) -> PyResult<Next<'py>> {
+        observe::traced(py, &rec, self.ctx.bind(py))?;
+        if self.m.is_none() {
+            return Ok(Next::Step(STEP_DONE, py.None().into_bound(py)));
+        }
+        if let Some(span) = self.span.take() {
+            observe::close_span(py, span.bind(py), Some(&rec), None)?;
+        }
+        Ok(Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?))
     }
 
     fn close_span(&mut self, py: Python<'_>, rec: Option<Py<PyAny>>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
         match self.span.take() {
-            Some(span) => own(py)?.close_span.bind(py).call1((span, rec, exc)).map(drop),
+            Some(span) => observe::close_span(py, span.bind(py), rec.as_ref().map(|r| r.bind(py)), Some(exc)),
             None => Ok(()),
         }
     }
@@ -1037,6 +1088,11 @@ impl Drive {
                 visit.call(m)?;
                 visit.call(e)?;
             }
+            Some(Begin::Record(c, r)) => {
+                visit.call(c)?;
+                visit.call(r)?;
+            }
+            Some(Begin::Release(a)) => visit.call(a)?,
             None => {}
         }
         visit.call(&self.m)?;

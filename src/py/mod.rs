@@ -11,6 +11,7 @@ mod envelope;
 mod frozen;
 mod handoff;
 mod memory;
+mod observe;
 mod pipeline;
 mod providers;
 mod registry;

@@ -233,38 +233,10 @@ fn host_allow_list(py: Python<'_>, allow: Vec<String>) -> Vec<String> {
 
 const DEBUG: u8 = 10;
 
-/// Whether a tracer provider is installed (spans are recorded). Without a provider set yet (the
-/// global is only ever set once) and none named by the environment, the answer is read from
-/// two attributes; otherwise, or before opentelemetry was looked for, `middleware._otel()`
-/// answers.
-fn tracing_on(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
-    let otel = match OTEL.get(py) {
-        Some(found) => found,
-        None => {
-            let state = h.middleware.bind(py).getattr(intern!(py, "_OTEL"))?;
-            if state.is_none() {
-                return h.otel.bind(py).call0()?.is_truthy(); // not looked for yet
-            }
-            let found = match state.cast::<PyTuple>() {
-                // The module's namespace: its `_TRACER_PROVIDER` read as a dict entry.
-                Ok(t) => Some((t.get_item(0)?.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?.unbind(), t.get_item(5)?.is_truthy()?)),
-                Err(_) => None,
-            };
-            OTEL.get_or_init(py, || found)
-        }
-    };
-    let Some((trace, from_env)) = otel else { return Ok(false) }; // opentelemetry-api is not installed
-    let unset = trace.bind(py).get_item(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
-    if unset && !from_env {
-        return Ok(false);
-    }
-    h.otel.bind(py).call0()?.is_truthy()
-}
-
 /// `audit_log.isEnabledFor(DEBUG)`, answered from the logger's own cache when it holds the answer
 /// (logging clears that cache on every level change, `logging.disable` included), so a level
 /// set at run time is followed without a call per tool call.
-fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
+pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
     let log = h.audit_log.bind(py);
     if let Some(cache) = &h.audit_cache {
         let disabled = match h.audit_log_dict.as_ref().map(|d| d.bind(py).get_item(intern!(py, "disabled"))).transpose()?.flatten() {
@@ -287,7 +259,7 @@ fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
 /// tracer provider set later is followed).
 fn observed_by<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Observed> {
     let h = helpers(py)?;
-    let tracing = tracing_on(py, h)?;
+    let tracing = super::observe::tracing_on(py)?;
     let readers = tracing
         || !config.getattr(intern!(py, "sink"))?.is_none()
         || debug_logged(py, h)?
@@ -394,13 +366,9 @@ pub(super) struct Helpers {
     /// `builtins.getattr`: `getattr(obj, name, None)` reads an attribute that is usually absent
     /// without raising (and formatting) an `AttributeError` first.
     pub(super) getattr: Py<PyAny>,
-    /// `agentkit_tools.middleware`: its `_OTEL` (what `_otel()` found of opentelemetry).
-    middleware: Py<PyModule>,
-    /// `middleware._otel`: the tracer when one is installed, else False.
-    otel: Py<PyAny>,
     /// The audit logger (`agentkit_tools.audit`) and its `isEnabledFor` cache (a dict logging
     /// clears, never replaces, on every level change).
-    audit_log: Py<PyAny>,
+    pub(super) audit_log: Py<PyAny>,
     audit_cache: Option<Py<PyDict>>,
     /// The audit logger's instance dict when it is exactly a `logging.Logger` (its `disabled`
     /// read there; a logger class of the host's own is asked).
@@ -465,15 +433,12 @@ impl Helpers {
     }
 }
 
-/// What `middleware._otel()` found once it has looked: the `opentelemetry.trace` module and
-/// whether the environment names a tracer provider, or None without opentelemetry-api.
-static OTEL: PyOnceLock<Option<(Py<PyDict>, bool)>> = PyOnceLock::new();
-
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
 
 pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
     HELPERS.get_or_try_init(py, || {
         let mw = py.import("agentkit_tools.middleware")?;
+        let audit_log = py.import("logging")?.call_method1("getLogger", ("agentkit_tools.audit",))?;
         let frozen = py.import("agentkit_tools.frozen")?;
         Ok(Helpers {
             read_only: mw.getattr("call_is_read_only")?.unbind(),
@@ -483,18 +448,16 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             frozen_dict: frozen.getattr("FrozenDict")?.cast_into::<PyType>()?.unbind(),
             frozen_list: frozen.getattr("FrozenList")?.cast_into::<PyType>()?.unbind(),
             getattr: py.import("builtins")?.getattr("getattr")?.unbind(),
-            otel: mw.getattr("_otel")?.unbind(),
-            audit_cache: mw.getattr("_log")?.getattr_opt("_cache")?.and_then(|c| c.cast_into::<PyDict>().ok()).map(Bound::unbind),
+            audit_cache: audit_log.getattr_opt("_cache")?.and_then(|c| c.cast_into::<PyDict>().ok()).map(Bound::unbind),
             audit_log_dict: {
-                let log = mw.getattr("_log")?;
+                let log = &audit_log;
                 if log.get_type().is(py.import("logging")?.getattr("Logger")?) {
                     log.getattr("__dict__")?.cast_into::<PyDict>().ok().map(Bound::unbind)
                 } else {
                     None
                 }
             },
-            audit_log: mw.getattr("_log")?.unbind(),
-            middleware: mw.unbind(),
+            audit_log: audit_log.clone().unbind(),
             later: py.import("agentkit_tools._runner")?.getattr("Later")?.unbind(),
             timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),

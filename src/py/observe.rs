@@ -1,0 +1,209 @@
+//! How a call is observed (the `audit()` rule): its record sent to the `agentkit_tools.audit`
+//! log, the audit sink and `ctx.trace`, and its OpenTelemetry `execute_tool` span. The drive
+//! (`super::drive`) performs these steps; this module is their conversions to and from Python.
+use pyo3::exceptions::PyImportError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::drive::{log, own, propagates};
+use super::pipeline::{debug_logged, helpers};
+
+/// What was found of opentelemetry-api (imported once, when an `audit()` rule is built or a
+/// call first asks).
+pub(super) struct Otel {
+    /// The `opentelemetry.trace` module's namespace: its `_TRACER_PROVIDER` read as a dict entry.
+    trace_dict: Py<PyDict>,
+    get_tracer_provider: Py<PyAny>,
+    get_current_span: Py<PyAny>,
+    set_span_in_context: Py<PyAny>,
+    /// `(NoOpTracerProvider, ProxyTracerProvider)`: with either, no span is recorded.
+    no_ops: Py<PyTuple>,
+    tracer: Py<PyAny>,
+    status: Py<PyAny>,
+    status_error: Py<PyAny>,
+    attach: Py<PyAny>,
+    detach: Py<PyAny>,
+    /// The environment names a tracer provider (installed on its first lookup).
+    from_env: bool,
+}
+
+static OTEL: PyOnceLock<Option<Otel>> = PyOnceLock::new();
+
+/// opentelemetry-api when it is installed (None without it); looked for once.
+fn otel(py: Python<'_>) -> PyResult<Option<&Otel>> {
+    let found = OTEL.get_or_try_init(py, || {
+        let found = (|| -> PyResult<Otel> {
+            let context = py.import("opentelemetry.context")?;
+            let trace = py.import("opentelemetry.trace")?;
+            let status_code = trace.getattr("StatusCode")?;
+            let no_ops = PyTuple::new(py, [trace.getattr("NoOpTracerProvider")?, trace.getattr("ProxyTracerProvider")?])?;
+            Ok(Otel {
+                trace_dict: trace.dict().unbind(),
+                get_tracer_provider: trace.getattr("get_tracer_provider")?.unbind(),
+                get_current_span: trace.getattr("get_current_span")?.unbind(),
+                set_span_in_context: trace.getattr("set_span_in_context")?.unbind(),
+                no_ops: no_ops.unbind(),
+                tracer: trace.call_method1("get_tracer", ("agentkit_tools",))?.unbind(),
+                status: trace.getattr("Status")?.unbind(),
+                status_error: status_code.getattr("ERROR")?.unbind(),
+                attach: context.getattr("attach")?.unbind(),
+                detach: context.getattr("detach")?.unbind(),
+                from_env: py.import("os")?.getattr("environ")?.contains("OTEL_PYTHON_TRACER_PROVIDER")?,
+            })
+        })();
+        match found {
+            Ok(o) => Ok(Some(o)),
+            Err(e) if e.is_instance_of::<PyImportError>(py) => Ok(None),
+            Err(e) => Err(e),
+        }
+    })?;
+    Ok(found.as_ref())
+}
+
+/// opentelemetry when a tracer provider is installed (spans are recorded), else None: without
+/// one every span would be a no-op that still costs more than the rest of the chain.
+fn tracer(py: Python<'_>) -> PyResult<Option<&Otel>> {
+    let Some(o) = otel(py)? else { return Ok(None) };
+    let provider = o.get_tracer_provider.bind(py).call0()?;
+    Ok(if provider.is_instance(o.no_ops.bind(py))? { None } else { Some(o) })
+}
+
+/// Whether a tracer provider is installed. Without a provider set yet (the global is only ever
+/// set once) and none named by the environment, the answer is read from one attribute.
+pub(super) fn tracing_on(py: Python<'_>) -> PyResult<bool> {
+    let Some(o) = otel(py)? else { return Ok(false) }; // opentelemetry-api is not installed
+    let unset = o.trace_dict.bind(py).get_item(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
+    if unset && !o.from_env {
+        return Ok(false);
+    }
+    Ok(tracer(py)?.is_some())
+}
+
+/// Start the `execute_tool` span of call `call_id` of tool `name` and make it the current span:
+/// the span and the token that makes the context before it current again (None: no tracer
+/// provider is installed).
+pub(super) fn open_span(py: Python<'_>, name: &Bound<'_, PyAny>, call_id: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyTuple>>> {
+    let Some(o) = tracer(py)? else { return Ok(None) };
+    let attributes = PyDict::new(py);
+    attributes.set_item(intern!(py, "gen_ai.operation.name"), intern!(py, "execute_tool"))?;
+    let name = if name.is_truthy()? { name.clone() } else { PyString::new(py, "").into_any() };
+    attributes.set_item(intern!(py, "gen_ai.tool.name"), name)?;
+    if !call_id.is_none() {
+        attributes.set_item(intern!(py, "gen_ai.tool.call.id"), call_id.str()?)?;
+    }
+    let kw = PyDict::new(py);
+    kw.set_item(intern!(py, "attributes"), attributes)?;
+    kw.set_item(intern!(py, "record_exception"), false)?;
+    kw.set_item(intern!(py, "set_status_on_exception"), false)?;
+    let span = o.tracer.bind(py).call_method(intern!(py, "start_span"), (intern!(py, "execute_tool"),), Some(&kw))?;
+    let token = o.attach.bind(py).call1((o.set_span_in_context.bind(py).call1((&span,))?,))?;
+    Ok(Some(PyTuple::new(py, [span, token])?.unbind()))
+}
+
+/// End a call's span (`opened`: what `open_span` gave), with the attributes and status of its
+/// record `rec` (None: the call was aborted before its record). A call dropped and
+/// garbage-collected (`exc` a `GeneratorExit`) is closed by the collector in whatever context is
+/// current there, not in its task's: its span is ended but the context it was made current in is
+/// not restored (that context goes with the task, and restoring it elsewhere fails and would be
+/// logged as an error).
+pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, rec: Option<&Bound<'_, PyAny>>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let (span, token) = (opened.get_item(0)?, opened.get_item(1)?);
+    let o = otel(py)?.ok_or_else(|| PyImportError::new_err("opentelemetry"))?;
+    let attributes = (|| -> PyResult<()> {
+        let Some(rec) = rec else { return Ok(()) };
+        let outcome = rec.get_item(intern!(py, "outcome"))?;
+        let a = PyDict::new(py);
+        a.set_item(intern!(py, "agentkit.tool.args_hash"), rec.get_item(intern!(py, "args_hash"))?)?;
+        a.set_item(intern!(py, "agentkit.tool.outcome"), &outcome)?;
+        a.set_item(intern!(py, "agentkit.tool.decision"), rec.get_item(intern!(py, "decision"))?)?;
+        a.set_item(intern!(py, "agentkit.tool.attempts"), rec.get_item(intern!(py, "attempts"))?)?;
+        span.call_method1(intern!(py, "set_attributes"), (a,))?;
+        if outcome.ne(intern!(py, "ok"))? && outcome.ne(intern!(py, "cancelled"))? {
+            let traced = tracer(py)?.is_some();
+            span.call_method1(intern!(py, "set_attribute"), (intern!(py, "error.type"), &outcome))?;
+            if traced {
+                span.call_method1(intern!(py, "set_status"), (o.status.bind(py).call1((o.status_error.bind(py), &outcome))?,))?;
+            }
+        }
+        Ok(())
+    })();
+    let detached = (|| -> PyResult<()> {
+        let dropped = exc.is_some_and(|e| e.is_instance_of::<pyo3::exceptions::PyGeneratorExit>());
+        if !dropped || o.get_current_span.bind(py).call0()?.is(&span) {
+            o.detach.bind(py).call1((token,))?;
+        }
+        Ok(())
+    })();
+    span.call_method0(intern!(py, "end"))?;
+    detached?;
+    attributes
+}
+
+/// The record `rec` of a call in `ctx` to the DEBUG log and the sink of the audit rule `cfg`:
+/// the sink's awaitable (and the sink) when it returned one, to await (see `sink_failed`).
+pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    let h = helpers(py)?;
+    if debug_logged(py, h)? {
+        let kw = PyDict::new(py);
+        let extra = PyDict::new(py);
+        extra.set_item(intern!(py, "audit"), rec)?;
+        kw.set_item(intern!(py, "extra"), extra)?;
+        let args = (
+            intern!(py, "tool call %s %s: %s after %d attempt(s) in %.3f ms"),
+            rec.get_item(intern!(py, "tool"))?,
+            rec.get_item(intern!(py, "decision"))?,
+            rec.get_item(intern!(py, "outcome"))?,
+            rec.get_item(intern!(py, "attempts"))?,
+            rec.get_item(intern!(py, "elapsed_ms"))?,
+        );
+        h.audit_log.bind(py).call_method(intern!(py, "debug"), args, Some(&kw))?;
+    }
+    let sink = cfg.getattr(intern!(py, "sink"))?;
+    if sink.is_none() {
+        return Ok(None);
+    }
+    match sink.call1((rec,)) {
+        Ok(done) if own(py)?.isawaitable.bind(py).call1((&done,))?.is_truthy()? => Ok(Some((done, sink))),
+        Ok(_) => Ok(None),
+        Err(e) => sink_failed(py, &sink, e).map(|()| None),
+    }
+}
+
+/// The audit sink `sink` raised `e` (or its awaitable did): logged (the call's result is
+/// unaffected), unless it propagates.
+pub(super) fn sink_failed(py: Python<'_>, sink: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
+    if propagates(py, &e) {
+        return Err(e);
+    }
+    log(py, &own(py)?.middleware_log, "error", "audit sink %r failed (the call's result is unaffected)", vec![sink.clone()], &e);
+    Ok(())
+}
+
+/// The record `rec` to `ctx.trace` as a `"tool.call"` event (its `event` or `add_event` method,
+/// or itself called); a failure is logged unless it propagates.
+pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>) -> PyResult<()> {
+    let Some(trace) = ctx.getattr_opt(intern!(py, "trace"))?.filter(|t| !t.is_none()) else { return Ok(()) };
+    let sent = (|| -> PyResult<()> {
+        let mut emit = None;
+        for name in [intern!(py, "event"), intern!(py, "add_event")] {
+            if let Some(m) = trace.getattr_opt(name)? {
+                if m.is_truthy()? {
+                    emit = Some(m);
+                    break;
+                }
+            }
+        }
+        emit.unwrap_or_else(|| trace.clone()).call1((intern!(py, "tool.call"), rec))?;
+        Ok(())
+    })();
+    match sent {
+        Err(e) if propagates(py, &e) => Err(e),
+        Err(e) => {
+            log(py, &own(py)?.middleware_log, "error", "ctx.trace failed (the call's result is unaffected)", Vec::new(), &e);
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
