@@ -414,3 +414,38 @@ async def test_a_call_cancelled_again_while_it_is_aborted_still_releases_its_cla
     assert doc(await store.inner.get(claim_key(ctx.run_id))) == {"s": "free"}
     assert [(r["outcome"], r["attempts"], r["decision"]) for r in records] == [("cancelled", 1, "failed")]
     assert runs == ["4242"]
+
+
+async def test_a_call_cancelled_again_while_it_is_aborted_ends_its_span_and_logs_nothing(
+    span_exporter: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rest of the abort goes on in a task of its own: it ends the call's ``execute_tool``
+    span with its record, and the context that span was made current in (the caller's task's)
+    is not restored from there (that fails, logged as an error by opentelemetry)."""
+    from agentkit_tools import InMemoryStore
+
+    runs: list[str] = []
+    started = asyncio.Event()
+    store = SlowRelease(InMemoryStore())
+    inv = Invoker(ToolRegistry([charging(runs, started)]), middleware=chain(store))
+    ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+    first = asyncio.create_task(inv.invoke(call(1), ctx))
+    await asyncio.wait_for(started.wait(), 30)
+    first.cancel()
+    await asyncio.wait_for(store.releasing.wait(), 30)
+    caplog.clear()
+    await cancel(first)  # cancelled again while the release awaits
+    store.go_on.set()
+    for _ in range(100):
+        if span_exporter.get_finished_spans():
+            break
+        await asyncio.sleep(0.01)
+    assert store.released == [True]
+    assert [(s.name, dict(s.attributes)) for s in span_exporter.get_finished_spans()] == [
+        ("execute_tool", {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge", "gen_ai.tool.call.id": "c1",
+            "agentkit.tool.args_hash": _core.canonical_args(CALL_ARGS)[1], "agentkit.tool.outcome": "cancelled",
+            "agentkit.tool.decision": "failed", "agentkit.tool.attempts": 1,
+        })
+    ]
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -807,7 +807,11 @@ impl Drive {
     fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>>, step: Py<PyAny>) -> PyResult<()> {
         let h = helpers(py)?;
         let mut rest = Drive::new(None, self.ctx.clone_ref(py));
-        rest.span = self.span.take();
+        // The span's context is restored here, in the caller's task; the rest ends the span.
+        rest.span = match self.span.take() {
+            Some(span) => Some(observe::restore_context(py, span.bind(py))?.unbind()),
+            None => None,
+        };
         rest.aborting = Some(exc.clone_ref(py));
         let aw = own(py)?.shield.bind(py).call1((step.bind(py),))?;
         rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, rec, step }));

@@ -131,6 +131,9 @@ pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, rec: Optio
     })();
     let detached = (|| -> PyResult<()> {
         let dropped = exc.is_some_and(|e| e.is_instance_of::<pyo3::exceptions::PyGeneratorExit>());
+        if token.is_none() {
+            return Ok(()); // restored already (see `restore_context`)
+        }
         if !dropped || o.get_current_span.bind(py).call0()?.is(&span) {
             o.detach.bind(py).call1((token,))?;
         }
@@ -139,6 +142,16 @@ pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, rec: Optio
     span.call_method0(intern!(py, "end"))?;
     detached?;
     attributes
+}
+
+/// Make the context before span `opened` current again now, in the task it was made current
+/// in (its call goes on elsewhere and its span is ended there): the span without its token.
+pub(super) fn restore_context<'py>(py: Python<'py>, opened: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyTuple>> {
+    let (span, token) = (opened.get_item(0)?, opened.get_item(1)?);
+    if let Some(o) = otel(py)? {
+        o.detach.bind(py).call1((token,))?;
+    }
+    PyTuple::new(py, [span, py.None().into_bound(py)])
 }
 
 /// The record `rec` of a call in `ctx` to the DEBUG log and the sink of the audit rule `cfg`:
