@@ -736,6 +736,57 @@ async def test_a_shared_store_deduplicates_results_that_are_not_plain_json(share
     assert elsewhere.startswith(notice) and "A-7" in elsewhere and "500" in elsewhere, elsewhere
 
 
+class _Writes:
+    """An in-memory store that keeps every document written (``set`` and ``compare_and_set``)."""
+
+    def __init__(self) -> None:
+        from agentkit_tools import InMemoryStore
+
+        self.inner = InMemoryStore()
+        self.written: list[Any] = []
+
+    async def get(self, key: str) -> Any:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: Any) -> None:
+        self.written.append(value)
+        await self.inner.set(key, value)
+
+    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
+        self.written.append(value)
+        return bool(await self.inner.compare_and_set(key, expected, value))
+
+
+async def test_the_text_a_shared_store_keeps_of_a_result(caplog: pytest.LogCaptureFixture) -> None:
+    """Compact JSON in the result's own key order, non-ASCII kept, what JSON cannot hold as
+    pydantic's JSON data (a datetime); a result that is not JSON at all (circular) is not shared
+    (logged) and its claim is released."""
+    import datetime
+    import logging
+
+    looped: list[Any] = []
+    looped.append(looped)
+    values = {"plain": {"b": "é", "a": [1, 2.5, None], "at": datetime.datetime(2026, 12, 1, 9, 30)}, "looped": looped}
+
+    @tool(side_effecting=True)
+    def keep(which: str) -> Any:
+        """Keep a thing and answer what was kept."""
+        return values[which]
+
+    store = _Writes()
+    inv = Invoker(ToolRegistry([keep]), middleware=shared_chain(store))
+    ctx = ToolContext(run_id="conv-text")
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        assert (await inv.invoke(c("keep", 1, which="plain"), ctx))["ok"] is True
+        assert (await inv.invoke(c("keep", 2, which="looped"), ctx))["ok"] is True
+    done = [w for w in store.written if '"done"' in w]
+    assert done == ['{"s":"done","value":{"b":"é","a":[1,2.5,null],"at":"2026-12-01T09:30:00"}}']
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("agentkit_tools.middleware", "WARNING", "a result of type list cannot be stored as JSON; not shared for deduplication")
+    ]
+    assert store.written[-1] == '{"s":"free"}'
+
+
 CRASHING_WORKER = textwrap.dedent(
     """
     import asyncio, sys

@@ -110,13 +110,7 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
             result = "\n".join(f"{k}: {v if isinstance(v, str) else _json_text(v)}" for k, v in result.outputs.items())
         elif hasattr(result, "outputs"):
             result = result.outputs
-    if isinstance(result, str):
-        text = result
-    else:
-        try:
-            text = json.dumps(result, default=_text, ensure_ascii=False)
-        except (ValueError, RecursionError):  # a circular or too deeply nested value
-            text = _text(result)
+    text = result if isinstance(result, str) else _json_text(result)
     try:
         return _core.truncate(text, max_chars)  # type: ignore[no-any-return]
     except UnicodeEncodeError:  # a lone surrogate (not text): shown as U+FFFD, never an exception
@@ -124,6 +118,8 @@ def render_result(result: Any, *, max_chars: int = 2000) -> str:
 
 
 def _json_text(value: Any) -> str:
+    """``value`` as JSON text (non-JSON values via :func:`_text`, non-ASCII kept), or
+    :func:`_text` of it when it is circular or nested too deeply for JSON."""
     try:
         return json.dumps(value, default=_text, ensure_ascii=False)
     except (ValueError, RecursionError):

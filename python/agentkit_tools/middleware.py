@@ -12,7 +12,6 @@ envelope`` that calls the next one or answers itself.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -273,32 +272,6 @@ class _Idempotency(_Builtin):
             raise ValueError(f"idempotency: lease_s must be > 0 seconds, got {lease_s}")
         self.store = store
         self.lease_s = lease_s
-
-
-def _json_text(value: Any) -> str | None:
-    """The JSON text a shared store keeps of a result (None, logged: it is not JSON)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
-    except (TypeError, ValueError, RecursionError):
-        _mw_log.warning("a result of type %s cannot be stored as JSON; not shared for deduplication", type(value).__name__)
-        return None
-
-
-def _json_default(value: Any) -> Any:
-    """JSON data for a result that is not plain JSON (a dataclass, a pydantic model, a
-    datetime): what another worker reads back is this data."""
-    try:
-        from pydantic_core import to_jsonable_python
-    except ImportError:
-        to_jsonable_python = None
-    if to_jsonable_python is not None:
-        return to_jsonable_python(value, fallback=str)
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    isoformat = getattr(value, "isoformat", None)
-    return isoformat() if callable(isoformat) else str(value)
 
 
 def idempotency(store: Any = None, *, lease_s: float = 60.0) -> Middleware:

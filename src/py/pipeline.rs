@@ -358,7 +358,6 @@ fn now(unix: bool) -> Time {
 /// Python helpers the binding calls back (imported once); the relay (`super::relay`) uses them too.
 pub(super) struct Helpers {
     read_only: Py<PyAny>,
-    json_text: Py<PyAny>,
     pub(super) monotonic: Py<PyAny>,
     pub(super) get_running_loop: Py<PyAny>,
     frozen_dict: Py<PyType>,
@@ -442,7 +441,6 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
         let frozen = py.import("agentkit_tools.frozen")?;
         Ok(Helpers {
             read_only: mw.getattr("call_is_read_only")?.unbind(),
-            json_text: mw.getattr("_json_text")?.unbind(),
             monotonic: py.import("time")?.getattr("monotonic")?.unbind(),
             get_running_loop: py.import("asyncio")?.getattr("get_running_loop")?.unbind(),
             frozen_dict: frozen.getattr("FrozenDict")?.cast_into::<PyType>()?.unbind(),
@@ -1771,8 +1769,7 @@ impl Call {
     /// Feed in the value the body returned (checked against the output schema).
     fn ok_step(&mut self, py: Python<'_>, value: Bound<'_, PyAny>) -> PyResult<Step<V>> {
         if self.m.wants_value_json() {
-            let text = helpers(py)?.json_text.bind(py).call1((&value,))?;
-            self.m.set_value_json(text.extract::<Option<String>>()?);
+            self.m.set_value_json(stored_text(py, &value)?);
         }
         Ok(self.feed_step(py, Event::BodyOk(Arc::new(value.unbind()))))
     }
@@ -2014,8 +2011,7 @@ impl Call {
         let value = if ok { get("value").map(|v| Arc::new(v.unbind())) } else { None };
         if ok && self.m.wants_value_json() {
             let v = get("value").unwrap_or_else(|| py.None().into_bound(py));
-            let text = helpers(py)?.json_text.bind(py).call1((&v,))?;
-            self.m.set_value_json(text.extract::<Option<String>>()?);
+            self.m.set_value_json(stored_text(py, &v)?);
         }
         self.held = Some(match env.cast_into::<PyDict>() {
             Ok(d) => d.unbind(),
@@ -2093,3 +2089,65 @@ impl Call {
     }
 }
 
+
+// ------------------------------------------------------------------ idempotency: a result's stored text
+
+/// `json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default).encode`
+/// (one encoder: `json.dumps` with these arguments makes the same one per call) and
+/// `pydantic_core.to_jsonable_python` when pydantic is installed.
+struct StoredJson {
+    encode: Py<PyAny>,
+    to_jsonable: Option<Py<PyAny>>,
+}
+
+static STORED_JSON: PyOnceLock<StoredJson> = PyOnceLock::new();
+
+fn stored_json(py: Python<'_>) -> PyResult<&StoredJson> {
+    STORED_JSON.get_or_try_init(py, || {
+        let kw = PyDict::new(py);
+        kw.set_item("ensure_ascii", false)?;
+        kw.set_item("separators", (",", ":"))?;
+        kw.set_item("default", wrap_pyfunction!(json_default, py)?)?;
+        let encoder = py.import("json")?.getattr("JSONEncoder")?.call((), Some(&kw))?;
+        let to_jsonable = match py.import("pydantic_core") {
+            Ok(m) => Some(m.getattr("to_jsonable_python")?.unbind()),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyImportError>(py) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(StoredJson { encode: encoder.getattr("encode")?.unbind(), to_jsonable })
+    })
+}
+
+/// The JSON text a shared store keeps of a result; None (logged) when it is not JSON.
+fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    match stored_json(py)?.encode.bind(py).call1((value,)) {
+        Ok(text) => text.extract().map(Some),
+        Err(e) if e.is_instance_of::<PyTypeError>(py) || e.is_instance_of::<PyValueError>(py) || e.is_instance_of::<pyo3::exceptions::PyRecursionError>(py) => {
+            let kind = value.get_type().name()?;
+            let msg = "a result of type %s cannot be stored as JSON; not shared for deduplication";
+            super::drive::own(py)?.middleware_log.bind(py).call_method1(intern!(py, "warning"), (msg, kind))?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// JSON data for a result that is not plain JSON (a dataclass, a pydantic model, a datetime):
+/// what another worker reads back is this data.
+#[pyfunction]
+fn json_default<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let _in = super::shutdown::inside(py);
+    if let Some(to_jsonable) = &stored_json(py)?.to_jsonable {
+        let kw = PyDict::new(py);
+        kw.set_item(intern!(py, "fallback"), py.get_type::<PyString>())?;
+        return to_jsonable.bind(py).call((value,), Some(&kw));
+    }
+    let dataclasses = py.import("dataclasses")?;
+    if dataclasses.call_method1(intern!(py, "is_dataclass"), (&value,))?.is_truthy()? && !value.is_instance_of::<PyType>() {
+        return dataclasses.call_method1(intern!(py, "asdict"), (&value,));
+    }
+    match value.getattr_opt(intern!(py, "isoformat"))? {
+        Some(isoformat) if isoformat.is_callable() => isoformat.call0(),
+        _ => Ok(value.str()?.into_any()),
+    }
+}
