@@ -175,6 +175,45 @@ async def test_audit_follows_log_level_changes_made_while_calls_run():
         assert seen == [(0, 0), (1, 1), (0, 0), (1, 1), (0, 0), (1, 1)]
 
 
+async def test_ctx_trace_gets_the_record_through_event_then_add_event_then_itself(caplog):
+    """``ctx.trace``'s ``event`` method, else (absent or falsy) its ``add_event``, else the
+    object itself is called; one that raises is logged and the call's result is unaffected."""
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    got: list[tuple[str, str, str]] = []
+
+    class Both:
+        def event(self, name: str, rec: dict) -> None:
+            got.append(("event", name, rec["call_id"]))
+
+        def add_event(self, name: str, rec: dict) -> None:
+            got.append(("add_event", name, rec["call_id"]))
+
+    class AddOnly:
+        event = None
+
+        def add_event(self, name: str, rec: dict) -> None:
+            got.append(("add_event", name, rec["call_id"]))
+
+    class Broken:
+        def event(self, name: str, rec: dict) -> None:
+            raise ValueError("trace is down")
+
+    inv = Invoker(ToolRegistry([ping]), middleware=[mw.audit()])
+    traces = [Both(), AddOnly(), lambda name, rec: got.append(("called", name, rec["call_id"])), Broken()]
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        for i, trace in enumerate(traces):
+            env = await inv.invoke(call("ping", f"t{i}"), ToolContext(run_id="r", trace=trace))
+            assert (env["ok"], env["value"]) == (True, "pong")
+    assert got == [("event", "tool.call", "t0"), ("add_event", "tool.call", "t1"), ("called", "tool.call", "t2")]
+    assert [(r.name, r.levelname, r.getMessage(), r.exc_info[0]) for r in caplog.records] == [
+        ("agentkit_tools.middleware", "ERROR", "ctx.trace failed (the call's result is unaffected)", ValueError)
+    ]
+
+
 async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call():
     @tool(read_only=True)
     def ping() -> str:

@@ -178,7 +178,8 @@ pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<
         return Ok(None);
     }
     match sink.call1((rec,)) {
-        Ok(done) if own(py)?.isawaitable.bind(py).call1((&done,))?.is_truthy()? => Ok(Some((done, sink))),
+        // (None, what a sync sink returns, is never awaitable: not asked)
+        Ok(done) if !done.is_none() && own(py)?.isawaitable.bind(py).call1((&done,))?.is_truthy()? => Ok(Some((done, sink))),
         Ok(_) => Ok(None),
         Err(e) => sink_failed(py, &sink, e).map(|()| None),
     }
@@ -197,15 +198,22 @@ pub(super) fn sink_failed(py: Python<'_>, sink: &Bound<'_, PyAny>, e: PyErr) -> 
 /// The record `rec` to `ctx.trace` as a `"tool.call"` event (its `event` or `add_event` method,
 /// or itself called); a failure is logged unless it propagates.
 pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>) -> PyResult<()> {
-    let Some(trace) = ctx.getattr_opt(intern!(py, "trace"))?.filter(|t| !t.is_none()) else { return Ok(()) };
+    if ctx.is_none() {
+        return Ok(());
+    }
+    // `getattr(obj, name, None)`: an absent attribute costs no `AttributeError`.
+    let getattr = helpers(py)?.getattr.bind(py);
+    let trace = getattr.call1((ctx, intern!(py, "trace"), py.None()))?;
+    if trace.is_none() {
+        return Ok(());
+    }
     let sent = (|| -> PyResult<()> {
         let mut emit = None;
         for name in [intern!(py, "event"), intern!(py, "add_event")] {
-            if let Some(m) = trace.getattr_opt(name)? {
-                if m.is_truthy()? {
-                    emit = Some(m);
-                    break;
-                }
+            let m = getattr.call1((&trace, name, py.None()))?;
+            if m.is_truthy()? {
+                emit = Some(m);
+                break;
             }
         }
         emit.unwrap_or_else(|| trace.clone()).call1((intern!(py, "tool.call"), rec))?;
