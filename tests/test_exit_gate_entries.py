@@ -33,6 +33,8 @@ UNGATED = {
     "registry.rs::CoreRegistry::__clear__": _GC,
     "relay.rs::Relay::__traverse__": _GC,
     "relay.rs::Relay::__clear__": _GC,
+    "turn.rs::Turn::__traverse__": _GC,
+    "turn.rs::Turn::__clear__": _GC,
     "awaiting.rs::BodyAwait::__traverse__": _GC,
     "awaiting.rs::BodyAwait::__clear__": (
         "called by the collector, which must not park; what it drops may run host code (a body's "

@@ -983,3 +983,120 @@ async def test_a_body_awaiting_a_task_with_a_slow_clean_up_times_out_at_its_dead
         await asyncio.sleep(0.6)  # the awaited task's clean-up still ran to its end
         assert cleaned == ["work"]
         cleaned.clear()
+
+
+# ------------------------------------------------------------------ a turn dropped pending
+
+
+def _pending_turn(records: list[tuple[str, str]]) -> tuple[Invoker, list[dict[str, Any]]]:
+    """An Invoker and a turn whose calls never end by themselves: an async body waiting (its
+    task steps the body), a call waiting for its approver (its task steps the call's driver), one
+    answered at once."""
+
+    @tool(read_only=True)
+    async def hangs(x: int) -> int:
+        """Wait for a future nobody completes."""
+        await asyncio.get_running_loop().create_future()
+        return x
+
+    @tool(side_effecting=True, requires_approval=True)
+    async def gated(x: int) -> int:
+        """Answer with the number given, once approved."""
+        return x
+
+    async def approver(*_: Any) -> bool:
+        await asyncio.get_running_loop().create_future()
+        return True
+
+    # no timeout rule: no deadline of a call (an entry of the loop's timer) keeps the turn alive
+    chain = [mw.audit(lambda r: records.append((r["call_id"], r["outcome"]))), mw.approval(approver), *mw.default_chain()[2:-1]]
+    inv = Invoker(ToolRegistry([hangs, gated, instant]), middleware=chain)
+    return inv, [call("hangs", "1", x=1), call("gated", "2", x=2), call("instant", "3", x=3)]
+
+
+async def test_a_turn_collected_pending_aborts_every_call_and_keeps_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing refers to a pending turn any more (its caller's task dropped): collected, each of
+    its calls is aborted as cancelled (one record each), its tasks end at once, nothing of it
+    (its context) stays alive, nothing is logged or reported as unraisable."""
+    import gc
+    import weakref
+
+    class Ctx:
+        run_id = "conv"
+
+    records: list[tuple[str, str]] = []
+    inv, calls = _pending_turn(records)
+    ctx = Ctx()
+    ref = weakref.ref(ctx)
+    before = set(asyncio.all_tasks())
+    task = asyncio.ensure_future(inv.invoke_many(calls, ctx))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    await asyncio.sleep(0.02)
+    assert not task.done() and len(asyncio.all_tasks() - before) == 3
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        caplog.clear()
+        del task, ctx
+        gc.collect()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert sorted(records) == [("1", "cancelled"), ("2", "cancelled"), ("3", "ok")]
+    assert asyncio.all_tasks() - before == set()
+    assert ref() is None
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 30] == []
+    assert [u.exc_value for u in unraisable] == []
+
+
+def test_a_turn_whose_loop_is_closed_pending_aborts_every_call_and_keeps_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """The loop is closed with the turn pending, then the caller's task dropped: each call is
+    aborted as cancelled (one record each), nothing of the turn or its loop stays alive, nothing
+    is logged or reported."""
+    import gc
+    import weakref
+
+    class Ctx:
+        run_id = "conv"
+
+    records: list[tuple[str, str]] = []
+    inv, calls = _pending_turn(records)
+    ctx = Ctx()
+    ref = weakref.ref(ctx)
+    loop = asyncio.new_event_loop()
+    loop_ref = weakref.ref(loop)
+    task = loop.create_task(inv.invoke_many(calls, ctx))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    loop.run_until_complete(asyncio.sleep(0.02))
+    assert not task.done()
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        caplog.clear()
+        loop.close()
+        del task, ctx, loop
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert sorted(records) == [("1", "cancelled"), ("2", "cancelled"), ("3", "ok")]
+    assert (ref(), loop_ref()) == (None, None)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 30] == []
+    assert [u.exc_value for u in unraisable] == []
+
+
+async def test_a_turn_whose_coroutine_is_closed_with_its_loop_running_aborts_every_call() -> None:
+    """Someone closes the coroutine awaiting the turn while its loop runs: every call is aborted
+    as cancelled (one record each), its tasks end at their next step, none with an error."""
+    records: list[tuple[str, str]] = []
+    inv, calls = _pending_turn(records)
+    coro = inv.invoke_many(calls)
+    assert coro.send(None) is not None  # the turn starts its calls and waits
+    mine = {t for t in asyncio.all_tasks() if type(t.get_coro()).__name__ == "Relay"}
+    assert len(mine) == 3  # one per call (the one answering at once has ended by the close)
+    await asyncio.sleep(0.02)
+    coro.close()
+    await asyncio.wait(mine, timeout=5)
+    assert sorted(t.cancelled() for t in mine if t.done()) == [False, True, True]
+    assert sorted(records) == [("1", "cancelled"), ("2", "cancelled"), ("3", "ok")]

@@ -536,7 +536,10 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
     that a plain coroutine awaited there costs too). The suspended body itself is stepped by the
     driver inside the core (no ``BodyAwait`` entry). None for the calls answered at once. In a turn of ``invoke_many`` each call's task steps the core's ``Relay`` (its
     coroutine) from C the same way: two ``Relay.__next__`` per call that suspends once, one per
-    call that does not, as many steps as a task of a plain coroutine takes."""
+    call that does not, as many steps as a task of a plain coroutine takes; and the caller awaits
+    the turn itself (the core's ``Turn``): one ``__await__`` and two ``__next__`` (starting every
+    call, then collecting the envelopes once the last one is answered), whatever the number of
+    calls."""
     import sys
     from collections import Counter
 
@@ -609,7 +612,7 @@ async def test_crossings_into_the_core_per_default_chain_call() -> None:
         before = _core.protocol_entries()
         envs = await inv.invoke_many([{"id": str(i), "name": name, "input": {"a": 3, "b": 4 + i}} for i in range(2)])
         assert [e["value"] for e in envs] == [7, 8]
-        assert protocol_since(before) == {"Relay.__next__": 2 * steps}
+        assert protocol_since(before) == {"Relay.__next__": 2 * steps, "Turn.__await__": 1, "Turn.__next__": 2}
 
 
 @pytest.mark.parametrize("waits", ["audit sink", "approver", "idempotency store"])

@@ -27,6 +27,7 @@ __all__ = [
     "drive",
     "call_fault",
     "Relay",
+    "Turn",
     "BodyAwait",
     "BodyTask",
     "host_allow_list",
@@ -658,30 +659,25 @@ class BodyTask:
 
 @final
 class Relay:
-    """The coroutine of a task that runs one ``async`` tool body (call ``i`` of an
-    ``Invoker.invoke_many`` turn): ``loop.create_task(Relay(arg, ctx, turn, i, m))``.
+    """The coroutine of each task of an ``Invoker.invoke_many`` turn (see :class:`Turn`), made by
+    the turn.
 
-    ``arg``: the ``STEP_RUN`` payload ``(tool, args, limit_s, kind)`` of an async body; ``ctx``:
-    the call's context; ``m``: its ``Call``. In the task's first step the body starts
-    (``tool.fn(args, ctx)``; none when ``limit_s <= 0``; an awaitable it returns that is no
-    coroutine is awaited through its ``__await__``, a non-awaitable is a ``TypeError`` of the
-    body, as for ``Invoker.invoke``) within a deadline of ``limit_s``
-    seconds (None: none); the call of ``tool.fn`` and each step of the body run in one copy of the
-    task's ``contextvars``;
-    what it yields goes to the task, what the task sends or throws goes to it. At the deadline
-    the body is cancelled and, if its clean-up suspends, that goes on in a task of its own (its
-    outcome dropped) while the call ends at once with ``ToolTimeoutError``; a result past the
-    deadline is a ``ToolTimeoutError`` too. A value the body returned is checked against the
-    tool's output schema (an awaitable one is settled within what is left of the deadline) and
-    fed to ``m``; then ``turn._answer(i, envelope)``, or
-    ``turn._then(i, m, step, payload)`` for a call that goes on (a retry, an audit record);
-    what the body raised goes to ``turn._failed(i, m, exc)``. Those return None, or a coroutine
-    the task goes on with. Every way the relay ends hands the call to the turn exactly once: a
-    throw before the body started is what the body raised, a fault of the relay's own goes to
-    ``turn._failed`` too, a close goes to ``turn._closed(i, m, exc)``. A ``Relay`` is awaited
-    once."""
+    A call whose first step is its ``async`` body: in the task's first step the body starts
+    (``tool.fn(args, ctx)``; none when its time limit is not positive; an awaitable it returns
+    that is no coroutine is awaited through its ``__await__``, a non-awaitable is a
+    ``TypeError`` of the body, as for ``Invoker.invoke``) within its deadline; the call of
+    ``tool.fn`` and each step of the body run in one copy of the task's ``contextvars``; what it
+    yields goes to the task, what the task sends or throws goes to it. At the deadline the body
+    is cancelled and, if its clean-up suspends, that goes on in a task of its own (its outcome
+    dropped) while the call ends at once with ``ToolTimeoutError``; a result past the deadline
+    is a ``ToolTimeoutError`` too. A value the body returned is checked against the tool's output
+    schema (an awaitable one is settled within what is left of the deadline) and fed to the
+    call's state; the call is then answered, or goes on through its :class:`Drive` in the same
+    task (a retry, an audit record). Any other call's task steps its :class:`Drive` from the
+    start; the aborts of a cancelled turn's calls run in one such task too. Every way the relay
+    ends hands its call back to the turn exactly once (answered, stopped, or closed). A
+    ``Relay`` is awaited once."""
 
-    def __new__(cls, arg: tuple[Any, Any, float | None, int], ctx: object, turn: Any, i: int, m: Call) -> Self: ...
     @property
     def cr_frame(self) -> Any:
         """The frame of the coroutine the relay steps now (the body; the driver's coroutine
@@ -825,12 +821,44 @@ class Drive:
     def close(self) -> None:
         """Close what the drive awaits, then abort the call as cancelled without awaiting."""
 
+@final
+class Turn:
+    """The calls of one ``Invoker.invoke_many`` turn through pipeline ``pipe`` (built-in rules
+    only) against ``registry``, each with context ``ctx``: ``await Turn(pipe, registry, calls,
+    ctx)`` returns their envelopes in call order.
+
+    Every call is admitted in call order before any body runs; a call answered at once is
+    answered, every other call runs as a task of its own whose coroutine is a :class:`Relay`.
+    The cancellation of the awaiting task cancels every task still running; once they have all
+    ended, the calls still unanswered are aborted (their shared claims released, their records
+    ``cancelled``) in a task of their own that further cancellations do not interrupt, and it
+    propagates. ``KeyboardInterrupt``/``SystemExit`` from a call aborts it and is raised at the
+    ``await`` the same way. Closed pending (its loop closed with it), each task left is closed
+    (and cancelled if its loop still runs) and each call left aborted as cancelled without
+    awaiting."""
+
+    def __new__(cls, pipe: Pipeline, registry: CoreRegistry, calls: list[Any], ctx: object) -> Self: ...
+    def __await__(self) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: object) -> Any:
+        """Take the next step, what the turn awaits getting ``value``; returns what it yields,
+        raises ``StopIteration`` with the envelopes when every call is answered."""
+
+    def throw(self, exc: BaseException | type[BaseException], value: object = None, tb: object = None) -> Any:
+        """Take the next step, what the turn awaits getting ``exc`` raised (``GeneratorExit``:
+        closed, then raised); as :meth:`send`."""
+
+    def close(self) -> None:
+        """Close the turn: each task left is closed (and cancelled if its loop still runs), each
+        call left aborted as cancelled without awaiting."""
+
 def protocol_entries() -> dict[str, int]:
     """How many times the event loop (or anyone) entered the core through the coroutine protocol
-    of :class:`BodyAwait`, :class:`Relay` and :class:`Drive` since the module was loaded, all
-    threads together: keys ``"BodyAwait.__await__"``, ``"BodyAwait.__next__"``,
-    ``"BodyAwait.send"``, ``"BodyAwait.throw"``, ``"BodyAwait.close"`` and the same five for
-    ``"Relay"`` and ``"Drive"``. These entries
+    of :class:`BodyAwait`, :class:`Relay`, :class:`Drive`, :class:`JobAwait` and :class:`Turn`
+    since the module was loaded, all threads together: keys ``"BodyAwait.__await__"``,
+    ``"BodyAwait.__next__"``, ``"BodyAwait.send"``, ``"BodyAwait.throw"``, ``"BodyAwait.close"``
+    and the same five for ``"Relay"``, ``"Drive"``, ``"JobAwait"`` and ``"Turn"``. These entries
     are made from C (a task stepping its coroutine, a coroutine its ``await``), so a profile hook
     does not see them."""
 

@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import _core
-from ._runner import BODY_ASYNC
 from .frozen import FrozenDict, FrozenList
 from .middleware import Handler, Middleware, ToolCall, _Builtin, default_chain
 
 __all__ = ["Invoker"]
 
-_log = logging.getLogger("agentkit_tools.invoker")
-_STOP = (KeyboardInterrupt, SystemExit)
-_Drive, _drive, _call_fault, DONE, RUN = _core.Drive, _core.drive, _core.call_fault, _core.STEP_DONE, _core.STEP_RUN
+_Drive, _drive = _core.Drive, _core.drive
 
 
 def _builtin(mw: Any) -> bool:
@@ -166,7 +162,7 @@ class Invoker:
             return [await self.invoke(calls[0], ctx)]
         if self._only is None or not calls:
             return list(await asyncio.gather(*(self.invoke(c, ctx) for c in calls)))
-        return await _Turn(self, calls, ctx).run()
+        return await _core.Turn(self._only, self.registry._core, calls, ctx)  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------------- the pipeline driver
 
@@ -200,240 +196,3 @@ class Invoker:
         tc = ToolCall(call, cid, tool.name, tool, args, None, core, ctx, scope, None)
         tc._canonical = canonical
         return tc
-
-
-class _Turn:
-    """The calls of one ``invoke_many`` turn of an Invoker whose chain is built-in rules only.
-
-    Every call is admitted (``Pipeline.begin``) in call order before any body runs. A call the
-    pipeline answers at once is answered; a call whose first step is to await an ``async`` body
-    gets one task of its own whose coroutine is the core's ``Relay``: it calls the body, steps
-    just it (no driver coroutine, no stand-in task around it), checks and feeds in what it
-    returns, and the call is answered (:meth:`_then`, :meth:`_failed`); any other call, and whatever
-    a call asks for after its body (a retry, an audit record), goes through the Invoker's
-    driver, in that same task or in one of its own. A body's deadline starts when its task
-    starts the body (as for a call alone) and is one entry of the loop's deadline timer (the
-    core's): at the deadline the call gets ``timeout`` at once and its body is
-    cancelled, its clean-up going on in a task of its own, its outcome dropped.
-
-    The caller's cancellation reaches every body still running (and every call in the driver);
-    once they have all ended, the calls still unanswered are aborted (records ``cancelled``,
-    shared claims released, shielded from further cancellations) and it propagates. As for a
-    single call, a body is the one to act on it: one that ends by the cancellation is aborted,
-    one that swallows it and answers is settled as it answered. ``KeyboardInterrupt`` or
-    ``SystemExit`` from a call aborts it and reaches the caller's ``await`` the same way."""
-
-    __slots__ = ("inv", "calls", "ctx", "envs", "tasks", "machines", "pending", "waiter", "cancelled", "stop")
-
-    def __init__(self, inv: Invoker, calls: list[Any], ctx: Any) -> None:
-        self.inv = inv
-        self.calls = calls
-        self.ctx = ctx
-        n = len(calls)
-        self.envs: list[Any] = [None] * n
-        self.tasks: list[Any] = [None] * n  # the task of each call not answered yet
-        self.machines: list[Any] = [None] * n  # the call state of each call not answered nor aborted
-        self.pending = n
-        self.waiter: Any = None
-        self.cancelled = False  # the caller's cancellation (or a stop) reached the turn
-        self.stop: BaseException | None = None  # the first KeyboardInterrupt/SystemExit of a call
-
-    async def run(self) -> list[dict[str, Any]]:
-        inv, ctx, calls = self.inv, self.ctx, self.calls
-        loop = asyncio.get_running_loop()
-        self.waiter = loop.create_future()
-        pipe, registry = inv._only, inv.registry._core
-        begin, create_task, Relay = pipe.begin, loop.create_task, _core.Relay
-        tasks, machines = self.tasks, self.machines
-        for i, call in enumerate(calls):
-            try:
-                m, step, arg = begin(registry, call, ctx)
-            except BaseException as exc:
-                if isinstance(exc, _STOP):  # the process is being stopped
-                    await self._cancel(exc)
-                    raise
-                self._answer(i, _call_fault(exc, call, False))
-                continue
-            if step == DONE:
-                self._answer(i, arg)
-                continue
-            machines[i] = m
-            if step == RUN and arg[3] == BODY_ASYNC:
-                task = tasks[i] = create_task(Relay(arg, ctx, self, i, m))
-            else:
-                task = tasks[i] = create_task(self._drive(i, m, step, arg))
-            # As asyncio.gather does for the tasks it creates: the turn's caller cannot reach
-            # them, so a loop closed with them pending drops them without a report (the caller's
-            # own task is reported, if it asks for that).
-            task._log_destroy_pending = False  # type: ignore[attr-defined]
-        try:
-            if self.pending:
-                await self.waiter
-        except GeneratorExit:
-            self._drop()
-            raise
-        except BaseException as exc:
-            await self._cancel(exc)
-            if self.stop is not None and self.stop is not exc:
-                raise self.stop from None  # a call stopped the process while the turn was cancelled
-            raise
-        return self.envs
-
-    def _answer(self, i: int, env: dict[str, Any]) -> None:
-        self.envs[i] = env
-        self.machines[i] = None
-        self.tasks[i] = None
-        self.pending -= 1
-        if self.pending == 0 and not self.waiter.done():
-            self.waiter.set_result(None)
-
-    def _stop(self, i: int, exc: BaseException) -> None:
-        """Call ``i`` raised ``KeyboardInterrupt``/``SystemExit`` (it was aborted): the caller's
-        ``await`` raises it."""
-        self.machines[i] = None
-        if self.stop is None:
-            self.stop = exc
-        if not self.waiter.done():
-            self.waiter.set_exception(exc)
-
-    def _failed(self, i: int, m: Any, exc: BaseException) -> Any:
-        """Call ``i``'s async body raised ``exc`` in its task (a :class:`_core.Relay`; its
-        deadline's ``ToolTimeoutError`` included). Returns None when the call is settled, else
-        the coroutine its task goes on with (see :meth:`_then`)."""
-        try:
-            if isinstance(exc, _STOP):
-                raise exc
-            if self.cancelled and isinstance(exc, asyncio.CancelledError):
-                return None  # ended by the caller's cancellation: the turn aborts it
-            step, arg = m.failed(exc)  # an exception of the body's, a BaseException of its own too
-        except BaseException as e:
-            return self._abort_one(i, m, e)
-        return self._then(i, m, step, arg)
-
-    def _closed(self, i: int, m: Any, exc: BaseException) -> None:
-        """The coroutine of call ``i``'s task (a :class:`_core.Relay`) was closed before the call
-        ended: its body, if it had started, ended by ``exc`` (``GeneratorExit``, or what its
-        ``finally`` raised). A turn being cancelled or dropped aborts the call itself; with its
-        loop closed, the call is aborted as cancelled without awaiting; else it ends as a call
-        whose body raised ``exc`` (its later steps in a task of their own)."""
-        if self.cancelled or self.machines[i] is not m:
-            return
-        loop = self.waiter.get_loop()
-        if loop.is_closed():
-            self.machines[i] = None
-            _Drive.closed(m, self.ctx)
-            return
-        try:
-            if isinstance(exc, _STOP):
-                raise exc
-            step, arg = m.failed(exc)
-        except BaseException as e:
-            self.tasks[i] = loop.create_task(self._abort_one(i, m, e))
-            return
-        if step == DONE:
-            self._answer(i, arg)
-        else:
-            self.tasks[i] = loop.create_task(self._drive(i, m, step, arg))
-
-    def _then(self, i: int, m: Any, step: int, arg: Any) -> Any:
-        """Call ``i`` goes on from ``(step, arg)`` after its body (its ``Relay`` checked and fed
-        in a value it returned): answered at once, else the driver's coroutine its task goes on
-        with (returned), or a task of its own."""
-        if step == DONE:
-            self._answer(i, arg)
-            return None
-        if asyncio.current_task()._must_cancel:  # type: ignore[union-attr]
-            # The body cancelled its own task and returned: as for a call alone, that
-            # cancellation was the body's; the call's later steps (settling an awaitable it
-            # returned included) go on in a task of their own.
-            task = self.tasks[i] = asyncio.get_running_loop().create_task(self._drive(i, m, step, arg))
-            task._log_destroy_pending = False  # type: ignore[attr-defined]
-            return None
-        return self._drive(i, m, step, arg)
-
-    async def _abort_one(self, i: int, m: Any, exc: BaseException) -> None:
-        """Call ``i`` faulted (or a request to stop came from its body): abort it, then answer it
-        (or raise the stop at the caller's ``await``)."""
-        await _Drive.abort(m, exc, self.ctx)
-        if isinstance(exc, _STOP):
-            self._stop(i, exc)
-        else:
-            self._answer(i, _call_fault(exc, self.calls[i], False))
-
-    async def _drive(self, i: int, m: Any, step: int, arg: Any) -> None:
-        """Finish call ``i`` through the core's driver from ``(step, arg)``."""
-        drive = _Drive.go(m, step, arg, self.ctx)
-        try:
-            env = await drive
-        except BaseException as exc:  # the driver aborted the call
-            # Closed: the driver aborted the call as cancelled. (A GeneratorExit a callback raised
-            # itself is its own failure, answered below as any other.)
-            if isinstance(exc, GeneratorExit) and drive.was_closed:
-                self.machines[i] = None
-                if not self.cancelled and not self.waiter.get_loop().is_closed():
-                    self._answer(i, _core.fault_envelope(exc))  # something closed it: the turn goes on
-                raise
-            if isinstance(exc, _STOP):
-                self._stop(i, exc)
-                return
-            if self.cancelled and isinstance(exc, asyncio.CancelledError):
-                self.machines[i] = None
-                return
-            env = _call_fault(exc, self.calls[i], False)
-        self._answer(i, env)
-
-    async def _cancel(self, exc: BaseException) -> None:
-        """The caller's cancellation, or a request to stop (``exc``): every body and driver still
-        running is cancelled; once all have ended, the calls still unanswered are aborted (their
-        shared claims released, their records emitted unless the process is being stopped) in
-        a task of their own that further cancellations of the caller do not interrupt."""
-        self.cancelled = True
-        running = [t for t in self.tasks if t is not None and not t.done()]
-        while running:
-            for t in running:
-                t.cancel()
-            try:
-                await asyncio.wait(running)
-            except asyncio.CancelledError:
-                pass  # cancelled again: they are cancelled again (as gather does)
-            running = [t for t in running if not t.done()]
-        rest = [m for m in self.machines if m is not None]
-        self.machines = [None] * len(self.machines)
-        if rest:
-            aborts = asyncio.get_running_loop().create_task(self._abort(rest, exc))
-            while not aborts.done():
-                try:
-                    await asyncio.shield(aborts)
-                except asyncio.CancelledError:
-                    pass  # cancelled again: the aborts go on; the first cancellation propagates
-
-    def _drop(self) -> None:
-        """The turn's coroutine is being closed with calls unanswered (its loop was closed with
-        the turn pending): nothing can be awaited any more. Each task left is closed (its body's
-        ``finally`` blocks run, its call is aborted as cancelled), or cancelled if its loop
-        still runs; each call left is aborted as cancelled without awaiting (``Drive.closed``: its
-        release and record go as far as they get without suspending)."""
-        self.cancelled = True
-        for t in self.tasks:
-            if t is None or t.done():
-                continue
-            if not t.get_loop().is_closed():
-                t.cancel()
-                continue
-            try:
-                t.get_coro().close()
-            except Exception:  # noqa: BLE001 - a body whose clean-up raised or awaits while closed: its call is aborted below
-                pass
-        for m in self.machines:
-            if m is not None:
-                _Drive.closed(m, self.ctx)
-        self.machines = [None] * len(self.machines)
-
-    async def _abort(self, machines: list[Any], exc: BaseException) -> None:
-        ctx = self.ctx
-        for m in machines:
-            try:
-                await _Drive.abort(m, exc, ctx)
-            except Exception:
-                _log.error("Invoker failed to abort a call of a cancelled turn", exc_info=True)
-

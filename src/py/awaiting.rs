@@ -41,7 +41,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(protocol_entries, m)?)
 }
 
-/// An entry into the core through the coroutine protocol of `BodyAwait`, `Relay`, `Drive` or `JobAwait`: the event
+/// An entry into the core through the coroutine protocol of `BodyAwait`, `Relay`, `Drive`, `JobAwait` or `Turn`: the event
 /// loop resuming a body (a task steps its coroutine, a coroutine its `await`) calls these
 /// slots from C, which no profile hook sees (no `c_call` event).
 #[derive(Clone, Copy)]
@@ -66,9 +66,14 @@ pub(super) enum Entry {
     JobSend,
     JobThrow,
     JobClose,
+    TurnAwait,
+    TurnNext,
+    TurnSend,
+    TurnThrow,
+    TurnClose,
 }
 
-const ENTRY_NAMES: [&str; 20] = [
+const ENTRY_NAMES: [&str; 25] = [
     "BodyAwait.__await__",
     "BodyAwait.__next__",
     "BodyAwait.send",
@@ -89,9 +94,14 @@ const ENTRY_NAMES: [&str; 20] = [
     "JobAwait.send",
     "JobAwait.throw",
     "JobAwait.close",
+    "Turn.__await__",
+    "Turn.__next__",
+    "Turn.send",
+    "Turn.throw",
+    "Turn.close",
 ];
 
-static ENTRIES: [std::sync::atomic::AtomicU64; 20] = [const { std::sync::atomic::AtomicU64::new(0) }; 20];
+static ENTRIES: [std::sync::atomic::AtomicU64; 25] = [const { std::sync::atomic::AtomicU64::new(0) }; 25];
 
 /// Count one entry (a relaxed atomic increment: nothing waits on it).
 #[inline]
@@ -99,7 +109,7 @@ pub(super) fn entered(e: Entry) {
     ENTRIES[e as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// How many times each coroutine-protocol slot of `BodyAwait`, `Relay`, `Drive` and `JobAwait` was entered since the
+/// How many times each coroutine-protocol slot of `BodyAwait`, `Relay`, `Drive`, `JobAwait` and `Turn` was entered since the
 /// module was loaded, all threads together: `{"BodyAwait.__next__": n, ...}`.
 #[pyfunction]
 fn protocol_entries(py: Python<'_>) -> std::collections::HashMap<&'static str, u64> {

@@ -985,7 +985,7 @@ impl Drive {
     /// The drive of call `m` from its step `(step, arg)` on (a turn's call after its body).
     /// Faults raise.
     #[staticmethod]
-    fn go(py: Python<'_>, m: Py<Call>, step: u8, arg: Py<PyAny>, ctx: Py<PyAny>) -> Self {
+    pub(super) fn go(py: Python<'_>, m: Py<Call>, step: u8, arg: Py<PyAny>, ctx: Py<PyAny>) -> Self {
         let _in = super::shutdown::inside(py);
         Drive::new(Some(Begin::From(m, step, arg)), ctx)
     }
@@ -994,7 +994,7 @@ impl Drive {
     /// its shared claim released and its record emitted, each shielded; ends with None (raises
     /// what interrupted it).
     #[staticmethod]
-    fn abort(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>) -> Self {
+    pub(super) fn abort(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>) -> Self {
         let _in = super::shutdown::inside(py);
         Drive::new(Some(Begin::Abort(m, exc)), ctx)
     }
@@ -1002,7 +1002,7 @@ impl Drive {
     /// Abort call `m` as cancelled without awaiting (its coroutine is being closed: see
     /// `close`).
     #[staticmethod]
-    fn closed(py: Python<'_>, m: Py<Call>, ctx: Py<PyAny>) -> PyResult<()> {
+    pub(super) fn closed(py: Python<'_>, m: Py<Call>, ctx: Py<PyAny>) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
         let mut d = Drive::new(None, ctx);
         d.m = Some(m);

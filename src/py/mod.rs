@@ -18,6 +18,7 @@ mod registry;
 mod relay;
 mod shutdown;
 mod tools;
+mod turn;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -36,5 +37,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relay::register(m)?;
     shutdown::register(m)?;
     tools::register(m)?;
+    turn::register(m)?;
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! `Relay`: the awaitable that steps an `async` tool body as the coroutine of a task of its own
-//! (the call's task in an `Invoker.invoke_many` turn), and the driver of a body's clean-up past
-//! its deadline. It implements the coroutine protocol (`__await__`, `__next__`, `send`,
+//! `Relay`: the coroutine of each task of an `Invoker.invoke_many` turn (`super::turn`): it steps
+//! a call's `async` body, or the call's `Drive`, or the aborts of a cancelled turn's calls; and
+//! the driver of a body's clean-up past its deadline. It implements the coroutine protocol (`__await__`, `__next__`, `send`,
 //! `throw`, `close`), so `loop.create_task` takes it as it takes a coroutine, and the task steps
 //! it with no Python frame of ours in between.
 //!
@@ -14,9 +14,9 @@
 //! this call ends with `timeout` at once; a result produced after the deadline is never a
 //! success. When the body has ended, a value it returned is checked and fed to the call's state
 //! here (`Call::returned`) and the turn answers the call (or says how it goes on: retry, audit
-//! record); what it raised goes to the turn; either way the task may go on with a coroutine the
-//! turn returns (its call through the core's `Drive`), stepped as a `Drive` steps what it awaits
-//! (`super::drive::Awaited`: `yield from`).
+//! record); what it raised goes to the turn; either way the task may go on with the call's
+//! `Drive`, stepped as a `Drive` steps what it awaits (`super::drive::Awaited`: `yield from`),
+//! and its end handed to the turn (`After`).
 use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -25,22 +25,51 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{thrown, Input, Stepped};
 use super::deadline::{self, Entered};
-use super::drive::{Awaited, Out};
+use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
+use super::turn::{abort_failed, Owed};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
 }
 
-/// The call a relay owes the turn an end for: the `STEP_RUN` payload `(tool, args, limit,
-/// kind)`, the call's context, the turn that finishes the call, the call's index in it and its
-/// state.
+/// The body a relay starts: the `STEP_RUN` payload `(tool, args, limit, kind)`, the call's
+/// context, and the call it owes the turn an end for.
 struct Start {
     arg: Py<PyTuple>,
     ctx: Py<PyAny>,
-    turn: Py<PyAny>,
-    i: Py<PyAny>,
-    m: Py<Call>,
+    owed: Owed,
+}
+
+/// What the end of what a relay awaits (a `Drive`) is for.
+pub(super) enum After {
+    /// The call's drive: its envelope answers the call.
+    Drive(Owed),
+    /// The call aborted by the exception: then answered with the fault envelope (or the stop
+    /// raised at the caller's `await`).
+    Abort(Owed, Py<PyAny>),
+    /// One abort of a cancelled turn's call by `exc`; the calls left are aborted next, one after
+    /// the other (a failure logged, the next one aborted all the same).
+    Aborts { calls: std::vec::IntoIter<Py<Call>>, exc: Py<PyAny>, ctx: Py<PyAny> },
+}
+
+impl After {
+    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            After::Drive(o) => o.visit(visit),
+            After::Abort(o, e) => {
+                o.visit(visit)?;
+                visit.call(e)
+            }
+            After::Aborts { calls, exc, ctx } => {
+                for m in calls.as_slice() {
+                    visit.call(m)?;
+                }
+                visit.call(exc)?;
+                visit.call(ctx)
+            }
+        }
+    }
 }
 
 /// A call's body being stepped.
@@ -62,19 +91,22 @@ enum State {
     /// The body has not started yet.
     Start,
     Body(Body),
-    /// The call goes on in the coroutine the turn returned (its call through the core's `Drive`).
-    Then(Awaited),
+    /// A `Drive` not stepped yet (a task that starts with it): a throw then raises as is.
+    Pending(Py<PyAny>, After),
+    /// The call goes on in its `Drive` (or is aborted), its end for `After`.
+    Then(Awaited, After),
     /// A body's clean-up past its deadline (it yielded the value held until the first step).
     CleanUp(Py<PyAny>, Option<Py<PyAny>>),
     Done,
 }
 
 
-/// The awaitable that steps an `async` tool body in a task of its own (see the module).
+/// The coroutine of a task of a turn (see the module).
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Relay {
     state: State,
-    /// The call, until it is handed to the turn (exactly once, whichever way the relay ends).
+    /// The body's call, until it is handed to the turn (exactly once, whichever way the relay
+    /// ends); after that an `After` owes it.
     call: Option<Start>,
 }
 
@@ -96,9 +128,9 @@ fn inner_attr<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyStr
     let Ok(relay) = slf.try_borrow() else { return Ok(py.None().into_bound(py)) };
     let inner = match &relay.state {
         State::Body(b) => b.coro.bind(py).clone(),
-        State::Then(c) => c.object(py),
+        State::Then(c, _) => c.object(py),
         State::CleanUp(c, _) => c.bind(py).clone(),
-        State::Start | State::Done => return Ok(py.None().into_bound(py)),
+        State::Start | State::Pending(..) | State::Done => return Ok(py.None().into_bound(py)),
     };
     drop(relay);
     match inner.getattr(name) {
@@ -122,6 +154,16 @@ fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 impl Relay {
+    /// The relay of a call whose first step is its `async` body (`arg`: the `STEP_RUN` payload).
+    pub(super) fn body(arg: Py<PyTuple>, ctx: Py<PyAny>, owed: Owed) -> Self {
+        Relay { state: State::Start, call: Some(Start { arg, ctx, owed }) }
+    }
+
+    /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
+    pub(super) fn driving(drive: Bound<'_, PyAny>, after: After) -> Self {
+        Relay { state: State::Pending(drive.unbind(), after), call: None }
+    }
+
     /// A step of the task. Whichever way the relay ends, its call is handed to the turn: a fault
     /// of the relay's own (nothing the body did) ends the call as a failure of its body would.
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
@@ -143,14 +185,13 @@ impl Relay {
                 Input::Throw(exc) => self.ended(py, None, None, Some(exc)),
             },
             State::Body(body) => self.step(py, body, input),
-            State::Then(then) => match then.step(py, input) {
-                Out::Yield(y) => {
-                    self.state = State::Then(then);
-                    Ok(y)
-                }
-                Out::Return(v) => Err(PyStopIteration::new_err((v.unbind(),))),
-                Out::Raise(e) => Err(e),
+            State::Pending(drive, after) => match input {
+                Input::Send(v) => self.then(py, Awaited::of(py, drive.into_bound(py))?, after, Input::Send(v)),
+                // Cancelled (or thrown into) before its first step: raised as is, the call left to
+                // the turn.
+                Input::Throw(exc) => Err(super::awaiting::raised_inside(py, PyErr::from_value(exc))),
             },
+            State::Then(then, after) => self.then(py, then, after, input),
             State::CleanUp(coro, first) => self.clean_up(py, coro, first, input),
             State::Done => match input {
                 Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited relay")),
@@ -296,35 +337,71 @@ impl Relay {
     }
 
     /// Finish the call: a value the body returned is checked and fed in here (the turn answers
-    /// the call, or says how it goes on: `_Turn._then`; an awaitable value is settled within
+    /// the call, or says how it goes on: `Owed::then`; an awaitable value is settled within
     /// what is left of the deadline, `end` on `time.monotonic`); what it raised goes to
-    /// `_Turn._failed`. The task goes on with the coroutine the turn returns, if any.
+    /// `Owed::failed`. The task goes on with the call's drive the turn returns, if any.
     fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, end: Option<f64>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let Some(start) = self.call.take() else { return Err(stopped(py)) };
-        let turn = start.turn.bind(py);
-        let (i, m) = (start.i.bind(py), start.m.bind(py));
+        let Some(Start { arg, ctx, owed }) = self.call.take() else { return Err(stopped(py)) };
         let then = match (exc, value) {
-            (Some(exc), _) => turn.call_method1(intern!(py, "_failed"), (i, m, exc))?,
+            (Some(exc), _) => owed.failed(py, exc)?,
             (None, value) => {
                 let value = value.unwrap_or_else(|| py.None().into_bound(py));
-                let limit: Option<f64> = start.arg.bind(py).get_item(2)?.extract()?;
-                let fed = m.try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, start.ctx.bind(py), limit, end));
+                let limit: Option<f64> = arg.bind(py).get_item(2)?.extract()?;
+                let fed = owed.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, ctx.bind(py), limit, end));
                 match fed {
                     Ok((STEP_DONE, env)) => {
-                        turn.call_method1(intern!(py, "_answer"), (i, env))?;
+                        owed.answer(py, env)?;
                         return Err(stopped(py));
                     }
-                    Ok((step, arg)) => turn.call_method1(intern!(py, "_then"), (i, m, step, arg))?,
+                    Ok((step, arg)) => owed.then(py, step, arg)?,
                     // A fault of the pipeline, not of the body.
-                    Err(e) => turn.call_method1(intern!(py, "_abort_one"), (i, m, e.into_value(py)))?,
+                    Err(e) => Some(owed.fault(py, e.into_value(py).into_bound(py).into_any())?),
                 }
             }
         };
-        if then.is_none() {
-            return Err(stopped(py));
+        match then {
+            None => Err(stopped(py)),
+            Some((drive, after)) => self.then(py, Awaited::of(py, drive)?, after, Input::Send(py.None().into_bound(py))),
         }
-        self.state = State::Then(Awaited::of(py, then)?);
-        self.resume(py, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// A step of the call's drive (`then`); when it ends, its end goes to `after` (the next
+    /// abort of a cancelled turn is taken at once).
+    fn then<'py>(&mut self, py: Python<'py>, mut then: Awaited, mut after: After, mut input: Input<'py>) -> Stepped<'py> {
+        loop {
+            let out = match then.step(py, input) {
+                Out::Yield(y) => {
+                    self.state = State::Then(then, after);
+                    return Ok(y);
+                }
+                Out::Return(v) => Ok(v),
+                Out::Raise(e) => Err(e),
+            };
+            match after {
+                After::Drive(owed) => {
+                    let drive = then.object(py);
+                    owed.driven(py, out, &drive)?;
+                    return Err(stopped(py));
+                }
+                After::Abort(owed, exc) => {
+                    out.map_err(|e| super::awaiting::raised_inside(py, e))?;
+                    owed.aborted(py, exc.into_bound(py))?;
+                    return Err(stopped(py));
+                }
+                After::Aborts { mut calls, exc, ctx } => {
+                    match out {
+                        Ok(_) => {}
+                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) => abort_failed(py, &e),
+                        Err(e) => return Err(super::awaiting::raised_inside(py, e)),
+                    }
+                    let Some(m) = calls.next() else { return Err(stopped(py)) };
+                    let drive = Drive::abort(py, m, exc.clone_ref(py), ctx.clone_ref(py));
+                    then = Awaited::of(py, Bound::new(py, drive)?.into_any())?;
+                    after = After::Aborts { calls, exc, ctx };
+                    input = Input::Send(py.None().into_bound(py));
+                }
+            }
+        }
     }
 
     /// `close()` (see there), the relay borrowed.
@@ -345,14 +422,35 @@ impl Relay {
                     _ => {}
                 }
             }
-            State::Then(c) => raised = c.close(py).err(),
+            State::Then(c, after) => {
+                // The drive is closed (it aborts its call as cancelled without awaiting).
+                let out = match c.close(py) {
+                    Ok(()) => PyGeneratorExit::new_err(()),
+                    Err(e) => e,
+                };
+                return match after {
+                    After::Drive(owed) => match owed.driven(py, Err(out), &c.object(py)) {
+                        Err(e) if e.is_instance_of::<PyGeneratorExit>(py) => Ok(()),
+                        other => other,
+                    },
+                    After::Abort(..) if out.is_instance_of::<PyGeneratorExit>(py) => Ok(()),
+                    After::Abort(..) => Err(out),
+                    After::Aborts { calls, ctx, .. } => {
+                        // Nothing can be awaited any more: the calls left are aborted as cancelled
+                        // without awaiting.
+                        for m in calls {
+                            Drive::closed(py, m, ctx.clone_ref(py))?;
+                        }
+                        if out.is_instance_of::<PyGeneratorExit>(py) { Ok(()) } else { Err(out) }
+                    }
+                };
+            }
             State::CleanUp(c, _) => raised = c.bind(py).call_method0(intern!(py, "close")).err(),
-            State::Start | State::Done => {}
+            State::Start | State::Pending(..) | State::Done => {}
         }
         if let Some(start) = self.call.take() {
             let exc = raised.as_ref().map_or_else(generator_exit, |e| e.value(py).clone().into_any());
-            let (turn, i, m) = (start.turn.bind(py), start.i.bind(py), start.m.bind(py));
-            turn.call_method1(intern!(py, "_closed"), (i, m, exc))?;
+            start.owed.closed(py, exc)?;
         }
         raised.map_or(Ok(()), Err)
     }
@@ -402,16 +500,6 @@ impl Relay {
 
 #[pymethods]
 impl Relay {
-    /// A call's relay: `arg` the `STEP_RUN` payload `(tool, args, limit_s, kind)` of an async
-    /// body, `ctx` the call's context, `turn` the `invoke_many` turn that finishes call `i`
-    /// (its state `m`) when the body has ended.
-    #[new]
-    #[pyo3(signature = (arg, ctx, turn, i, m))]
-    fn new(py: Python<'_>, arg: Bound<'_, PyTuple>, ctx: Bound<'_, PyAny>, turn: Bound<'_, PyAny>, i: Bound<'_, PyAny>, m: Bound<'_, Call>) -> Self {
-        let _in = super::shutdown::inside(py);
-        Relay { state: State::Start, call: Some(Start { arg: arg.unbind(), ctx: ctx.unbind(), turn: turn.unbind(), i: i.unbind(), m: m.unbind() }) }
-    }
-
     // The methods below borrow the relay only for the step they take: one called during a step
     // (by the body, on the coroutine of the task running it) gets what a coroutine gives then.
 
@@ -451,9 +539,10 @@ impl Relay {
         running(slf)?.resume(py, Input::Throw(thrown(exc, value)?))
     }
 
-    /// Close what is being stepped (the body's `finally` blocks run); raises what the body's
-    /// close raised. A call not ended yet is handed to the turn (`_Turn._closed`), whose body
-    /// ended by `GeneratorExit` or by what its close raised.
+    /// Close what is being stepped (the body's `finally` blocks run; a drive aborts its call as
+    /// cancelled without awaiting); raises what the body's close raised. A call not ended yet is
+    /// handed to the turn (`Owed::closed`), whose body ended by `GeneratorExit` or by what its
+    /// close raised.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
         let _in = super::shutdown::inside(slf.py());
         super::awaiting::entered(super::awaiting::Entry::RelayClose);
@@ -512,9 +601,7 @@ impl Relay {
         let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
             visit.call(&s.arg)?;
             visit.call(&s.ctx)?;
-            visit.call(&s.turn)?;
-            visit.call(&s.i)?;
-            visit.call(&s.m)
+            s.owed.visit(visit)
         };
         if let Some(s) = &self.call {
             start(s, &visit)?;
@@ -532,7 +619,14 @@ impl Relay {
                     visit.call(wait)?;
                 }
             }
-            State::Then(c) => c.visit(&visit)?,
+            State::Pending(d, after) => {
+                visit.call(d)?;
+                after.visit(&visit)?;
+            }
+            State::Then(c, after) => {
+                c.visit(&visit)?;
+                after.visit(&visit)?;
+            }
             State::CleanUp(c, y) => {
                 visit.call(c)?;
                 if let Some(y) = y {

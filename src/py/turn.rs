@@ -1,0 +1,763 @@
+//! `Turn`: the calls of one `Invoker.invoke_many` turn of an Invoker whose chain is built-in
+//! rules only, as the one awaitable the caller awaits (it implements the coroutine protocol, so
+//! the caller's coroutine steps it with `yield from` semantics and no Python frame of ours).
+//!
+//! Every call is admitted (`Pipeline.begin`) in call order before any body runs. A call the
+//! pipeline answers at once is answered; every other call gets one task of its own whose
+//! coroutine is a `Relay` (`super::relay`): a call whose first step is to await an `async` body
+//! runs just that body in it (no driver, no stand-in task around it), any other call goes
+//! through the core's `Drive` in it; whatever a call asks for after its body (a retry, an audit
+//! record) goes on through a `Drive` in that same task (in one of its own when the body
+//! cancelled its own task and returned). The relay hands its call back here exactly once:
+//! answered, stopped, or closed (`Owed`).
+//!
+//! The caller's cancellation reaches every task still running; once they have all ended, the
+//! calls still unanswered are aborted (records `cancelled`, shared claims released) one after
+//! the other in a task of their own that further cancellations of the caller do not interrupt,
+//! then it propagates. As for a single call, a body is the one to act on it: one that ends by the
+//! cancellation is aborted, one that swallows it and answers is settled as it answered.
+//! `KeyboardInterrupt`/`SystemExit` from a call aborts it and reaches the caller's `await` the
+//! same way. Closed pending (its loop was closed with the turn pending, or it was collected
+//! pending), nothing can be awaited any more: each task left has its coroutine closed (its
+//! body's `finally` blocks run; its drive aborts its call as cancelled without awaiting), as the
+//! collector closes a coroutine dropped pending, and is cancelled if its loop still runs; each
+//! call left is aborted as cancelled without awaiting (`Drive.closed`).
+use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::awaiting::{entered, raised_inside, thrown, Entry, Input, Stepped};
+use super::drive::{call_fault, Awaited, Drive, Out};
+use super::pipeline::{helpers, Call, Pipeline, STEP_DONE, STEP_RUN};
+use super::registry::CoreRegistry;
+use super::relay::{After, Relay};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Turn>()
+}
+
+/// `asyncio.wait`, `asyncio.shield` and the Invoker's logger (imported once).
+struct Helpers {
+    wait: Py<PyAny>,
+    shield: Py<PyAny>,
+    log: Py<PyAny>,
+}
+
+static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
+
+fn own(py: Python<'_>) -> PyResult<&Helpers> {
+    HELPERS.get_or_try_init(py, || {
+        let asyncio = py.import("asyncio")?;
+        Ok(Helpers {
+            wait: asyncio.getattr("wait")?.unbind(),
+            shield: asyncio.getattr("shield")?.unbind(),
+            log: py.import("logging")?.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
+        })
+    })
+}
+
+fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
+}
+
+fn is_cancel(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
+    Ok(e.is_instance(py, helpers(py)?.cancelled_error.bind(py)))
+}
+
+fn value_of<'py>(py: Python<'py>, e: PyErr) -> Bound<'py, PyAny> {
+    e.into_value(py).into_bound(py).into_any()
+}
+
+/// Where the turn is.
+enum Phase {
+    /// Not started: the first step admits every call.
+    Begin,
+    /// Waiting on `waiter` for the last call to be answered.
+    Waiting,
+    /// Cancelled by `exc`: waiting (`asyncio.wait`) for the tasks still running to end.
+    Cancelling { exc: Py<PyAny>, running: Vec<Py<PyAny>>, wait: Awaited },
+    /// The calls left are aborted in task `aborts`, awaited shielded.
+    Aborting { exc: Py<PyAny>, aborts: Py<PyAny>, shield: Awaited },
+    Done,
+}
+
+/// The calls of one turn (see the module).
+#[pyclass(module = "agentkit_tools._core")]
+pub struct Turn {
+    pipe: Py<Pipeline>,
+    registry: Py<CoreRegistry>,
+    calls: Vec<Py<PyAny>>,
+    ctx: Py<PyAny>,
+    /// The running loop and the future the turn waits on (from the first step on).
+    lp: Option<Py<PyAny>>,
+    waiter: Option<Py<PyAny>>,
+    envs: Vec<Option<Py<PyAny>>>,
+    /// The task of each call not answered yet, and the state of each call neither answered nor
+    /// aborted.
+    tasks: Vec<Option<Py<PyAny>>>,
+    machines: Vec<Option<Py<Call>>>,
+    pending: usize,
+    /// The caller's cancellation (or a stop) reached the turn, or it was closed.
+    cancelled: bool,
+    /// The first `KeyboardInterrupt`/`SystemExit` of a call.
+    stop: Option<Py<PyAny>>,
+    phase: Phase,
+    /// During one of its own steps.
+    busy: bool,
+}
+
+/// The call `i` of `turn` (its state `m`) a relay owes the turn an end for.
+pub(super) struct Owed {
+    pub(super) turn: Py<Turn>,
+    pub(super) i: usize,
+    pub(super) m: Py<Call>,
+}
+
+impl Owed {
+    pub(super) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.turn)?;
+        visit.call(&self.m)
+    }
+
+    /// The call is answered with `env`.
+    pub(super) fn answer(self, py: Python<'_>, env: Bound<'_, PyAny>) -> PyResult<()> {
+        let turn = self.turn.bind(py);
+        let (waiter, _task, _m) = {
+            let mut t = turn.try_borrow_mut()?;
+            t.envs[self.i] = Some(env.unbind());
+            let dropped = (t.tasks[self.i].take(), t.machines[self.i].take());
+            t.pending = t.pending.saturating_sub(1);
+            (if t.pending == 0 { t.waiter.as_ref().map(|w| w.clone_ref(py)) } else { None }, dropped.0, dropped.1)
+        };
+        if let Some(w) = waiter {
+            let w = w.bind(py);
+            if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
+                w.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The call raised `KeyboardInterrupt`/`SystemExit` (it was aborted): the caller's `await`
+    /// raises it.
+    fn stopped(self, py: Python<'_>, exc: Bound<'_, PyAny>) -> PyResult<()> {
+        let turn = self.turn.bind(py);
+        let (waiter, _m) = {
+            let mut t = turn.try_borrow_mut()?;
+            let m = t.machines[self.i].take();
+            if t.stop.is_none() {
+                t.stop = Some(exc.clone().unbind());
+            }
+            (t.waiter.as_ref().map(|w| w.clone_ref(py)), m)
+        };
+        if let Some(w) = waiter {
+            let w = w.bind(py);
+            if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
+                w.call_method1(intern!(py, "set_exception"), (exc,))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn forget(&self, py: Python<'_>) -> PyResult<()> {
+        let m = self.turn.bind(py).try_borrow_mut()?.machines[self.i].take();
+        drop(m);
+        Ok(())
+    }
+
+    fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.turn.bind(py).try_borrow()?.cancelled)
+    }
+
+    fn ctx<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.turn.bind(py).try_borrow()?.ctx.bind(py).clone())
+    }
+
+    fn call<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.turn.bind(py).try_borrow()?.calls[self.i].bind(py).clone())
+    }
+
+    fn loop_closed(&self, py: Python<'_>) -> PyResult<bool> {
+        let lp = self.turn.bind(py).try_borrow()?.lp.as_ref().map(|l| l.clone_ref(py));
+        match lp {
+            Some(lp) => lp.bind(py).call_method0(intern!(py, "is_closed"))?.is_truthy(),
+            None => Ok(true),
+        }
+    }
+
+    /// The drive of the call from `(step, arg)` on, and what its end is for.
+    fn drive<'py>(self, py: Python<'py>, step: u8, arg: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, After)> {
+        let drive = Drive::go(py, self.m.clone_ref(py), step, arg.unbind(), self.ctx(py)?.unbind());
+        Ok((Bound::new(py, drive)?.into_any(), After::Drive(self)))
+    }
+
+    /// Abort the call by `exc`, then answer it (or stop).
+    fn abort<'py>(self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, After)> {
+        let drive = Drive::abort(py, self.m.clone_ref(py), exc.clone().unbind(), self.ctx(py)?.unbind());
+        Ok((Bound::new(py, drive)?.into_any(), After::Abort(self, exc.unbind())))
+    }
+
+    /// A task of the turn's own for the call's relay; replaces the call's task.
+    fn spawn<'py>(&self, py: Python<'py>, what: (Bound<'py, PyAny>, After)) -> PyResult<()> {
+        let turn = self.turn.bind(py);
+        let lp = turn.try_borrow()?.lp.as_ref().map(|l| l.clone_ref(py));
+        let lp = lp.ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?;
+        let task = spawn(py, lp.bind(py), Relay::driving(what.0, what.1))?;
+        let old = turn.try_borrow_mut()?.tasks[self.i].replace(task.unbind());
+        drop(old);
+        Ok(())
+    }
+
+    /// The call's body raised `exc` in its relay (its deadline's `ToolTimeoutError` included):
+    /// None when the call is settled, else what the relay goes on with.
+    pub(super) fn failed<'py>(self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
+        let e = PyErr::from_value(exc.clone());
+        if is_stop(py, &e) {
+            return self.abort(py, exc).map(Some);
+        }
+        if self.cancelled(py)? && is_cancel(py, &e)? {
+            return Ok(None); // ended by the caller's cancellation: the turn aborts it
+        }
+        // an exception of the body's, a BaseException of its own too
+        let fed = self.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.failed(py, exc));
+        match fed {
+            Ok((step, arg)) => self.then(py, step, arg),
+            Err(e) => self.abort(py, value_of(py, e)).map(Some),
+        }
+    }
+
+    /// The call goes on from `(step, arg)` after its body: answered at once, else the drive the
+    /// relay goes on with (returned), or a task of its own.
+    pub(super) fn then<'py>(self, py: Python<'py>, step: u8, arg: Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
+        if step == STEP_DONE {
+            self.answer(py, arg)?;
+            return Ok(None);
+        }
+        let task = helpers(py)?.current_task.bind(py).call0()?;
+        if !task.is_none() && task.getattr(intern!(py, "_must_cancel"))?.is_truthy()? {
+            // The body cancelled its own task and returned: as for a call alone, that
+            // cancellation was the body's; the call's later steps (settling an awaitable it
+            // returned included) go on in a task of their own.
+            let me = Owed { turn: self.turn.clone_ref(py), i: self.i, m: self.m.clone_ref(py) };
+            me.spawn(py, self.drive(py, step, arg)?)?;
+            return Ok(None);
+        }
+        self.drive(py, step, arg).map(Some)
+    }
+
+    /// A fault of the pipeline feeding in what the body returned: abort the call.
+    pub(super) fn fault<'py>(self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, After)> {
+        self.abort(py, exc)
+    }
+
+    /// The call's drive ended with `out` (`drive`: it).
+    pub(super) fn driven(self, py: Python<'_>, out: PyResult<Bound<'_, PyAny>>, drive: &Bound<'_, PyAny>) -> PyResult<()> {
+        let env = match out {
+            Ok(env) => env,
+            Err(e) => {
+                // Closed: the drive aborted the call as cancelled. (A GeneratorExit a callback
+                // raised itself is its own failure, answered below as any other.)
+                if e.is_instance_of::<PyGeneratorExit>(py) && drive.getattr(intern!(py, "was_closed"))?.is_truthy()? {
+                    self.forget(py)?;
+                    if !self.cancelled(py)? && !self.loop_closed(py)? {
+                        let env = super::tools::fault_envelope(py, e.value(py).as_any())?;
+                        self.answer(py, env.into_any())?; // something closed it: the turn goes on
+                    }
+                    return Err(e);
+                }
+                if is_stop(py, &e) {
+                    return self.stopped(py, value_of(py, e));
+                }
+                if self.cancelled(py)? && is_cancel(py, &e)? {
+                    return self.forget(py);
+                }
+                call_fault(py, value_of(py, e), self.call(py)?, false)?.into_any()
+            }
+        };
+        self.answer(py, env)
+    }
+
+    /// The call was aborted by `exc`: answered with the fault envelope, or the stop raised at
+    /// the caller's `await`.
+    pub(super) fn aborted(self, py: Python<'_>, exc: Bound<'_, PyAny>) -> PyResult<()> {
+        if is_stop(py, &PyErr::from_value(exc.clone())) {
+            return self.stopped(py, exc);
+        }
+        let env = call_fault(py, exc, self.call(py)?, false)?;
+        self.answer(py, env.into_any())
+    }
+
+    /// The call's relay was closed before the call ended: its body, if it had started, ended by
+    /// `exc` (`GeneratorExit`, or what its `finally` raised). A turn being cancelled or closed
+    /// aborts the call itself; with its loop closed, the call is aborted as cancelled without
+    /// awaiting; else it ends as a call whose body raised `exc` (its later steps in a task of
+    /// their own).
+    pub(super) fn closed(self, py: Python<'_>, exc: Bound<'_, PyAny>) -> PyResult<()> {
+        let (cancelled, mine) = {
+            let t = self.turn.bind(py).try_borrow()?;
+            (t.cancelled, t.machines[self.i].as_ref().is_some_and(|m| m.is(&self.m)))
+        };
+        if cancelled || !mine {
+            return Ok(());
+        }
+        if self.loop_closed(py)? {
+            self.forget(py)?;
+            return Drive::closed(py, self.m.clone_ref(py), self.ctx(py)?.unbind());
+        }
+        let e = PyErr::from_value(exc.clone());
+        let fed = if is_stop(py, &e) {
+            Err(e)
+        } else {
+            self.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.failed(py, exc))
+        };
+        let me = Owed { turn: self.turn.clone_ref(py), i: self.i, m: self.m.clone_ref(py) };
+        match fed {
+            Ok((STEP_DONE, env)) => self.answer(py, env),
+            Ok((step, arg)) => me.spawn(py, self.drive(py, step, arg)?),
+            Err(e) => me.spawn(py, self.abort(py, value_of(py, e))?),
+        }
+    }
+}
+
+/// A task on `lp` whose coroutine is `relay`. As `asyncio.gather` does for the tasks it creates:
+/// the turn's caller cannot reach them, so a loop closed with them pending drops them without a
+/// report (the caller's own task is reported, if it asks for that).
+fn spawn<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>, relay: Relay) -> PyResult<Bound<'py, PyAny>> {
+    let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, relay)?,))?;
+    task.setattr(intern!(py, "_log_destroy_pending"), false)?;
+    Ok(task)
+}
+
+/// The aborts of a cancelled turn's calls failed on `e`: logged (the next call is aborted).
+pub(super) fn abort_failed(py: Python<'_>, e: &PyErr) {
+    let _ = (|| -> PyResult<()> {
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item(intern!(py, "exc_info"), e.value(py))?;
+        own(py)?.log.bind(py).call_method(intern!(py, "error"), ("Invoker failed to abort a call of a cancelled turn",), Some(&kw))?;
+        Ok(())
+    })();
+}
+
+/// The turn, borrowed for a short while (never across a call into Python that may step a
+/// relay of its).
+fn state<'py>(slf: &Bound<'py, Turn>) -> PyResult<PyRefMut<'py, Turn>> {
+    Ok(slf.try_borrow_mut()?)
+}
+
+impl Turn {
+    /// A step of the caller's `await`.
+    fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        {
+            let mut t = state(slf)?;
+            if t.busy {
+                return Err(PyValueError::new_err("coroutine already executing"));
+            }
+            t.busy = true;
+        }
+        let out = Self::step(slf, input);
+        if let Ok(mut t) = slf.try_borrow_mut() {
+            t.busy = false;
+        }
+        out
+    }
+
+    fn step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        let py = slf.py();
+        if let Input::Throw(exc) = &input {
+            if exc.is_instance_of::<PyGeneratorExit>() {
+                Self::close_now(slf)?;
+                return Err(PyErr::from_value(exc.clone()));
+            }
+        }
+        let phase = std::mem::replace(&mut state(slf)?.phase, Phase::Done);
+        match phase {
+            Phase::Begin => match input {
+                Input::Send(v) if !v.is_none() => {
+                    state(slf)?.phase = Phase::Begin;
+                    Err(PyTypeError::new_err("can't send non-None value to a just-started coroutine"))
+                }
+                Input::Send(_) => Self::start(slf),
+                Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))), // never started
+            },
+            Phase::Waiting => match input {
+                Input::Send(_) => {
+                    let waiter = state(slf)?.waiter.as_ref().map(|w| w.clone_ref(py));
+                    let waiter = waiter.ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?.into_bound(py);
+                    if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
+                        return Self::cancel(slf, value_of(py, PyRuntimeError::new_err("await wasn't used with future")));
+                    }
+                    match waiter.call_method0(intern!(py, "result")) {
+                        Ok(_) => Self::finished(slf),
+                        Err(e) => Self::cancel(slf, value_of(py, e)),
+                    }
+                }
+                Input::Throw(exc) => Self::cancel(slf, exc),
+            },
+            Phase::Cancelling { exc, running, wait } => match wait.step(py, input) {
+                Out::Yield(y) => {
+                    state(slf)?.phase = Phase::Cancelling { exc, running, wait };
+                    Ok(y)
+                }
+                Out::Return(_) => Self::cancelling(slf, exc.into_bound(py), running),
+                // cancelled again: they are cancelled again (as gather does)
+                Out::Raise(e) if is_cancel(py, &e)? => Self::cancelling(slf, exc.into_bound(py), running),
+                Out::Raise(e) => Err(e),
+            },
+            Phase::Aborting { exc, aborts, shield } => match shield.step(py, input) {
+                Out::Yield(y) => {
+                    state(slf)?.phase = Phase::Aborting { exc, aborts, shield };
+                    Ok(y)
+                }
+                // cancelled again: the aborts go on; the first cancellation propagates
+                Out::Return(_) => Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py)),
+                Out::Raise(e) if is_cancel(py, &e)? => Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py)),
+                Out::Raise(e) => Err(e),
+            },
+            Phase::Done => match input {
+                Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+                Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
+            },
+        }
+    }
+
+    /// The first step: admit and start every call in call order, then wait for them.
+    fn start<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let py = slf.py();
+        let lp = helpers(py)?.get_running_loop.bind(py).call0()?;
+        let waiter = lp.call_method0(intern!(py, "create_future"))?;
+        let (pipe, registry, calls, ctx) = {
+            let mut t = state(slf)?;
+            t.lp = Some(lp.clone().unbind());
+            t.waiter = Some(waiter.clone().unbind());
+            let calls: Vec<Py<PyAny>> = t.calls.iter().map(|c| c.clone_ref(py)).collect();
+            (t.pipe.clone_ref(py), t.registry.clone_ref(py), calls, t.ctx.clone_ref(py))
+        };
+        let (pipe, registry, ctx) = (pipe.bind(py), registry.bind(py), ctx.bind(py));
+        let turn = slf.clone().unbind();
+        for (i, call) in calls.iter().enumerate() {
+            let call = call.bind(py);
+            let begun = Pipeline::begin(pipe, registry, call, ctx, false).and_then(|b| b.extract::<(Option<Py<Call>>, u8, Bound<'py, PyAny>)>());
+            let (m, step, arg) = match begun {
+                Ok(begun) => begun,
+                // the process is being stopped
+                Err(e) if is_stop(py, &e) => return Self::cancel(slf, value_of(py, e)),
+                Err(e) => {
+                    let env = call_fault(py, value_of(py, e), call.clone(), false)?;
+                    Self::answered(slf, i, env.into_any())?;
+                    continue;
+                }
+            };
+            let m = match m {
+                Some(m) if step != STEP_DONE => m,
+                _ => {
+                    Self::answered(slf, i, arg)?;
+                    continue;
+                }
+            };
+            state(slf)?.machines[i] = Some(m.clone_ref(py));
+            let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
+            let relay = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
+                Relay::body(arg.cast_into::<PyTuple>()?.unbind(), ctx.clone().unbind(), owed)
+            } else {
+                let (drive, after) = owed.drive(py, step, arg)?;
+                Relay::driving(drive, after)
+            };
+            let task = spawn(py, &lp, relay)?;
+            let old = state(slf)?.tasks[i].replace(task.unbind());
+            drop(old);
+        }
+        if state(slf)?.pending == 0 {
+            return Self::finished(slf);
+        }
+        state(slf)?.phase = Phase::Waiting;
+        waiter.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+        Ok(waiter)
+    }
+
+    /// Call `i` was answered at once (`env`).
+    fn answered(slf: &Bound<'_, Self>, i: usize, env: Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let waiter = {
+            let mut t = state(slf)?;
+            t.envs[i] = Some(env.unbind());
+            t.pending = t.pending.saturating_sub(1);
+            if t.pending == 0 { t.waiter.as_ref().map(|w| w.clone_ref(py)) } else { None }
+        };
+        if let Some(w) = waiter {
+            let w = w.bind(py);
+            if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
+                w.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every call is answered: the envelopes in call order.
+    fn finished<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let py = slf.py();
+        let envs = std::mem::take(&mut state(slf)?.envs);
+        let envs = PyList::new(py, envs.into_iter().map(|e| e.map_or_else(|| py.None(), |e| e)))?;
+        Err(pyo3::exceptions::PyStopIteration::new_err((envs.unbind(),)))
+    }
+
+    /// The caller's cancellation, or a request to stop (`exc`): every task still running is
+    /// cancelled; once all have ended, the calls left are aborted; then `exc` propagates.
+    fn cancel<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>) -> Stepped<'py> {
+        let py = slf.py();
+        let running = {
+            let mut t = state(slf)?;
+            t.cancelled = true;
+            t.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect()
+        };
+        Self::cancelling(slf, exc, running)
+    }
+
+    fn cancelling<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, running: Vec<Py<PyAny>>) -> Stepped<'py> {
+        let py = slf.py();
+        let mut running = running;
+        loop {
+            let mut left = Vec::with_capacity(running.len());
+            for t in running {
+                if !t.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? {
+                    left.push(t);
+                }
+            }
+            if left.is_empty() {
+                return Self::aborting(slf, exc);
+            }
+            for t in &left {
+                t.bind(py).call_method0(intern!(py, "cancel"))?;
+            }
+            let wait = Awaited::of(py, own(py)?.wait.bind(py).call1((PyList::new(py, &left)?,))?)?;
+            match wait.step(py, Input::Send(py.None().into_bound(py))) {
+                Out::Yield(y) => {
+                    state(slf)?.phase = Phase::Cancelling { exc: exc.unbind(), running: left, wait };
+                    return Ok(y);
+                }
+                Out::Return(_) => {}
+                Out::Raise(e) if is_cancel(py, &e)? => {}
+                Out::Raise(e) => return Err(e),
+            }
+            running = left;
+        }
+    }
+
+    /// The calls still unanswered are aborted in a task of their own, awaited shielded.
+    fn aborting<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>) -> Stepped<'py> {
+        let py = slf.py();
+        let (rest, ctx, lp) = {
+            let mut t = state(slf)?;
+            let rest: Vec<Py<Call>> = t.machines.iter_mut().filter_map(Option::take).collect();
+            (rest, t.ctx.clone_ref(py), t.lp.as_ref().map(|l| l.clone_ref(py)))
+        };
+        let mut rest = rest.into_iter();
+        let (Some(first), Some(lp)) = (rest.next(), lp) else { return Self::raise(slf, exc) };
+        let drive = Bound::new(py, Drive::abort(py, first, exc.clone().unbind(), ctx.clone_ref(py)))?.into_any();
+        let aborts = spawn(py, lp.bind(py), Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx }))?;
+        Self::shielding(slf, exc, aborts)
+    }
+
+    fn shielding<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, aborts: Bound<'py, PyAny>) -> Stepped<'py> {
+        let py = slf.py();
+        while !aborts.call_method0(intern!(py, "done"))?.is_truthy()? {
+            let shield = Awaited::of(py, own(py)?.shield.bind(py).call1((&aborts,))?)?;
+            match shield.step(py, Input::Send(py.None().into_bound(py))) {
+                Out::Yield(y) => {
+                    state(slf)?.phase = Phase::Aborting { exc: exc.unbind(), aborts: aborts.unbind(), shield };
+                    return Ok(y);
+                }
+                Out::Return(_) => {}
+                Out::Raise(e) if is_cancel(py, &e)? => {}
+                Out::Raise(e) => return Err(e),
+            }
+        }
+        Self::raise(slf, exc)
+    }
+
+    /// The turn ends by `exc`, or by the stop a call raised meanwhile.
+    fn raise<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>) -> Stepped<'py> {
+        let py = slf.py();
+        let stop = state(slf)?.stop.as_ref().map(|s| s.clone_ref(py));
+        match stop {
+            Some(stop) if !stop.is(&exc) => {
+                // a call stopped the process while the turn was cancelled
+                let stop = stop.into_bound(py);
+                stop.setattr(intern!(py, "__cause__"), py.None())?;
+                Err(PyErr::from_value(stop))
+            }
+            _ => Err(PyErr::from_value(exc)),
+        }
+    }
+
+    /// `close()`: with calls unanswered, each task left is closed (see `close_task`) and each
+    /// call left is aborted as cancelled without awaiting.
+    fn close_now(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let phase = std::mem::replace(&mut state(slf)?.phase, Phase::Done);
+        match phase {
+            Phase::Begin | Phase::Done => return Ok(()),
+            Phase::Waiting => {}
+            Phase::Cancelling { wait, .. } => drop(wait.close(py)),
+            Phase::Aborting { shield, aborts, .. } => {
+                // The aborts go on by themselves while their loop runs.
+                drop(shield.close(py));
+                let aborts = aborts.bind(py);
+                let closed = aborts.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "is_closed"))?.is_truthy()?;
+                return if closed { close_task(py, aborts) } else { Ok(()) };
+            }
+        }
+        let tasks: Vec<Py<PyAny>> = {
+            let mut t = state(slf)?;
+            t.cancelled = true;
+            t.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect()
+        };
+        for task in tasks {
+            close_task(py, task.bind(py))?;
+        }
+        let (machines, ctx) = {
+            let mut t = state(slf)?;
+            let machines: Vec<Py<Call>> = t.machines.iter_mut().filter_map(Option::take).collect();
+            (machines, t.ctx.clone_ref(py))
+        };
+        for m in machines {
+            Drive::closed(py, m, ctx.clone_ref(py))?;
+        }
+        Ok(())
+    }
+}
+
+/// A task of a turn being closed: its coroutine is closed (its body's `finally` blocks run, its
+/// drive aborts its call as cancelled without awaiting; a body whose clean-up raises or awaits
+/// while closed: its call is aborted all the same), as the collector closes a coroutine dropped
+/// with it; then, if its loop still runs, cancelled (it ends at its next step).
+fn close_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
+    if task.call_method0(intern!(py, "done"))?.is_truthy()? {
+        return Ok(());
+    }
+    match task.call_method0(intern!(py, "get_coro")).and_then(|c| c.call_method0(intern!(py, "close"))) {
+        Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => return Err(e),
+        _ => {}
+    }
+    if !task.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "is_closed"))?.is_truthy()? {
+        task.call_method0(intern!(py, "cancel"))?;
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl Turn {
+    /// The turn of `calls` (a list) through pipeline `pipe` (built-in rules only) against
+    /// `registry`, each with context `ctx`.
+    #[new]
+    fn new(py: Python<'_>, pipe: Py<Pipeline>, registry: Py<CoreRegistry>, calls: Vec<Py<PyAny>>, ctx: Py<PyAny>) -> Self {
+        let _in = super::shutdown::inside(py);
+        let n = calls.len();
+        Turn {
+            pipe,
+            registry,
+            calls,
+            ctx,
+            lp: None,
+            waiter: None,
+            envs: (0..n).map(|_| None).collect(),
+            tasks: (0..n).map(|_| None).collect(),
+            machines: (0..n).map(|_| None).collect(),
+            pending: n,
+            cancelled: false,
+            stop: None,
+            phase: Phase::Begin,
+            busy: false,
+        }
+    }
+
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::TurnAwait);
+        slf
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        let _in = super::shutdown::inside(slf.py());
+        slf
+    }
+
+    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::TurnNext);
+        let py = slf.py();
+        Self::resume(slf, Input::Send(py.None().into_bound(py)))
+    }
+
+    /// Take the next step, what the turn awaits getting `value`.
+    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::TurnSend);
+        Self::resume(slf, Input::Send(value))
+    }
+
+    /// Take the next step, what the turn awaits getting `exc` raised (`GeneratorExit`: closed,
+    /// then raised).
+    #[pyo3(signature = (exc, value=None, tb=None))]
+    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::TurnThrow);
+        let _ = tb;
+        Self::resume(slf, Input::Throw(thrown(exc, value)?))
+    }
+
+    /// Close the turn: each task left is closed (and cancelled if its loop still runs), each
+    /// call left aborted as cancelled without awaiting.
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let _in = super::shutdown::inside(slf.py());
+        entered(Entry::TurnClose);
+        Self::close_now(slf)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.pipe)?;
+        visit.call(&self.registry)?;
+        for c in &self.calls {
+            visit.call(c)?;
+        }
+        visit.call(&self.ctx)?;
+        visit.call(&self.lp)?;
+        visit.call(&self.waiter)?;
+        for v in self.envs.iter().chain(&self.tasks) {
+            visit.call(v)?;
+        }
+        for m in &self.machines {
+            visit.call(m)?;
+        }
+        visit.call(&self.stop)?;
+        match &self.phase {
+            Phase::Cancelling { exc, running, wait } => {
+                visit.call(exc)?;
+                for t in running {
+                    visit.call(t)?;
+                }
+                wait.visit(&visit)?;
+            }
+            Phase::Aborting { exc, aborts, shield } => {
+                visit.call(exc)?;
+                visit.call(aborts)?;
+                shield.visit(&visit)?;
+            }
+            Phase::Begin | Phase::Waiting | Phase::Done => {}
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        // Its relays may still hand calls in: the slots stay, emptied.
+        self.phase = Phase::Done;
+        self.cancelled = true;
+        self.lp = None;
+        self.waiter = None;
+        self.envs.iter_mut().chain(self.tasks.iter_mut()).for_each(|v| *v = None);
+        self.machines.iter_mut().for_each(|m| *m = None);
+        self.stop = None;
+    }
+}
