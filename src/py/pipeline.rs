@@ -1523,6 +1523,12 @@ impl Call {
         run.call1((within, body, args, ctx))
     }
 
+    /// The call's body called with `args` and `ctx` in `within` (see `call_body`): how a turn's
+    /// relay starts an `async` body in its task.
+    pub(super) fn start_body<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.call_body(py, &Flags::of_call(py, self)?, args, ctx, within)
+    }
+
     /// What the tool's body callable `body` is: `(unpacks, plain)`, `unpacks` when it is one of
     /// the wrappers `tools.from_callable` makes (`tools._ARGS_UNPACKED`), which only unpack or
     /// copy the mapping, `plain` the Python function `func` when it is `invoke_plain`

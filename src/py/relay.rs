@@ -72,13 +72,16 @@ impl After {
     }
 }
 
-/// A call's body being stepped.
+/// A call's body being stepped. `send`/`throw`: for an exact coroutine the unbound
+/// `CoroutineType.send`/`throw` (`unbound`: the coroutine is passed to them), else the
+/// awaitable's own bound methods; each step runs in `within`, the body's copy of the task's
+/// context (`Context.run`, unbound): no bound method is made per call.
 struct Body {
     coro: Py<PyAny>,
     send: Py<PyAny>,
     throw: Py<PyAny>,
-    /// `Context.run` of the body's copy of the task's context.
-    run: Py<PyAny>,
+    unbound: bool,
+    within: Py<PyAny>,
     /// The entered deadline (none: the call has none) and its end on `time.monotonic`.
     deadline: Entered,
     end: Option<f64>,
@@ -207,6 +210,7 @@ impl Relay {
         let arg = start.arg.bind(py).clone();
         let ctx = start.ctx.bind(py).clone();
         let tool = arg.get_item(0)?;
+        let m = start.owed.m.clone_ref(py);
         let limit: Option<f64> = arg.get_item(2)?.extract()?;
         if let Some(l) = limit {
             if l <= 0.0 {
@@ -217,25 +221,34 @@ impl Relay {
             }
         }
         let end = deadline::end_of(py, h, limit)?;
-        let fn_ = tool.getattr(intern!(py, "fn"))?;
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // task's context: what it sets reaches neither the caller nor the call's later steps.
         let within = h.copy_context.bind(py).call0()?;
-        let coro = match h.context_run.bind(py).call1((&within, fn_, arg.get_item(1)?, &ctx)) {
+        let called = m.bind(py).try_borrow().map_err(PyErr::from).and_then(|c| c.start_body(py, &arg.get_item(1)?, &ctx, &within));
+        let coro = match called {
             // An awaitable that is no coroutine (or something that is not awaitable) is awaited
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
             Ok(c) if !c.get_type().is(h.coroutine.bind(py)) => h.as_coro.bind(py).call1((c,))?,
             Ok(c) => c,
             Err(e) => return self.ended(py, None, None, Some(e.into_value(py).into_bound(py).into_any())),
         };
-        let run = within.getattr(intern!(py, "run"))?;
-        let send = coro.getattr(intern!(py, "send"))?;
-        let throw = coro.getattr(intern!(py, "throw"))?;
+        let unbound = coro.get_type().is(h.coroutine.bind(py));
+        let (send, throw) = if unbound {
+            (h.coro_send.clone_ref(py), h.coro_throw.clone_ref(py))
+        } else {
+            (coro.getattr(intern!(py, "send"))?.unbind(), coro.getattr(intern!(py, "throw"))?.unbind())
+        };
         let deadline = match end {
-            Some(end) => deadline::enter(py, h, end, limit, &tool)?,
+            // Entered as the task's, in its first step: no cancellation of it was delivered yet
+            // (one requested before would have been thrown in instead of this step; one the
+            // body's sync prelude requested is not delivered yet).
+            Some(end) => match h.current_task.bind(py).call0()? {
+                task if task.is_none() => Entered::none(),
+                task => deadline::enter_for(&h.get_running_loop.bind(py).call0()?, &task, 0, end, limit, &tool)?,
+            },
             None => Entered::none(),
         };
-        let body = Body { coro: coro.unbind(), send: send.unbind(), throw: throw.unbind(), run: run.unbind(), deadline, end, y: None };
+        let body = Body { coro: coro.unbind(), send, throw, unbound, within: within.unbind(), deadline, end, y: None };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
@@ -257,11 +270,12 @@ impl Relay {
                 }
             }
         }
-        let run = body.run.bind(py);
-        let (out, thrown) = match input {
-            Input::Send(v) => (run.call1((body.send.bind(py), v)), None),
-            Input::Throw(e) => (run.call1((body.throw.bind(py), &e)), Some(e)),
+        let (run, within, coro) = (helpers(py)?.context_run.bind(py), body.within.bind(py), body.coro.bind(py));
+        let (f, v, thrown) = match input {
+            Input::Send(v) => (body.send.bind(py), v, None),
+            Input::Throw(e) => (body.throw.bind(py), e.clone(), Some(e)),
         };
+        let out = if body.unbound { run.call1((within, f, coro, v)) } else { run.call1((within, f, v)) };
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
         // outcome is the deadline's (`timeout`), as for a call alone.
         let at_deadline = match &thrown {
@@ -284,7 +298,7 @@ impl Relay {
                         let h = helpers(py)?;
                         let lp = h.get_running_loop.bind(py).call0()?;
                         let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())), call: None })?;
-                        let task = run.call1((lp.getattr(intern!(py, "create_task"))?, clean_up))?;
+                        let task = run.call1((within, lp.getattr(intern!(py, "create_task"))?, clean_up))?;
                         h.hold_clean_up.bind(py).call1((task,))?;
                         Ok(())
                     })();
@@ -412,7 +426,7 @@ impl Relay {
             State::Body(body) => {
                 // The task's coroutine is closed (its loop was closed, or something closed it): so
                 // is the body; one that awaits while closed is dropped.
-                let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| body.run.bind(py).call1((c,)));
+                let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| helpers(py)?.context_run.bind(py).call1((body.within.bind(py), c)));
                 let mut body = body;
                 if let Err(e) = body.deadline.leave(py, Some(&generator_exit())) {
                     raised = Some(e);
@@ -612,7 +626,7 @@ impl Relay {
                 visit.call(&b.coro)?;
                 visit.call(&b.send)?;
                 visit.call(&b.throw)?;
-                visit.call(&b.run)?;
+                visit.call(&b.within)?;
                 b.deadline.traverse(&visit)?;
                 if let Some((y, wait)) = &b.y {
                     visit.call(y)?;
