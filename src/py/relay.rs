@@ -33,10 +33,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
 }
 
-/// The body a relay starts: the `STEP_RUN` payload `(tool, args, limit, kind)`, the call's
+/// The body a relay starts (of the `STEP_RUN` payload `(tool, args, limit, kind)`), the call's
 /// context, and the call it owes the turn an end for.
 struct Start {
-    arg: Py<PyTuple>,
+    tool: Py<PyAny>,
+    args: Py<PyAny>,
+    limit: Option<f64>,
     ctx: Py<PyAny>,
     owed: Owed,
 }
@@ -158,8 +160,9 @@ fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
 
 impl Relay {
     /// The relay of a call whose first step is its `async` body (`arg`: the `STEP_RUN` payload).
-    pub(super) fn body(arg: Py<PyTuple>, ctx: Py<PyAny>, owed: Owed) -> Self {
-        Relay { state: State::Start, call: Some(Start { arg, ctx, owed }) }
+    pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, owed: Owed) -> PyResult<Self> {
+        let (tool, args, limit) = (arg.get_item(0)?.unbind(), arg.get_item(1)?.unbind(), arg.get_item(2)?.extract()?);
+        Ok(Relay { state: State::Start, call: Some(Start { tool, args, limit, ctx, owed }) })
     }
 
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
@@ -207,11 +210,9 @@ impl Relay {
     fn start<'py>(&mut self, py: Python<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
         let Some(start) = &self.call else { return Err(stopped(py)) };
-        let arg = start.arg.bind(py).clone();
         let ctx = start.ctx.bind(py).clone();
-        let tool = arg.get_item(0)?;
+        let (tool, args, limit) = (start.tool.bind(py).clone(), start.args.bind(py).clone(), start.limit);
         let m = start.owed.m.clone_ref(py);
-        let limit: Option<f64> = arg.get_item(2)?.extract()?;
         if let Some(l) = limit {
             if l <= 0.0 {
                 // A call never starts after its deadline.
@@ -224,7 +225,7 @@ impl Relay {
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // task's context: what it sets reaches neither the caller nor the call's later steps.
         let within = h.copy_context.bind(py).call0()?;
-        let called = m.bind(py).try_borrow().map_err(PyErr::from).and_then(|c| c.start_body(py, &arg.get_item(1)?, &ctx, &within));
+        let called = m.bind(py).try_borrow().map_err(PyErr::from).and_then(|c| c.start_body(py, &args, &ctx, &within));
         let coro = match called {
             // An awaitable that is no coroutine (or something that is not awaitable) is awaited
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
@@ -337,10 +338,7 @@ impl Relay {
             if deadline::passed(py, h, body.end)? {
                 // Nothing past the deadline is a success.
                 let (tool, limit) = match &self.call {
-                    Some(start) => {
-                        let arg = start.arg.bind(py);
-                        (arg.get_item(0)?, arg.get_item(2)?.extract::<Option<f64>>()?)
-                    }
+                    Some(start) => (start.tool.bind(py).clone(), start.limit),
                     None => (py.None().into_bound(py), None),
                 };
                 exc = Some(deadline::timeout(py, h, &tool, limit).into_value(py).into_bound(py).into_any());
@@ -355,12 +353,11 @@ impl Relay {
     /// what is left of the deadline, `end` on `time.monotonic`); what it raised goes to
     /// `Owed::failed`. The task goes on with the call's drive the turn returns, if any.
     fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, end: Option<f64>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let Some(Start { arg, ctx, owed }) = self.call.take() else { return Err(stopped(py)) };
+        let Some(Start { limit, ctx, owed, .. }) = self.call.take() else { return Err(stopped(py)) };
         let then = match (exc, value) {
             (Some(exc), _) => owed.failed(py, exc)?,
             (None, value) => {
                 let value = value.unwrap_or_else(|| py.None().into_bound(py));
-                let limit: Option<f64> = arg.bind(py).get_item(2)?.extract()?;
                 let fed = owed.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, ctx.bind(py), limit, end));
                 match fed {
                     Ok((STEP_DONE, env)) => {
@@ -613,7 +610,8 @@ impl Relay {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
-            visit.call(&s.arg)?;
+            visit.call(&s.tool)?;
+            visit.call(&s.args)?;
             visit.call(&s.ctx)?;
             s.owed.visit(visit)
         };

@@ -205,7 +205,7 @@ impl Owed {
         let turn = self.turn.bind(py);
         let lp = turn.try_borrow()?.lp.as_ref().map(|l| l.clone_ref(py));
         let lp = lp.ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?;
-        let task = spawn(py, lp.bind(py), Relay::driving(what.0, what.1))?;
+        let task = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(what.0, what.1))?;
         let old = turn.try_borrow_mut()?.tasks[self.i].replace(task.unbind());
         drop(old);
         Ok(())
@@ -322,11 +322,11 @@ impl Owed {
     }
 }
 
-/// A task on `lp` whose coroutine is `relay`. As `asyncio.gather` does for the tasks it creates:
-/// the turn's caller cannot reach them, so a loop closed with them pending drops them without a
-/// report (the caller's own task is reported, if it asks for that).
-fn spawn<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>, relay: Relay) -> PyResult<Bound<'py, PyAny>> {
-    let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, relay)?,))?;
+/// A task whose coroutine is `relay` (`create_task`: the loop's). As `asyncio.gather` does for
+/// the tasks it creates: the turn's caller cannot reach them, so a loop closed with them pending
+/// drops them without a report (the caller's own task is reported, if it asks for that).
+fn spawn<'py>(py: Python<'py>, create_task: &Bound<'py, PyAny>, relay: Relay) -> PyResult<Bound<'py, PyAny>> {
+    let task = create_task.call1((Bound::new(py, relay)?,))?;
     task.setattr(intern!(py, "_log_destroy_pending"), false)?;
     Ok(task)
 }
@@ -437,6 +437,7 @@ impl Turn {
         };
         let (pipe, registry, ctx) = (pipe.bind(py), registry.bind(py), ctx.bind(py));
         let turn = slf.clone().unbind();
+        let create_task = lp.getattr(intern!(py, "create_task"))?;
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
             let begun = Pipeline::begin(pipe, registry, call, ctx, false).and_then(|b| b.extract::<(Option<Py<Call>>, u8, Bound<'py, PyAny>)>());
@@ -460,12 +461,12 @@ impl Turn {
             state(slf)?.machines[i] = Some(m.clone_ref(py));
             let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
             let relay = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
-                Relay::body(arg.cast_into::<PyTuple>()?.unbind(), ctx.clone().unbind(), owed)
+                Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), owed)?
             } else {
                 let (drive, after) = owed.drive(py, step, arg)?;
                 Relay::driving(drive, after)
             };
-            let task = spawn(py, &lp, relay)?;
+            let task = spawn(py, &create_task, relay)?;
             let old = state(slf)?.tasks[i].replace(task.unbind());
             drop(old);
         }
@@ -556,7 +557,7 @@ impl Turn {
         let mut rest = rest.into_iter();
         let (Some(first), Some(lp)) = (rest.next(), lp) else { return Self::raise(slf, exc) };
         let drive = Bound::new(py, Drive::abort(py, first, exc.clone().unbind(), ctx.clone_ref(py)))?.into_any();
-        let aborts = spawn(py, lp.bind(py), Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx }))?;
+        let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx }))?;
         Self::shielding(slf, exc, aborts)
     }
 
