@@ -252,6 +252,38 @@ async def test_arguments_reach_tools_deep_frozen():
     assert "frozen value" in seen["error"]
 
 
+@pytest.mark.parametrize("size", [3, 63, 64, 65, 200])
+@pytest.mark.parametrize("holes", [False, True])
+async def test_every_container_argument_is_frozen_wherever_it_sits_in_the_mapping(size: int, holes: bool) -> None:
+    """The containers of a call's mapping are found where reading it for validation found them
+    (by their position in the dict's order): lists and dicts at the first, middle and last
+    places, in dicts of up to 64 entries and beyond, and in a dict with deleted entries
+    (its positions are no longer its indices), all reach the body frozen; other values as they
+    were sent."""
+    seen: list[dict[str, type]] = []
+
+    @tool(read_only=True, non_blocking=True)
+    def record(**kwargs: Any) -> int:
+        """Record the type of every argument it was given."""
+        seen.append({k: type(v) for k, v in kwargs.items()})
+        return len(kwargs)
+
+    args: dict[str, Any] = {}
+    if holes:
+        args.update({f"gone{i}": i for i in range(5)})
+    for i in range(size):
+        args[f"a{i}"] = [i] if i % 3 == 0 else {"k": i} if i % 3 == 1 else i
+    args[f"a{size - 1}"] = [[1], {"k": [2]}]
+    if holes:
+        for i in range(5):
+            del args[f"gone{i}"]
+    env = await Invoker(ToolRegistry([record])).invoke({"id": "c", "name": "record", "input": args})
+    assert without_elapsed(env) == {"ok": True, "value": size}
+    expected = {f"a{i}": FrozenList if i % 3 == 0 else FrozenDict if i % 3 == 1 else int for i in range(size)}
+    expected[f"a{size - 1}"] = FrozenList
+    assert seen == [expected]
+
+
 @pytest.mark.parametrize("non_blocking", [True, False])
 @pytest.mark.parametrize("is_async", [False, True])
 async def test_a_replaced_fn_gets_the_arguments_frozen(non_blocking, is_async):

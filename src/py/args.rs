@@ -32,6 +32,9 @@ pub(crate) struct Checked {
     /// An integral float at or beyond 2^63 sits where the schema wants an integer: made a Python
     /// int in the body's dict.
     conform: bool,
+    /// The caller's mapping is an exact `dict` of at most 64 entries: where its containers are
+    /// (see `tools::Met::containers_at`).
+    pub(crate) containers_at: Option<u64>,
 }
 
 impl Checked {
@@ -104,6 +107,7 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
     let mut exact = None;
     let mut other_containers = false;
     let mut source_text: Option<&str> = None;
+    let mut containers_at = None;
     let mut value = if let Ok(text) = args.cast::<PyString>() {
         let s = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
         // A number this reader cannot hold is named with its place, not called invalid JSON.
@@ -138,6 +142,7 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
         let value = super::tools::json_value_of(args).map_err(|e| Rejection::NotJson(e.to_string()))?;
         let met = super::tools::last_met();
         other_containers = met.other_containers;
+        containers_at = met.containers_at;
         as_sent = !met.other_containers && !met.big_ints;
         if met.big_ints {
             exact = Some(args.clone().unbind());
@@ -166,6 +171,7 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
         rebuild: dropped || fix.changed || other_containers,
         exact,
         conform: fix.beyond_64_bits,
+        containers_at,
     })
 }
 

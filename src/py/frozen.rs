@@ -93,6 +93,35 @@ pub(crate) fn freeze_values<'py>(
     Ok(target)
 }
 
+/// `freeze_values` of an exact dict `d` whose containers are at the positions of its order set
+/// in `at` (bit `i`: the entry `PyDict_Next` gives at position `i`), as reading it found them
+/// with no Python code run since: the entries there are frozen, the others are copied as they
+/// are, without looking at each again.
+pub(crate) fn freeze_values_at<'py>(
+    d: &Bound<'py, PyDict>,
+    mut at: u64,
+    fdict: &Bound<'py, PyType>,
+    flist: &Bound<'py, PyType>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let py = d.py();
+    let target = d.copy()?;
+    while at != 0 {
+        let i = at.trailing_zeros();
+        at &= at - 1;
+        let mut pos: pyo3::ffi::Py_ssize_t = i as pyo3::ffi::Py_ssize_t;
+        let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a live dict; `k` and `v` are borrowed and taken as new references at once.
+        if unsafe { pyo3::ffi::PyDict_Next(d.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+            break;
+        }
+        let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+        if is_container(&v) {
+            target.set_item(k, freeze(&v, fdict, flist, 1)?)?;
+        }
+    }
+    Ok(target)
+}
+
 /// `plain` (a dict whose nested containers are frozen already) as a `fdict` instance.
 pub(crate) fn seal<'py>(plain: &Bound<'py, PyDict>, fdict: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
     let target = new_empty(fdict)?.cast_into::<PyDict>()?;

@@ -226,6 +226,10 @@ pub(crate) fn frozen_args<'py>(
         }
     };
     match args.cast::<PyDict>() {
+        Ok(d) if checked.same_as_caller() && !sealed && checked.containers_at.is_some() => {
+            // Only the entries validation found containers in are looked at again.
+            super::frozen::freeze_values_at(d, checked.containers_at.unwrap_or(0), frozen_dict, frozen_list).map(Bound::into_any)
+        }
         Ok(d) if checked.same_as_caller() => freeze(d),
         _ if checked.needs_python() => freeze(&entry.core.get().kwargs(py, args, checked)?),
         _ if sealed => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list)),

@@ -76,7 +76,7 @@ thread_local! {
     /// What the last [`json_value`] on this thread met that JSON text would not give: integers
     /// beyond 64 bits (carried as floats of the same magnitude for validation), and containers
     /// other than `dict`/`list` (tuples, sets, mappings, dataclasses).
-    static MET: std::cell::Cell<Met> = const { std::cell::Cell::new(Met { big_ints: false, other_containers: false }) };
+    static MET: std::cell::Cell<Met> = const { std::cell::Cell::new(Met { big_ints: false, other_containers: false, containers_at: None }) };
 }
 
 /// See [`MET`].
@@ -84,6 +84,10 @@ thread_local! {
 pub(crate) struct Met {
     pub(crate) big_ints: bool,
     pub(crate) other_containers: bool,
+    /// The value was an exact `dict` of at most 64 entries, converted by the fast path: bit `i`
+    /// is set when the entry at position `i` of its order (as `PyDict_Next` counts them) holds
+    /// a `dict`, `list` or `tuple` (see `frozen::freeze_values_at`).
+    pub(crate) containers_at: Option<u64>,
 }
 
 fn note(f: impl FnOnce(&mut Met)) {
@@ -117,16 +121,51 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 fn json_value(obj: &Bound<'_, PyAny>) -> Result<Value, pythonize::PythonizeError> {
     use serde::de::DeserializeSeed;
     MET.with(|m| m.set(Met::default()));
-    if let Some(value) = plain_json(obj, 0) {
+    if let Some(value) = top_json(obj) {
         return Ok(value);
     }
-    MET.with(|m| m.set(Met { big_ints: false, other_containers: true }));
+    MET.with(|m| m.set(Met { big_ints: false, other_containers: true, containers_at: None }));
     JsonSeed { depth: 0 }.deserialize(&mut pythonize::Depythonizer::from_object(obj))
 }
 
 /// What the last [`json_value`] call on this thread met (see [`MET`]).
 pub(crate) fn last_met() -> Met {
     MET.with(std::cell::Cell::get)
+}
+
+/// [`plain_json`] of a call's arguments; an exact `dict` of at most 64 entries is walked by
+/// position, noting where its containers are ([`Met::containers_at`]).
+fn top_json(obj: &Bound<'_, PyAny>) -> Option<Value> {
+    let Ok(d) = obj.cast_exact::<PyDict>() else { return plain_json(obj, 0) };
+    if d.len() > 64 {
+        return plain_json(obj, 0);
+    }
+    let py = obj.py();
+    let mut map = serde_json::Map::with_capacity(d.len());
+    let mut at: u64 = 0;
+    let mut pos: pyo3::ffi::Py_ssize_t = 0;
+    loop {
+        let here = pos;
+        let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a live dict; `k` and `v` are borrowed while it is not changed (no Python code
+        // runs in this loop: only exact built-in types are read) and taken as new references.
+        if unsafe { pyo3::ffi::PyDict_Next(d.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+            break;
+        }
+        let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+        if !k.is_exact_instance_of::<PyString>() {
+            return None;
+        }
+        let key = k.cast::<PyString>().ok()?.to_str().ok()?.to_owned();
+        if here < 64 && (v.is_instance_of::<PyDict>() || v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
+            at |= 1u64 << here;
+        }
+        map.insert(key, plain_json(&v, 1)?);
+    }
+    if pos <= 64 {
+        note(|m| m.containers_at = Some(at));
+    }
+    Some(Value::Object(map))
 }
 
 /// The fast path of [`json_value`] for the values a decoded tool call is made of: exact `dict`
