@@ -389,20 +389,31 @@ impl<V> Conversations<V> {
     }
 
     fn scope(&mut self, scope: &str) -> &mut Scope<V> {
-        if let Some(s) = self.scopes.get_mut(scope) {
-            if s.touched != self.tick {
-                // Not the most recently used one already (the usual case of a conversation's
-                // calls in a row costs no reordering): it becomes so.
-                self.tick += 1;
-                self.lru.remove(&s.touched);
-                s.touched = self.tick;
-                self.lru.insert(self.tick, scope.to_owned());
-            }
-            return self.scopes.get_mut(scope).expect("present");
+        if self.scopes.len() < self.max_scopes || self.scopes.contains_key(scope) {
+            // Found or added with one lookup (no scope need be forgotten for it).
+            return match self.scopes.entry_ref(scope) {
+                hashbrown::hash_map::EntryRef::Occupied(e) => {
+                    let s = e.into_mut();
+                    if s.touched != self.tick {
+                        // Not the most recently used one already (the usual case of a
+                        // conversation's calls in a row costs no reordering): it becomes so.
+                        self.tick += 1;
+                        self.lru.remove(&s.touched);
+                        s.touched = self.tick;
+                        self.lru.insert(self.tick, scope.to_owned());
+                    }
+                    s
+                }
+                hashbrown::hash_map::EntryRef::Vacant(e) => {
+                    self.tick += 1;
+                    self.lru.insert(self.tick, scope.to_owned());
+                    e.insert(Scope::new(self.tick))
+                }
+            };
         }
         self.tick += 1;
         let tick = self.tick;
-        if self.scopes.len() >= self.max_scopes {
+        {
             // The least recently used scope with no call in flight (its waiters must be woken by
             // the call that runs, so such a scope stays).
             let victim = self
@@ -1013,6 +1024,20 @@ mod tests {
         assert_eq!(c.sizes().2, 3);
         assert_eq!(c.claim("busy", "t", "{}", 2), Claim::Pending(&1));
         assert_eq!(c.observe("run-99", "t", "{}"), 2);
+    }
+
+    #[test]
+    fn the_least_recently_used_scope_is_forgotten_first() {
+        let mut c: Conversations<u32> = Conversations::with_limits(2, 4);
+        c.observe("a", "t", "{}");
+        c.observe("b", "t", "{}");
+        assert_eq!(c.observe("a", "t", "{}"), 2); // `a` used again: `b` is the least recent
+        c.observe("c", "t", "{}"); // full: `b` forgotten
+        assert_eq!(c.observe("a", "t", "{}"), 3);
+        assert_eq!(c.observe("b", "t", "{}"), 1); // full again: `c` forgotten
+        assert_eq!(c.observe("a", "t", "{}"), 4);
+        assert_eq!(c.observe("c", "t", "{}"), 1);
+        assert_eq!(c.sizes().2, 2);
     }
 
     #[test]
