@@ -311,6 +311,44 @@ async def test_a_swallowed_cancellation_is_never_a_success(middleware):
         assert log == ["cancelled", "returned"]
 
 
+@pytest.mark.parametrize("body", ["sync", "async"])
+@pytest.mark.parametrize("entry", ["invoke", "invoke_many"])
+async def test_an_outcome_the_loop_takes_past_the_deadline_is_a_timeout(body, entry):
+    """The body returns well within its deadline, but the caller's loop is blocked until after
+    it: the outcome is taken past the deadline, before the deadline's timer ran. Nothing past
+    the deadline is a success, on the worker pool as for an ``async`` body."""
+    if body == "sync":
+
+        @tool(read_only=True, timeout_s=0.6)
+        def slowish(q: str) -> str:
+            """Return q after 50 ms (a test tool that is briefly slow)."""
+            time.sleep(0.05)
+            return q
+
+    else:
+
+        @tool(read_only=True, timeout_s=0.6)
+        async def slowish(q: str) -> str:
+            """Return q after 50 ms (a test tool that is briefly slow)."""
+            await asyncio.sleep(0.05)
+            return q
+
+    loop = asyncio.get_running_loop()
+
+    def block_past_the_deadline() -> None:
+        time.sleep(0.4)  # the body returns meanwhile; its outcome is queued on this loop
+        loop.call_soon(time.sleep, 0.8)  # then the loop is blocked past the deadline
+
+    inv = Invoker(ToolRegistry([slowish]))
+    calls = [{"id": f"c{i}", "name": "slowish", "input": {"q": "v"}} for i in range(2 if entry == "invoke_many" else 1)]
+    loop.call_later(0.01, block_past_the_deadline)
+    if entry == "invoke":
+        envs = [await inv.invoke(calls[0])]
+    else:
+        envs = await inv.invoke_many(calls)
+    assert envs == [timeout_envelope("slowish", "0.6")] * len(calls)
+
+
 def test_dispatch_timeout_does_not_wait_for_the_clean_up():
     stubborn, log, gate = make_swallower(4.0, "finally")
     started = time.monotonic()

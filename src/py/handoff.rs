@@ -172,6 +172,13 @@ impl JobAwait {
         let mut entered = std::mem::replace(&mut self.entered, Entered::none());
         let exc = out.as_ref().err().map(|e| e.value(py).clone().into_any());
         let out = match entered.leave(py, exc.as_ref()) {
+            // An outcome taken past the end (the loop resumed this await late, before its
+            // deadline's timer ran) is a timeout all the same: nothing past the end succeeds.
+            Ok(()) if out.is_ok() => match self.past_end(py) {
+                Ok(false) => out,
+                Ok(true) => Err(timeout(py, helpers(py)?, self.name.bind(py), self.limit)),
+                Err(e) => Err(e),
+            },
             Ok(()) => out,
             Err(t) => Err(t),
         };
@@ -182,6 +189,11 @@ impl JobAwait {
                 Err(e)
             }
         }
+    }
+
+    /// Whether the job's end (if it has one) has passed.
+    fn past_end(&self, py: Python<'_>) -> PyResult<bool> {
+        deadline::passed(py, helpers(py)?, self.job.get().end)
     }
 
     /// Close the await (a `yield from` being closed): the future's iterator closed, the
