@@ -214,6 +214,42 @@ async def test_ctx_trace_gets_the_record_through_event_then_add_event_then_itsel
     ]
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_an_audit_sink_stopping_the_process_stops_it_and_its_own_cancellation_is_logged(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``KeyboardInterrupt`` from the sink reaches the caller's ``await`` (the record is not
+    sent again); a ``CancelledError`` the sink raised itself (the caller's task was not
+    cancelled) is the sink's failure: logged, the call's result unaffected."""
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    ping.non_blocking = True  # type: ignore[attr-defined]
+    raised: list[BaseException] = []
+
+    def sync_sink(rec: dict) -> None:
+        raise raised[-1]
+
+    async def async_sink(rec: dict) -> None:
+        await asyncio.sleep(0)
+        raise raised[-1]
+
+    sink = sync_sink if kind == "sync" else async_sink
+    inv = Invoker(ToolRegistry([ping]), middleware=[mw.audit(sink), *mw.default_chain()[1:]])
+    raised.append(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        await inv.invoke(call("ping", "k"))
+    raised.append(asyncio.CancelledError())
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        env = await inv.invoke(call("ping", "c"))
+    assert (env["ok"], env["value"]) == (True, "pong")
+    assert [(r.levelname, r.getMessage().split(" at 0x")[0], r.exc_info[0]) for r in caplog.records] == [
+        ("ERROR", f"audit sink <function test_an_audit_sink_stopping_the_process_stops_it_and_its_own_cancellation_is_logged.<locals>.{kind}_sink", asyncio.CancelledError)
+    ]
+
+
 async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call():
     @tool(read_only=True)
     def ping() -> str:

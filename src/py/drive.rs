@@ -139,9 +139,22 @@ fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py
     match Pipeline::begin(pipe, registry, &call, &ctx, true) {
         Ok(env) if env.is_instance_of::<PyDict>() => Ok(env),
         Ok(begun) => {
-            let (m, step, arg): (Py<Call>, u8, Py<PyAny>) = begun.extract()?;
-            let mut d = Drive::new(Some(Begin::From(m, step, arg)), ctx.unbind());
+            let (m, mut step, mut arg): (Py<Call>, u8, Bound<'py, PyAny>) = begun.extract()?;
+            let mut d = Drive::new(None, ctx.clone().unbind());
             d.call = Some(call.unbind());
+            // A record its sink takes at once is emitted here: a call then answered needs no
+            // drive. A fault is the drive's first step (see `STEP_RAISE`).
+            while step == STEP_RECORD {
+                match d.record_here(py, &m, &arg) {
+                    Ok(Some((s, a))) => (step, arg) = (s, a),
+                    Ok(None) => return Ok(Bound::new(py, d)?.into_any()), // it awaits the sink
+                    Err(e) => (step, arg) = (STEP_RAISE, value_of(py, &e)),
+                }
+            }
+            if step == STEP_DONE {
+                return Ok(arg);
+            }
+            d.begin = Some(Begin::From(m, step, arg.unbind()));
             Ok(Bound::new(py, d)?.into_any())
         }
         Err(e) => {
@@ -842,6 +855,25 @@ impl Drive {
             Some((aw, sink)) => Ok(Next::Await(aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind() })),
             None => self.recorded(py, rec),
         }
+    }
+
+    /// Step `(STEP_RECORD, arg)` of call `m` before the drive starts (no span is open: a drive
+    /// opens it): the call's next step once the record is emitted, or None when the drive is to
+    /// await the sink's awaitable first (it then holds the call).
+    fn record_here<'py>(&mut self, py: Python<'py>, m: &Py<Call>, arg: &Bound<'py, PyAny>) -> PyResult<Option<(u8, Bound<'py, PyAny>)>> {
+        let (cfg, rec) = (arg.get_item(0)?, arg.get_item(1)?);
+        if let Some((aw, sink)) = observe::record(py, &cfg, &rec)? {
+            match Awaited::of(py, aw) {
+                Ok(aw) => {
+                    self.m = Some(m.clone_ref(py));
+                    self.awaiting = Some((aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind() }));
+                    return Ok(None);
+                }
+                Err(e) => observe::sink_failed(py, &sink, e)?,
+            }
+        }
+        observe::traced(py, &rec, self.ctx.bind(py))?;
+        m.bind(py).try_borrow_mut()?.feed(py, EV_RECORDED, None).map(Some)
     }
 
     /// The sink has record `rec`: it goes to `ctx.trace`, then the span is closed and the call
