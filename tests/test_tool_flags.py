@@ -1,9 +1,9 @@
 """A tool's flags as the Invoker follows them: what the core read of a ``FunctionTool``'s flags is
-kept only while the tool's instance ``__dict__`` holds the same objects (however it was changed:
-assignment, ``object.__setattr__``, ``vars(t)[...]``, ``patch.dict``), what its class defines is
-read at every call, and a tool whose flags can change without touching its dict (a subclass's
-property, a duck-typed tool's class attribute, a flag whose truth value is computed) is read at
-every call."""
+kept only while Python's attribute access on the tool answers the same objects (however it was
+changed: assignment, ``object.__setattr__``, ``vars(t)[...]``, ``patch.dict``, a key of the dict's
+own that now equals the name, a property put on the class), what its class defines is read at
+every call, and a tool whose flags can change without touching its dict (a subclass's property, a
+duck-typed tool's class attribute, a flag whose truth value is computed) is read at every call."""
 
 from __future__ import annotations
 
@@ -460,3 +460,109 @@ def test_function_tool_has_no_assignment_hooks() -> None:
     ``__del__`` at interpreter exit as well), and its class is a plain ``type``."""
     assert (type(FunctionTool), FunctionTool.__setattr__, FunctionTool.__delattr__) == (type, object.__setattr__, object.__delattr__)
     assert not hasattr(_core, "flags_changed")
+
+
+class _Shadow:
+    """A key hashing like the name ``s`` that equals it only once armed."""
+
+    def __init__(self, s: str) -> None:
+        self.s, self.armed = s, False
+
+    def __hash__(self) -> int:
+        return hash(self.s)
+
+    def __eq__(self, other: object) -> bool:
+        return self.armed and other == self.s
+
+
+def _shadow(t: FunctionTool, name: str, old: Any, new: Any) -> _Shadow:
+    """``vars(t)`` with a ``_Shadow(name)`` key holding ``new`` first in the name's probe chain and
+    the ``name`` entry itself (holding ``old``) after it: ``getattr(t, name)`` is ``old`` until the
+    shadow is armed, ``new`` from then on, while the ``name`` entry still holds ``old``."""
+    d = vars(t)
+    del d[name]
+    key = _Shadow(name)
+    d[key] = new
+    d[name] = old
+    return key
+
+
+def _fetch() -> FunctionTool:
+    @tool(read_only=True, non_blocking=True)
+    def fetch(url: str) -> str:
+        """Return the URL it was given, unchanged."""
+        return url
+
+    return fetch
+
+
+FETCH = {"id": "1", "name": "fetch", "input": {"url": "https://evil.test/x"}}
+
+
+async def test_a_key_that_comes_to_equal_a_flags_name_is_followed_as_getattr_follows_it() -> None:
+    echo = make_echo([])
+    inv = Invoker(ToolRegistry([echo]))
+    key = _shadow(echo, "requires_approval", False, True)
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    assert plain(dispatch(CALL, inv.registry)) == {"ok": True, "value": 3}
+    key.armed = True
+    assert (echo.requires_approval, vars(echo)["requires_approval"]) == (True, True)
+    assert await inv.invoke(CALL, fresh()) == APPROVAL
+    assert dispatch(CALL, inv.registry) == APPROVAL
+
+    fetch = _fetch()
+    gated = Invoker(ToolRegistry([fetch]), middleware=[egress(["example.com"])])
+    key = _shadow(fetch, "url_arg", None, "url")
+    assert plain(await gated.invoke(FETCH, fresh())) == {"ok": True, "value": "https://evil.test/x"}
+    key.armed = True
+    assert fetch.url_arg == "url"
+    assert await gated.invoke(FETCH, fresh()) == EGRESS_DENIED
+
+
+async def test_a_key_that_comes_to_equal_fn_or_non_blocking_is_followed() -> None:
+    echo = make_echo([])
+    inv = Invoker(ToolRegistry([echo]))
+    key = _shadow(echo, "fn", echo.fn, lambda args, ctx: "new body")
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    key.armed = True
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": "new body"}
+    assert plain(dispatch(CALL, inv.registry)) == {"ok": True, "value": "new body"}
+
+    runs: list[str] = []
+    other = make_echo(runs)
+    inv = Invoker(ToolRegistry([other]))
+    key = _shadow(other, "non_blocking", True, False)
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    key.armed = True
+    assert other.non_blocking is False
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    assert runs == ["loop", "worker"]
+
+
+async def test_a_data_descriptor_on_function_tool_is_followed_from_the_first_call() -> None:
+    echo = make_echo([])
+    with mock.patch.object(FunctionTool, "requires_approval", new_callable=mock.PropertyMock, return_value=True):
+        assert echo.requires_approval is True
+        assert await Invoker(ToolRegistry([echo])).invoke(CALL, fresh()) == APPROVAL
+        assert dispatch(CALL, ToolRegistry([make_echo([])])) == APPROVAL
+    fetch = _fetch()
+    with mock.patch.object(FunctionTool, "url_arg", property(lambda self: "url")):
+        assert fetch.url_arg == "url"
+        assert await Invoker(ToolRegistry([fetch]), middleware=[egress(["example.com"])]).invoke(FETCH, fresh()) == EGRESS_DENIED
+
+
+async def test_a_data_descriptor_put_on_function_tool_between_calls_is_followed() -> None:
+    echo = make_echo([])
+    inv = Invoker(ToolRegistry([echo]))
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}  # flags kept
+    with mock.patch.object(FunctionTool, "requires_approval", new_callable=mock.PropertyMock, return_value=True):
+        assert await inv.invoke(CALL, fresh()) == APPROVAL
+        assert dispatch(CALL, inv.registry) == APPROVAL
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+    fetch = _fetch()
+    gated = Invoker(ToolRegistry([fetch]), middleware=[egress(["example.com"])])
+    assert plain(await gated.invoke(FETCH, fresh())) == {"ok": True, "value": "https://evil.test/x"}
+    with mock.patch.object(FunctionTool, "url_arg", property(lambda self: "url")):
+        assert await gated.invoke(FETCH, fresh()) == EGRESS_DENIED
+    assert plain(await gated.invoke(FETCH, fresh())) == {"ok": True, "value": "https://evil.test/x"}

@@ -814,14 +814,12 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
     }
 }
 
-/// The flags a `ToolFlags` keeps, in its order, then the attributes read at every call whose
-/// positions it keeps (see `hinted_names`): interned once.
-static NAMES: PyOnceLock<[Py<PyString>; 7 + HINTED]> = PyOnceLock::new();
+/// The flags a `ToolFlags` keeps, in its order: interned once.
+static NAMES: PyOnceLock<[Py<PyString>; 7]> = PyOnceLock::new();
 
-fn names(py: Python<'_>) -> &[Py<PyString>; 7 + HINTED] {
+fn names(py: Python<'_>) -> &[Py<PyString>; 7] {
     NAMES.get_or_init(py, || {
-        ["name", "requires_approval", "side_effecting", "idempotent", "effects_declared", "timeout_s", "url_arg", "fn", "_is_async", "non_blocking", "_output"]
-            .map(|n| PyString::intern(py, n).unbind())
+        ["name", "requires_approval", "side_effecting", "idempotent", "effects_declared", "timeout_s", "url_arg"].map(|n| PyString::intern(py, n).unbind())
     })
 }
 
@@ -832,25 +830,21 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 }
 
 /// What a call's admission reads of an exact `FunctionTool` (see `Flags`): kept with the tool's
-/// `CoreTool` and used while the tool's instance `__dict__` holds the very objects it was read
-/// from, compared by identity at each call, so a change however written (assignment,
-/// `object.__setattr__`, `vars(t)[...] =`, `t.__dict__.update`, `del`) is followed at the next
-/// call. Taken only when each of these flags is in the instance dict as a plain value (exactly a
-/// `bool`, `None`, a `str`, an `int` or a `float`): reading them runs no code of the tool's, so
-/// reading them again would answer the same. It holds strong references to those values (an
-/// object's address is reused once it is freed), and only to them: objects of these types refer
-/// to nothing, so no reference cycle goes through a snapshot and the garbage collector need not
-/// see it. The tool's `fn`, `_is_async`, `non_blocking`, its output check and read-only hook,
-/// and what its class defines are read where they are used, at every call.
-///
-/// Each identity is checked where the entry was (`at`, see [`entry_at`]): the entry at that
-/// position of the dict's order still has the flag's own key object and the same value, or the
-/// flags are read again. The positions of the attributes read at every call (`hints`) are kept
-/// the same way, only to find them: what is there is read at each call.
+/// `CoreTool` and used while Python's attribute access on the tool (`getattr(tool, name)`: a
+/// data descriptor of its class first, then its instance `__dict__`, then its class) answers the
+/// very objects they were read from, compared by identity at each call. A change however written
+/// (assignment, `object.__setattr__`, `vars(t)[...] =`, `t.__dict__.update`, `del`, a key of the
+/// dict's own that now equals the name, a property put on the class) is followed at the next call:
+/// what is kept is only what was made of those objects (their conversion). Taken only when each
+/// of these flags is a plain value (exactly a `bool`, `None`, a `str`, an `int` or a `float`):
+/// converting it runs no code, so converting the same object again would answer the same. It
+/// holds strong references to those values (an object's address is reused once it is freed), and
+/// only to them: objects of these types refer to nothing, so no reference cycle goes through a
+/// snapshot and the garbage collector need not see it. The tool's `fn`, `_is_async`,
+/// `non_blocking`, its output check and read-only hook are read where they are used, at every
+/// call.
 pub(crate) struct ToolFlags {
     values: [Py<PyAny>; 7],
-    at: [isize; 7],
-    hints: [isize; HINTED],
     name: String,
     requires_approval: bool,
     side_effecting: bool,
@@ -861,10 +855,10 @@ pub(crate) struct ToolFlags {
 }
 
 impl ToolFlags {
-    /// The flags in the instance dict `dict`, or which one cannot be kept (see `Kept::Unkept`): a
-    /// flag missing or not a plain value. `Flags` then reads the tool as `getattr` does, raising
-    /// what it raises.
-    fn read(py: Python<'_>, dict: &Bound<'_, PyDict>) -> Result<Self, Kept> {
+    /// The flags of `tool` as `getattr` answers them now, or which one cannot be kept (see
+    /// `Kept::Unkept`): a flag that `getattr` does not answer (raises) or that is not a plain
+    /// value. `Flags` then reads the tool as `getattr` does, raising what it raises.
+    fn read(py: Python<'_>, tool: &Bound<'_, PyAny>) -> PyResult<Result<Self, Kept>> {
         let names = kept_names(py);
         let mut values: Vec<Bound<'_, PyAny>> = Vec::with_capacity(names.len());
         // `None` or a bool (bool cannot be subclassed): its truth value.
@@ -872,7 +866,7 @@ impl ToolFlags {
         let text = |v: &Bound<'_, PyAny>| if v.is_exact_instance_of::<PyString>() { v.extract::<String>().ok() } else { None };
         let number = |v: &Bound<'_, PyAny>| v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyInt>();
         for (index, name) in names.into_iter().enumerate() {
-            let Some(v) = dict.get_item(name).ok().flatten() else { return Err(Kept::Unkept { index, at: 0 }) };
+            let Some(v) = attr(tool, name)? else { return Ok(Err(Kept::Unkept { index, at: 0 })) };
             // Each in turn: the first that cannot be kept ends the reading.
             let plain = match index {
                 0 => text(&v).is_some(),
@@ -881,34 +875,14 @@ impl ToolFlags {
                 _ => flag(&v).is_some(),
             };
             if !plain {
-                return Err(Kept::Unkept { index, at: v.as_ptr() as usize });
+                return Ok(Err(Kept::Unkept { index, at: v.as_ptr() as usize }));
             }
             values.push(v);
         }
         let unkept = || Kept::Unkept { index: 0, at: 0 };
         let t = &values[5];
         let u = &values[6];
-        // Where each flag and each hinted attribute is in the dict's order (-1: its key there is
-        // another string object equal to the name, or it is absent: looked up).
-        let (mut at, mut hints) = ([-1isize; 7], [-1isize; HINTED]);
-        let hinted = hinted_names(py);
-        let mut pos: pyo3::ffi::Py_ssize_t = 0;
-        loop {
-            let here = pos;
-            let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
-            // SAFETY: a live dict; `k` and `v` are borrowed and only compared.
-            if unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
-                break;
-            }
-            if let Some(i) = names.iter().position(|n| n.as_ptr() == k) {
-                at[i] = here;
-            } else if let Some(i) = hinted.iter().position(|n| n.as_ptr() == k) {
-                hints[i] = here;
-            }
-        }
-        Ok(ToolFlags {
-            at,
-            hints,
+        let read = || -> Result<Self, Kept> { Ok(ToolFlags {
             name: text(&values[0]).ok_or_else(unkept)?,
             requires_approval: flag(&values[1]).ok_or_else(unkept)?,
             side_effecting: flag(&values[2]).ok_or_else(unkept)?,
@@ -916,57 +890,33 @@ impl ToolFlags {
             undeclared: values[4].is(PyBool::new(py, false)),
             timeout_s: if t.is_none() { None } else { t.extract::<f64>().ok().filter(|t| *t > 0.0) },
             url_arg: if u.is_none() { None } else { text(u).filter(|u| !u.is_empty()) },
-            values: values.into_iter().map(Bound::unbind).collect::<Vec<_>>().try_into().map_err(|_| unkept())?,
-        })
+            values: values.iter().map(|v| v.clone().unbind()).collect::<Vec<_>>().try_into().map_err(|_| unkept())?,
+        }) };
+        Ok(read())
     }
 
-    /// The instance dict `dict` still holds the objects these flags were read from, each at the
-    /// position it had (else false: the flags are read again, their positions with them).
-    fn holds(&self, py: Python<'_>, dict: &Bound<'_, PyDict>) -> bool {
-        kept_names(py).iter().zip(&self.values).zip(&self.at).all(|((name, v), &at)| {
-            let found = if at < 0 { dict_item(dict, name) } else { entry_at(dict, at, name) };
-            found == v.as_ptr()
-        })
-    }
-}
-
-/// How many attributes read at every call have their positions kept (see `hinted_names`).
-const HINTED: usize = 4;
-
-/// The attributes of a function tool read at every call whose positions in the instance dict
-/// are kept with its flags (`ToolFlags::hints`), in that order: `fn`, `_is_async`,
-/// `non_blocking`, `_output`.
-fn hinted_names(py: Python<'_>) -> [&Bound<'_, PyString>; HINTED] {
-    let n = names(py);
-    std::array::from_fn(|i| n[7 + i].bind(py))
-}
-
-/// The value of the entry at position `at` of `dict`'s order when its key is `name` itself (the
-/// very string object), as a borrowed pointer; null otherwise. A dict holds one entry per key,
-/// so that entry's value is `dict[name]`: the same answer as a lookup, without hashing and
-/// probing. Runs no Python code.
-fn entry_at(dict: &Bound<'_, PyDict>, at: isize, name: &Bound<'_, PyString>) -> *mut pyo3::ffi::PyObject {
-    let mut pos: pyo3::ffi::Py_ssize_t = at;
-    let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: a live dict; `k` and `v` are borrowed and only compared or returned borrowed.
-    let found = unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut k, &mut v) } != 0;
-    if found && k == name.as_ptr() {
-        v
-    } else {
-        std::ptr::null_mut()
+    /// `getattr(tool, name)` still answers the very object each flag was read from (else false:
+    /// the flags are read again).
+    fn holds(&self, py: Python<'_>, tool: &Bound<'_, PyAny>) -> PyResult<bool> {
+        for (name, v) in kept_names(py).iter().zip(&self.values) {
+            if !attr(tool, name)?.is_some_and(|a| a.is(v)) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
-/// `dict[name]` as a borrowed pointer, to compare by address (null when absent; an error in
-/// the lookup, which only a key of the dict's own with a raising `__eq__` could raise, counts as
-/// absent and is dropped).
-fn dict_item(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> *mut pyo3::ffi::PyObject {
-    // SAFETY: both objects are alive; the result is borrowed and only compared.
-    let v = unsafe { pyo3::ffi::PyDict_GetItemWithError(dict.as_ptr(), name.as_ptr()) };
-    if v.is_null() {
-        drop(PyErr::take(dict.py()));
+/// `getattr(tool, name)` (Python's attribute access: the generic lookup of `tool`'s type, its
+/// data descriptors before the instance dict), None when it raises an `Exception`: that error is
+/// dropped, as the flags are then read by `Flags` itself, which raises it where the call needs
+/// that flag. Anything else (`KeyboardInterrupt`, `SystemExit`) propagates.
+fn attr<'py>(tool: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match tool.getattr(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(tool.py()) => Ok(None),
+        Err(e) => Err(e),
     }
-    v
 }
 
 /// What `Flags::of_tool` found of a tool the last time (kept on its `CoreTool`).
@@ -975,9 +925,9 @@ pub(crate) enum Kept {
     #[default]
     Nothing,
     Flags(Arc<ToolFlags>),
-    /// Flag `kept_names()[index]` was missing from the instance dict (`at` 0) or was the object
-    /// at address `at`, not a plain value: while the dict still holds the same, the flags are
-    /// read, not kept, without trying to keep them first. Only the address is kept (no
+    /// `getattr` of flag `kept_names()[index]` raised (`at` 0) or answered the object at address
+    /// `at`, not a plain value: while it still answers the same, the flags are read, not kept,
+    /// without trying to keep them first. Only the address is kept (no
     /// reference): another object at that address later only has its flags read at each call.
     Unkept { index: usize, at: usize },
 }
@@ -993,48 +943,45 @@ fn instance_dict<'py>(tool: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, Py
 /// calls, or between attempts of one call, is followed). An instance of exactly `FunctionTool`
 /// (a dataclass: every field is set in the instance's `__dict__`, and its class defines no
 /// descriptor for them) is read from that dict, the class (its classes' own dicts, as it has
-/// them now) consulted only for a name the dict lacks; the flags its admission reads are kept
-/// (`ToolFlags`) while that dict holds the same objects.
+/// them now) consulted only for a name the dict lacks, for what `getattr` would find there
+/// without running code (its read-only hook and output check); its flags, `fn`, `_is_async`,
+/// `non_blocking` and `_output` are read as `getattr` reads them, the flags its admission reads
+/// kept (`ToolFlags`) while `getattr` answers the same objects.
 struct Flags<'py> {
     tool: Bound<'py, PyAny>,
     dict: Option<Bound<'py, PyDict>>,
     /// `fn` as read the first time (`Flags::fn_attr`): one `Flags` lives for one step of the
     /// core, in which no code of the tool's runs before its body is called.
     body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
-    /// The admission's flags, still held by the instance dict: those answers come from it.
+    /// The admission's flags, still what `getattr` answers: those answers come from it.
     snap: Option<Arc<ToolFlags>>,
-    /// Flags read of this tool (at this call's admission or before): where in the instance dict
-    /// the attributes read at every call were (`ToolFlags::hints`), to find them there.
-    hints: Option<Arc<ToolFlags>>,
 }
 
 impl<'py> Flags<'py> {
     fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
         let dict = if tool.get_type().is(helpers(py)?.function_tool.bind(py)) { instance_dict(tool)? } else { None };
-        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None, hints: None })
+        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
     }
 
-    /// The flags of `tool` at its admission, the snapshot kept on its `core` used while the
-    /// instance dict still holds what it was read from (else read again, and kept when it can be).
+    /// The flags of `tool` at its admission, the snapshot kept on its `core` used while `getattr`
+    /// still answers what it was read from (else read again, and kept when it can be).
     fn of_tool(py: Python<'py>, tool: &Bound<'py, PyAny>, core: Option<&Bound<'py, CoreTool>>) -> PyResult<Self> {
         let mut flags = Self::of(py, tool)?;
-        if let (Some(d), Some(core)) = (&flags.dict, core) {
+        if let (Some(_), Some(core)) = (&flags.dict, core) {
             // Another thread reading or replacing it: this call reads the tool itself.
             let Ok(mut slot) = core.get().flags.try_lock() else { return Ok(flags) };
             match &*slot {
-                Kept::Flags(s) if s.holds(py, d) => {
+                Kept::Flags(s) if s.holds(py, tool)? => {
                     flags.snap = Some(s.clone());
-                    flags.hints = Some(s.clone());
                     return Ok(flags);
                 }
-                Kept::Unkept { index, at } if dict_item(d, kept_names(py)[*index]) as usize == *at => return Ok(flags),
+                Kept::Unkept { index, at } if attr(tool, kept_names(py)[*index])?.map_or(0, |v| v.as_ptr() as usize) == *at => return Ok(flags),
                 _ => {}
             }
-            *slot = match ToolFlags::read(py, d) {
+            *slot = match ToolFlags::read(py, tool)? {
                 Ok(s) => {
                     let s = Arc::new(s);
                     flags.snap = Some(s.clone());
-                    flags.hints = Some(s.clone());
                     Kept::Flags(s)
                 }
                 Err(unkept) => unkept,
@@ -1048,7 +995,7 @@ impl<'py> Flags<'py> {
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
         let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
         match &c.flags {
-            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None, hints: c.hints.clone() }),
+            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None }),
             None => Self::of(py, &tool),
         }
     }
@@ -1124,7 +1071,7 @@ impl<'py> Flags<'py> {
     }
 
     fn is_async(&self) -> PyResult<bool> {
-        match self.get_hinted(1)? {
+        match self.get(intern!(self.tool.py(), "_is_async"))? {
             Some(v) => v.is_truthy(),
             None => Ok(false),
         }
@@ -1133,7 +1080,7 @@ impl<'py> Flags<'py> {
     /// `non_blocking` is `True` itself.
     fn non_blocking(&self) -> PyResult<bool> {
         let py = self.tool.py();
-        Ok(matches!(self.get_hinted(2)?, Some(v) if v.is(PyBool::new(py, true))))
+        Ok(matches!(self.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true))))
     }
 
     /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when no class
@@ -1152,30 +1099,7 @@ impl<'py> Flags<'py> {
 
     /// `getattr(tool, name)`, None when it has none.
     fn get(&self, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if let Some(d) = &self.dict {
-            if let Some(v) = d.get_item(name)? {
-                return Ok(Some(v));
-            }
-        }
         self.tool.getattr_opt(name)
-    }
-
-    /// `get` of `hinted_names()[i]`, found at its position in the instance dict when it is
-    /// still there (see `entry_at`), else as `get` finds it.
-    fn get_hinted(&self, i: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let py = self.tool.py();
-        let name = names(py)[7 + i].bind(py);
-        if let (Some(d), Some(h)) = (&self.dict, &self.hints) {
-            let at = h.hints[i];
-            if at >= 0 {
-                let v = entry_at(d, at, name);
-                if !v.is_null() {
-                    // SAFETY: a live value the dict holds (borrowed); a new reference is taken.
-                    return Ok(Some(unsafe { Bound::from_borrowed_ptr(py, v) }));
-                }
-            }
-        }
-        self.get(name)
     }
 
     /// `get`, where an attribute the instance dict lacks is read from the class as it is there
@@ -1196,7 +1120,7 @@ impl<'py> Flags<'py> {
         if let Some(f) = self.body.get() {
             return Ok(f.clone());
         }
-        let f = self.get_hinted(0)?;
+        let f = self.get(intern!(self.tool.py(), "fn"))?;
         Ok(self.body.get_or_init(|| f).clone())
     }
 
@@ -1223,7 +1147,7 @@ impl<'py> Flags<'py> {
     fn plain_output(&self, py: Python<'py>) -> PyResult<bool> {
         let Some(d) = &self.dict else { return Ok(false) };
         let name = intern!(py, "check_output");
-        if d.contains(name)? || !self.get_hinted(3)?.is_some_and(|o| o.is_none()) {
+        if d.contains(name)? || !self.get(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
             return Ok(false);
         }
         let h = helpers(py)?;
@@ -1313,10 +1237,8 @@ pub struct Call {
     /// `args` may go to anyone: false while it is a plain dict only a wrapper that unpacks it
     /// may get (`Call::sealed_args` makes it a `FrozenDict` first).
     sealed: bool,
-    /// The instance dict of the tool (an exact `FunctionTool`), its flags read from it.
+    /// The instance dict of the tool (an exact `FunctionTool`), see `Flags`.
     flags: Option<Py<PyDict>>,
-    /// Where that dict held what is read of it at every call (see `Flags::hints`).
-    hints: Option<Arc<ToolFlags>>,
 }
 
 impl Call {
@@ -1339,7 +1261,6 @@ impl Call {
             started: 0.0,
             sealed: true,
             flags: None,
-            hints: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1434,7 +1355,6 @@ impl Call {
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
-                me.hints = flags.hints.clone();
                 me.flags = flags.dict.map(Bound::unbind);
                 me.tool = Some(tool.unbind());
                 me.args = Some(args.unbind());
@@ -1927,7 +1847,6 @@ impl Call {
         self.tc = None;
         self.ctx = None;
         self.flags = None;
-        self.hints = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
