@@ -1100,3 +1100,42 @@ async def test_a_turn_whose_coroutine_is_closed_with_its_loop_running_aborts_eve
     await asyncio.wait(mine, timeout=5)
     assert sorted(t.cancelled() for t in mine if t.done()) == [False, True, True]
     assert sorted(records) == [("1", "cancelled"), ("2", "cancelled"), ("3", "ok")]
+
+
+def test_a_cancelled_turn_whose_loop_is_closed_while_it_winds_down_aborts_every_call() -> None:
+    """The caller cancels; one body swallows the cancellation and goes on cleaning up, so the
+    turn waits for it; then the loop is closed (and the caller's task dropped): every call is
+    still aborted as cancelled, one record each (the Python turn before the core's lost both
+    records: only a turn closed while waiting for its calls aborted them)."""
+    import gc
+
+    records: list[tuple[str, str]] = []
+
+    @tool(read_only=True, timeout_s=60)
+    async def stubborn(x: int) -> int:
+        """Wait; when cancelled, go on cleaning up for a long while before answering."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(30)
+        return x
+
+    @tool(read_only=True, timeout_s=60)
+    async def quits(x: int) -> int:
+        """Wait half a minute; stop at once when cancelled."""
+        await asyncio.sleep(30)
+        return x
+
+    chain = [mw.audit(lambda r: records.append((r["call_id"], r["outcome"]))), *mw.default_chain()[1:]]
+    inv = Invoker(ToolRegistry([stubborn, quits]), middleware=chain)
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(inv.invoke_many([call("stubborn", "1", x=1), call("quits", "2", x=2)]))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    loop.run_until_complete(asyncio.sleep(0.02))
+    task.cancel()
+    loop.run_until_complete(asyncio.sleep(0.02))  # the turn waits for the stubborn body
+    assert not task.done()
+    loop.close()
+    del task
+    gc.collect()
+    assert sorted(records) == [("1", "cancelled"), ("2", "cancelled")]
