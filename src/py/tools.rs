@@ -409,7 +409,7 @@ pub struct CoreTool {
     /// [`BodyPlan`]), for the same `fn` object.
     body_plan: std::sync::Mutex<Option<BodyPlan>>,
     /// What the call pipeline last read of the tool's flags (see `pipeline::ToolFlags`, kept
-    /// while the instance dict still holds the same objects).
+    /// while `getattr` on the tool still answers the same objects).
     pub(crate) flags: std::sync::Mutex<super::pipeline::Kept>,
 }
 
