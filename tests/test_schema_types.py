@@ -8,6 +8,7 @@ import datetime as dt
 import decimal
 import enum
 import pathlib
+import sys
 import typing
 import uuid
 from typing import Annotated, Any, Generic, Literal, NamedTuple, Optional, TypedDict, TypeVar, Union
@@ -20,6 +21,11 @@ import pytest
 from agentkit_tools import FunctionTool
 from agentkit_tools._core import FORMAT_PATTERNS
 from agentkit_tools.introspect import introspect, schema_for
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired, Required
+else:  # typing has them from 3.11 (PEP 655): on 3.10 a user writes typing_extensions'
+    from typing_extensions import NotRequired, Required
 
 
 class Color(enum.Enum):
@@ -56,13 +62,13 @@ class Movie(TypedDict):
 
 
 class PartialMovie(TypedDict, total=False):
-    title: typing.Required[str]
+    title: Required[str]
     year: int
 
 
 class MovieNR(TypedDict):
     title: str
-    year: typing.NotRequired[int]
+    year: NotRequired[int]
 
 
 class Pair(NamedTuple):
