@@ -552,3 +552,22 @@ def test_json_defaults(default: Any, expected: Any) -> None:
         """A function with one default, for the test suite."""
 
     assert _params(f)["properties"]["x"] == {"default": expected}
+
+
+def test_a_hint_is_named_alike_on_every_python_version_and_in_either_union_spelling() -> None:
+    def f(
+        a: dict[tuple[int, int], str],
+        b: dict[Optional[float], int],
+        c: dict[Union[float, bytes], int],
+        d: dict[float | bytes, int],
+    ) -> None:
+        """A function whose dict keys JSON cannot have."""
+
+    t = FunctionTool.from_callable(f)
+    why = "cannot be expressed: JSON object keys are strings"
+    assert t._lint.unresolved == {
+        "a": f"dict keys of type tuple[int, int] {why}",
+        "b": f"dict keys of type float | None {why}",
+        "c": f"dict keys of type float | bytes {why}",
+        "d": f"dict keys of type float | bytes {why}",
+    }

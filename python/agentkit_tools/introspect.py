@@ -501,13 +501,20 @@ class _Defs:
 
 
 def _type_name(tp: Any) -> str:
-    if isinstance(tp, type):
-        return tp.__name__
+    """A hint's name in messages, alike on every Python version: ``tuple[int, int]`` (3.10 takes
+    ``tuple[int, int]`` for a class), ``int | None`` for either spelling of a union."""
     origin = typing.get_origin(tp)
-    if origin is not None:
-        inner = ", ".join(_type_name(a) for a in typing.get_args(tp))
-        return f"{_type_name(origin)}[{inner}]"
-    return getattr(tp, "__name__", None) or repr(tp)
+    if origin is None:
+        if tp is type(None):
+            return "None"
+        if isinstance(tp, type):
+            return tp.__name__
+        return getattr(tp, "__name__", None) or repr(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(_type_name(a) for a in args)
+    inner = ", ".join(_type_name(a) for a in args)
+    return f"{_type_name(origin)}[{inner}]"
 
 
 #: name -> the ``pattern`` advertised and enforced for a string format (the core keeps them, with
