@@ -12,6 +12,10 @@ import pytest
 from agentkit_tools import Invoker, ToolImage, ToolRegistry, tool
 from fakes.inventory_tools import registry
 
+# Both need Python 3.11+ (pydantic-ai-slim 2.60, langchain-core 1.8): not installable on 3.10.
+NO_PYDANTIC_AI = "pydantic-ai-slim>=2.60 (Python 3.11+) is not installed"
+NO_LANGCHAIN = "langchain-core>=1.8 (Python 3.11+) is not installed"
+
 BAD_PRICE = (
     "tool 'set_price' call rejected: missing required argument(s) ['cents']; invalid argument(s): sku: expected "
     "string, got integer 1. Accepted arguments: ['sku', 'cents']. Re-read the input schema and call 'set_price' "
@@ -39,6 +43,7 @@ def plain_schemas() -> dict[str, Any]:
 
 
 async def test_pydantic_ai_agent_loop() -> None:
+    pytest.importorskip("pydantic_ai", reason=NO_PYDANTIC_AI)
     from pydantic_ai import Agent, BinaryContent
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -131,6 +136,7 @@ async def test_openai_agents_sdk_agent_loop() -> None:
 
 
 async def test_langchain_core_tool_loop() -> None:
+    pytest.importorskip("langchain_core", reason=NO_LANGCHAIN)
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -179,6 +185,7 @@ async def test_langchain_core_tool_loop() -> None:
 
 
 def test_adapters_share_a_given_invoker() -> None:
+    pytest.importorskip("langchain_core", reason=NO_LANGCHAIN)
     from agentkit_tools.frameworks.langchain import tools
 
     inv = Invoker(registry)
@@ -212,6 +219,7 @@ async def test_adapter_forgets_the_oldest_runs(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_adapter_media_over_the_limit_is_a_notice() -> None:
+    pytest.importorskip("langchain_core", reason=NO_LANGCHAIN)
     from agentkit_tools.frameworks.langchain import tools
 
     [t] = tools(ToolRegistry([label], max_media_bytes=4))
