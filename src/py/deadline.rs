@@ -383,6 +383,15 @@ impl Entered {
     /// `ToolTimeoutError` for a success or a cancellation, unless the task was cancelled by its
     /// own caller too (that cancellation then propagates).
     pub(super) fn leave(&mut self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.leave_cancelled(py, exc, false)
+    }
+
+    /// [`Entered::leave`] where the caller knows whether it cancelled the task itself
+    /// (`cancelled_by_caller`: a turn cancels the tasks of its calls). That tells a task that
+    /// does not count its cancellation requests (Python 3.10's) what a counting task's count
+    /// tells: the caller's cancellation reached it, delivered before the deadline and swallowed
+    /// by the body, or requested in the same pass; it is still pending and propagates.
+    pub(super) fn leave_cancelled(&mut self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>, cancelled_by_caller: bool) -> PyResult<()> {
         let Some(d) = self.0.take() else { return Ok(()) };
         if !d.timer.bind(py).try_borrow_mut()?.remove(d.seq) {
             return Ok(());
@@ -393,6 +402,8 @@ impl Entered {
             if left > d.cancelling {
                 return Ok(()); // the caller was cancelled too: its CancelledError propagates
             }
+        } else if cancelled_by_caller {
+            return Ok(());
         }
         let cancelled = match exc {
             None => true,

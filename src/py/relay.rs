@@ -330,7 +330,12 @@ impl Relay {
 
     /// The body ended (`value` returned, or `exc` raised): leave its deadline, then the call.
     fn finish<'py>(&mut self, py: Python<'py>, mut body: Body, mut value: Option<Bound<'py, PyAny>>, mut exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        if let Err(e) = body.deadline.leave(py, exc.as_ref()) {
+        // The turn cancels its calls' tasks: when it was cancelled, so was this task.
+        let by_turn = match &self.call {
+            Some(start) => start.owed.cancelled(py)?,
+            None => false,
+        };
+        if let Err(e) = body.deadline.leave_cancelled(py, exc.as_ref(), by_turn) {
             exc = Some(e.into_value(py).into_bound(py).into_any());
             value = None;
         } else if exc.is_none() {

@@ -168,7 +168,9 @@ impl Owed {
         Ok(())
     }
 
-    fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
+    /// The caller's cancellation (or a stop) reached the turn, or it was closed: the task of
+    /// every call still running was cancelled.
+    pub(super) fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.turn.bind(py).try_borrow()?.cancelled)
     }
 
