@@ -566,3 +566,19 @@ async def test_a_data_descriptor_put_on_function_tool_between_calls_is_followed(
     with mock.patch.object(FunctionTool, "url_arg", property(lambda self: "url")):
         assert await gated.invoke(FETCH, fresh()) == EGRESS_DENIED
     assert plain(await gated.invoke(FETCH, fresh())) == {"ok": True, "value": "https://evil.test/x"}
+
+
+async def test_a_getattribute_put_on_function_tool_is_followed_for_the_output_check() -> None:
+    echo = make_echo([])
+    inv = Invoker(ToolRegistry([echo]))
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+    def getattribute(self: FunctionTool, name: str) -> Any:
+        if name == "check_output":
+            return lambda value, ctx=None: ["checked", value]
+        return object.__getattribute__(self, name)
+
+    with mock.patch.object(FunctionTool, "__getattribute__", getattribute):
+        assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": ["checked", 3]}
+        assert plain(dispatch(CALL, inv.registry)) == {"ok": True, "value": ["checked", 3]}
+    assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}

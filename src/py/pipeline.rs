@@ -932,6 +932,15 @@ pub(crate) enum Kept {
     Unkept { index: usize, at: usize },
 }
 
+/// Attribute access on instances of `ty` is Python's generic lookup (`object.__getattribute__`):
+/// the class defines neither `__getattribute__` nor `__getattr__` (either replaces the type's
+/// slot), so what its classes' dicts and an instance dict hold is what `getattr` answers.
+fn generic_getattr(ty: &Bound<'_, PyType>) -> bool {
+    // SAFETY: a live heap type; the slot is only compared.
+    let slot = unsafe { pyo3::ffi::PyType_GetSlot(ty.as_ptr().cast(), pyo3::ffi::Py_tp_getattro) };
+    slot == pyo3::ffi::PyObject_GenericGetAttr as *mut std::ffi::c_void
+}
+
 /// The instance `__dict__` of `tool` (`object.__dict__`'s answer: made when it has none yet).
 fn instance_dict<'py>(tool: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     // SAFETY: `tool` is a live object; the result is a new reference or NULL with an exception set.
@@ -959,7 +968,8 @@ struct Flags<'py> {
 
 impl<'py> Flags<'py> {
     fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let dict = if tool.get_type().is(helpers(py)?.function_tool.bind(py)) { instance_dict(tool)? } else { None };
+        let ty = tool.get_type();
+        let dict = if ty.is(helpers(py)?.function_tool.bind(py)) && generic_getattr(&ty) { instance_dict(tool)? } else { None };
         Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
     }
 
