@@ -1139,3 +1139,71 @@ def test_a_cancelled_turn_whose_loop_is_closed_while_it_winds_down_aborts_every_
     del task
     gc.collect()
     assert sorted(records) == [("1", "cancelled"), ("2", "cancelled")]
+
+# ------------------------------------------------------------------ the turn's awaitable misused
+
+async def test_a_turn_woken_while_it_waits_waits_on() -> None:
+    """A spurious wake-up (one more ``send(None)`` while the turn waits for its calls) gets the
+    same waiter back, as an asyncio future's await gives it; the turn then ends as it would."""
+    inv = Invoker(ToolRegistry([naps]))
+    coro = inv.invoke_many([call("naps", "1", x=1), call("naps", "2", x=2)])
+    task = asyncio.ensure_future(coro)
+    await asyncio.sleep(0.001)
+    assert coro.send(None) is task._fut_waiter  # type: ignore[attr-defined]
+    envs = await asyncio.wait_for(task, 5)
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 2}, {"ok": True, "value": 4}]
+
+
+async def test_a_second_await_of_a_running_turn_is_refused_and_the_turn_goes_on() -> None:
+    """Awaiting a started turn a second time raises ``RuntimeError`` at that ``await``, as a
+    coroutine does; the caller's ``await`` still gets every envelope."""
+    records: list[tuple[str, str]] = []
+    inv = Invoker(ToolRegistry([naps]), middleware=[mw.audit(lambda r: records.append((r["call_id"], r["outcome"])))])
+    coro = inv.invoke_many([call("naps", "1", x=1), call("naps", "2", x=2)])
+    task = asyncio.ensure_future(coro)
+    await asyncio.sleep(0.001)
+    turn = coro.cr_await
+
+    async def intruder() -> Any:
+        return await turn
+
+    with pytest.raises(RuntimeError, match="^coroutine is being awaited already$"):
+        await intruder()
+    envs = await asyncio.wait_for(task, 5)
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 2}, {"ok": True, "value": 4}]
+    assert sorted(records) == [("1", "ok"), ("2", "ok")]
+    with pytest.raises(RuntimeError, match="^cannot reuse already awaited coroutine$"):
+        await intruder()
+
+
+TURN_PENDING_AT_EXIT = '''
+import asyncio
+from agentkit_tools import Invoker, ToolRegistry, tool
+
+@tool(read_only=True, timeout_s=60)
+async def slow(x: int) -> int:
+    """Sleep for half a minute, then answer with the number given."""
+    await asyncio.sleep(30)
+    return x
+
+inv = Invoker(ToolRegistry([slow]))
+loop = asyncio.new_event_loop()
+TASK = loop.create_task(inv.{entry}({calls}))
+loop.run_until_complete(asyncio.sleep(0.05))
+loop.close()
+print("exiting", flush=True)
+'''
+
+
+@pytest.mark.parametrize("python", interpreters())
+@pytest.mark.parametrize("entry", ["invoke", "invoke_many"])
+def test_an_interpreter_exiting_with_a_call_pending_on_a_closed_loop_exits_cleanly(python: str, entry: str, tmp_path: Path) -> None:
+    """The task of a call still pending on a closed loop is kept until the interpreter exits:
+    the collector closes it during finalization, and nothing panics (an exception made for the
+    bodies' close is made without taking the interpreter lock again)."""
+    one = '{"id": "1", "name": "slow", "input": {"x": 1}}'
+    calls = one if entry == "invoke" else f'[{one}, {one.replace(chr(34) + "1" + chr(34), chr(34) + "2" + chr(34))}]'
+    source = TURN_PENDING_AT_EXIT.format(entry=entry, calls=calls)
+    for code, out, err in run_many(python, source, tmp_path, runs=5, parallel=5):
+        assert "panicked" not in err and "Exception ignored" not in err, err
+        assert (code, out) == (0, "exiting\n"), err

@@ -30,7 +30,7 @@ use pyo3::prelude::*;
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::types::{PySet, PyType, PyWeakrefMethods, PyWeakrefReference};
-use pyo3::{PyTraverseError, PyVisit};
+use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
@@ -545,7 +545,7 @@ impl Body {
         let prev = swap_task(py, h, lp, t.as_any())?;
         let out = self.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| h.context_run.bind(py).call1((self.context.bind(py), c)));
         let swapped = swap_task(py, h, lp, &prev);
-        let ended = BodyTask::ended(t, PyGeneratorExit::new_err(()).into_value(py).bind(py).as_any());
+        let ended = BodyTask::ended(t, &new_exception::<PyGeneratorExit>(py, ()));
         out?;
         swapped?;
         ended.map(drop)
@@ -674,6 +674,13 @@ pub(super) enum Input<'py> {
     Throw(Bound<'py, PyAny>),
 }
 
+/// A new `T(*args)` exception instance, made by calling the type. (An error made with `new_err`
+/// and read as a value later is normalized by releasing and re-taking the interpreter lock,
+/// which panics once the interpreter is finalizing: a call closed by the collector at exit.)
+pub(super) fn new_exception<'py, T: PyTypeInfo>(py: Python<'py>, args: impl pyo3::call::PyCallArgs<'py>) -> Bound<'py, PyAny> {
+    py.get_type::<T>().call1(args).unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any())
+}
+
 /// What leaves a coroutine of ours when `e` is raised inside it: as CPython does for a
 /// coroutine, a `StopIteration` that is not its own return becomes
 /// `RuntimeError("coroutine raised StopIteration")` caused by it (else whoever awaits it reads
@@ -682,8 +689,9 @@ pub(super) fn raised_inside(py: Python<'_>, e: PyErr) -> PyErr {
     if !e.is_instance_of::<PyStopIteration>(py) {
         return e;
     }
-    let err = pyo3::exceptions::PyRuntimeError::new_err("coroutine raised StopIteration");
-    drop(err.value(py).setattr(intern!(py, "__context__"), e.value(py)));
+    let err = new_exception::<pyo3::exceptions::PyRuntimeError>(py, ("coroutine raised StopIteration",));
+    drop(err.setattr(intern!(py, "__context__"), e.value(py)));
+    let err = PyErr::from_value(err);
     err.set_cause(py, Some(e));
     err
 }
@@ -1042,7 +1050,7 @@ impl BodyAwait {
             State::Fresh { coro, .. } => coro.bind(py).call_method0(intern!(py, "close")).map(drop),
             State::Waiting(w) => {
                 let h = helpers(py)?;
-                let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+                let exc = new_exception::<PyGeneratorExit>(py, ());
                 this.closed(py, h, w, &exc)
             }
             State::Done => Ok(()),

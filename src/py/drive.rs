@@ -939,7 +939,7 @@ impl Drive {
         self.closed = true;
         let Some((aw, then)) = self.awaiting.take() else { return Ok(()) };
         let exc = match aw.close(py) {
-            Ok(()) => PyGeneratorExit::new_err(()),
+            Ok(()) => PyErr::from_value(super::awaiting::new_exception::<PyGeneratorExit>(py, ())),
             Err(e) => e,
         };
         if !matches!(then, For::Aborting { .. } | For::Chained) {
@@ -1038,7 +1038,7 @@ impl Drive {
         let _in = super::shutdown::inside(py);
         let mut d = Drive::new(None, ctx);
         d.m = Some(m);
-        let exc = PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+        let exc = super::awaiting::new_exception::<PyGeneratorExit>(py, ());
         d.abort_closing(py, &exc)
     }
 

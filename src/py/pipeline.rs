@@ -153,8 +153,8 @@ fn failure_envelope<'py>(
         Ok(env) => Ok(env),
         Err(_) => {
             let qualname = exc.get_type().qualname().map_or_else(|_| "exception".to_owned(), |q| q.to_string());
-            let broken = PyRuntimeError::new_err(format!("{qualname} (its details cannot be read)")).into_value(py);
-            error_envelope(py, name, broken.bind(py).as_any(), None)
+            let broken = super::awaiting::new_exception::<PyRuntimeError>(py, (format!("{qualname} (its details cannot be read)"),));
+            error_envelope(py, name, &broken, None)
         }
     }
 }

@@ -422,7 +422,7 @@ impl Relay {
 
     /// `close()` (see there), the relay borrowed.
     fn close_now(&mut self, py: Python<'_>) -> PyResult<()> {
-        let generator_exit = || PyGeneratorExit::new_err(()).into_value(py).into_bound(py).into_any();
+        let generator_exit = || super::awaiting::new_exception::<PyGeneratorExit>(py, ());
         let mut raised = None;
         match std::mem::replace(&mut self.state, State::Done) {
             State::Body(body) => {
@@ -441,7 +441,7 @@ impl Relay {
             State::Then(c, after) => {
                 // The drive is closed (it aborts its call as cancelled without awaiting).
                 let out = match c.close(py) {
-                    Ok(()) => PyGeneratorExit::new_err(()),
+                    Ok(()) => PyErr::from_value(super::awaiting::new_exception::<PyGeneratorExit>(py, ())),
                     Err(e) => e,
                 };
                 return match after {

@@ -389,7 +389,17 @@ impl Turn {
                     let waiter = state(slf)?.waiter.as_ref().map(|w| w.clone_ref(py));
                     let waiter = waiter.ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?.into_bound(py);
                     if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
-                        return Self::cancel(slf, value_of(py, PyRuntimeError::new_err("await wasn't used with future")));
+                        // Woken with the waiter pending: as an asyncio future's await does, the
+                        // waiter is yielded again once its task took it; stepped again before
+                        // that, it is a misuse.
+                        let blocking = intern!(py, "_asyncio_future_blocking");
+                        if waiter.getattr(blocking)?.is_truthy()? {
+                            let misuse = py.get_type::<PyRuntimeError>().call1(("await wasn't used with future",))?;
+                            return Self::cancel(slf, misuse);
+                        }
+                        waiter.setattr(blocking, true)?;
+                        state(slf)?.phase = Phase::Waiting;
+                        return Ok(waiter);
                     }
                     match waiter.call_method0(intern!(py, "result")) {
                         Ok(_) => Self::finished(slf),
@@ -676,10 +686,17 @@ impl Turn {
         }
     }
 
-    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+    /// Raises `RuntimeError` once the turn has started: one caller awaits it, as one awaits a
+    /// coroutine.
+    fn __await__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
         let _in = super::shutdown::inside(slf.py());
         entered(Entry::TurnAwait);
-        slf
+        match state(&slf)?.phase {
+            Phase::Begin => {}
+            Phase::Done => return Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+            _ => return Err(PyRuntimeError::new_err("coroutine is being awaited already")),
+        }
+        Ok(slf)
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
