@@ -250,6 +250,146 @@ async def test_an_audit_sink_stopping_the_process_stops_it_and_its_own_cancellat
     ]
 
 
+async def test_an_audit_sink_answer_that_cannot_be_inspected_is_the_sink_failure(caplog):
+    """A sink returning an object ``inspect.isawaitable`` cannot look at (its ``__class__``
+    raises) is the sink's failure: logged, the call's result unaffected, ``ctx.trace`` still
+    gets the record."""
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    class Odd:
+        @property
+        def __class__(self):  # type: ignore[override]
+            raise RuntimeError("no class for you")
+
+    def sink(rec: dict) -> Any:
+        return Odd()
+
+    traced: list[str] = []
+
+    class Trace:
+        def event(self, name: str, rec: dict) -> None:
+            traced.append(name)
+
+    inv = Invoker(ToolRegistry([ping]), middleware=[mw.audit(sink)])
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        env = await inv.invoke(call("ping", "c1"), ToolContext(run_id="r", trace=Trace()))
+    env.pop("elapsed_ms", None)
+    assert env == {"ok": True, "value": "pong"}
+    assert traced == ["tool.call"]
+    assert [(r.name, r.levelname, r.getMessage().split(" at 0x")[0], r.exc_info[0]) for r in caplog.records] == [
+        ("agentkit_tools.middleware", "ERROR", "audit sink <function test_an_audit_sink_answer_that_cannot_be_inspected_is_the_sink_failure.<locals>.sink", RuntimeError)
+    ]
+
+
+async def test_a_sink_that_changes_the_record_leaves_the_span_as_the_core_built_it(span_exporter, caplog):
+    """The span's attributes are the record's as the core built it: a sink that empties the
+    record changes neither the call's result nor the span, which is ended."""
+    @tool(read_only=True)
+    def ping_mut() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    inv = Invoker(ToolRegistry([ping_mut]), middleware=[mw.audit(lambda rec: rec.clear())])
+    with caplog.at_level(logging.WARNING):
+        env = await inv.invoke(call("ping_mut", "m1"))
+    env.pop("elapsed_ms", None)
+    assert env == {"ok": True, "value": "pong"}
+    assert [(r.name, r.getMessage()) for r in caplog.records] == []
+    spans = [s for s in span_exporter.get_finished_spans() if s.name == "execute_tool"]
+    assert [dict(s.attributes) for s in spans] == [
+        {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping_mut", "gen_ai.tool.call.id": "m1",
+            "agentkit.tool.args_hash": canonical_hash({}), "agentkit.tool.outcome": "ok",
+            "agentkit.tool.decision": "executed", "agentkit.tool.attempts": 1,
+        }
+    ]
+
+
+@pytest.mark.parametrize("raised", [RuntimeError("ctx.trace prop"), asyncio.CancelledError()])
+async def test_a_ctx_whose_trace_cannot_be_read_is_the_trace_failure(raised: BaseException, caplog) -> None:
+    """Reading ``ctx.trace`` that raises (other than ``AttributeError``; a ``CancelledError`` it
+    raised itself included) is ``ctx.trace``'s failure: logged, the call's result unaffected.
+    A ``KeyboardInterrupt`` from it reaches the caller."""
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    class Ctx:
+        run_id = "r"
+
+        @property
+        def trace(self) -> Any:
+            raise exc[0]
+
+    exc = [raised]
+    inv = Invoker(ToolRegistry([ping]), middleware=[mw.audit()])
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        env = await inv.invoke(call("ping", "c1"), Ctx())
+    env.pop("elapsed_ms", None)
+    assert env == {"ok": True, "value": "pong"}
+    assert [(r.name, r.levelname, r.getMessage(), r.exc_info[0]) for r in caplog.records] == [
+        ("agentkit_tools.middleware", "ERROR", "ctx.trace failed (the call's result is unaffected)", type(raised))
+    ]
+    exc[0] = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        await inv.invoke(call("ping", "c2"), Ctx())
+
+
+@pytest.mark.parametrize("where", ["handler", "filter"])
+async def test_a_failing_audit_log_handler_is_logged_and_the_call_goes_on(where: str, caplog) -> None:
+    """A handler or filter of the ``agentkit_tools.audit`` log that raises is the audit log's
+    failure: logged, the call's result unaffected, the sink and ``ctx.trace`` still get the
+    record. A ``KeyboardInterrupt`` from it reaches the caller."""
+    @tool(read_only=True)
+    def ping() -> str:
+        """Answer pong, to check that tools are reachable."""
+        return "pong"
+
+    raised: list[BaseException] = [ValueError("log is down")]
+
+    class Raising(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            raise raised[0]
+
+    class Filt(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            raise raised[0]
+
+    sunk: list[str] = []
+    traced: list[str] = []
+
+    class Trace:
+        def event(self, name: str, rec: dict) -> None:
+            traced.append(rec["call_id"])
+
+    audit_log = logging.getLogger("agentkit_tools.audit")
+    level = audit_log.level
+    broken: Any = Raising(logging.DEBUG) if where == "handler" else Filt()
+    inv = Invoker(ToolRegistry([ping]), middleware=[mw.audit(lambda rec: sunk.append(rec["call_id"]))])
+    try:
+        audit_log.setLevel(logging.DEBUG)
+        (audit_log.addHandler if where == "handler" else audit_log.addFilter)(broken)
+        with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+            env = await inv.invoke(call("ping", "c1"), ToolContext(run_id="r", trace=Trace()))
+        records = [(r.name, r.levelname, r.getMessage(), r.exc_info[0]) for r in caplog.records if r.levelno >= logging.WARNING]
+        raised[0] = KeyboardInterrupt()
+        with pytest.raises(KeyboardInterrupt):
+            await inv.invoke(call("ping", "c2"), ToolContext(run_id="r", trace=Trace()))
+    finally:
+        (audit_log.removeHandler if where == "handler" else audit_log.removeFilter)(broken)
+        audit_log.setLevel(level)
+    env.pop("elapsed_ms", None)
+    assert env == {"ok": True, "value": "pong"}
+    assert (sunk, traced) == (["c1"], ["c1"])
+    assert records == [
+        ("agentkit_tools.middleware", "ERROR", "audit log failed (the call's result is unaffected)", ValueError)
+    ]
+
+
 async def test_audit_sink_may_be_async_and_a_broken_sink_never_breaks_the_call():
     @tool(read_only=True)
     def ping() -> str:

@@ -330,8 +330,9 @@ enum For {
     Approve { approver: Py<PyAny>, tool: Py<PyAny> },
     Slept,
     Woken,
-    /// The audit sink's awaitable (`sink` returned it): then the rest of record `rec`.
-    Recorded { rec: Py<PyAny>, sink: Py<PyAny> },
+    /// The audit sink's awaitable (`sink` returned it): then the rest of record `rec` (`attrs`:
+    /// its span attributes when a span is open, see `observe::span_attributes`).
+    Recorded { rec: Py<PyAny>, sink: Py<PyAny>, attrs: Option<Py<PyAny>> },
     /// The release of an aborted call's shared claim on `key` (a drive of the release alone).
     Released(Py<PyAny>),
     Store(u8, Py<PyAny>),
@@ -339,9 +340,10 @@ enum For {
     Passed,
     /// `Invoker.invoke` through a chain with user middleware: its envelope.
     Chained,
-    /// The call is aborted by `exc`: the release and record steps left, the record emitted;
+    /// The call is aborted by `exc`: the release and record steps left, the span attributes of
+    /// the record emitted (see `observe::span_attributes`);
     /// `step`: the task of the step in progress (awaited shielded).
-    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>>, step: Py<PyAny> },
+    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny> },
 }
 
 impl For {
@@ -351,18 +353,19 @@ impl For {
                 visit.call(approver)?;
                 visit.call(tool)
             }
-            For::Recorded { rec, sink } => {
+            For::Recorded { rec, sink, attrs } => {
                 visit.call(rec)?;
-                visit.call(sink)
+                visit.call(sink)?;
+                visit.call(attrs)
             }
             For::Released(r) | For::Store(_, r) => visit.call(r),
-            For::Aborting { exc, steps, rec, step } => {
+            For::Aborting { exc, steps, attrs, step } => {
                 visit.call(exc)?;
                 visit.call(step)?;
                 for (_, s) in steps.as_slice() {
                     visit.call(s)?;
                 }
-                visit.call(rec)
+                visit.call(attrs)
             }
             For::Body { .. } | For::Slept | For::Woken | For::Passed | For::Chained => Ok(()),
         }
@@ -720,11 +723,11 @@ impl Drive {
                     out?;
                     Next::fed(self.call(py)?.feed(py, EV_WOKEN, None)?)
                 }
-                For::Recorded { rec, sink } => {
+                For::Recorded { rec, sink, attrs } => {
                     if let Err(e) = out {
                         observe::sink_failed(py, sink.bind(py), e)?;
                     }
-                    self.recorded(py, rec.into_bound(py))?
+                    self.recorded(py, rec.into_bound(py), attrs)?
                 }
                 For::Released(key) => match out {
                     Err(e) if !e.is_instance_of::<PyException>(py) => return Err(e),
@@ -751,13 +754,13 @@ impl Drive {
                     Ok(env) => Next::Step(STEP_DONE, env),
                     Err(e) => Next::End(e),
                 },
-                For::Aborting { exc, steps, rec, step } => match out {
-                    Ok(_) => self.abort_next(py, exc.into_bound(py), steps, rec),
+                For::Aborting { exc, steps, attrs, step } => match out {
+                    Ok(_) => self.abort_next(py, exc.into_bound(py), steps, attrs),
                     // Cancelled again while aborting: that propagates at once, and the rest of
                     // the abort (the step in progress, the steps left, the span) goes on in a
                     // task of its own. A stop propagates alone.
                     Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => {
-                        self.abort_later(py, exc, steps, rec, step)?;
+                        self.abort_later(py, exc, steps, attrs, step)?;
                         Next::End(e)
                     }
                     Err(e) => Next::End(e),
@@ -797,16 +800,16 @@ impl Drive {
 
     /// The next release or record step of an abort by `exc`, shielded; when none is left, the
     /// span is closed and the drive ends with `exc`.
-    fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut rec: Option<Py<PyAny>>) -> Next<'py> {
+    fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut attrs: Option<Py<PyAny>>) -> Next<'py> {
         let shielded = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
             let Some((step, arg)) = steps.next() else { return Ok(None) };
-            let coro = self.abort_step(py, step, arg.bind(py), &mut rec)?;
+            let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
             let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
             Ok(Some((own(py)?.shield.bind(py).call1((&task,))?, task)))
         })();
         match shielded {
-            Ok(Some((aw, step))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, rec, step: step.unbind() }),
-            Ok(None) => match self.close_span(py, rec, &exc) {
+            Ok(Some((aw, step))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, attrs, step: step.unbind() }),
+            Ok(None) => match self.close_span(py, attrs, &exc) {
                 Ok(()) => Next::End(PyErr::from_value(exc)),
                 Err(e) => Next::End(e),
             },
@@ -817,7 +820,7 @@ impl Drive {
     /// The rest of an abort by `exc` cancelled again (its step in progress `step`, the steps
     /// left, the span) goes on without the caller: a drive of its own in a task of its own,
     /// held until it ends (its outcome dropped), each step shielded as here.
-    fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, rec: Option<Py<PyAny>>, step: Py<PyAny>) -> PyResult<()> {
+    fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>) -> PyResult<()> {
         let h = helpers(py)?;
         let mut rest = Drive::new(None, self.ctx.clone_ref(py));
         // The span's context is restored here, in the caller's task; the rest ends the span.
@@ -827,7 +830,7 @@ impl Drive {
         };
         rest.aborting = Some(exc.clone_ref(py));
         let aw = own(py)?.shield.bind(py).call1((step.bind(py),))?;
-        rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, rec, step }));
+        rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, attrs, step }));
         let lp = h.get_running_loop.bind(py).call0()?;
         let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, rest)?,))?;
         h.hold_clean_up.bind(py).call1((task,))?;
@@ -835,14 +838,16 @@ impl Drive {
     }
 
     /// The drive of an abort's step (a coroutine): release the shared claim, or emit the record
-    /// (`rec`).
-    fn abort_step<'py>(&self, py: Python<'py>, step: u8, arg: &Bound<'py, PyTuple>, rec: &mut Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    /// (its span attributes, when a span is open, to `attrs`: see `observe::span_attributes`).
+    fn abort_step<'py>(&self, py: Python<'py>, step: u8, arg: &Bound<'py, PyTuple>, attrs: &mut Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let ctx = self.ctx.clone_ref(py);
         let begin = if step == STEP_CAS {
             Begin::Release(arg.clone().unbind())
         } else {
             let (cfg, record) = (arg.get_item(0)?, arg.get_item(1)?);
-            *rec = Some(record.clone().unbind());
+            if self.span.is_some() {
+                *attrs = Some(observe::span_attributes(py, &record)?.into_any().unbind());
+            }
             Begin::Record(cfg.unbind(), record.unbind())
         };
         Ok(Bound::new(py, Drive::new(Some(begin), ctx))?.into_any())
@@ -851,9 +856,13 @@ impl Drive {
     /// Emit record `rec` of the audit rule `cfg`: the log and the sink now, `ctx.trace` once the
     /// sink is done (it may return an awaitable).
     fn record<'py>(&mut self, py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: Bound<'py, PyAny>) -> PyResult<Next<'py>> {
+        let attrs = match (&self.span, &self.m) {
+            (Some(_), Some(_)) => Some(observe::span_attributes(py, &rec)?.into_any().unbind()),
+            _ => None,
+        };
         match observe::record(py, cfg, &rec)? {
-            Some((aw, sink)) => Ok(Next::Await(aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind() })),
-            None => self.recorded(py, rec),
+            Some((aw, sink)) => Ok(Next::Await(aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind(), attrs })),
+            None => self.recorded(py, rec, attrs),
         }
     }
 
@@ -866,7 +875,7 @@ impl Drive {
             match Awaited::of(py, aw) {
                 Ok(aw) => {
                     self.m = Some(m.clone_ref(py));
-                    self.awaiting = Some((aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind() }));
+                    self.awaiting = Some((aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind(), attrs: None }));
                     return Ok(None);
                 }
                 Err(e) => observe::sink_failed(py, &sink, e)?,
@@ -876,22 +885,23 @@ impl Drive {
         m.bind(py).try_borrow_mut()?.feed(py, EV_RECORDED, None).map(Some)
     }
 
-    /// The sink has record `rec`: it goes to `ctx.trace`, then the span is closed and the call
-    /// goes on (a drive of the record alone, an abort's, has no call: it ends).
-    fn recorded<'py>(&mut self, py: Python<'py>, rec: Bound<'py, PyAny>) -> PyResult<Next<'py>> {
+    /// The sink has record `rec`: it goes to `ctx.trace`, then the span is closed (with `attrs`,
+    /// the record's span attributes) and the call goes on (a drive of the record alone, an
+    /// abort's, has no call: it ends).
+    fn recorded<'py>(&mut self, py: Python<'py>, rec: Bound<'py, PyAny>, attrs: Option<Py<PyAny>>) -> PyResult<Next<'py>> {
         observe::traced(py, &rec, self.ctx.bind(py))?;
         if self.m.is_none() {
             return Ok(Next::Step(STEP_DONE, py.None().into_bound(py)));
         }
         if let Some(span) = self.span.take() {
-            observe::close_span(py, span.bind(py), Some(&rec), None)?;
+            observe::close_span(py, span.bind(py), attrs.as_ref().map(|a| a.bind(py)), None)?;
         }
         Ok(Next::fed(self.call(py)?.feed(py, EV_RECORDED, None)?))
     }
 
-    fn close_span(&mut self, py: Python<'_>, rec: Option<Py<PyAny>>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn close_span(&mut self, py: Python<'_>, attrs: Option<Py<PyAny>>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
         match self.span.take() {
-            Some(span) => observe::close_span(py, span.bind(py), rec.as_ref().map(|r| r.bind(py)), Some(exc)),
+            Some(span) => observe::close_span(py, span.bind(py), attrs.as_ref().map(|r| r.bind(py)), Some(exc)),
             None => Ok(()),
         }
     }
@@ -923,13 +933,13 @@ impl Drive {
         let Some(m) = self.m.take() else { return Ok(()) };
         let attempts = self.attempts(py)?;
         let steps = m.bind(py).try_borrow_mut()?.abort(py, true, attempts)?;
-        let mut rec = None;
+        let mut attrs = None;
         if !is_stop(py, &PyErr::from_value(exc.clone())) {
             for (step, arg) in steps {
-                without_loop(py, self.abort_step(py, step, &arg, &mut rec)?);
+                without_loop(py, self.abort_step(py, step, &arg, &mut attrs)?);
             }
         }
-        self.close_span(py, rec, exc)
+        self.close_span(py, attrs, exc)
     }
 
     /// `close()`: what is awaited is closed, then the call is aborted without awaiting; raises

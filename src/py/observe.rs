@@ -102,23 +102,30 @@ pub(super) fn open_span(py: Python<'_>, name: &Bound<'_, PyAny>, call_id: &Bound
     Ok(Some(PyTuple::new(py, [span, token])?.unbind()))
 }
 
-/// End a call's span (`opened`: what `open_span` gave), with the attributes and status of its
-/// record `rec` (None: the call was aborted before its record). A call dropped and
+/// The span attributes of record `rec`, read as the core built it: taken before the record
+/// goes to the log, the sink or `ctx.trace` (any of them may change it).
+pub(super) fn span_attributes<'py>(py: Python<'py>, rec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let a = PyDict::new(py);
+    a.set_item(intern!(py, "agentkit.tool.args_hash"), rec.get_item(intern!(py, "args_hash"))?)?;
+    a.set_item(intern!(py, "agentkit.tool.outcome"), rec.get_item(intern!(py, "outcome"))?)?;
+    a.set_item(intern!(py, "agentkit.tool.decision"), rec.get_item(intern!(py, "decision"))?)?;
+    a.set_item(intern!(py, "agentkit.tool.attempts"), rec.get_item(intern!(py, "attempts"))?)?;
+    Ok(a)
+}
+
+/// End a call's span (`opened`: what `open_span` gave), with the attributes `attrs` of its
+/// record (see `span_attributes`; None: the call was aborted before its record) and the status
+/// of its outcome. A call dropped and
 /// garbage-collected (`exc` a `GeneratorExit`) is closed by the collector in whatever context is
 /// current there, not in its task's: its span is ended but the context it was made current in is
 /// not restored (that context goes with the task, and restoring it elsewhere fails and would be
 /// logged as an error).
-pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, rec: Option<&Bound<'_, PyAny>>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, attrs: Option<&Bound<'_, PyAny>>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     let (span, token) = (opened.get_item(0)?, opened.get_item(1)?);
     let o = otel(py)?.ok_or_else(|| PyImportError::new_err("opentelemetry"))?;
     let attributes = (|| -> PyResult<()> {
-        let Some(rec) = rec else { return Ok(()) };
-        let outcome = rec.get_item(intern!(py, "outcome"))?;
-        let a = PyDict::new(py);
-        a.set_item(intern!(py, "agentkit.tool.args_hash"), rec.get_item(intern!(py, "args_hash"))?)?;
-        a.set_item(intern!(py, "agentkit.tool.outcome"), &outcome)?;
-        a.set_item(intern!(py, "agentkit.tool.decision"), rec.get_item(intern!(py, "decision"))?)?;
-        a.set_item(intern!(py, "agentkit.tool.attempts"), rec.get_item(intern!(py, "attempts"))?)?;
+        let Some(a) = attrs else { return Ok(()) };
+        let outcome = a.get_item(intern!(py, "agentkit.tool.outcome"))?;
         span.call_method1(intern!(py, "set_attributes"), (a,))?;
         if outcome.ne(intern!(py, "ok"))? && outcome.ne(intern!(py, "cancelled"))? {
             let traced = tracer(py)?.is_some();
@@ -158,7 +165,10 @@ pub(super) fn restore_context<'py>(py: Python<'py>, opened: &Bound<'py, PyTuple>
 /// the sink's awaitable (and the sink) when it returned one, to await (see `sink_failed`).
 pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
     let h = helpers(py)?;
-    if debug_logged(py, h)? {
+    let logged = (|| -> PyResult<()> {
+        if !debug_logged(py, h)? {
+            return Ok(());
+        }
         let kw = PyDict::new(py);
         let extra = PyDict::new(py);
         extra.set_item(intern!(py, "audit"), rec)?;
@@ -172,27 +182,41 @@ pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<
             rec.get_item(intern!(py, "elapsed_ms"))?,
         );
         h.audit_log.bind(py).call_method(intern!(py, "debug"), args, Some(&kw))?;
+        Ok(())
+    })();
+    if let Err(e) = logged {
+        failed(py, "audit log failed (the call's result is unaffected)", Vec::new(), e)?;
     }
     let sink = cfg.getattr(intern!(py, "sink"))?;
     if sink.is_none() {
         return Ok(None);
     }
-    match sink.call1((rec,)) {
-        // (None, what a sync sink returns, is never awaitable: not asked)
-        Ok(done) if !done.is_none() && own(py)?.isawaitable.bind(py).call1((&done,))?.is_truthy()? => Ok(Some((done, sink))),
-        Ok(_) => Ok(None),
+    // (None, what a sync sink returns, is never awaitable: not asked)
+    let answer = sink.call1((rec,)).and_then(|done| {
+        let awaitable = !done.is_none() && own(py)?.isawaitable.bind(py).call1((&done,))?.is_truthy()?;
+        Ok(awaitable.then_some(done))
+    });
+    match answer {
+        Ok(Some(done)) => Ok(Some((done, sink))),
+        Ok(None) => Ok(None),
         Err(e) => sink_failed(py, &sink, e).map(|()| None),
     }
+}
+
+/// Observation that raised `e`: logged as `msg` % `args` (the call's result is unaffected),
+/// unless it propagates.
+fn failed<'py>(py: Python<'py>, msg: &str, args: Vec<Bound<'py, PyAny>>, e: PyErr) -> PyResult<()> {
+    if propagates(py, &e) {
+        return Err(e);
+    }
+    log(py, &own(py)?.middleware_log, "error", msg, args, &e);
+    Ok(())
 }
 
 /// The audit sink `sink` raised `e` (or its awaitable did): logged (the call's result is
 /// unaffected), unless it propagates.
 pub(super) fn sink_failed(py: Python<'_>, sink: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
-    if propagates(py, &e) {
-        return Err(e);
-    }
-    log(py, &own(py)?.middleware_log, "error", "audit sink %r failed (the call's result is unaffected)", vec![sink.clone()], &e);
-    Ok(())
+    failed(py, "audit sink %r failed (the call's result is unaffected)", vec![sink.clone()], e)
 }
 
 /// The record `rec` to `ctx.trace` as a `"tool.call"` event (its `event` or `add_event` method,
@@ -203,11 +227,11 @@ pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
     }
     // `getattr(obj, name, None)`: an absent attribute costs no `AttributeError`.
     let getattr = helpers(py)?.getattr.bind(py);
-    let trace = getattr.call1((ctx, intern!(py, "trace"), py.None()))?;
-    if trace.is_none() {
-        return Ok(());
-    }
     let sent = (|| -> PyResult<()> {
+        let trace = getattr.call1((ctx, intern!(py, "trace"), py.None()))?;
+        if trace.is_none() {
+            return Ok(());
+        }
         let mut emit = None;
         for name in [intern!(py, "event"), intern!(py, "add_event")] {
             let m = getattr.call1((&trace, name, py.None()))?;
@@ -220,11 +244,7 @@ pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
         Ok(())
     })();
     match sent {
-        Err(e) if propagates(py, &e) => Err(e),
-        Err(e) => {
-            log(py, &own(py)?.middleware_log, "error", "ctx.trace failed (the call's result is unaffected)", Vec::new(), &e);
-            Ok(())
-        }
+        Err(e) => failed(py, "ctx.trace failed (the call's result is unaffected)", Vec::new(), e),
         Ok(()) => Ok(()),
     }
 }

@@ -263,8 +263,18 @@ fn observed_by<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, ctx: &Bound<'py
     let readers = tracing
         || !config.getattr(intern!(py, "sink"))?.is_none()
         || debug_logged(py, h)?
-        || (!ctx.is_none() && ctx.getattr_opt(intern!(py, "trace"))?.is_some_and(|t| !t.is_none()));
+        || (!ctx.is_none() && traces(py, ctx)?);
     Ok(Observed::of(tracing, readers))
+}
+
+/// Whether `ctx.trace` is set. One that cannot be read counts as set: its failure is logged when
+/// the record goes to it (see `observe::traced`), unless it propagates (then it is raised here).
+fn traces(py: Python<'_>, ctx: &Bound<'_, PyAny>) -> PyResult<bool> {
+    match ctx.getattr_opt(intern!(py, "trace")) {
+        Ok(trace) => Ok(trace.is_some_and(|t| !t.is_none())),
+        Err(e) if super::drive::propagates(py, &e) => Err(e),
+        Err(_) => Ok(true),
+    }
 }
 
 /// How the audit rule `config` (an `audit()` middleware) observes a call in `ctx`: 0 nobody reads
