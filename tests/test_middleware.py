@@ -856,6 +856,36 @@ async def test_declared_transient_types_are_retried():
     assert (env["ok"], record["attempts"]) == (True, 2)
 
 
+@pytest.mark.parametrize("kind", ["str_raises", "lone_surrogate"])
+async def test_a_result_whose_text_cannot_be_made_is_not_stored_and_the_call_is_ok(kind: str, caplog) -> None:
+    """A result whose JSON text cannot be made (its ``__str__`` raises, a string with a lone
+    surrogate) is not shared (logged) and the call, its side effect done, is answered ok."""
+    runs: list[str] = []
+
+    class Receipt:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    receipt = Receipt()
+
+    @tool(side_effecting=True)
+    def pay(kind: str) -> Any:
+        """Pay the supplier and return the receipt."""
+        runs.append(kind)
+        return receipt if kind == "str_raises" else "a\ud800b"
+
+    inv = Invoker(ToolRegistry([pay]), middleware=[mw.idempotency(store=InMemoryStore())])
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        env = await inv.invoke(call("pay", "c1", kind=kind), ToolContext(run_id="r"))
+    env.pop("elapsed_ms", None)
+    assert env == {"ok": True, "value": receipt if kind == "str_raises" else "a\ud800b"}
+    assert runs == [kind]
+    type_name = "Receipt" if kind == "str_raises" else "str"
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("agentkit_tools.middleware", "WARNING", f"a result of type {type_name} cannot be stored as JSON; not shared for deduplication")
+    ]
+
+
 async def test_side_effecting_tools_are_retried_only_when_idempotent():
     runs = Counter()
     env, record, _ = await run_retry(flaky_tool(runs, lambda: ConnectionError("x"), fails=1, side_effecting=True))

@@ -2063,11 +2063,12 @@ fn stored_json(py: Python<'_>) -> PyResult<&StoredJson> {
     })
 }
 
-/// The JSON text a shared store keeps of a result; None (logged) when it is not JSON.
+/// The JSON text a shared store keeps of a result; None (logged) when it cannot be made (not
+/// JSON, a conversion of it raised, a lone surrogate in it) unless what was raised propagates.
 fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    match stored_json(py)?.encode.bind(py).call1((value,)) {
-        Ok(text) => text.extract().map(Some),
-        Err(e) if e.is_instance_of::<PyTypeError>(py) || e.is_instance_of::<PyValueError>(py) || e.is_instance_of::<pyo3::exceptions::PyRecursionError>(py) => {
+    match stored_json(py)?.encode.bind(py).call1((value,)).and_then(|text| text.extract::<String>()) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) && !super::drive::propagates(py, &e) => {
             let kind = value.get_type().name()?;
             let msg = "a result of type %s cannot be stored as JSON; not shared for deduplication";
             super::drive::own(py)?.middleware_log.bind(py).call_method1(intern!(py, "warning"), (msg, kind))?;
