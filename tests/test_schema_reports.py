@@ -456,6 +456,30 @@ def test_shape_mismatch_reaches_the_trace_and_errors_are_strings() -> None:
     )
 
 
+def test_a_ctx_whose_trace_cannot_be_read_still_gets_the_shape_error() -> None:
+    """Reporting the mismatch never breaks the call: a ``ctx.trace`` that raises when read is
+    skipped as a tracer that raises when called is, and the caller gets the shape error."""
+
+    @tool(side_effecting=False)
+    def locate() -> Point:
+        """Locate the robot and return its grid position."""
+        return {"x": 1, "y": "north"}  # type: ignore[return-value]
+
+    class Broken:
+        @property
+        def trace(self) -> Any:
+            raise RuntimeError("no tracer here")
+
+    with pytest.raises(ToolShapeError) as err:
+        run(locate, {}, Broken())
+    assert err.value.errors == ['y: expected integer, got string "north"']
+    env = dispatch({"name": "locate", "input": {}}, ToolRegistry([locate]), ctx=Broken())
+    assert error_of(env)["message"].startswith(
+        "locate returned a value that does not match its declared output schema 'Point' "
+        '(y: expected integer, got string "north").'
+    )
+
+
 # ------------------------------------------------------------------ 15. workflow outputs
 
 

@@ -168,9 +168,9 @@ def _emit_shape_mismatch(ctx: Any, err: ToolShapeError) -> None:
     """Report a shape mismatch on ``ctx.trace`` and the current OpenTelemetry span, never
     letting a broken tracer break the call."""
     attributes = {"tool": err.tool_name, "expected": err.expected}
-    trace = getattr(ctx, "trace", None)
-    if trace is not None:
-        try:
+    try:
+        trace = getattr(ctx, "trace", None)
+        if trace is not None:
             emit = (
                 getattr(trace, "add_event_to_current_span", None)
                 or getattr(trace, "event", None)
@@ -178,8 +178,8 @@ def _emit_shape_mismatch(ctx: Any, err: ToolShapeError) -> None:
                 or trace
             )
             emit("tool.shape_mismatch", attributes)
-        except Exception:
-            pass
+    except Exception:
+        pass
     try:
         from opentelemetry import trace as otel_trace
 
