@@ -237,8 +237,9 @@ async def test_a_call_cancelled_after_the_tool_returned_stores_its_result(kind, 
 class FailingRelease:
     """A store that fails every compare-and-set after the first (the claim)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, raised: BaseException | None = None) -> None:
         self.inner = inner
+        self.raised = raised if raised is not None else ConnectionError("the store went away")
         self.cas_calls = 0
 
     async def get(self, key: str) -> Any:
@@ -250,16 +251,24 @@ class FailingRelease:
     async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
         self.cas_calls += 1
         if self.cas_calls > 1:
-            raise ConnectionError("the store went away")
+            raise self.raised
         return bool(await self.inner.compare_and_set(key, expected, value))
 
 
-async def test_a_store_failing_on_release_is_logged_and_the_cancellation_still_propagates(caplog):
+@pytest.mark.parametrize(
+    "raised",
+    [ConnectionError("the store went away"), asyncio.CancelledError(), GeneratorExit(), BaseException("odd")],
+    ids=["ConnectionError", "its-own-CancelledError", "its-own-GeneratorExit", "BaseException"],
+)
+async def test_a_store_failing_on_release_is_logged_and_the_cancellation_still_propagates(caplog, raised):
+    """Whatever the store raises itself on the release (a ``BaseException`` other than a request
+    to stop included) is its failure: logged, the record emitted, the caller's cancellation
+    propagated."""
     from agentkit_tools import InMemoryStore
 
     runs: list[str] = []
     started = asyncio.Event()
-    store = FailingRelease(InMemoryStore())
+    store = FailingRelease(InMemoryStore(), raised)
     records: list[dict[str, Any]] = []
     inv = Invoker(
         ToolRegistry([charging(runs, started)]),
@@ -273,7 +282,7 @@ async def test_a_store_failing_on_release_is_logged_and_the_cancellation_still_p
     assert store.cas_calls == 2
     released = [r for r in caplog.records if "release" in r.getMessage()]
     assert len(released) == 1 and released[0].exc_info is not None
-    assert released[0].exc_info[0] is ConnectionError
+    assert released[0].exc_info[0] is type(raised)
     # the audit record of the cancelled call is still emitted
     assert [(r["outcome"], r["attempts"], r["decision"]) for r in records] == [("cancelled", 1, "failed")]
     assert runs == ["4242"]

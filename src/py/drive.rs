@@ -730,7 +730,7 @@ impl Drive {
                     self.recorded(py, rec.into_bound(py), attrs)?
                 }
                 For::Released(key) => match out {
-                    Err(e) if !e.is_instance_of::<PyException>(py) => return Err(e),
+                    Err(e) if propagates(py, &e) => return Err(e),
                     Err(e) => {
                         let msg = "idempotency store failed to release the claim on %s; it is held until its lease runs out";
                         log(py, &own(py)?.middleware_log, "warning", msg, vec![key.into_bound(py)], &e);
