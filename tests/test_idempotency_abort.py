@@ -257,7 +257,19 @@ class FailingRelease:
 
 @pytest.mark.parametrize(
     "raised",
-    [ConnectionError("the store went away"), asyncio.CancelledError(), GeneratorExit(), BaseException("odd")],
+    [
+        ConnectionError("the store went away"),
+        pytest.param(
+            asyncio.CancelledError(),
+            marks=pytest.mark.skipif(
+                sys.version_info < (3, 11),
+                reason="a Python 3.10 task keeps no count of its cancellations, so a store's own "
+                "CancelledError cannot be told from the caller's (docs/middleware.md)",
+            ),
+        ),
+        GeneratorExit(),
+        BaseException("odd"),
+    ],
     ids=["ConnectionError", "its-own-CancelledError", "its-own-GeneratorExit", "BaseException"],
 )
 async def test_a_store_failing_on_release_is_logged_and_the_cancellation_still_propagates(caplog, raised):
