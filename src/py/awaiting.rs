@@ -123,7 +123,8 @@ fn running<'py>(slf: &Bound<'py, BodyAwait>) -> PyResult<PyRefMut<'py, BodyAwait
     slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
 }
 
-fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
+/// Whether `e` is a request to stop the process (`KeyboardInterrupt`, `SystemExit`).
+pub(super) fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 

@@ -19,7 +19,7 @@
 //! fault envelope instead (logged), unless it is `KeyboardInterrupt`/`SystemExit` or the
 //! cancellation of the awaiting task. A `GeneratorExit` thrown in closes the drive; one a
 //! callback raised itself is that callback's own failure, answered as any other.
-use pyo3::exceptions::{PyException, PyGeneratorExit, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError};
+use pyo3::exceptions::{PyException, PyGeneratorExit, PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -27,7 +27,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{entered, raised_inside, thrown, BodyAwait, Entry, Input, Stepped};
+use super::awaiting::{entered, is_stop, raised_inside, thrown, BodyAwait, Entry, Input, Stepped};
 use super::handoff::{JobAwait, WorkerPool};
 use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
@@ -81,10 +81,6 @@ pub(super) fn own(py: Python<'_>) -> PyResult<&Helpers> {
             middleware_log: logging.call_method1("getLogger", ("agentkit_tools.middleware",))?.unbind(),
         })
     })
-}
-
-fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 
 fn value_of<'py>(py: Python<'py>, e: &PyErr) -> Bound<'py, PyAny> {

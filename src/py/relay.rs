@@ -17,13 +17,13 @@
 //! record); what it raised goes to the turn; either way the task may go on with the call's
 //! `Drive`, stepped as a `Drive` steps what it awaits (`super::drive::Awaited`: `yield from`),
 //! and its end handed to the turn (`After`).
-use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyStopIteration, PySystemExit, PyValueError};
+use pyo3::exceptions::{PyGeneratorExit, PyStopIteration, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{thrown, Input, Stepped};
+use super::awaiting::{is_stop, thrown, Input, Stepped};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
@@ -152,10 +152,6 @@ fn named<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>)
         return Err(pyo3::exceptions::PyAttributeError::new_err(format!("this Relay steps no coroutine now: no {name}")));
     }
     Ok(value)
-}
-
-fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 
 impl Relay {

@@ -22,14 +22,14 @@
 //! body's `finally` blocks run; its drive aborts its call as cancelled without awaiting), as the
 //! collector closes a coroutine dropped pending, and is cancelled if its loop still runs; each
 //! call left is aborted as cancelled without awaiting (`Drive.closed`).
-use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyGeneratorExit, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{entered, raised_inside, thrown, Entry, Input, Stepped};
+use super::awaiting::{entered, is_stop, raised_inside, thrown, Entry, Input, Stepped};
 use super::drive::{call_fault, Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, Pipeline, STEP_DONE, STEP_RUN};
 use super::registry::CoreRegistry;
@@ -57,10 +57,6 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
             log: py.import("logging")?.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
         })
     })
-}
-
-fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 
 fn is_cancel(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
