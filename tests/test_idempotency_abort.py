@@ -470,3 +470,68 @@ async def test_a_call_cancelled_again_while_it_is_aborted_ends_its_span_and_logs
         })
     ]
     assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+class NeverReleases:
+    """Wraps a store; its compare-and-set from a claim (the release) never answers."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def get(self, key: str) -> Any:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: Any) -> None:
+        await self.inner.set(key, value)
+
+    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
+        if expected is not None and doc(expected).get("s") == "running":
+            await asyncio.Event().wait()
+        return await self.inner.compare_and_set(key, expected, value)
+
+
+async def test_a_release_that_does_not_finish_does_not_hold_the_callers_cancellation(caplog):
+    """The store does not answer the release of a cancelled call: the cancellation completes
+    once the abort's bound (1 s) has passed, a warning names the claim, and the call's record is
+    emitted once the release is done."""
+    from agentkit_tools import InMemoryStore
+
+    runs: list[str] = []
+    started = asyncio.Event()
+    finish = asyncio.Event()
+    records: list[tuple[str, str]] = []
+
+    class SlowRelease(NeverReleases):
+        async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
+            if expected is not None and doc(expected).get("s") == "running":
+                await finish.wait()
+            return await self.inner.compare_and_set(key, expected, value)
+
+    store = SlowRelease(InMemoryStore())
+    inv = Invoker(
+        ToolRegistry([charging(runs, started)]),
+        middleware=[mw.audit(sink=lambda r: records.append((r["call_id"], r["outcome"]))), *chain(store)[1:]],
+    )
+    ctx = ToolContext(run_id=f"conv-{uuid.uuid4().hex}")
+    first = asyncio.create_task(inv.invoke(call(1), ctx))
+    await asyncio.wait_for(started.wait(), 30)
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        first.cancel()
+        t0 = time.monotonic()
+        await asyncio.wait([first], timeout=5)
+        took = time.monotonic() - t0
+    assert (first.done(), first.done() and first.cancelled()) == (True, True)
+    assert 0.95 <= took < 5, took
+    key = claim_key(ctx.run_id)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
+        "WARNING",
+        f"idempotency store has not released the claim on {key} within 1.0 s of the call's abort; "
+        "the abort ends without it and the release goes on by itself (the claim's lease bounds it)",
+    )]
+    assert (records, doc(await store.get(key))["s"]) == ([], "running")
+    finish.set()
+    for _ in range(100):
+        if records:
+            break
+        await asyncio.sleep(0.01)
+    assert (records, doc(await store.get(key))) == ([("c1", "cancelled")], {"s": "free"})

@@ -14,8 +14,8 @@
 //! Host callbacks: only the boolean `True` approves, an approver that fails refuses the call
 //! (logged); a store that fails is logged and the call goes on without sharing. Any other
 //! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
-//! emitted, each shielded from the caller's cancellation; without awaiting when the drive is being
-//! closed), then propagates. A drive made by `Invoker.invoke` (`call` given) answers it with the
+//! emitted, each shielded from the caller's cancellation and awaited at most `ABORT_WAIT_S` in all;
+//! without awaiting when the drive is being closed), then propagates. A drive made by `Invoker.invoke` (`call` given) answers it with the
 //! fault envelope instead (logged), unless it is `KeyboardInterrupt`/`SystemExit` or the
 //! cancellation of the awaiting task. A `GeneratorExit` thrown in closes the drive; one a
 //! callback raised itself is that callback's own failure, answered as any other.
@@ -53,6 +53,7 @@ pub(super) struct Helpers {
     sleep: Py<PyAny>,
     shield: Py<PyAny>,
     ensure_future: Py<PyAny>,
+    wait_at_most: Py<PyAny>,
     pub(super) isawaitable: Py<PyAny>,
     generator: Py<PyAny>,
     invoker_log: Py<PyAny>,
@@ -75,6 +76,7 @@ pub(super) fn own(py: Python<'_>) -> PyResult<&Helpers> {
             sleep: asyncio.getattr("sleep")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
             ensure_future: asyncio.getattr("ensure_future")?.unbind(),
+            wait_at_most: runner.getattr("wait_at_most")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             generator: py.import("types")?.getattr("GeneratorType")?.unbind(),
             invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
@@ -171,6 +173,10 @@ pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &s
         Ok(())
     })();
 }
+
+/// How long the caller waits, in all, for the release and record steps of a call it aborts
+/// (seconds): a store or an audit sink that takes longer goes on without the caller (logged).
+const ABORT_WAIT_S: f64 = 1.0;
 
 /// What a drive awaits now (or a relay goes on with): a `BodyAwait` (stepped here directly) or
 /// the iterator of any other awaitable, stepped with `yield from` semantics.
@@ -338,8 +344,10 @@ enum For {
     Chained,
     /// The call is aborted by `exc`: the release and record steps left, the span attributes of
     /// the record emitted (see `observe::span_attributes`);
-    /// `step`: the task of the step in progress (awaited shielded).
-    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny> },
+    /// `step`: the task of the step in progress, `doing` that step (awaited with `asyncio.wait`:
+    /// the caller's cancellation does not reach it, and the caller waits for it at most until
+    /// the abort's bound, see `ABORT_WAIT_S`).
+    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>, doing: (u8, Py<PyTuple>) },
 }
 
 impl For {
@@ -355,9 +363,10 @@ impl For {
                 visit.call(attrs)
             }
             For::Released(r) | For::Store(_, r) => visit.call(r),
-            For::Aborting { exc, steps, attrs, step } => {
+            For::Aborting { exc, steps, attrs, step, doing } => {
                 visit.call(exc)?;
                 visit.call(step)?;
+                visit.call(&doing.1)?;
                 for (_, s) in steps.as_slice() {
                     visit.call(s)?;
                 }
@@ -412,6 +421,9 @@ pub struct Drive {
     awaiting: Option<(Awaited, For)>,
     /// The exception an abort-only drive aborts the call with (it then ends with None).
     aborting: Option<Py<PyAny>>,
+    /// When the caller stops waiting for the abort's steps (see `ABORT_WAIT_S`); None: no
+    /// caller waits (the rest of an abort, in a task of its own).
+    abort_until: Option<std::time::Instant>,
     /// Closed (`close()`, or a `GeneratorExit` thrown in) before it ended.
     closed: bool,
 }
@@ -428,7 +440,7 @@ fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
 
 impl Drive {
     fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
-        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, closed: false }
+        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, abort_until: None, closed: false }
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
@@ -750,13 +762,27 @@ impl Drive {
                     Ok(env) => Next::Step(STEP_DONE, env),
                     Err(e) => Next::End(e),
                 },
-                For::Aborting { exc, steps, attrs, step } => match out {
-                    Ok(_) => self.abort_next(py, exc.into_bound(py), steps, attrs),
+                For::Aborting { exc, steps, attrs, step, doing } => match out {
+                    Ok(_) if step.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? => {
+                        // (its own cancellation ended it: its failure, logged by it)
+                        let cancelled = step.bind(py).call_method0(intern!(py, "cancelled"))?.is_truthy()?;
+                        match if cancelled { Ok(py.None().into_bound(py)) } else { step.bind(py).call_method0(intern!(py, "result")) } {
+                            Ok(_) => self.abort_next(py, exc.into_bound(py), steps, attrs),
+                            Err(e) => Next::End(e),
+                        }
+                    }
+                    // The bound passed: the caller's abort ends now (logged), the rest of it (the
+                    // step in progress, the steps left, the span) goes on in a task of its own.
+                    Ok(_) => {
+                        self.abandoned(py, &doing)?;
+                        self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
+                        Next::End(PyErr::from_value(exc.into_bound(py)))
+                    }
                     // Cancelled again while aborting: that propagates at once, and the rest of
                     // the abort (the step in progress, the steps left, the span) goes on in a
                     // task of its own. A stop propagates alone.
                     Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => {
-                        self.abort_later(py, exc, steps, attrs, step)?;
+                        self.abort_later(py, exc, steps, attrs, step, doing)?;
                         Next::End(e)
                     }
                     Err(e) => Next::End(e),
@@ -775,8 +801,9 @@ impl Drive {
     }
 
     /// The call faulted (`e`): abort it in the pipeline, its shared claim released and its record
-    /// emitted, each shielded from the caller's cancellation (none of it when the process is
-    /// being stopped: the lease frees the claim); then end with `e`.
+    /// emitted, each shielded from the caller's cancellation, the caller waiting for them at most
+    /// `ABORT_WAIT_S` in all (none of it when the process is being stopped: the lease frees the
+    /// claim); then end with `e`.
     fn fail<'py>(&mut self, py: Python<'py>, e: PyErr) -> Next<'py> {
         let Some(m) = self.m.take() else { return Next::End(e) };
         let steps = (|| -> PyResult<Vec<(u8, Py<PyTuple>)>> {
@@ -788,23 +815,25 @@ impl Drive {
         match steps {
             Ok(steps) => {
                 let steps = if is_stop(py, &e) { Vec::new() } else { steps };
+                self.abort_until = Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(ABORT_WAIT_S));
                 self.abort_next(py, value_of(py, &e), steps.into_iter(), None)
             }
             Err(fault) => Next::End(fault),
         }
     }
 
-    /// The next release or record step of an abort by `exc`, shielded; when none is left, the
-    /// span is closed and the drive ends with `exc`.
+    /// The next release or record step of an abort by `exc`, in a task of its own awaited with
+    /// `asyncio.wait` (until the abort's bound, if any); when none is left, the span is closed and
+    /// the drive ends with `exc`.
     fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut attrs: Option<Py<PyAny>>) -> Next<'py> {
-        let shielded = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+        let shielded = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>))>> {
             let Some((step, arg)) = steps.next() else { return Ok(None) };
             let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
             let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
-            Ok(Some((own(py)?.shield.bind(py).call1((&task,))?, task)))
+            Ok(Some((self.wait_for_step(py, &task)?, task, (step, arg))))
         })();
         match shielded {
-            Ok(Some((aw, step))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, attrs, step: step.unbind() }),
+            Ok(Some((aw, step, doing))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, attrs, step: step.unbind(), doing }),
             Ok(None) => match self.close_span(py, attrs, &exc) {
                 Ok(()) => Next::End(PyErr::from_value(exc)),
                 Err(e) => Next::End(e),
@@ -816,7 +845,7 @@ impl Drive {
     /// The rest of an abort by `exc` cancelled again (its step in progress `step`, the steps
     /// left, the span) goes on without the caller: a drive of its own in a task of its own,
     /// held until it ends (its outcome dropped), each step shielded as here.
-    fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>) -> PyResult<()> {
+    fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>, doing: (u8, Py<PyTuple>)) -> PyResult<()> {
         let h = helpers(py)?;
         let mut rest = Drive::new(None, self.ctx.clone_ref(py));
         // The span's context is restored here, in the caller's task; the rest ends the span.
@@ -825,11 +854,33 @@ impl Drive {
             None => None,
         };
         rest.aborting = Some(exc.clone_ref(py));
-        let aw = own(py)?.shield.bind(py).call1((step.bind(py),))?;
-        rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, attrs, step }));
+        let aw = rest.wait_for_step(py, step.bind(py))?;
+        rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, attrs, step, doing }));
         let lp = h.get_running_loop.bind(py).call0()?;
         let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, rest)?,))?;
         h.hold_clean_up.bind(py).call1((task,))?;
+        Ok(())
+    }
+
+    /// The abort's step task `step` awaited without being cancelled with the caller, at most
+    /// until the abort's bound (none: until it ends); see `_runner.wait_at_most`.
+    fn wait_for_step<'py>(&self, py: Python<'py>, step: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let left = self.abort_until.map(|until| until.saturating_duration_since(std::time::Instant::now()).as_secs_f64());
+        own(py)?.wait_at_most.bind(py).call1((step, left))
+    }
+
+    /// The caller stops waiting for the abort's step `doing` (its bound passed): logged, naming
+    /// what goes on without it.
+    fn abandoned(&self, py: Python<'_>, doing: &(u8, Py<PyTuple>)) -> PyResult<()> {
+        let (step, arg) = (doing.0, doing.1.bind(py));
+        let o = own(py)?;
+        let (msg, what) = if step == STEP_CAS {
+            ("idempotency store has not released the claim on %s within %.1f s of the call's abort; the abort ends without it and the release goes on by itself (the claim's lease bounds it)", arg.get_item(1)?)
+        } else {
+            ("audit sink %r has not taken the record of an aborted call within %.1f s; the abort ends without it and the sink gets the record when it is done (it is lost if its event loop is closed first)", arg.get_item(0)?.getattr(intern!(py, "sink"))?)
+        };
+        let args = (pyo3::types::PyString::new(py, msg), what, ABORT_WAIT_S);
+        o.middleware_log.bind(py).call_method1(intern!(py, "warning"), args)?;
         Ok(())
     }
 
