@@ -472,6 +472,88 @@ async def test_a_call_cancelled_again_while_it_is_aborted_ends_its_span_and_logs
     assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+# ------------------------------------------------------------------ a request to stop the process
+
+
+def fresh_store(kind: str, tmp_path: Path, shared: dict[str, Any]) -> Any:
+    """The store of one event loop, as one process would open it: a new client of the same
+    data (files, Redis namespace, PostgreSQL table); in memory the one store there is."""
+    from agentkit_tools import FileStore, InMemoryStore, PostgresStore, RedisStore
+
+    if kind == "memory":
+        return shared.setdefault("memory", InMemoryStore())
+    if kind == "file":
+        return FileStore(tmp_path / "store")
+    if kind == "redis":
+        return RedisStore(REDIS_URL, namespace=shared.setdefault("namespace", f"test-{uuid.uuid4().hex}"))
+    return PostgresStore(POSTGRES_DSN, table=PG_TABLE)
+
+
+async def closed(store: Any) -> None:
+    if hasattr(store, "aclose"):
+        await store.aclose()
+
+
+@pytest.mark.parametrize("path", ["invoke", "invoke_many"])
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_stop_raised_by_the_body_releases_its_claim_before_it_propagates(kind, stop, path, tmp_path):
+    """A body raises a request to stop the process under ``asyncio.run`` while its call holds
+    the shared claim: the stop comes out of ``asyncio.run``, the claim is free by then, the call's
+    record says ``cancelled``, and an identical call in a new loop with a new client of the store
+    (as another process would make it) runs the tool at once instead of waiting for the lease."""
+    runs: list[str] = []
+    records: list[tuple[str, str, str]] = []
+    shared: dict[str, Any] = {}
+    run_id = f"conv-{uuid.uuid4().hex}"
+
+    @tool(side_effecting=True)
+    async def charge(card: str, cents: int) -> str:
+        """Charge a card an amount in cents; the money is taken at once."""
+        runs.append(card)
+        if len(runs) == 1:
+            await asyncio.sleep(0)
+            raise stop()
+        return f"charge #{len(runs)} of {cents} on {card}"
+
+    def invoker(store: Any) -> Invoker:
+        sink = mw.audit(sink=lambda r: records.append((r["call_id"], r["outcome"], r["decision"])))
+        return Invoker(ToolRegistry([charge]), middleware=[sink, *chain(store)[1:]])
+
+    async def first() -> None:
+        store = fresh_store(kind, tmp_path, shared)
+        try:
+            inv = invoker(store)
+            await (inv.invoke(call(1), ToolContext(run_id=run_id)) if path == "invoke" else inv.invoke_many([call(1)], ToolContext(run_id=run_id)))
+        finally:
+            await closed(store)
+
+    async def claim() -> Any:
+        store = fresh_store(kind, tmp_path, shared)
+        try:
+            return doc(await store.get(claim_key(run_id)))
+        finally:
+            await closed(store)
+
+    async def again() -> tuple[dict[str, Any], float]:
+        store = fresh_store(kind, tmp_path, shared)
+        try:
+            t0 = time.monotonic()
+            env = await asyncio.wait_for(invoker(store).invoke(call(2), ToolContext(run_id=run_id)), 2 * LEASE_S)
+            return env, time.monotonic() - t0
+        finally:
+            await closed(store)
+
+    with pytest.raises(stop):
+        asyncio.run(first())
+    assert asyncio.run(claim()) == {"s": "free"}
+    assert records == [("c1", "cancelled", "failed")]
+    env, waited = asyncio.run(again())
+    assert (env["ok"], env["value"], "deduplicated" in env) == (True, "charge #2 of 900 on 4242", False)
+    assert runs == ["4242", "4242"]
+    assert waited < PROMPT_S, waited
+
+
 class NeverReleases:
     """Wraps a store; its compare-and-set from a claim (the release) never answers."""
 
@@ -488,6 +570,39 @@ class NeverReleases:
         if expected is not None and doc(expected).get("s") == "running":
             await asyncio.Event().wait()
         return await self.inner.compare_and_set(key, expected, value)
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stop_whose_release_never_ends_propagates_after_the_bound_and_says_so(stop, caplog):
+    """The store never answers the release of a stopped call: the stop comes out of
+    ``asyncio.run`` once the abort's bound (1 s) has passed, the claim left to its lease, and the
+    warning names the claim; nothing else is reported (no task destroyed while pending)."""
+    from agentkit_tools import InMemoryStore
+
+    runs: list[str] = []
+    run_id = f"conv-{uuid.uuid4().hex}"
+    store = NeverReleases(InMemoryStore())
+
+    @tool(side_effecting=True)
+    async def charge(card: str, cents: int) -> str:
+        """Charge a card an amount in cents; the money is taken at once."""
+        runs.append(card)
+        raise stop()
+
+    inv = Invoker(ToolRegistry([charge]), middleware=chain(store))
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING), pytest.raises(stop):
+        asyncio.run(inv.invoke(call(1), ToolContext(run_id=run_id)))
+    took = time.monotonic() - t0
+    assert 0.95 <= took < 5, took
+    assert doc(asyncio.run(store.inner.get(claim_key(run_id))))["s"] == "running"
+    key = claim_key(run_id)
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [(
+        "agentkit_tools.middleware", "WARNING",
+        f"idempotency store has not released the claim on {key} within 1.0 s of the call's abort; "
+        "the abort ends without it and the release goes on by itself (the claim's lease bounds it)",
+    )]
+    assert runs == ["4242"]
 
 
 async def test_a_release_that_does_not_finish_does_not_hold_the_callers_cancellation(caplog):

@@ -778,12 +778,14 @@ impl Drive {
                         self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
                         Next::End(PyErr::from_value(exc.into_bound(py)))
                     }
-                    // Cancelled again while aborting: that propagates at once, and the rest of
-                    // the abort (the step in progress, the steps left, the span) goes on in a
-                    // task of its own. A stop propagates alone.
+                    // Cancelled again while aborting: that propagates at once (a stop being
+                    // propagated goes on instead), and the rest of the abort (the step in
+                    // progress, the steps left, the span) goes on in a task of its own. A stop
+                    // propagates alone.
                     Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => {
-                        self.abort_later(py, exc, steps, attrs, step, doing)?;
-                        Next::End(e)
+                        let stopping = is_stop(py, &PyErr::from_value(exc.bind(py).clone()));
+                        self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
+                        Next::End(if stopping { PyErr::from_value(exc.into_bound(py)) } else { e })
                     }
                     Err(e) => Next::End(e),
                 },
@@ -802,19 +804,19 @@ impl Drive {
 
     /// The call faulted (`e`): abort it in the pipeline, its shared claim released and its record
     /// emitted, each shielded from the caller's cancellation, the caller waiting for them at most
-    /// `ABORT_WAIT_S` in all (none of it when the process is being stopped: the lease frees the
-    /// claim); then end with `e`.
+    /// `ABORT_WAIT_S` in all; then end with `e`. A request to stop (`KeyboardInterrupt`,
+    /// `SystemExit`) aborts the call as cancelled and propagates once that is done or the bound
+    /// has passed (its loop is about to be torn down: what is left would not get to run).
     fn fail<'py>(&mut self, py: Python<'py>, e: PyErr) -> Next<'py> {
         let Some(m) = self.m.take() else { return Next::End(e) };
         let steps = (|| -> PyResult<Vec<(u8, Py<PyTuple>)>> {
-            let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py));
+            let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) || is_stop(py, &e);
             let attempts = self.attempts(py)?;
             let steps = m.bind(py).try_borrow_mut()?.abort(py, cancelled, attempts)?;
             Ok(steps.into_iter().map(|(s, a)| (s, a.unbind())).collect())
         })();
         match steps {
             Ok(steps) => {
-                let steps = if is_stop(py, &e) { Vec::new() } else { steps };
                 self.abort_until = Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(ABORT_WAIT_S));
                 self.abort_next(py, value_of(py, &e), steps.into_iter(), None)
             }
