@@ -849,11 +849,12 @@ def test_a_clean_up_still_running_when_its_loop_is_closed_keeps_nothing(python: 
 
 
 CALLS_WAITING_WHEN_THEIR_LOOP_IS_CLOSED = '''
-import asyncio, gc, time, weakref
+import asyncio, gc, threading, time, weakref
 from agentkit_tools import Invoker, ToolRegistry, tool
 from agentkit_tools.middleware import audit, default_chain
 
 CLEANED, RECORDS, RUNS = [], [], []
+GATE = threading.Event()  # the sync bodies wait for it: set once their loops are closed
 
 @tool(read_only=True, timeout_s=5)
 async def async_waits(x: int) -> int:
@@ -877,8 +878,8 @@ async def awaits_in_finally(x: int) -> int:
 
 @tool(read_only=True, timeout_s=5)
 def sync_waits(x: int) -> int:
-    """Sleep a moment on a worker thread, then answer the number."""
-    time.sleep(0.05)
+    """Wait on a worker thread until let go, then answer the number."""
+    GATE.wait(5)
     return x
 
 @tool(side_effecting=True, idempotent=True, timeout_s=5)
@@ -891,6 +892,18 @@ async def slow_once(x: int) -> int:
 
 chain = [audit(RECORDS.append)] + [mw for mw in default_chain() if mw.name != "audit"]
 inv = Invoker(ToolRegistry([async_waits, awaits_in_finally, sync_waits]), middleware=chain)
+
+def alive(loops):
+    """How many of ``loops`` are still alive once the sync bodies have ended on their worker
+    threads (they hold their loop until then: waited for up to 10 s)."""
+    GATE.set()
+    end = time.monotonic() + 10
+    while True:
+        gc.collect()
+        n = sum(ref() is not None for ref in loops)
+        if n == 0 or time.monotonic() > end:
+            return n
+        time.sleep(0.01)
 
 def close_pending(coro):
     loop = asyncio.new_event_loop()
@@ -906,9 +919,12 @@ for name in ("async_waits", "awaits_in_finally", "sync_waits"):
     loops = [close_pending(inv.invoke({"id": str(i), "name": name, "input": {"x": i}})) for i in range(5)]
     loops += [close_pending(inv.invoke_many([{"id": f"{i}.{j}", "name": name, "input": {"x": 10 * i + j}} for j in range(2)]))
               for i in range(1, 4)]
-    time.sleep(0.2 if name == "sync_waits" else 0)  # the last sync bodies end on their worker threads
-    gc.collect()
-    print(f"{name}: loops alive {sum(ref() is not None for ref in loops)}, cleaned up {sorted(CLEANED)}")
+    if name == "sync_waits":
+        n = alive(loops)
+    else:
+        gc.collect()
+        n = sum(ref() is not None for ref in loops)
+    print(f"{name}: loops alive {n}, cleaned up {sorted(CLEANED)}")
     print(" ".join(sorted(f"{r['call_id']}:{r['outcome']}" for r in RECORDS)))
 
 # An identical call of a call dropped with its loop runs: it does not wait for the dropped one.
