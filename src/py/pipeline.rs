@@ -1450,22 +1450,29 @@ impl Call {
     /// function (its keyword arguments are unpacked into its own frame, the dict never kept),
     /// `func(**args)` itself: the same call without the wrapper's frame. Called in `within`, the
     /// body's copy of the caller's context (`Context.run(within, ...)`, the method unbound: no
-    /// bound method made per call): every body runs in one.
-    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// bound method made per call): every body runs in one. `within` None: the body's copy is
+    /// the context this runs in already (a turn's task made with it).
+    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let body = flags.body()?;
         let h = helpers(py)?;
         let run = h.context_run.bind(py);
         if let Ok(kwargs) = args.cast::<PyDict>() {
             if let (_, Some(func)) = self.body_plan(py, &body)? {
-                return run.call((within, func), Some(kwargs));
+                return match within {
+                    Some(within) => run.call((within, func), Some(kwargs)),
+                    None => func.call((), Some(kwargs)),
+                };
             }
         }
-        run.call1((within, body, args, ctx))
+        match within {
+            Some(within) => run.call1((within, body, args, ctx)),
+            None => body.call1((args, ctx)),
+        }
     }
 
     /// The call's body called with `args` and `ctx` in `within` (see `call_body`): how a turn's
     /// relay starts an `async` body in its task.
-    pub(super) fn start_body<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    pub(super) fn start_body<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         self.call_body(py, &Flags::of_call(py, self)?, args, ctx, within)
     }
 
@@ -1534,7 +1541,7 @@ impl Call {
         let started = Instant::now();
         // In a copy of the caller's context, as every other body: its changes never reach the
         // caller.
-        let value = match h.copy_context.bind(py).call0().and_then(|within| self.call_body(py, flags, &args, &ctx, &within)) {
+        let value = match h.copy_context.bind(py).call0().and_then(|within| self.call_body(py, flags, &args, &ctx, Some(&within))) {
             Ok(v) => v,
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -1597,7 +1604,7 @@ impl Call {
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // caller's context: what it sets reaches neither the caller nor the call's later steps.
         let within = h.copy_context.bind(py).call0()?;
-        let coro = match self.call_body(py, flags, &args, &ctx, &within) {
+        let coro = match self.call_body(py, flags, &args, &ctx, Some(&within)) {
             Ok(c) => c,
             Err(e) => return Ok(failed(e)),
         };

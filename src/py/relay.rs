@@ -34,13 +34,15 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// The body a relay starts (of the `STEP_RUN` payload `(tool, args, limit, kind)`), the call's
-/// context, and the call it owes the turn an end for.
+/// context, and the call it owes the turn an end for. `within`: the copy of the caller's
+/// `contextvars` the task was made with (see `Relay::body`), else None.
 struct Start {
     tool: Py<PyAny>,
     args: Py<PyAny>,
     limit: Option<f64>,
     ctx: Py<PyAny>,
     owed: Owed,
+    within: Option<Py<PyAny>>,
 }
 
 /// What the end of what a relay awaits (a `Drive`) is for.
@@ -84,6 +86,8 @@ struct Body {
     throw: Py<PyAny>,
     unbound: bool,
     within: Py<PyAny>,
+    /// `within` is the task's own context: each step runs in it already.
+    entered: bool,
     /// The entered deadline (none: the call has none) and its end on `time.monotonic`.
     deadline: Entered,
     end: Option<f64>,
@@ -156,9 +160,14 @@ fn named<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>)
 
 impl Relay {
     /// The relay of a call whose first step is its `async` body (`arg`: the `STEP_RUN` payload).
-    pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, owed: Owed) -> PyResult<Self> {
+    /// `within`: the copy of the caller's context the relay's task is made with (Python 3.11+,
+    /// see `super::turn`): the body runs in it as the task's own context, and the call's later
+    /// steps, if any, go on in a task of their own (in a fresh copy of the caller's); None: the
+    /// body gets a copy of the task's context, each of its steps entering it, and the later steps
+    /// go on in this task.
+    pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, owed: Owed, within: Option<Py<PyAny>>) -> PyResult<Self> {
         let (tool, args, limit) = (arg.get_item(0)?.unbind(), arg.get_item(1)?.unbind(), arg.get_item(2)?.extract()?);
-        Ok(Relay { state: State::Start, call: Some(Start { tool, args, limit, ctx, owed }) })
+        Ok(Relay { state: State::Start, call: Some(Start { tool, args, limit, ctx, owed, within }) })
     }
 
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
@@ -220,8 +229,11 @@ impl Relay {
         let end = deadline::end_of(py, h, limit)?;
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // task's context: what it sets reaches neither the caller nor the call's later steps.
-        let within = h.copy_context.bind(py).call0()?;
-        let called = m.bind(py).try_borrow().map_err(PyErr::from).and_then(|c| c.start_body(py, &args, &ctx, &within));
+        let (within, entered) = match &start.within {
+            Some(w) => (w.bind(py).clone(), true),
+            None => (h.copy_context.bind(py).call0()?, false),
+        };
+        let called = m.bind(py).try_borrow().map_err(PyErr::from).and_then(|c| c.start_body(py, &args, &ctx, (!entered).then_some(&within)));
         let coro = match called {
             // An awaitable that is no coroutine (or something that is not awaitable) is awaited
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
@@ -245,7 +257,7 @@ impl Relay {
             },
             None => Entered::none(),
         };
-        let body = Body { coro: coro.unbind(), send, throw, unbound, within: within.unbind(), deadline, end, y: None };
+        let body = Body { coro: coro.unbind(), send, throw, unbound, within: within.unbind(), entered, deadline, end, y: None };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
@@ -272,7 +284,12 @@ impl Relay {
             Input::Send(v) => (body.send.bind(py), v, None),
             Input::Throw(e) => (body.throw.bind(py), e.clone(), Some(e)),
         };
-        let out = if body.unbound { run.call1((within, f, coro, v)) } else { run.call1((within, f, v)) };
+        let out = match (body.entered, body.unbound) {
+            (true, true) => f.call1((coro, v)),
+            (true, false) => f.call1((v,)),
+            (false, true) => run.call1((within, f, coro, v)),
+            (false, false) => run.call1((within, f, v)),
+        };
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
         // outcome is the deadline's (`timeout`), as for a call alone.
         let at_deadline = match &thrown {
@@ -295,7 +312,9 @@ impl Relay {
                         let h = helpers(py)?;
                         let lp = h.get_running_loop.bind(py).call0()?;
                         let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())), call: None })?;
-                        let task = run.call1((within, lp.getattr(intern!(py, "create_task"))?, clean_up))?;
+                        let create_task = lp.getattr(intern!(py, "create_task"))?;
+                        // (made here, in the body's context, it gets a copy of that)
+                        let task = if body.entered { create_task.call1((clean_up,))? } else { run.call1((within, create_task, clean_up))? };
                         h.hold_clean_up.bind(py).call1((task,))?;
                         Ok(())
                     })();
@@ -354,7 +373,7 @@ impl Relay {
     /// what is left of the deadline, `end` on `time.monotonic`); what it raised goes to
     /// `Owed::failed`. The task goes on with the call's drive the turn returns, if any.
     fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, end: Option<f64>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let Some(Start { limit, ctx, owed, .. }) = self.call.take() else { return Err(stopped(py)) };
+        let Some(Start { limit, ctx, owed, within, .. }) = self.call.take() else { return Err(stopped(py)) };
         let then = match (exc, value) {
             (Some(exc), _) => owed.failed(py, exc)?,
             (None, value) => {
@@ -373,6 +392,11 @@ impl Relay {
         };
         match then {
             None => Err(stopped(py)),
+            // This task runs in the body's context: the later steps go on in a task of their own.
+            Some((drive, after)) if within.is_some() => {
+                Owed::respawn(py, drive, after)?;
+                Err(stopped(py))
+            }
             Some((drive, after)) => self.then(py, Awaited::of(py, drive)?, after, Input::Send(py.None().into_bound(py))),
         }
     }
@@ -618,6 +642,9 @@ impl Relay {
         };
         if let Some(s) = &self.call {
             start(s, &visit)?;
+            if let Some(w) = &s.within {
+                visit.call(w)?;
+            }
         }
         match &self.state {
             State::Start => {}

@@ -26,7 +26,7 @@ use pyo3::exceptions::{PyGeneratorExit, PyRuntimeError, PyTypeError, PyValueErro
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{entered, is_stop, raised_inside, thrown, Entry, Input, Stepped};
@@ -39,11 +39,15 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Turn>()
 }
 
-/// `asyncio.wait`, `asyncio.shield` and the Invoker's logger (imported once).
+/// `asyncio.wait`, `asyncio.shield`, the Invoker's logger, `asyncio.Task`, and on Python 3.11+
+/// (whose tasks take the context they run in) `asyncio.BaseEventLoop.create_task` (imported
+/// once).
 struct Helpers {
     wait: Py<PyAny>,
     shield: Py<PyAny>,
     log: Py<PyAny>,
+    task: Py<PyAny>,
+    create_task: Option<Py<PyAny>>,
 }
 
 static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
@@ -55,6 +59,12 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
             wait: asyncio.getattr("wait")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
             log: py.import("logging")?.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
+            task: asyncio.getattr("Task")?.unbind(),
+            create_task: if py.version_info() >= (3, 11) {
+                Some(asyncio.getattr("BaseEventLoop")?.getattr("create_task")?.unbind())
+            } else {
+                None
+            },
         })
     })
 }
@@ -65,6 +75,59 @@ fn is_cancel(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
 
 fn value_of<'py>(py: Python<'py>, e: PyErr) -> Bound<'py, PyAny> {
     e.into_value(py).into_bound(py).into_any()
+}
+
+/// How the turn makes the tasks of its calls where the loop's `create_task` is asyncio's own
+/// (Python 3.11+, no task factory, not in debug mode): `asyncio.Task(relay, loop=lp,
+/// context=...)` as that method does, each task given its context: a call whose first step is
+/// its `async` body gets the copy of the caller's context its body runs in (one copy per call,
+/// as `asyncio.gather` makes), any later task a fresh copy of `base`, the caller's context when
+/// the turn started. `kw`: the keyword arguments, `loop` set (`context` set per task).
+struct Direct {
+    kw: Py<PyDict>,
+    base: Py<PyAny>,
+}
+
+impl Direct {
+    /// Where the loop `lp`'s tasks can be made so (see the type).
+    fn of(py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
+        let Some(create_task) = &own(py)?.create_task else { return Ok(None) };
+        if !lp.get_type().getattr(intern!(py, "create_task"))?.is(create_task.bind(py))
+            || !lp.call_method0(intern!(py, "get_task_factory"))?.is_none()
+            || lp.call_method0(intern!(py, "get_debug"))?.is_truthy()?
+        {
+            return Ok(None);
+        }
+        let kw = PyDict::new(py);
+        kw.set_item(intern!(py, "loop"), lp)?;
+        Ok(Some(Direct { kw: kw.unbind(), base: helpers(py)?.copy_context.bind(py).call0()?.unbind() }))
+    }
+
+    /// A task whose coroutine is `relay`, run in `context` (see `spawn`).
+    fn spawn<'py>(&self, py: Python<'py>, relay: Relay, context: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let kw = self.kw.bind(py);
+        kw.set_item(intern!(py, "context"), context)?;
+        let task = own(py)?.task.bind(py).call((Bound::new(py, relay)?,), Some(kw));
+        kw.set_item(intern!(py, "context"), py.None())?;
+        let task = task?;
+        task.setattr(intern!(py, "_log_destroy_pending"), false)?;
+        Ok(task)
+    }
+
+    /// A task of the turn's for a call's later steps (in a fresh copy of `base`).
+    fn spawn_later<'py>(&self, py: Python<'py>, relay: Relay) -> PyResult<Bound<'py, PyAny>> {
+        let context = self.base.bind(py).call_method0(intern!(py, "copy"))?;
+        self.spawn(py, relay, &context)
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        Direct { kw: self.kw.clone_ref(py), base: self.base.clone_ref(py) }
+    }
+
+    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.kw)?;
+        visit.call(&self.base)
+    }
 }
 
 /// Where the turn is.
@@ -89,6 +152,7 @@ pub struct Turn {
     ctx: Py<PyAny>,
     /// The running loop and the future the turn waits on (from the first step on).
     lp: Option<Py<PyAny>>,
+    direct: Option<Direct>,
     waiter: Option<Py<PyAny>>,
     envs: Vec<Option<Py<PyAny>>>,
     /// The task of each call not answered yet, and the state of each call neither answered nor
@@ -201,12 +265,30 @@ impl Owed {
     /// A task of the turn's own for the call's relay; replaces the call's task.
     fn spawn<'py>(&self, py: Python<'py>, what: (Bound<'py, PyAny>, After)) -> PyResult<()> {
         let turn = self.turn.bind(py);
-        let lp = turn.try_borrow()?.lp.as_ref().map(|l| l.clone_ref(py));
+        let (lp, direct) = {
+            let t = turn.try_borrow()?;
+            let direct = t.direct.as_ref().map(|d| d.clone_ref(py));
+            (t.lp.as_ref().map(|l| l.clone_ref(py)), direct)
+        };
         let lp = lp.ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?;
-        let task = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(what.0, what.1))?;
+        let relay = Relay::driving(what.0, what.1);
+        let task = match direct {
+            Some(d) => d.spawn_later(py, relay)?,
+            None => spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, relay)?,
+        };
         let old = turn.try_borrow_mut()?.tasks[self.i].replace(task.unbind());
         drop(old);
         Ok(())
+    }
+
+    /// The call's later steps (`drive`, its end for `after`) go on in a task of their own: its
+    /// relay ran the body in the body's context.
+    pub(super) fn respawn<'py>(py: Python<'py>, drive: Bound<'py, PyAny>, after: After) -> PyResult<()> {
+        let me = match &after {
+            After::Drive(o) | After::Abort(o, _) => Owed { turn: o.turn.clone_ref(py), i: o.i, m: o.m.clone_ref(py) },
+            After::Aborts { .. } => return Err(PyRuntimeError::new_err("the aborts of a turn go on in a task of their own")),
+        };
+        me.spawn(py, (drive, after))
     }
 
     /// The call's body raised `exc` in its relay (its deadline's `ToolTimeoutError` included):
@@ -446,6 +528,8 @@ impl Turn {
         let (pipe, registry, ctx) = (pipe.bind(py), registry.bind(py), ctx.bind(py));
         let turn = slf.clone().unbind();
         let create_task = lp.getattr(intern!(py, "create_task"))?;
+        let direct = Direct::of(py, &lp)?;
+        state(slf)?.direct = direct.as_ref().map(|d| d.clone_ref(py));
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
             let begun = Pipeline::begin(pipe, registry, call, ctx, false).and_then(|b| b.extract::<(Option<Py<Call>>, u8, Bound<'py, PyAny>)>());
@@ -468,13 +552,18 @@ impl Turn {
             };
             state(slf)?.machines[i] = Some(m.clone_ref(py));
             let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
-            let relay = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
-                Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), owed)?
+            let task = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
+                match &direct {
+                    Some(d) => {
+                        let within = helpers(py)?.copy_context.bind(py).call0()?;
+                        d.spawn(py, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), owed, Some(within.clone().unbind()))?, &within)?
+                    }
+                    None => spawn(py, &create_task, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), owed, None)?)?,
+                }
             } else {
                 let (drive, after) = owed.drive(py, step, arg)?;
-                Relay::driving(drive, after)
+                spawn(py, &create_task, Relay::driving(drive, after))?
             };
-            let task = spawn(py, &create_task, relay)?;
             let old = state(slf)?.tasks[i].replace(task.unbind());
             drop(old);
         }
@@ -670,6 +759,7 @@ impl Turn {
             calls,
             ctx,
             lp: None,
+            direct: None,
             waiter: None,
             envs: (0..n).map(|_| None).collect(),
             tasks: (0..n).map(|_| None).collect(),
@@ -740,6 +830,9 @@ impl Turn {
         }
         visit.call(&self.ctx)?;
         visit.call(&self.lp)?;
+        if let Some(d) = &self.direct {
+            d.visit(&visit)?;
+        }
         visit.call(&self.waiter)?;
         for v in self.envs.iter().chain(&self.tasks) {
             visit.call(v)?;
@@ -771,6 +864,7 @@ impl Turn {
         self.phase = Phase::Done;
         self.cancelled = true;
         self.lp = None;
+        self.direct = None;
         self.waiter = None;
         self.envs.iter_mut().chain(self.tasks.iter_mut()).for_each(|v| *v = None);
         self.machines.iter_mut().for_each(|m| *m = None);
