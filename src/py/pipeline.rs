@@ -555,6 +555,67 @@ pub struct Pipeline {
     waiters: Mutex<HashMap<u64, Py<PyAny>>>,
 }
 
+impl Pipeline {
+    /// `Pipeline.begin` (see there): the call's state, the step's code and its payload.
+    pub(super) fn admit<'py>(
+        slf: &Bound<'py, Self>,
+        registry: &Bound<'py, CoreRegistry>,
+        call: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        here: bool,
+    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let this = slf.get();
+        let admitted = (|| -> PyResult<Admitted<'py>> {
+            let reg = registry.borrow();
+            Ok(match reg.admit_call(py, call)? {
+                Admission::Tool { entry, args, checked } => {
+                    // The core calls the body itself (`here`): a plain dict of frozen values, sealed
+                    // only if something else gets it; else the driver gets the arguments sealed.
+                    let (body_args, canonical) = if this.frozen {
+                        let h = helpers(py)?;
+                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), !here)?;
+                        (frozen, Canonical::Of(checked.value))
+                    } else {
+                        (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
+                    };
+                    Admitted::Tool {
+                        tool: entry.tool.bind(py).clone(),
+                        args: body_args,
+                        sealed: !this.frozen || !here,
+                        core: Some(entry.core.bind(py).clone()),
+                        canonical,
+                    }
+                }
+                Admission::Refused { env, code, raw } => Admitted::Rejected { env, code: Some(code), raw, name: None, args: None, call_id: None },
+            })
+        })();
+        let parts = match admitted {
+            Ok(parts) => parts,
+            Err(exc) => {
+                let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
+                let f = Failure::invalid_call(&msg);
+                let env = envelope::failure(py, &f)?;
+                Admitted::Rejected { env, code: Some(f.code), raw: None, name: None, args: None, call_id: None }
+            }
+        };
+        let parts = match parts {
+            Admitted::Rejected { env, code, raw, .. } if call.is_instance_of::<PyDict>() => {
+                let (name, args) = call_parts(call);
+                Admitted::Rejected { env, code, raw, name, args, call_id: call_id(call) }
+            }
+            other => other,
+        };
+        let mut c = Call::new(slf, parts, call, ctx)?;
+        if here && c.tool.is_some() {
+            c.here = true;
+            c.ctx = Some(ctx.clone().unbind());
+        }
+        let (code, payload) = c.start(py)?;
+        Ok((c, code, payload))
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -646,53 +707,7 @@ impl Pipeline {
     ) -> PyResult<Bound<'py, PyAny>> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
-        let this = slf.get();
-        let admitted = (|| -> PyResult<Admitted<'py>> {
-            let reg = registry.borrow();
-            Ok(match reg.admit_call(py, call)? {
-                Admission::Tool { entry, args, checked } => {
-                    // The core calls the body itself (`here`): a plain dict of frozen values, sealed
-                    // only if something else gets it; else the driver gets the arguments sealed.
-                    let (body_args, canonical) = if this.frozen {
-                        let h = helpers(py)?;
-                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), !here)?;
-                        (frozen, Canonical::Of(checked.value))
-                    } else {
-                        (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
-                    };
-                    Admitted::Tool {
-                        tool: entry.tool.bind(py).clone(),
-                        args: body_args,
-                        sealed: !this.frozen || !here,
-                        core: Some(entry.core.bind(py).clone()),
-                        canonical,
-                    }
-                }
-                Admission::Refused { env, code, raw } => Admitted::Rejected { env, code: Some(code), raw, name: None, args: None, call_id: None },
-            })
-        })();
-        let parts = match admitted {
-            Ok(parts) => parts,
-            Err(exc) => {
-                let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
-                let f = Failure::invalid_call(&msg);
-                let env = envelope::failure(py, &f)?;
-                Admitted::Rejected { env, code: Some(f.code), raw: None, name: None, args: None, call_id: None }
-            }
-        };
-        let parts = match parts {
-            Admitted::Rejected { env, code, raw, .. } if call.is_instance_of::<PyDict>() => {
-                let (name, args) = call_parts(call);
-                Admitted::Rejected { env, code, raw, name, args, call_id: call_id(call) }
-            }
-            other => other,
-        };
-        let mut c = Call::new(slf, parts, call, ctx)?;
-        if here && c.tool.is_some() {
-            c.here = true;
-            c.ctx = Some(ctx.clone().unbind());
-        }
-        let (code, payload) = c.start(py)?;
+        let (c, code, payload) = Self::admit(slf, registry, call, ctx, here)?;
         if code == STEP_DONE {
             // A call answered already needs no state of its own on the Python side.
             return if here { Ok(payload) } else { (None::<Call>, code, payload).into_pyobject(py).map(Bound::into_any) };

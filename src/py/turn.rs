@@ -532,7 +532,7 @@ impl Turn {
         state(slf)?.direct = direct.as_ref().map(|d| d.clone_ref(py));
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
-            let begun = Pipeline::begin(pipe, registry, call, ctx, false).and_then(|b| b.extract::<(Option<Py<Call>>, u8, Bound<'py, PyAny>)>());
+            let begun = Pipeline::admit(pipe, registry, call, ctx, false);
             let (m, step, arg) = match begun {
                 Ok(begun) => begun,
                 // the process is being stopped
@@ -543,13 +543,12 @@ impl Turn {
                     continue;
                 }
             };
-            let m = match m {
-                Some(m) if step != STEP_DONE => m,
-                _ => {
-                    Self::answered(slf, i, arg)?;
-                    continue;
-                }
-            };
+            if step == STEP_DONE {
+                drop(m); // a call answered already needs no state on the Python side
+                Self::answered(slf, i, arg)?;
+                continue;
+            }
+            let m = Py::new(py, m)?;
             state(slf)?.machines[i] = Some(m.clone_ref(py));
             let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
             let task = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
