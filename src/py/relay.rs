@@ -251,9 +251,13 @@ impl Relay {
             // Entered as the task's, in its first step: no cancellation of it was delivered yet
             // (one requested before would have been thrown in instead of this step; one the
             // body's sync prelude requested is not delivered yet).
-            Some(end) => match h.current_task.bind(py).call0()? {
-                task if task.is_none() => Entered::none(),
-                task => deadline::enter_for(&h.get_running_loop.bind(py).call0()?, &task, 0, end, limit, &tool)?,
+            Some(end) => match start.owed.task_and_loop(py)? {
+                // (the relay of a call's body is the coroutine of the call's task)
+                Some((task, lp)) => deadline::enter_for(&lp, &task, 0, end, limit, &tool)?,
+                None => match h.current_task.bind(py).call0()? {
+                    task if task.is_none() => Entered::none(),
+                    task => deadline::enter_for(&h.get_running_loop.bind(py).call0()?, &task, 0, end, limit, &tool)?,
+                },
             },
             None => Entered::none(),
         };

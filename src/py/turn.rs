@@ -234,6 +234,15 @@ impl Owed {
         Ok(self.turn.bind(py).try_borrow()?.cancelled)
     }
 
+    /// The call's task and the turn's loop, once the turn has started.
+    pub(super) fn task_and_loop<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+        let t = self.turn.bind(py).try_borrow()?;
+        Ok(match (&t.tasks[self.i], &t.lp) {
+            (Some(task), Some(lp)) => Some((task.bind(py).clone(), lp.bind(py).clone())),
+            _ => None,
+        })
+    }
+
     fn ctx<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(self.turn.bind(py).try_borrow()?.ctx.bind(py).clone())
     }
