@@ -53,6 +53,7 @@ impl ExitGate {
 
     /// Enter from the host. [`Entry::Park`] when the gate is closed and this is not the thread
     /// that closed it.
+    #[inline]
     pub fn enter(&self) -> Entry {
         let depth = DEPTH.get();
         DEPTH.set(depth + 1);
@@ -68,6 +69,7 @@ impl ExitGate {
     }
 
     /// Leave after an [`Entry::Go`].
+    #[inline]
     pub fn leave(&self) {
         let depth = DEPTH.get().saturating_sub(1);
         DEPTH.set(depth);

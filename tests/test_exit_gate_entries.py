@@ -107,21 +107,22 @@ def entry_points() -> dict[str, bool]:
     for path in sorted(SRC.glob("*.rs")):
         lines = path.read_text().splitlines()
         methods_of: str | None = None  # the type of the #[pymethods] block we are in
+        indent = ""  # of its `impl` line (deeper in the macro that writes the coroutine protocol)
         in_methods = function_next = False
         for i, line in enumerate(lines):
             stripped = line.strip()
-            if stripped.startswith("#[pymethods]"):
+            if stripped.startswith(("#[pymethods]", "#[::pyo3::pymethods]")):
                 in_methods = True
-            elif in_methods and methods_of is None and line.startswith("impl "):
-                methods_of = line.split()[1]
-            elif methods_of is not None and line == "}":
+            elif in_methods and methods_of is None and stripped.startswith("impl "):
+                methods_of, indent = stripped.split()[1], line[: len(line) - len(stripped)]
+            elif methods_of is not None and line == indent + "}":
                 in_methods, methods_of = False, None
             elif stripped.startswith("#[pyfunction"):
                 function_next = True
             match = _FN.match(line)
             if match is None:
                 continue
-            if methods_of is not None and match["indent"] == "    ":
+            if methods_of is not None and match["indent"] == indent + "    ":
                 name = f"{path.name}::{methods_of}::{match['name']}"
             elif function_next and match["indent"] == "":
                 name = f"{path.name}::{match['name']}"
@@ -143,6 +144,8 @@ def test_the_source_reader_finds_the_entry_points() -> None:
     assert found["providers.rs::render_tool"] is True
     assert found["handoff.rs::WorkerPool::next_job"] is True
     assert found["handoff.rs::Job::__traverse__"] is False
+    assert found["drive.rs::Drive::was_closed"] is True
+    assert found["coroutine.rs::$ty::__next__"] is True  # the protocol of every awaitable of the core
     assert len(found) > 80
 
 

@@ -29,98 +29,16 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use std::sync::{Mutex, PoisonError};
 
-use pyo3::types::{PySet, PyType, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::types::{PySet, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 
+use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BodyAwait>()?;
-    m.add_class::<BodyTask>()?;
-    m.add_function(wrap_pyfunction!(protocol_entries, m)?)
-}
-
-/// An entry into the core through the coroutine protocol of `BodyAwait`, `Relay`, `Drive`, `JobAwait` or `Turn`: the event
-/// loop resuming a body (a task steps its coroutine, a coroutine its `await`) calls these
-/// slots from C, which no profile hook sees (no `c_call` event).
-#[derive(Clone, Copy)]
-pub(super) enum Entry {
-    AwaitAwait,
-    AwaitNext,
-    AwaitSend,
-    AwaitThrow,
-    AwaitClose,
-    RelayAwait,
-    RelayNext,
-    RelaySend,
-    RelayThrow,
-    RelayClose,
-    DriveAwait,
-    DriveNext,
-    DriveSend,
-    DriveThrow,
-    DriveClose,
-    JobAwait,
-    JobNext,
-    JobSend,
-    JobThrow,
-    JobClose,
-    TurnAwait,
-    TurnNext,
-    TurnSend,
-    TurnThrow,
-    TurnClose,
-}
-
-const ENTRY_NAMES: [&str; 25] = [
-    "BodyAwait.__await__",
-    "BodyAwait.__next__",
-    "BodyAwait.send",
-    "BodyAwait.throw",
-    "BodyAwait.close",
-    "Relay.__await__",
-    "Relay.__next__",
-    "Relay.send",
-    "Relay.throw",
-    "Relay.close",
-    "Drive.__await__",
-    "Drive.__next__",
-    "Drive.send",
-    "Drive.throw",
-    "Drive.close",
-    "JobAwait.__await__",
-    "JobAwait.__next__",
-    "JobAwait.send",
-    "JobAwait.throw",
-    "JobAwait.close",
-    "Turn.__await__",
-    "Turn.__next__",
-    "Turn.send",
-    "Turn.throw",
-    "Turn.close",
-];
-
-static ENTRIES: [std::sync::atomic::AtomicU64; 25] = [const { std::sync::atomic::AtomicU64::new(0) }; 25];
-
-/// Count one entry (a relaxed atomic increment: nothing waits on it).
-#[inline]
-pub(super) fn entered(e: Entry) {
-    ENTRIES[e as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// How many times each coroutine-protocol slot of `BodyAwait`, `Relay`, `Drive`, `JobAwait` and `Turn` was entered since the
-/// module was loaded, all threads together: `{"BodyAwait.__next__": n, ...}`.
-#[pyfunction]
-fn protocol_entries(py: Python<'_>) -> std::collections::HashMap<&'static str, u64> {
-    let _in = super::shutdown::inside(py);
-    ENTRY_NAMES.iter().zip(&ENTRIES).map(|(n, c)| (*n, c.load(std::sync::atomic::Ordering::Relaxed))).collect()
-}
-
-/// The awaitable, borrowed for a step; during a step of its own (a body stepping what its
-/// caller awaits) the `ValueError` a running coroutine raises.
-fn running<'py>(slf: &Bound<'py, BodyAwait>) -> PyResult<PyRefMut<'py, BodyAwait>> {
-    slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
+    m.add_class::<BodyTask>()
 }
 
 /// Whether `e` is a request to stop the process (`KeyboardInterrupt`, `SystemExit`).
@@ -701,18 +619,6 @@ pub(super) fn raised_inside(py: Python<'_>, e: PyErr) -> PyErr {
 /// with the value when it returned).
 pub(super) type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
 
-/// The exception `throw(exc, value, tb)` raises in a coroutine (the three-argument form of
-/// older callers included).
-pub(super) fn thrown<'py>(exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match value {
-        Some(v) if exc.is_instance_of::<PyType>() && !v.is_none() => {
-            if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
-        }
-        _ if exc.is_instance_of::<PyType>() => exc.call0()?,
-        _ => exc,
-    })
-}
-
 impl Waiting {
     fn new<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, name: Bound<'py, PyAny>, clean_up: bool) -> Self {
         Waiting {
@@ -1059,6 +965,21 @@ impl BodyAwait {
     }
 }
 
+impl Coroutine for BodyAwait {
+    const BORROWED_TO_AWAIT: bool = true;
+
+    #[inline]
+    fn protocol_step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        Self::step(slf, input)
+    }
+
+    /// What awaits this is closed: the body is abandoned (see the module), or closed.
+    fn protocol_close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::close_from_core(slf)
+    }
+}
+
+coroutine_methods! {
 #[pymethods]
 impl BodyAwait {
     /// Await the body `coro` (an awaitable that is no coroutine: through its `__await__`)
@@ -1071,49 +992,6 @@ impl BodyAwait {
     fn new(py: Python<'_>, coro: Bound<'_, PyAny>, limit_s: Option<f64>, name: Bound<'_, PyAny>, end: Option<f64>, context: Option<Bound<'_, PyAny>>) -> PyResult<Self> {
         let _in = super::shutdown::inside(py);
         Self::fresh(py, coro, limit_s, name, end, context)
-    }
-
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::AwaitAwait);
-        slf
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        slf
-    }
-
-    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::AwaitNext);
-        let py = slf.py();
-        running(slf)?.resume(py, slf.as_any(), Input::Send(py.None().into_bound(py)))
-    }
-
-    /// Take the next step, the body getting `value`.
-    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::AwaitSend);
-        let py = slf.py();
-        running(slf)?.resume(py, slf.as_any(), Input::Send(value))
-    }
-
-    /// Take the next step, the body getting `exc` raised.
-    #[pyo3(signature = (exc, value=None, tb=None))]
-    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::AwaitThrow);
-        let py = slf.py();
-        let _ = tb;
-        running(slf)?.resume(py, slf.as_any(), Input::Throw(thrown(exc, value)?))
-    }
-
-    /// What awaits this is closed: the body is abandoned (see the module), or closed.
-    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::AwaitClose);
-        Self::close_from_core(slf)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -1148,4 +1026,5 @@ impl BodyAwait {
     fn __clear__(&mut self) {
         self.state = State::Done;
     }
+}
 }

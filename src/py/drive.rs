@@ -27,7 +27,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{entered, is_stop, raised_inside, thrown, BodyAwait, Entry, Input, Stepped};
+use super::awaiting::{is_stop, raised_inside, BodyAwait, Input, Stepped};
+use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::handoff::{JobAwait, WorkerPool};
 use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
@@ -426,12 +427,6 @@ pub struct Drive {
     abort_until: Option<std::time::Instant>,
     /// Closed (`close()`, or a `GeneratorExit` thrown in) before it ended.
     closed: bool,
-}
-
-/// The drive, borrowed for a step; during a step of its own the `ValueError` a running
-/// coroutine raises.
-fn running<'py>(slf: &Bound<'py, Drive>) -> PyResult<PyRefMut<'py, Drive>> {
-    slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
 }
 
 fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
@@ -1048,6 +1043,28 @@ impl Drop for Drive {
     }
 }
 
+impl Coroutine for Drive {
+    /// A step; a `GeneratorExit` thrown in closes the drive (see `protocol_close`), then is raised.
+    #[inline]
+    fn protocol_step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        let py = slf.py();
+        let mut this = running(slf)?;
+        match input {
+            Input::Throw(exc) if exc.is_instance_of::<PyGeneratorExit>() => {
+                this.close_now(py)?;
+                Err(PyErr::from_value(exc))
+            }
+            input => this.resume(py, input),
+        }
+    }
+
+    /// Close what is awaited, then abort the call as cancelled without awaiting.
+    fn protocol_close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        running(slf)?.close_now(slf.py())
+    }
+}
+
+coroutine_methods! {
 #[pymethods]
 impl Drive {
     /// The drive of `Invoker.invoke` through a chain with user middleware: awaits
@@ -1099,54 +1116,6 @@ impl Drive {
         d.m = Some(m);
         let exc = super::awaiting::new_exception::<PyGeneratorExit>(py, ());
         d.abort_closing(py, &exc)
-    }
-
-    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::DriveAwait);
-        slf
-    }
-
-    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        slf
-    }
-
-    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::DriveNext);
-        let py = slf.py();
-        running(slf)?.resume(py, Input::Send(py.None().into_bound(py)))
-    }
-
-    /// Take the next step, what is awaited getting `value`.
-    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::DriveSend);
-        running(slf)?.resume(slf.py(), Input::Send(value))
-    }
-
-    /// Take the next step, what is awaited getting `exc` raised (`GeneratorExit`: closed).
-    #[pyo3(signature = (exc, value=None, tb=None))]
-    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::DriveThrow);
-        let py = slf.py();
-        let _ = tb;
-        let exc = thrown(exc, value)?;
-        let mut this = running(slf)?;
-        if exc.is_instance_of::<PyGeneratorExit>() {
-            this.close_now(py)?;
-            return Err(PyErr::from_value(exc));
-        }
-        this.resume(py, Input::Throw(exc))
-    }
-
-    /// Close what is awaited, then abort the call as cancelled without awaiting.
-    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::DriveClose);
-        running(slf)?.close_now(slf.py())
     }
 
     /// Whether the drive was closed (`close()`, or a `GeneratorExit` thrown in) while it awaited:
@@ -1219,4 +1188,5 @@ impl Drive {
         self.span = None;
         self.aborting = None;
     }
+}
 }

@@ -24,7 +24,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{entered, thrown, Entry, Input, Stepped};
+use super::awaiting::{Input, Stepped};
+use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, timeout, Entered};
 use super::pipeline::helpers;
 use super::shutdown::{inside, Inside};
@@ -115,7 +116,7 @@ impl JobAwait {
     /// A step of the await: `input` sent or thrown into the job's future.
     pub(super) fn step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
         let py = slf.py();
-        let mut this = slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))?;
+        let mut this = running(slf)?;
         if this.done {
             return match input {
                 Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
@@ -200,7 +201,7 @@ impl JobAwait {
     /// deadline left, the job given up.
     pub(super) fn close_from_core(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let mut this = slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))?;
+        let mut this = running(slf)?;
         if this.done {
             return Ok(());
         }
@@ -225,49 +226,23 @@ impl Drop for JobAwait {
     }
 }
 
-#[pymethods]
-impl JobAwait {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::JobAwait);
-        slf
-    }
+impl Coroutine for JobAwait {
+    const BORROWED_TO_AWAIT: bool = true;
 
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        slf
-    }
-
-    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::JobNext);
-        let py = slf.py();
-        Self::step(slf, Input::Send(py.None().into_bound(py)))
-    }
-
-    /// Take the next step, the future getting `value`.
-    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::JobSend);
-        Self::step(slf, Input::Send(value))
-    }
-
-    /// Take the next step, the future getting `exc` raised.
-    #[pyo3(signature = (exc, value=None, tb=None))]
-    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::JobThrow);
-        let _ = tb;
-        Self::step(slf, Input::Throw(thrown(exc, value)?))
+    #[inline]
+    fn protocol_step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        Self::step(slf, input)
     }
 
     /// What awaits this is closed: the job is given up.
-    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::JobClose);
+    fn protocol_close(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::close_from_core(slf)
     }
+}
 
+coroutine_methods! {
+#[pymethods]
+impl JobAwait {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.pool)?;
         visit.call(&self.job)?;
@@ -275,6 +250,7 @@ impl JobAwait {
         visit.call(&self.name)?;
         self.entered.traverse(&visit)
     }
+}
 }
 
 /// The pool of worker threads that run sync tool bodies (see the module); one per process

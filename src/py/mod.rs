@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 mod args;
 mod awaiting;
 mod calls;
+mod coroutine;
 mod deadline;
 mod docstring;
 mod drive;
@@ -24,6 +25,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     awaiting::register(m)?;
     calls::register(m)?;
+    coroutine::register(m)?;
     deadline::register(m)?;
     docstring::register(m)?;
     drive::register(m)?;

@@ -17,13 +17,14 @@
 //! record); what it raised goes to the turn; either way the task may go on with the call's
 //! `Drive`, stepped as a `Drive` steps what it awaits (`super::drive::Awaited`: `yield from`),
 //! and its end handed to the turn (`After`).
-use pyo3::exceptions::{PyGeneratorExit, PyStopIteration, PyValueError};
+use pyo3::exceptions::{PyGeneratorExit, PyStopIteration};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{is_stop, thrown, Input, Stepped};
+use super::awaiting::{is_stop, Input, Stepped};
+use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
@@ -122,12 +123,6 @@ pub struct Relay {
 fn stopped(py: Python<'_>) -> PyErr {
     let _ = py;
     PyStopIteration::new_err(())
-}
-
-/// The relay, borrowed for a step; during a step of its own (a body stepping the coroutine of
-/// the task running it) the `ValueError` a running coroutine raises.
-fn running<'py>(slf: &Bound<'py, Relay>) -> PyResult<PyRefMut<'py, Relay>> {
-    slf.try_borrow_mut().map_err(|_| PyValueError::new_err("coroutine already executing"))
 }
 
 /// Attribute `name` of the coroutine `slf` steps now (see `Relay::cr_frame`); None when there is
@@ -538,57 +533,26 @@ impl Relay {
     }
 }
 
-#[pymethods]
-impl Relay {
-    // The methods below borrow the relay only for the step they take: one called during a step
-    // (by the body, on the coroutine of the task running it) gets what a coroutine gives then.
-
-    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        super::awaiting::entered(super::awaiting::Entry::RelayAwait);
-        slf
-    }
-
-    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        slf
-    }
-
-    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        super::awaiting::entered(super::awaiting::Entry::RelayNext);
-        let py = slf.py();
-        running(slf)?.resume(py, Input::Send(py.None().into_bound(py)))
-    }
-
-    /// Take the next step, the body getting `value`.
-    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        super::awaiting::entered(super::awaiting::Entry::RelaySend);
-        let py = slf.py();
-        running(slf)?.resume(py, Input::Send(value))
-    }
-
-    /// Take the next step, the body getting `exc` raised.
-    #[pyo3(signature = (exc, value=None, tb=None))]
-    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        super::awaiting::entered(super::awaiting::Entry::RelayThrow);
-        let py = slf.py();
-        let _ = tb;
-        running(slf)?.resume(py, Input::Throw(thrown(exc, value)?))
+impl Coroutine for Relay {
+    /// The relay is borrowed only for the step it takes: a step asked for during one (by the
+    /// body, on the coroutine of the task running it) gets what a coroutine gives then.
+    #[inline]
+    fn protocol_step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        running(slf)?.resume(slf.py(), input)
     }
 
     /// Close what is being stepped (the body's `finally` blocks run; a drive aborts its call as
     /// cancelled without awaiting); raises what the body's close raised. A call not ended yet is
     /// handed to the turn (`Owed::closed`), whose body ended by `GeneratorExit` or by what its
     /// close raised.
-    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let _in = super::shutdown::inside(slf.py());
-        super::awaiting::entered(super::awaiting::Entry::RelayClose);
-        let py = slf.py();
-        running(slf)?.close_now(py)
+    fn protocol_close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        running(slf)?.close_now(slf.py())
     }
+}
+
+coroutine_methods! {
+#[pymethods]
+impl Relay {
     // What asyncio's task repr, `Task.get_stack()` / `print_stack()` and debuggers read of a
     // task's coroutine, delegated to the coroutine the relay steps now (the body; the driver's
     // coroutine after it; a clean-up's body): None before the body started and once done;
@@ -686,4 +650,5 @@ impl Relay {
         self.state = State::Done;
         self.call = None;
     }
+}
 }

@@ -29,7 +29,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{entered, is_stop, raised_inside, thrown, Entry, Input, Stepped};
+use super::awaiting::{is_stop, raised_inside, Input, Stepped};
+use super::coroutine::{coroutine_methods, Coroutine};
 use super::drive::{call_fault, Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, Pipeline, STEP_DONE, STEP_RUN};
 use super::registry::CoreRegistry;
@@ -753,6 +754,30 @@ fn close_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
+impl Coroutine for Turn {
+    /// `RuntimeError` once the turn has started: one caller awaits it, as one awaits a coroutine.
+    fn awaited(slf: &Bound<'_, Self>) -> PyResult<()> {
+        match state(slf)?.phase {
+            Phase::Begin => Ok(()),
+            Phase::Done => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+            _ => Err(PyRuntimeError::new_err("coroutine is being awaited already")),
+        }
+    }
+
+    /// A step; a `GeneratorExit` thrown in closes the turn, then is raised.
+    #[inline]
+    fn protocol_step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
+        Self::resume(slf, input)
+    }
+
+    /// Close the turn: each task left is closed (and cancelled if its loop still runs), each
+    /// call left aborted as cancelled without awaiting.
+    fn protocol_close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::close_now(slf)
+    }
+}
+
+coroutine_methods! {
 #[pymethods]
 impl Turn {
     /// The turn of `calls` (a list) through pipeline `pipe` (built-in rules only) against
@@ -778,56 +803,6 @@ impl Turn {
             phase: Phase::Begin,
             busy: false,
         }
-    }
-
-    /// Raises `RuntimeError` once the turn has started: one caller awaits it, as one awaits a
-    /// coroutine.
-    fn __await__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::TurnAwait);
-        match state(&slf)?.phase {
-            Phase::Begin => {}
-            Phase::Done => return Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
-            _ => return Err(PyRuntimeError::new_err("coroutine is being awaited already")),
-        }
-        Ok(slf)
-    }
-
-    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        let _in = super::shutdown::inside(slf.py());
-        slf
-    }
-
-    fn __next__<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::TurnNext);
-        let py = slf.py();
-        Self::resume(slf, Input::Send(py.None().into_bound(py)))
-    }
-
-    /// Take the next step, what the turn awaits getting `value`.
-    fn send<'py>(slf: &Bound<'py, Self>, value: Bound<'py, PyAny>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::TurnSend);
-        Self::resume(slf, Input::Send(value))
-    }
-
-    /// Take the next step, what the turn awaits getting `exc` raised (`GeneratorExit`: closed,
-    /// then raised).
-    #[pyo3(signature = (exc, value=None, tb=None))]
-    fn throw<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>, tb: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::TurnThrow);
-        let _ = tb;
-        Self::resume(slf, Input::Throw(thrown(exc, value)?))
-    }
-
-    /// Close the turn: each task left is closed (and cancelled if its loop still runs), each
-    /// call left aborted as cancelled without awaiting.
-    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let _in = super::shutdown::inside(slf.py());
-        entered(Entry::TurnClose);
-        Self::close_now(slf)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -878,4 +853,5 @@ impl Turn {
         self.machines.iter_mut().for_each(|m| *m = None);
         self.stop = None;
     }
+}
 }
