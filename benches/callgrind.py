@@ -16,7 +16,10 @@ and prints thousands of instructions per call, steady state:
   is subtracted);
 - with a mapping, the default chain observed: ``audit(sink)`` with a sync sink (each call builds
   and emits its record), and last, with an OpenTelemetry SDK tracer provider installed (no span
-  processor: each call opens and ends its ``execute_tool`` span too).
+  processor: each call opens and ends its ``execute_tool`` span too);
+- ``compare.py``'s M5 group: one ``Invoker.invoke_many`` turn of N (and 2N) concurrent calls of an
+  async tool that sleeps 10 ms (the default chain), against a bare ``asyncio.gather`` of the same
+  coroutines; the calls are built before the region.
 
 How: each measured region is one ``sys.call_tracing(region, ...)``; callgrind collects only
 inside that C function (``--toggle-collect=sys_call_tracing``) and dumps a profile after each
@@ -55,7 +58,7 @@ def _drop(record: Any) -> None:
     """An audit sink that keeps nothing."""
 
 
-def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
+def _cases(calls: int) -> list[tuple[str, str, Callable[[int], Any]]]:
     """``(name, kind, run)``: ``run(n)`` performs ``n`` calls; kind ``sync`` runs in a plain
     loop, ``async`` returns a coroutine run on one event loop."""
     from compare import ARGS, ARGS_JSON, EXPECTED, make_fn
@@ -160,20 +163,39 @@ def _cases() -> list[tuple[str, str, Callable[[int], Any]]]:
             (f"invoke async, middleware=[] ({kind})", "async", async_loop(lambda: bare.invoke(c_as))),
         ]
 
-    return cases_of("mapping", ARGS) + cases_of("JSON", ARGS_JSON) + others()
+    def concurrent() -> list[tuple[str, str, Callable[[int], Any]]]:
+        sleeper = make_fn("sleepy", is_async=True, body="await asyncio.sleep(0.01)")
+        turns = Invoker(ToolRegistry([tool(sleeper, read_only=True)]))  # the default chain
+        # the turns of the warm-up, N and 2N calls, built before any region (distinct calls)
+        argsets = {n: [{**ARGS, "limit": 4 + i} for i in range(n)] for n in (max(200, calls // 5), calls, 2 * calls)}
+        turn_calls = {n: [{"id": f"c{i}", "name": "sleepy", "input": a} for i, a in enumerate(a_n)] for n, a_n in argsets.items()}
+
+        async def gathered(n: int) -> None:
+            await asyncio.gather(*(sleeper(**a) for a in argsets[n]))
+
+        async def turn(n: int) -> None:
+            envs = await turns.invoke_many(turn_calls[n])
+            assert all(e["ok"] for e in envs), envs[0]
+            turns.forget(turns.default_scope)
+        return [
+            ("M5 bare gather (turn)", "turn", gathered),
+            ("M5 invoke_many (turn)", "turn", turn),
+        ]
+
+    return cases_of("mapping", ARGS) + cases_of("JSON", ARGS_JSON) + others() + concurrent()
 
 
 def child(calls: int, only: str | None) -> None:
     """Under callgrind: one region per (case, n); prints the region order on stdout."""
     logging.getLogger("agentkit_tools").setLevel(logging.WARNING)
-    cases = [c for c in _cases() if only is None or only in c[0]]
+    cases = [c for c in _cases(calls) if only is None or only in c[0]]
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
 
     def region(kind: str, run: Callable[[int], Any], n: int) -> None:
         if kind == "sync":
             run(n)
-        else:
+        else:  # "async", "turn": a coroutine
             loop.run_until_complete(run(n))
 
     for name, kind, run in cases:
@@ -231,7 +253,10 @@ def main() -> None:
             v -= made  # the invoke's own cost
         kind = name[name.index("(") :]
         floor = per_call.get(("floor async " if "async" in name else "floor sync ") + kind)
-        ratio = f"{v / floor:5.2f}x floor" if floor and not name.startswith(("floor", "FunctionTool")) else ""
+        if name.startswith("M5 invoke_many"):
+            floor = per_call.get("M5 bare gather " + kind)
+        against = "gather" if name.startswith("M5") else "floor"
+        ratio = f"{v / floor:5.2f}x {against}" if floor and not name.startswith(("floor", "FunctionTool")) else ""
         print(f"  {name:42s} {v / 1000:8.2f}k  {ratio}")
     if a.keep:
         print(f"profiles in {out_dir}: region i is cg.out.{{i+1}}, in the order above (N, then 2N)")

@@ -27,7 +27,8 @@ plus our core's validation alone); a pure-Python dispatcher on the ``jsonschema`
 ``langchain-core`` (``StructuredTool.from_function(parse_docstring=True)``, ``invoke``/``ainvoke``).
 
 Run (after the README's test set-up): ``pip install -r benches/requirements.txt`` then
-``python benches/compare.py`` (``--quick`` for a smoke run, ``--only-integrations`` for M7/M8). Use a release build of the core:
+``python benches/compare.py`` (``--quick`` for a smoke run, ``--only-integrations`` for M7/M8,
+``--only M5 --rounds 30`` for M5 alone, its medians over 30 interleaved rounds). Use a release build of the core:
 ``cargo build --release --lib`` and copy ``target/release/libagentkit_tools_core.so`` to
 ``agentkit_tools/_core.abi3.so`` of the package on ``sys.path`` (``pip install .`` does this).
 Prints a table (median over repeats, min–max, and the ratio baseline / ours) and the targets
@@ -409,8 +410,8 @@ async def m3(res: Results, s: dict[str, Any], scale: float) -> dict[str, str]:
     return messages
 
 
-async def m5(res: Results, s: dict[str, Any], scale: float) -> None:
-    rep = 7
+async def m5(res: Results, s: dict[str, Any], scale: float, rounds: int = 7) -> None:
+    rep = rounds
     sleeper = make_fn("sleepy", is_async=True, body="await asyncio.sleep(0.01)")
     t = tool(sleeper, read_only=True)
     inv = Invoker(ToolRegistry([t]))  # the default chain; 1,000 distinct calls (limit varies)
@@ -737,14 +738,22 @@ def memory(quick: bool) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- targets
 
 def targets(res: Results) -> list[tuple[str, float, str, bool]]:
-    m = res.median
+    """The targets of the groups measured (all, or the one ``--only`` names)."""
+    measured = {g for g, _, _ in res.groups}
     out: list[tuple[str, float, str, bool]] = []
 
-    def faster(label: str, theirs: float, ours: float, want: float) -> None:
+    def m(group: str, label: str) -> float | None:
+        return res.median(group, label) if group in measured else None
+
+    def faster(label: str, theirs: float | None, ours: float | None, want: float) -> None:
+        if theirs is None or ours is None:
+            return
         r = theirs / ours
         out.append((label, r, f">= {want}x faster", r >= want))
 
-    def within(label: str, ours: float, ref: float, limit: float) -> None:
+    def within(label: str, ours: float | None, ref: float | None, limit: float) -> None:
+        if ours is None or ref is None:
+            return
         r = ours / ref
         out.append((label, r, f"<= {limit}x", r <= limit))
 
@@ -775,7 +784,7 @@ def targets(res: Results) -> list[tuple[str, float, str, bool]]:
     g = "M5 1,000 concurrent 10 ms async calls"
     within("M5 invoke_many / bare gather", m(g, "ours: Invoker.invoke_many (default chain)"),
            m(g, "bare asyncio.gather of the coroutines"), 1.1)
-    g = next(gr for gr, _, _ in res.groups if gr.startswith("M6"))
+    g = next((gr for gr, _, _ in res.groups if gr.startswith("M6")), "M6")
     faster("M6 vs jsonschema baseline", m(g, "jsonschema baseline: define ×N, render_openai"),
            m(g, "ours: tool() ×N, ToolRegistry, to_openai()"), 2)
     return out
@@ -803,6 +812,8 @@ def main() -> None:
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--only-integrations", action="store_true", help="only M7 (frameworks) and M8 (MCP client)")
     ap.add_argument("--no-integrations", action="store_true", help="skip M7 (frameworks) and M8 (MCP client)")
+    ap.add_argument("--only", choices=["M5"], help="only this group, its table and its target (writes nothing)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds of M5, the median of them reported (default 7)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ns = ap.parse_args()
     if ns.child:
@@ -825,6 +836,12 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     res = Results()
+    if ns.only == "M5":
+        asyncio.run(m5(res, {}, scale, ns.rounds))
+        print_table(res, lambda group: "ms per run")
+        for label, ratio, want, ok in targets(res):
+            print(f"  {'MET ' if ok else 'MISS'} {label:<52} {ratio:7.2f}x  (want {want})")
+        return
     if ns.only_integrations:
         asyncio.run(integrations(res, scale))
         print_table(res, lambda group: "µs per call" if "one tool call" in group or group.startswith("M8") else "µs per run")
