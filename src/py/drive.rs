@@ -14,11 +14,12 @@
 //! Host callbacks: only the boolean `True` approves, an approver that fails refuses the call
 //! (logged); a store that fails is logged and the call goes on without sharing. Any other
 //! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
-//! emitted, each shielded from the caller's cancellation and awaited at most `ABORT_WAIT_S` in all;
-//! without awaiting when the drive is being closed), then propagates. A drive made by `Invoker.invoke` (`call` given) answers it with the
-//! fault envelope instead (logged), unless it is `KeyboardInterrupt`/`SystemExit` or the
-//! cancellation of the awaiting task. A `GeneratorExit` thrown in closes the drive; one a
-//! callback raised itself is that callback's own failure, answered as any other.
+//! emitted, each shielded from the caller's cancellation and awaited at most `ABORT_WAIT_S` in
+//! all; without awaiting when the drive is being closed), then propagates. A drive made by
+//! `Invoker.invoke` (`call` given) answers it with the fault envelope instead (logged), unless it
+//! is `KeyboardInterrupt`/`SystemExit` or the cancellation of the awaiting task. A `GeneratorExit`
+//! thrown in closes the drive; one a callback raised itself is that callback's own failure,
+//! answered as any other.
 use pyo3::exceptions::{PyException, PyGeneratorExit, PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
@@ -178,6 +179,11 @@ pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &s
 /// How long the caller waits, in all, for the release and record steps of a call it aborts
 /// (seconds): a store or an audit sink that takes longer goes on without the caller (logged).
 const ABORT_WAIT_S: f64 = 1.0;
+
+/// When the caller of an abort starting now stops waiting for its steps (see `ABORT_WAIT_S`).
+pub(super) fn abort_deadline() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs_f64(ABORT_WAIT_S)
+}
 
 /// What a drive awaits now (or a relay goes on with): a `BodyAwait` (stepped here directly) or
 /// the iterator of any other awaitable, stepped with `yield from` semantics.
@@ -434,6 +440,14 @@ fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
 }
 
 impl Drive {
+    /// `Drive.abort`, its caller waiting for the steps at most until `until` (a turn aborting its
+    /// calls one after another: one bound for them all).
+    pub(super) fn abort_within(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>, until: std::time::Instant) -> Self {
+        let mut d = Drive::abort(py, m, exc, ctx);
+        d.abort_until = Some(until);
+        d
+    }
+
     fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
         Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, abort_until: None, closed: false }
     }
@@ -812,7 +826,7 @@ impl Drive {
         })();
         match steps {
             Ok(steps) => {
-                self.abort_until = Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(ABORT_WAIT_S));
+                self.abort_until = Some(self.abort_until.unwrap_or_else(abort_deadline));
                 self.abort_next(py, value_of(py, &e), steps.into_iter(), None)
             }
             Err(fault) => Next::End(fault),
@@ -839,9 +853,10 @@ impl Drive {
         }
     }
 
-    /// The rest of an abort by `exc` cancelled again (its step in progress `step`, the steps
-    /// left, the span) goes on without the caller: a drive of its own in a task of its own,
-    /// held until it ends (its outcome dropped), each step shielded as here.
+    /// The rest of an abort by `exc` cancelled again or past its bound (its step in progress
+    /// `step`, the steps left, the span) goes on without the caller: a drive of its own in a task
+    /// of its own, held until it ends (its outcome dropped), each step awaited as here but with
+    /// no bound.
     fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>, doing: (u8, Py<PyTuple>)) -> PyResult<()> {
         let h = helpers(py)?;
         let mut rest = Drive::new(None, self.ctx.clone_ref(py));

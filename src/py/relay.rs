@@ -55,7 +55,7 @@ pub(super) enum After {
     Abort(Owed, Py<PyAny>),
     /// One abort of a cancelled turn's call by `exc`; the calls left are aborted next, one after
     /// the other (a failure logged, the next one aborted all the same).
-    Aborts { calls: std::vec::IntoIter<Py<Call>>, exc: Py<PyAny>, ctx: Py<PyAny> },
+    Aborts { calls: std::vec::IntoIter<Py<Call>>, exc: Py<PyAny>, ctx: Py<PyAny>, until: std::time::Instant },
 }
 
 impl After {
@@ -66,7 +66,7 @@ impl After {
                 o.visit(visit)?;
                 visit.call(e)
             }
-            After::Aborts { calls, exc, ctx } => {
+            After::Aborts { calls, exc, ctx, .. } => {
                 for m in calls.as_slice() {
                     visit.call(m)?;
                 }
@@ -423,16 +423,16 @@ impl Relay {
                     owed.aborted(py, exc.into_bound(py))?;
                     return Err(stopped(py));
                 }
-                After::Aborts { mut calls, exc, ctx } => {
+                After::Aborts { mut calls, exc, ctx, until } => {
                     match out {
                         Ok(_) => {}
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) => abort_failed(py, &e),
                         Err(e) => return Err(super::awaiting::raised_inside(py, e)),
                     }
                     let Some(m) = calls.next() else { return Err(stopped(py)) };
-                    let drive = Drive::abort(py, m, exc.clone_ref(py), ctx.clone_ref(py));
+                    let drive = Drive::abort_within(py, m, exc.clone_ref(py), ctx.clone_ref(py), until);
                     then = Awaited::of(py, Bound::new(py, drive)?.into_any())?;
-                    after = After::Aborts { calls, exc, ctx };
+                    after = After::Aborts { calls, exc, ctx, until };
                     input = Input::Send(py.None().into_bound(py));
                 }
             }

@@ -662,8 +662,9 @@ impl Turn {
         };
         let mut rest = rest.into_iter();
         let (Some(first), Some(lp)) = (rest.next(), lp) else { return Self::raise(slf, exc) };
-        let drive = Bound::new(py, Drive::abort(py, first, exc.clone().unbind(), ctx.clone_ref(py)))?.into_any();
-        let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx }))?;
+        let until = super::drive::abort_deadline(); // one bound for all the calls' aborts
+        let drive = Bound::new(py, Drive::abort_within(py, first, exc.clone().unbind(), ctx.clone_ref(py), until))?.into_any();
+        let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx, until }))?;
         Self::shielding(slf, exc, aborts)
     }
 
