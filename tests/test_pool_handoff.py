@@ -215,6 +215,38 @@ def test_a_worker_keeps_nothing_of_a_call_once_it_has_answered(path: str) -> Non
     assert (env["ok"], env["value"], ctx(), hold()) == (True, 7, None, None)
 
 
+@pytest.mark.parametrize("path", ["invoke", "invoke_many"])
+def test_a_worker_keeps_nothing_of_a_callers_loop_once_it_has_answered(path: str) -> None:
+    """The event loop of a call a worker ran (the loop's future for its outcome, the loop's
+    ``call_soon_threadsafe``) is freed once the call is answered and the loop closed, not when
+    that worker takes its next job (here: never)."""
+    from agentkit_tools import _core
+
+    @tool(read_only=True)
+    def quick(x: int) -> int:
+        """Return the integer x at once, from a worker thread of the pool."""
+        return x
+
+    inv = Invoker(ToolRegistry([quick]))
+    refs = []
+    for i in range(4):
+        loop = asyncio.new_event_loop()
+        calls = [{"id": f"{i}.{j}", "name": "quick", "input": {"x": i}} for j in range(2)]
+        envs = loop.run_until_complete(inv.invoke(calls[0]) if path == "invoke" else inv.invoke_many(calls))
+        loop.close()
+        refs.append(weakref.ref(loop))
+        del loop, envs
+    alive = []
+    for _ in range(100):  # the worker lets go right after answering: allow it a moment
+        _core.idempotency_store_key("r", "quick", "{}")  # (a call into the core frees what a worker let go)
+        gc.collect()
+        alive = [i for i, ref in enumerate(refs) if ref() is not None]
+        if not alive:
+            break
+        time.sleep(0.05)
+    assert alive == []
+
+
 def test_contextvars_reach_the_worker_on_both_paths() -> None:
     import contextvars
 

@@ -536,26 +536,29 @@ impl WorkerPool {
         }
         loop {
             drop(gate.take());
-            let (next, unread) = py.detach(|| {
-                if let Some(p) = &publish {
+            let pending = publish.take();
+            let (next, unread) = py.detach(move || {
+                if let Some(p) = pending {
                     if !p.get().slot.publish() {
-                        return (None, true); // its waiter abandoned the slot first
+                        return (None, Some(p)); // its waiter abandoned the slot first
                     }
+                    // Published: the job is let go before this thread waits for its next one (it
+                    // holds its caller's loop through the loop's future for its outcome); its
+                    // reference is dropped at the core's next entry, without the interpreter lock
+                    // here.
+                    drop(p);
                 }
                 let next = pool.mailbox.take();
                 let j = next.get();
                 let expired = j.deadline.is_some_and(|d| Instant::now() >= d);
                 let run = pool.accounts.start(&j.state, expired);
-                (Some((next, run)), false)
+                (Some((next, run)), None)
             });
             gate = Some(inside(py));
-            if unread {
-                if let Some(p) = publish.take() {
-                    deliver_later(py, p.get());
-                }
+            if let Some(p) = unread {
+                deliver_later(py, p.get());
                 continue;
             }
-            publish = None;
             let Some((next, run)) = next else { continue };
             if !run {
                 continue;
