@@ -380,9 +380,12 @@ async def test_a_first_step_that_blocks_past_the_deadline_is_a_timeout(chain: st
 
 def _two_stage_tools(log: list[str]) -> list[Any]:
     """Bodies of each kind that take 0.15 s, then return an awaitable that takes 0.15 s more
-    (limit 0.2 s): past the call's deadline in total, within a fresh limit each."""
+    (limit 0.2 s): past the call's deadline in total, within a fresh limit each. The awaitable
+    logs "rest started" when it is first stepped: a round where it is not (the machine was too
+    loaded for the first 0.15 s to end within the limit) says nothing (see `_on_time`)."""
 
     async def rest(x: int) -> int:
+        log.append("rest started")
         try:
             await asyncio.sleep(0.15)
         except asyncio.CancelledError:
@@ -412,6 +415,17 @@ def _two_stage_tools(log: list[str]) -> list[Any]:
     return [two_async, two_worker, two_inline]
 
 
+def _on_time(log: list[str], rounds: list[int], n: int = 1) -> bool:
+    """Whether the round that wrote ``log`` reached the awaitable of each of its ``n`` calls (each
+    body's first 0.15 s ended within the limit); else another round is due (at most 20)."""
+    rounds[0] += 1
+    assert rounds[0] <= 20, f"the machine is too loaded: {rounds[0] - 1} rounds ended a first stage late"
+    if log.count("rest started") < n:
+        return False
+    log[:] = [entry for entry in log if entry != "rest started"]
+    return True
+
+
 async def test_an_awaitable_a_body_returns_gets_what_is_left_of_the_deadline() -> None:
     """Nothing past the call's deadline is a success: the awaitable a body returns (settled
     afterwards) is awaited within what is left of the deadline, not a fresh one; the message
@@ -422,17 +436,27 @@ async def test_an_awaitable_a_body_returns_gets_what_is_left_of_the_deadline() -
     registry = ToolRegistry(tools)
     chains = {"default": None, "timeout-only": [mw.timeout()], "user middleware": [_PassOn(), mw.timeout()]}
     for chain, middleware in chains.items():
-        inv = Invoker(registry, middleware=middleware)
         for t in tools:
-            log.clear()
-            assert strip(await asyncio.wait_for(inv.invoke(call(t.name, x=1)), 10)) == timeout_env(t.name, "0.2"), (chain, t.name)
+            rounds = [0]
+            while True:
+                log.clear()
+                inv = Invoker(registry, middleware=middleware)  # (a fresh one a round: no repeat counts)
+                env = await asyncio.wait_for(inv.invoke(call(t.name, x=1)), 10)
+                if _on_time(log, rounds):
+                    break
+            assert strip(env) == timeout_env(t.name, "0.2"), (chain, t.name)
             assert log == ["rest cancelled"], (chain, t.name)
 
     def dispatched() -> list[Any]:
         out = []
         for t in tools:
-            log.clear()
-            out.append((dispatch(call(t.name, x=1), registry), list(log)))
+            rounds = [0]
+            while True:
+                log.clear()
+                env = dispatch(call(t.name, x=1), registry)
+                if _on_time(log, rounds):
+                    break
+            out.append((env, list(log)))
         return out
 
     outcomes = await asyncio.to_thread(dispatched)

@@ -680,13 +680,18 @@ async def test_an_awaitable_a_turns_body_returns_gets_what_is_left_of_the_deadli
     """As alone: a body that works 0.15 s and returns an awaitable working 0.15 s more (limit
     0.2 s) is ``timeout`` (the awaitable cancelled), never a success past the deadline; each kind
     of body, the rest of the turn untouched."""
-    from test_async_body import _two_stage_tools
+    from test_async_body import _on_time, _two_stage_tools
 
     log: list[str] = []
     tools = _two_stage_tools(log)
     calls = [call(t.name, str(i), x=i) for i, t in enumerate(tools)] + [call("instant", "9", x=9)]
-    inv = Invoker(ToolRegistry([*tools, instant]))
-    envs = await asyncio.wait_for(inv.invoke_many(calls), 10)
+    rounds = [0]
+    while True:
+        log.clear()
+        inv = Invoker(ToolRegistry([*tools, instant]))  # (a fresh one a round: no repeat counts)
+        envs = await asyncio.wait_for(inv.invoke_many(calls), 10)
+        if _on_time(log, rounds, len(tools)):
+            break
     assert [strip(e) for e in envs] == [*(timeout_env(t.name, "0.2") for t in tools), {"ok": True, "value": 10}]
     assert log == ["rest cancelled"] * 3
 
