@@ -65,6 +65,87 @@ fn write_value(w: &mut Canonical, value: &Value) -> Result<(), std::convert::Inf
     }
 }
 
+/// The identity of a value's canonical form, cheaper to make than its text: two values have the
+/// same key exactly when they have the same [`canonical_json`] text (objects compared whatever
+/// their key order, every number as the text tells it: `1` and `1.0`, `0.0` and `-0.0` apart).
+/// A prefix-free encoding (a tag byte per node, lengths and counts as LEB128, numbers as their
+/// 8 bytes, object entries sorted as the text sorts them); its first byte is below `0x08`, where no
+/// JSON text starts, so no key equals a canonical text used as a key (see
+/// `crate::pipeline::Facts::key`).
+pub fn args_key(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    key_value(&mut out, value);
+    out
+}
+
+/// A length or count as LEB128 (seven bits a byte, the high bit set on all but the last): one
+/// byte below 128, and prefix-free as the rest of the encoding.
+fn key_len(out: &mut Vec<u8>, n: usize) {
+    let mut n = n as u64;
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn key_str(out: &mut Vec<u8>, s: &str) {
+    key_len(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn key_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.push(0),
+        Value::Bool(b) => out.extend_from_slice(&[1, u8::from(*b)]),
+        // As the text writes a number: an unsigned integer, else a signed one, else a float.
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                out.push(2);
+                out.extend_from_slice(&u.to_le_bytes());
+            } else if let Some(i) = n.as_i64() {
+                out.push(3);
+                out.extend_from_slice(&i.to_le_bytes());
+            } else {
+                out.push(4);
+                out.extend_from_slice(&n.as_f64().unwrap_or(f64::NAN).to_bits().to_le_bytes());
+            }
+        }
+        Value::String(s) => {
+            out.push(5);
+            key_str(out, s);
+        }
+        Value::Array(items) => {
+            out.push(6);
+            key_len(out, items.len());
+            for v in items {
+                key_value(out, v);
+            }
+        }
+        Value::Object(map) => {
+            out.push(7);
+            key_len(out, map.len());
+            const NULL: Value = Value::Null;
+            let mut each = |entries: &mut [(&str, &Value)]| {
+                entries.sort_unstable_by(|a, b| key_order(a.0, b.0));
+                for (k, v) in entries.iter() {
+                    key_str(out, k);
+                    key_value(out, v);
+                }
+            };
+            if map.len() <= SMALL_OBJECT {
+                let mut buf = [("", &NULL); SMALL_OBJECT];
+                for (slot, (k, v)) in buf.iter_mut().zip(map) {
+                    *slot = (k.as_str(), v);
+                }
+                each(&mut buf[..map.len()]);
+            } else {
+                each(&mut map.iter().map(|(k, v)| (k.as_str(), v)).collect::<Vec<_>>());
+            }
+        }
+    }
+}
+
 /// Objects of at most this many entries are sorted in a buffer on the stack.
 const SMALL_OBJECT: usize = 16;
 
@@ -309,15 +390,16 @@ pub fn is_repeat(count: u32, limit: u32) -> bool {
     limit > 0 && count >= limit
 }
 
-/// A call inside one conversation: (tool name, canonical arguments).
-type Call = (String, String);
+/// A call inside one conversation: (tool name, the arguments' key: see
+/// `crate::pipeline::Facts::key`).
+type Call = (String, Vec<u8>);
 
-/// A [`Call`] looked up without copying its strings (hashed and compared as the pair is).
-struct CallRef<'a>(&'a str, &'a str);
+/// A [`Call`] looked up without copying its parts (hashed and compared as the pair is).
+struct CallRef<'a>(&'a str, &'a [u8]);
 
 impl std::hash::Hash for CallRef<'_> {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        // As `(String, String)` hashes: each string in turn.
+        // As `(String, Vec<u8>)` hashes: each part in turn.
         self.0.hash(h);
         self.1.hash(h);
     }
@@ -431,14 +513,14 @@ impl<V> Conversations<V> {
     }
 
     /// Count one more identical call and return how many there have been, this one included.
-    pub fn observe(&mut self, scope: &str, name: &str, canonical: &str) -> u32 {
+    pub fn observe(&mut self, scope: &str, name: &str, key: &[u8]) -> u32 {
         let max_calls = self.max_calls;
         let s = self.scope(scope);
-        if let Some(n) = s.counts.get_mut(&CallRef(name, canonical)) {
+        if let Some(n) = s.counts.get_mut(&CallRef(name, key)) {
             *n = n.saturating_add(1);
             return *n;
         }
-        let call = (name.to_owned(), canonical.to_owned());
+        let call = (name.to_owned(), key.to_owned());
         while s.counts.len() >= max_calls {
             match s.order.pop_front() {
                 Some(old) => {
@@ -462,25 +544,25 @@ impl<V> Conversations<V> {
     }
 
     /// Look a side-effecting call up; when nothing is reusable, mark it running with `waiter`.
-    pub fn claim(&mut self, scope: &str, name: &str, canonical: &str, waiter: V) -> Claim<'_, V> {
+    pub fn claim(&mut self, scope: &str, name: &str, key: &[u8], waiter: V) -> Claim<'_, V> {
         let s = self.scope(scope);
-        let call = CallRef(name, canonical);
+        let call = CallRef(name, key);
         if s.running.contains_key(&call) {
             return Claim::Pending(&s.running[&call]);
         }
         if matches!(&s.done, Some((c, _)) if hashbrown::Equivalent::equivalent(&call, c)) {
             return Claim::Hit(&s.done.as_ref().expect("checked").1);
         }
-        s.running.insert((name.to_owned(), canonical.to_owned()), waiter);
+        s.running.insert((name.to_owned(), key.to_owned()), waiter);
         Claim::Claimed
     }
 
     /// The claimed call succeeded: its window opens (when `keep`: the result is held here) and
     /// every other one of the scope closes. Returns the waiter to wake.
-    pub fn complete(&mut self, scope: &str, name: &str, canonical: &str, value: Option<V>) -> Option<V> {
+    pub fn complete(&mut self, scope: &str, name: &str, key: &[u8], value: Option<V>) -> Option<V> {
         let s = self.scope(scope);
-        let waiter = s.running.remove(&CallRef(name, canonical));
-        s.done = value.map(|v| ((name.to_owned(), canonical.to_owned()), v));
+        let waiter = s.running.remove(&CallRef(name, key));
+        s.done = value.map(|v| ((name.to_owned(), key.to_owned()), v));
         waiter
     }
 
@@ -492,9 +574,9 @@ impl<V> Conversations<V> {
     }
 
     /// Forget a claimed call that failed; returns the waiter to wake.
-    pub fn release(&mut self, scope: &str, name: &str, canonical: &str) -> Option<V> {
+    pub fn release(&mut self, scope: &str, name: &str, key: &[u8]) -> Option<V> {
         let s = self.scopes.get_mut(scope)?;
-        s.running.remove(&CallRef(name, canonical))
+        s.running.remove(&CallRef(name, key))
     }
 
     /// Forget a finished conversation (its calls in flight keep their claims).
@@ -934,6 +1016,51 @@ mod tests {
     }
 
     #[test]
+    fn args_key_is_equal_exactly_when_the_canonical_text_is() {
+        let values = [
+            json!({"b": [1, {"z": null, "a": "é\"x"}], "a": true, "c": 1.5}),
+            json!({"c": 1.5, "a": true, "b": [1, {"a": "é\"x", "z": null}]}),
+            json!({"a": true, "b": [1, {"a": "é\"x", "z": null}], "c": 1.5, "d": null}),
+            json!({"a": 1}),
+            json!({"a": 1.0}),
+            json!({"a": -1}),
+            json!({"a": 0.0}),
+            json!({"a": -0.0}),
+            json!({"a": 18446744073709551615u64}),
+            json!({"a": "1"}),
+            json!({"a": [1]}),
+            json!({"a": ["1"]}),
+            json!({"a": [[]]}),
+            json!({"a": [[], []]}),
+            json!({"a": {}}),
+            json!({"a": null}),
+            json!({"a": false}),
+            json!({"a": "", "b": ""}),
+            json!({"ab": "", "": "b"}),
+            json!({"a": "b\u{0}"}),
+            json!(["a", "b"]),
+            json!(["ab"]),
+            json!({}),
+            json!([]),
+            json!(null),
+        ];
+        let many: serde_json::Map<String, Value> = (0..40).map(|i| (format!("k{i}"), json!(i))).collect();
+        let reversed: serde_json::Map<String, Value> = (0..40).rev().map(|i| (format!("k{i}"), json!(i))).collect();
+        let mut all = values.to_vec();
+        all.push(Value::Object(many));
+        all.push(Value::Object(reversed));
+        // lengths and counts of more than one LEB128 byte
+        all.extend([json!({"a": "x".repeat(300)}), json!({"a": "x".repeat(301)}), json!({"a": "x".repeat(127)}), json!({"a": "x".repeat(128)})]);
+        all.extend([Value::Array(vec![json!(1); 130]), Value::Array(vec![json!(1); 131]), Value::Array(vec![json!(1); 128])]);
+        for a in &all {
+            assert!(args_key(a)[0] < 0x08);
+            for b in &all {
+                assert_eq!(args_key(a) == args_key(b), canonical_json(a) == canonical_json(b), "{a} / {b}");
+            }
+        }
+    }
+
+    #[test]
     fn canonical_text_and_hash() {
         let v = json!({"b": [1, {"z": null, "a": "é\"x"}], "a": true, "c": 1.5});
         assert_eq!(canonical_json(&v), r#"{"a":true,"b":[1,{"a":"é\"x","z":null}],"c":1.5}"#);
@@ -969,40 +1096,40 @@ mod tests {
     #[test]
     fn repeat_counts_per_scope() {
         let mut r: Conversations<u32> = Conversations::default();
-        assert_eq!(r.observe("a", "t", "{}"), 1);
-        assert_eq!(r.observe("a", "t", "{}"), 2);
-        assert_eq!(r.observe("b", "t", "{}"), 1);
-        assert_eq!(r.observe("a", "t", "{\"x\":1}"), 1);
-        assert_eq!(r.observe("a", "t", "{}"), 3);
+        assert_eq!(r.observe("a", "t", b"{}"), 1);
+        assert_eq!(r.observe("a", "t", b"{}"), 2);
+        assert_eq!(r.observe("b", "t", b"{}"), 1);
+        assert_eq!(r.observe("a", "t", b"{\"x\":1}"), 1);
+        assert_eq!(r.observe("a", "t", b"{}"), 3);
         assert_eq!((is_repeat(2, 3), is_repeat(3, 3), is_repeat(4, 3), is_repeat(9, 0)), (false, true, true, false));
         r.reset_counts("a");
-        assert_eq!(r.observe("a", "t", "{}"), 1);
+        assert_eq!(r.observe("a", "t", b"{}"), 1);
         r.forget("a");
         assert_eq!(r.sizes(), (1, 0, 1));
-        assert_eq!(r.observe("a", "t", "{}"), 1);
+        assert_eq!(r.observe("a", "t", b"{}"), 1);
     }
 
     #[test]
     fn idempotency_window() {
         let mut c: Conversations<u32> = Conversations::default();
-        assert_eq!(c.claim("s", "send", "{}", 7), Claim::Claimed);
-        assert_eq!(c.claim("s", "send", "{}", 8), Claim::Pending(&7));
-        assert_eq!(c.release("s", "send", "{}"), Some(7));
-        assert_eq!(c.claim("s", "send", "{}", 9), Claim::Claimed);
-        assert_eq!(c.complete("s", "send", "{}", Some(42)), Some(9));
-        assert_eq!(c.claim("s", "send", "{}", 10), Claim::Hit(&42));
-        assert_eq!(c.release("s", "send", "{}"), None);
+        assert_eq!(c.claim("s", "send", b"{}", 7), Claim::Claimed);
+        assert_eq!(c.claim("s", "send", b"{}", 8), Claim::Pending(&7));
+        assert_eq!(c.release("s", "send", b"{}"), Some(7));
+        assert_eq!(c.claim("s", "send", b"{}", 9), Claim::Claimed);
+        assert_eq!(c.complete("s", "send", b"{}", Some(42)), Some(9));
+        assert_eq!(c.claim("s", "send", b"{}", 10), Claim::Hit(&42));
+        assert_eq!(c.release("s", "send", b"{}"), None);
         // another side-effecting success closes the window of the first
-        assert_eq!(c.claim("s", "send", "{\"x\":1}", 11), Claim::Claimed);
-        assert_eq!(c.complete("s", "send", "{\"x\":1}", Some(43)), Some(11));
-        assert_eq!(c.claim("s", "send", "{}", 12), Claim::Claimed);
+        assert_eq!(c.claim("s", "send", b"{\"x\":1}", 11), Claim::Claimed);
+        assert_eq!(c.complete("s", "send", b"{\"x\":1}", Some(43)), Some(11));
+        assert_eq!(c.claim("s", "send", b"{}", 12), Claim::Claimed);
         c.close_window("s");
-        assert_eq!(c.claim("s", "send", "{\"x\":1}", 13), Claim::Claimed);
+        assert_eq!(c.claim("s", "send", b"{\"x\":1}", 13), Claim::Claimed);
         assert_eq!(c.sizes(), (0, 2, 1));
         c.forget("s"); // calls in flight keep their claims
         assert_eq!(c.sizes(), (0, 2, 1));
-        c.release("s", "send", "{}");
-        c.release("s", "send", "{\"x\":1}");
+        c.release("s", "send", b"{}");
+        c.release("s", "send", b"{\"x\":1}");
         c.forget("s");
         assert_eq!(c.sizes(), (0, 0, 0));
     }
@@ -1011,32 +1138,32 @@ mod tests {
     fn state_is_bounded() {
         let mut c: Conversations<u32> = Conversations::with_limits(3, 2);
         for i in 0..10 {
-            c.observe("a", "t", &i.to_string());
+            c.observe("a", "t", i.to_string().as_bytes());
         }
         assert_eq!(c.sizes(), (2, 0, 1));
-        assert_eq!(c.observe("a", "t", "9"), 2);
-        assert_eq!(c.observe("a", "t", "0"), 1); // dropped long ago
-        assert_eq!(c.claim("busy", "t", "{}", 1), Claim::Claimed);
+        assert_eq!(c.observe("a", "t", b"9"), 2);
+        assert_eq!(c.observe("a", "t", b"0"), 1); // dropped long ago
+        assert_eq!(c.claim("busy", "t", b"{}", 1), Claim::Claimed);
         for i in 0..100 {
-            c.observe(&format!("run-{i}"), "t", "{}");
+            c.observe(&format!("run-{i}"), "t", b"{}");
         }
         // the scope with a call in flight is never evicted
         assert_eq!(c.sizes().2, 3);
-        assert_eq!(c.claim("busy", "t", "{}", 2), Claim::Pending(&1));
-        assert_eq!(c.observe("run-99", "t", "{}"), 2);
+        assert_eq!(c.claim("busy", "t", b"{}", 2), Claim::Pending(&1));
+        assert_eq!(c.observe("run-99", "t", b"{}"), 2);
     }
 
     #[test]
     fn the_least_recently_used_scope_is_forgotten_first() {
         let mut c: Conversations<u32> = Conversations::with_limits(2, 4);
-        c.observe("a", "t", "{}");
-        c.observe("b", "t", "{}");
-        assert_eq!(c.observe("a", "t", "{}"), 2); // `a` used again: `b` is the least recent
-        c.observe("c", "t", "{}"); // full: `b` forgotten
-        assert_eq!(c.observe("a", "t", "{}"), 3);
-        assert_eq!(c.observe("b", "t", "{}"), 1); // full again: `c` forgotten
-        assert_eq!(c.observe("a", "t", "{}"), 4);
-        assert_eq!(c.observe("c", "t", "{}"), 1);
+        c.observe("a", "t", b"{}");
+        c.observe("b", "t", b"{}");
+        assert_eq!(c.observe("a", "t", b"{}"), 2); // `a` used again: `b` is the least recent
+        c.observe("c", "t", b"{}"); // full: `b` forgotten
+        assert_eq!(c.observe("a", "t", b"{}"), 3);
+        assert_eq!(c.observe("b", "t", b"{}"), 1); // full again: `c` forgotten
+        assert_eq!(c.observe("a", "t", b"{}"), 4);
+        assert_eq!(c.observe("c", "t", b"{}"), 1);
         assert_eq!(c.sizes().2, 2);
     }
 

@@ -133,6 +133,8 @@ pub struct Needs {
     pub egress: bool,
     /// How each audit rule observes the call.
     pub audit: bool,
+    /// A shared idempotency store, keyed on the canonical text.
+    pub store: bool,
 }
 
 impl Needs {
@@ -147,10 +149,11 @@ impl Needs {
                     n.counts = true;
                     n.read_only = true;
                 }
-                Rule::Idempotency { .. } => {
+                Rule::Idempotency { shared, .. } => {
                     n.counts = true;
                     n.read_only = true;
                     n.timeout = true;
+                    n.store |= *shared;
                 }
                 Rule::Retry { .. } => {
                     n.retry = true;
@@ -163,10 +166,16 @@ impl Needs {
         n
     }
 
-    /// An admitted call needs its canonical argument text when a rule keys on it, an audit
-    /// record hashes it (`observed`) or the approval refusal quotes it.
+    /// An admitted call needs its canonical argument text when a shared store keys on it, an
+    /// audit record hashes it (`observed`) or the approval refusal quotes it.
     pub fn canonical_of_admitted(&self, observed: bool, requires_approval: bool) -> bool {
-        self.counts || observed || requires_approval
+        self.store || observed || requires_approval
+    }
+
+    /// An admitted call needs its arguments' key ([`Facts::key`]) when a rule counts or
+    /// deduplicates identical calls.
+    pub fn key_of_admitted(&self) -> bool {
+        self.counts
     }
 
     /// A rejected call (its raw arguments) needs it when the repeat guard counts it (it names a
@@ -227,8 +236,13 @@ pub struct Facts {
     /// The conversation (repeat and idempotency scope); shared, as most calls are in the
     /// default one.
     pub scope: std::sync::Arc<str>,
-    /// The canonical JSON text of the arguments.
+    /// The canonical JSON text of the arguments, when something reads it (see
+    /// [`Needs::canonical_of_admitted`]).
     pub canonical: String,
+    /// The arguments' identity the per-conversation state keys on (repeat counts, the
+    /// idempotency window): equal for two calls exactly when their canonical texts are equal
+    /// (`crate::middleware::args_key`); empty: `canonical` is the key.
+    pub key: Vec<u8>,
     pub requires_approval: bool,
     /// The host approved this call already (the call's `"approved": True`, `ctx.approvals`).
     pub host_approved: bool,
@@ -731,7 +745,7 @@ impl<V: Clone> Pipeline<V> {
             }
             Rule::Repeat { limit } => {
                 let Some(name) = &f.name else { return Enter::Next };
-                let count = self.conversations.observe(&f.scope, name, &f.canonical);
+                let count = self.conversations.observe(&f.scope, name, key_of(f));
                 if is_repeat(count, *limit) {
                     return Enter::Answer(Env::Refused(Refusal::Repeated { count }));
                 }
@@ -796,7 +810,7 @@ impl<V: Clone> Pipeline<V> {
         self.tickets += 1;
         let ticket = self.tickets;
         let f = &m.facts;
-        match self.conversations.claim(&f.scope, name_of(f), &f.canonical, Slot::Ticket(ticket)) {
+        match self.conversations.claim(&f.scope, name_of(f), key_of(f), Slot::Ticket(ticket)) {
             Claim::Hit(Slot::Result(v)) => {
                 if shared {
                     m.hit = Some(v.clone());
@@ -1088,10 +1102,10 @@ impl<V: Clone> Pipeline<V> {
         let env = m.env.as_ref().filter(|e| e.ok() && !cached);
         let woken = match env {
             // Held here too: this worker's repeats read back the object the tool returned.
-            Some(Env::Ok { value: Val::Obj(v), .. }) => self.conversations.complete(scope, name, &f.canonical, Some(Slot::Result(v.clone()))),
-            Some(Env::Passed { value: Some(v), .. }) => self.conversations.complete(scope, name, &f.canonical, Some(Slot::Result(v.clone()))),
-            Some(_) => self.conversations.complete(scope, name, &f.canonical, None),
-            None => self.conversations.release(scope, name, &f.canonical),
+            Some(Env::Ok { value: Val::Obj(v), .. }) => self.conversations.complete(scope, name, key_of(f), Some(Slot::Result(v.clone()))),
+            Some(Env::Passed { value: Some(v), .. }) => self.conversations.complete(scope, name, key_of(f), Some(Slot::Result(v.clone()))),
+            Some(_) => self.conversations.complete(scope, name, key_of(f), None),
+            None => self.conversations.release(scope, name, key_of(f)),
         };
         if let Some(Slot::Ticket(w)) = woken {
             m.wakes.push(w);
@@ -1149,6 +1163,11 @@ enum Exit<V> {
 
 fn name_of(f: &Facts) -> &str {
     f.name.as_deref().unwrap_or("")
+}
+
+/// What the per-conversation state keys a call's arguments on (see [`Facts::key`]).
+fn key_of(f: &Facts) -> &[u8] {
+    if f.key.is_empty() { f.canonical.as_bytes() } else { &f.key }
 }
 
 /// The deadline of one attempt: the tool's `timeout_s`, else `default_s`, cut to the time left

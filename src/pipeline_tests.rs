@@ -607,7 +607,7 @@ fn needs_follow_the_rules() {
     assert_eq!(Needs::of(&[]), Needs::default());
     assert_eq!(
         Needs::of(&default_rules()),
-        Needs { approval: true, counts: true, read_only: true, retry: true, timeout: true, egress: false, audit: true }
+        Needs { approval: true, counts: true, read_only: true, retry: true, timeout: true, egress: false, audit: true, store: false }
     );
     assert_eq!(Needs::of(&[Rule::Timeout { default_s: 1.0 }]), Needs { timeout: true, ..Needs::default() });
     assert_eq!(
@@ -616,6 +616,10 @@ fn needs_follow_the_rules() {
     );
     assert_eq!(
         Needs::of(&[Rule::Idempotency { shared: true, lease_s: 5.0 }]),
+        Needs { counts: true, read_only: true, timeout: true, store: true, ..Needs::default() }
+    );
+    assert_eq!(
+        Needs::of(&[Rule::Idempotency { shared: false, lease_s: 5.0 }]),
         Needs { counts: true, read_only: true, timeout: true, ..Needs::default() }
     );
     assert_eq!(
@@ -635,12 +639,19 @@ fn canonical_text_only_when_something_reads_it() {
     let bare = Needs::default();
     let timeout = Needs::of(&[Rule::Timeout { default_s: 1.0 }]);
     let counted = Needs::of(&[Rule::Repeat { limit: 2 }]);
-    // admitted: a rule keyed on it, an audit record's hash, the approval refusal's message
+    let idempotent = Needs::of(&[Rule::Idempotency { shared: false, lease_s: 60.0 }]);
+    let shared = Needs::of(&[Rule::Idempotency { shared: true, lease_s: 60.0 }]);
+    // admitted: a shared store keyed on it, an audit record's hash, the approval refusal's
+    // message; the rules that count identical calls key on the arguments' key instead
     assert!(!bare.canonical_of_admitted(false, false));
     assert!(!timeout.canonical_of_admitted(false, false));
-    assert!(counted.canonical_of_admitted(false, false));
+    assert!(!counted.canonical_of_admitted(false, false));
+    assert!(!idempotent.canonical_of_admitted(false, false));
+    assert!(shared.canonical_of_admitted(false, false));
     assert!(bare.canonical_of_admitted(true, false));
     assert!(bare.canonical_of_admitted(false, true));
+    assert!(counted.key_of_admitted() && idempotent.key_of_admitted() && shared.key_of_admitted());
+    assert!(!bare.key_of_admitted() && !timeout.key_of_admitted());
     // rejected: counted only when it names a tool; hashed whenever observed
     assert!(!counted.canonical_of_rejected(false, false));
     assert!(counted.canonical_of_rejected(true, false));

@@ -1382,11 +1382,19 @@ impl Call {
                         }
                     }
                 }
+                // The text only when something reads it; the validated arguments give the key
+                // without it (a text, when there is one, is the key itself).
                 let needs_canonical = n.canonical_of_admitted(observed, f.requires_approval);
+                let needs_key = n.key_of_admitted();
                 f.canonical = match canonical {
                     Canonical::Text(c) => c,
-                    _ if !needs_canonical => String::new(),
-                    Canonical::Of(value) => rules::canonical_json(&value),
+                    _ if !needs_canonical && !needs_key => String::new(),
+                    Canonical::Of(value) => {
+                        if needs_key {
+                            f.key = rules::args_key(&value);
+                        }
+                        if needs_canonical { rules::canonical_json(&value) } else { String::new() }
+                    }
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
