@@ -582,3 +582,29 @@ async def test_a_getattribute_put_on_function_tool_is_followed_for_the_output_ch
         assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": ["checked", 3]}
         assert plain(dispatch(CALL, inv.registry)) == {"ok": True, "value": ["checked", 3]}
     assert plain(await inv.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+
+
+async def test_a_flag_only_another_chain_reads_is_followed_by_that_chain() -> None:
+    """A chain that reads only some flags checks only those: a flag it does not read, changed
+    meanwhile, is followed by the chain that reads it, whichever chain called the tool last."""
+    fetch = _fetch()
+    bare = Invoker(ToolRegistry([fetch]), middleware=[])
+    gated = Invoker(ToolRegistry([fetch]), middleware=[egress(["example.com"])])
+    ok = {"ok": True, "value": "https://evil.test/x"}
+    assert plain(await gated.invoke(FETCH, fresh())) == ok
+    assert plain(await bare.invoke(FETCH, fresh())) == ok
+    vars(fetch)["url_arg"] = "url"
+    assert plain(await bare.invoke(FETCH, fresh())) == ok  # reads no url_arg
+    assert await gated.invoke(FETCH, fresh()) == EGRESS_DENIED
+    assert plain(await bare.invoke(FETCH, fresh())) == ok
+    assert await gated.invoke(FETCH, fresh()) == EGRESS_DENIED
+    vars(fetch)["url_arg"] = None
+    assert plain(await bare.invoke(FETCH, fresh())) == ok
+    assert plain(await gated.invoke(FETCH, fresh())) == ok
+
+    echo = make_echo([])
+    bare, gated = Invoker(ToolRegistry([echo]), middleware=[]), Invoker(ToolRegistry([echo]))
+    assert plain(await gated.invoke(CALL, fresh())) == {"ok": True, "value": 3}
+    vars(echo)["requires_approval"] = True
+    assert plain(await bare.invoke(CALL, fresh())) == {"ok": True, "value": 3}  # no approval rule
+    assert await gated.invoke(CALL, fresh()) == APPROVAL

@@ -857,7 +857,8 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 /// What a call's admission reads of an exact `FunctionTool` (see `Flags`): kept with the tool's
 /// `CoreTool` and used while Python's attribute access on the tool (`getattr(tool, name)`: a
 /// data descriptor of its class first, then its instance `__dict__`, then its class) answers the
-/// very objects they were read from, compared by identity at each call. A change however written
+/// very objects they were read from, compared by identity at each call (the flags its rules read:
+/// a call whose rules read only some answers only those from here). A change however written
 /// (assignment, `object.__setattr__`, `vars(t)[...] =`, `t.__dict__.update`, `del`, a key of the
 /// dict's own that now equals the name, a property put on the class) is followed at the next call:
 /// what is kept is only what was made of those objects (their conversion). Taken only when each
@@ -920,15 +921,38 @@ impl ToolFlags {
         Ok(read())
     }
 
-    /// `getattr(tool, name)` still answers the very object each flag was read from (else false:
-    /// the flags are read again).
-    fn holds(&self, py: Python<'_>, tool: &Bound<'_, PyAny>) -> PyResult<bool> {
-        for (name, v) in kept_names(py).iter().zip(&self.values) {
-            if !attr(tool, name)?.is_some_and(|a| a.is(v)) {
+    /// `getattr(tool, name)` still answers the very object each flag of `read` (a bit per flag,
+    /// in `kept_names` order) was read from (else false: the flags are read again). The flags
+    /// outside `read` are not checked, so not answered from here (see `Flags::of_tool`).
+    fn holds(&self, py: Python<'_>, tool: &Bound<'_, PyAny>, read: u8) -> PyResult<bool> {
+        for (i, (name, v)) in kept_names(py).iter().zip(&self.values).enumerate() {
+            if read & (1 << i) != 0 && !attr(tool, name)?.is_some_and(|a| a.is(v)) {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// The flags a call's admission reads under the rules `n` (a bit per flag, in `kept_names`
+    /// order): its name always, each other one where a rule reads it.
+    fn read_by(n: Needs) -> u8 {
+        let mut read = 1; // name
+        if n.approval {
+            read |= 1 << 1; // requires_approval
+        }
+        if n.read_only {
+            read |= 1 << 2; // side_effecting
+        }
+        if n.retry {
+            read |= 1 << 3 | 1 << 4; // idempotent, effects_declared
+        }
+        if n.timeout {
+            read |= 1 << 5; // timeout_s
+        }
+        if n.egress {
+            read |= 1 << 6; // url_arg
+        }
+        read
     }
 }
 
@@ -998,15 +1022,16 @@ impl<'py> Flags<'py> {
         Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
     }
 
-    /// The flags of `tool` at its admission, the snapshot kept on its `core` used while `getattr`
-    /// still answers what it was read from (else read again, and kept when it can be).
-    fn of_tool(py: Python<'py>, tool: &Bound<'py, PyAny>, core: Option<&Bound<'py, CoreTool>>) -> PyResult<Self> {
+    /// The flags of `tool` at its admission under the rules `n`, the snapshot kept on its `core`
+    /// used while `getattr` still answers what the flags those rules read were read from (else
+    /// read again, and kept when it can be): only those flags are asked of it.
+    fn of_tool(py: Python<'py>, tool: &Bound<'py, PyAny>, core: Option<&Bound<'py, CoreTool>>, n: Needs) -> PyResult<Self> {
         let mut flags = Self::of(py, tool)?;
         if let (Some(_), Some(core)) = (&flags.dict, core) {
             // Another thread reading or replacing it: this call reads the tool itself.
             let Ok(mut slot) = core.get().flags.try_lock() else { return Ok(flags) };
             match &*slot {
-                Kept::Flags(s) if s.holds(py, tool)? => {
+                Kept::Flags(s) if s.holds(py, tool, ToolFlags::read_by(n))? => {
                     flags.snap = Some(s.clone());
                     return Ok(flags);
                 }
@@ -1338,7 +1363,7 @@ impl Call {
                 me.sealed = sealed;
                 f.admitted = true;
                 // Read here, no registry borrowed: what reading a flag raises is the call's failure.
-                let flags = Flags::of_tool(py, &tool, core.as_ref())?;
+                let flags = Flags::of_tool(py, &tool, core.as_ref(), n)?;
                 let name = flags.name()?;
                 if n.approval && flags.requires_approval()? {
                     f.requires_approval = true;
