@@ -38,10 +38,20 @@ pub(super) fn now(py: Python<'_>, h: &Helpers) -> PyResult<f64> {
 }
 
 /// The end of a call of `limit` seconds (None: no deadline) starting now, on `time.monotonic`:
-/// the one place a call's end is computed.
+/// the one place a call's end is computed (see [`end_since`]).
 pub(super) fn end_of(py: Python<'_>, h: &Helpers, limit: Option<f64>) -> PyResult<Option<f64>> {
     match limit {
         Some(l) => Ok(Some(now(py, h)? + l)),
+        None => Ok(None),
+    }
+}
+
+/// [`end_of`] a call that started at `started` (`Instant` reads the clock `time.monotonic`
+/// reads, without a call into Python): for a body the core stepped itself, whose end is only
+/// needed when it did not finish in that step.
+pub(super) fn end_since(py: Python<'_>, h: &Helpers, limit: Option<f64>, started: std::time::Instant) -> PyResult<Option<f64>> {
+    match limit {
+        Some(l) => Ok(Some(now(py, h)? - started.elapsed().as_secs_f64() + l)),
         None => Ok(None),
     }
 }

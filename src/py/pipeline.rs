@@ -1621,8 +1621,8 @@ impl Call {
         // An awaitable result is settled within what is left of the deadline (its end on
         // `time.monotonic`, read only for such a result).
         let end = match limit {
-            Some(l) if !plain(&value) => match h.monotonic.bind(py).call0().and_then(|t| t.extract::<f64>()) {
-                Ok(t) => Some(t - started.elapsed().as_secs_f64() + l),
+            Some(_) if !plain(&value) => match super::deadline::end_since(py, h, limit, started) {
+                Ok(end) => end,
                 Err(e) => return Ok(after(e)),
             },
             _ => None,
@@ -1668,11 +1668,10 @@ impl Call {
             let items = [tool.clone(), awaiting, end.into_pyobject(py)?.into_any(), limit_obj];
             return Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()));
         }
-        let first = (|| -> PyResult<_> {
-            let end = super::deadline::end_of(py, h, limit)?;
-            Ok((end, super::awaiting::Body::new(py, h, &coro, Some(&within))?))
-        })();
-        let (end, body) = match first {
+        // The deadline runs from here; its end on `time.monotonic` is read only when the body
+        // suspends or returns an awaitable (a body done in this step is timed with `Instant`).
+        let first = super::awaiting::Body::new(py, h, &coro, Some(&within)).map(|body| (Instant::now(), body));
+        let (started, body) = match first {
             Ok(parts) => parts,
             Err(e) => {
                 drop(coro.call_method0(intern!(py, "close"))); // never started: no warning it was never awaited
@@ -1688,26 +1687,33 @@ impl Call {
         match body.step_sent(py, h, false, py.None().into_bound(py)) {
             Ok(super::awaiting::Sent::Yielded(y)) => {
                 // It suspended on `y`: the driver awaits the rest.
-                let awaiting = super::awaiting::BodyAwait::suspended(body, y, end, limit, tool.clone()).and_then(|a| Bound::new(py, a));
-                let awaiting = match awaiting {
-                    Ok(a) => a.into_any(),
+                let awaiting = super::deadline::end_since(py, h, limit, started)
+                    .and_then(|end| Ok((end, super::awaiting::BodyAwait::suspended(body, y, end, limit, tool.clone())?)))
+                    .and_then(|(end, a)| Ok((end, Bound::new(py, a)?)));
+                let (end, awaiting) = match awaiting {
+                    Ok((end, a)) => (end, a.into_any()),
                     Err(e) => return Ok(after(e)),
                 };
                 let items = [tool.clone(), awaiting, end.into_pyobject(py)?.into_any(), limit_obj];
                 Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
             }
             Ok(super::awaiting::Sent::Returned(value)) => {
-                if let Some(end) = end {
-                    let t: f64 = h.monotonic.bind(py).call0()?.extract()?;
-                    if t > end {
-                        // Nothing past the deadline is a success.
-                        let name = self.m.facts().name.clone().unwrap_or_default();
-                        return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
-                            Ok(exc) => Here::Failed(exc),
-                            Err(e) => after(e),
-                        });
-                    }
+                if limit.is_some_and(|l| started.elapsed().as_secs_f64() > l) {
+                    // Nothing past the deadline is a success.
+                    let name = self.m.facts().name.clone().unwrap_or_default();
+                    return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
+                        Ok(exc) => Here::Failed(exc),
+                        Err(e) => after(e),
+                    });
                 }
+                // What is left of the deadline, for a result still to settle.
+                let end = match limit {
+                    Some(_) if !plain(&value) => match super::deadline::end_since(py, h, limit, started) {
+                        Ok(end) => end,
+                        Err(e) => return Ok(after(e)),
+                    },
+                    _ => None,
+                };
                 Ok(self.checked(py, flags, value, &ctx, limit, end))
             }
             Err(e) => {
