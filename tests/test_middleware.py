@@ -1279,3 +1279,80 @@ async def test_an_async_sink_that_does_not_finish_does_not_hold_the_callers_canc
             break
         await asyncio.sleep(0.01)
     assert sorted(got) == [(i, "cancelled") for i in ids]
+
+
+@pytest.mark.parametrize("how", ["invoke", "invoke_many"])
+def test_an_async_sink_whose_loop_is_closed_under_an_aborted_call_says_the_record_is_lost(
+    how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call is still waiting when its event loop is closed: the call is aborted without its
+    loop, and an async sink that would have to await for the record cannot get it; a warning
+    names the sink and says the record is lost."""
+    import gc
+
+    got: list[str] = []
+
+    @tool(read_only=True, timeout_s=5)
+    async def waits(x: int) -> int:
+        """Wait a long time for the thing to happen, then answer."""
+        await asyncio.sleep(10)
+        return x
+
+    async def sink(rec: dict) -> None:
+        await asyncio.sleep(0)
+        got.append(rec["call_id"])
+
+    inv = Invoker(ToolRegistry([waits]), middleware=[mw.audit(sink), *mw.default_chain()[1:]])
+    loop = asyncio.new_event_loop()
+    c = call("waits", "a", x=1)
+    task = loop.create_task(inv.invoke(c) if how == "invoke" else inv.invoke_many([c]))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    loop.run_until_complete(asyncio.sleep(0.05))
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        loop.close()
+        del task
+        gc.collect()
+    assert [(r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [
+        ("WARNING", "audit sink <sink> could not take the record of an aborted call: its event loop is closed (the record is lost)")
+    ]
+    assert got == []
+
+
+def test_a_sink_left_behind_by_a_cancellation_and_then_its_loop_closed_says_the_record_is_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The caller's cancellation went on without a sink that did not take the record within the
+    abort's bound; then the loop is closed: the record is said lost, and nothing else is
+    reported (no task destroyed while pending)."""
+    import gc
+
+    @tool(read_only=True, timeout_s=5)
+    async def waits(x: int) -> int:
+        """Wait a long time for the thing to happen, then answer."""
+        await asyncio.sleep(10)
+        return x
+
+    async def sink(rec: dict) -> None:
+        await asyncio.Event().wait()
+
+    inv = Invoker(ToolRegistry([waits]), middleware=[mw.audit(sink), *mw.default_chain()[1:]])
+
+    async def main() -> bool:
+        task = asyncio.create_task(inv.invoke(call("waits", "a", x=1)))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.wait([task], timeout=5)
+        return task.cancelled()
+
+    loop = asyncio.new_event_loop()
+    with caplog.at_level(logging.WARNING):
+        assert loop.run_until_complete(main()) is True
+        loop.close()
+        gc.collect()
+    assert [(r.name, r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [
+        ("agentkit_tools.middleware", "WARNING",
+         "audit sink <sink> has not taken the record of an aborted call within 1.0 s; the abort ends without it "
+         "and the sink gets the record when it is done (it is lost if its event loop is closed first)"),
+        ("agentkit_tools.middleware", "WARNING",
+         "audit sink <sink> could not take the record of an aborted call: its event loop is closed (the record is lost)"),
+    ]

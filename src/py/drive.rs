@@ -783,7 +783,7 @@ impl Drive {
                     // The bound passed: the caller's abort ends now (logged), the rest of it (the
                     // step in progress, the steps left, the span) goes on in a task of its own.
                     Ok(_) => {
-                        self.abandoned(py, &doing)?;
+                        self.left_behind(py, &doing, true)?;
                         self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
                         Next::End(PyErr::from_value(exc.into_bound(py)))
                     }
@@ -841,6 +841,9 @@ impl Drive {
             let Some((step, arg)) = steps.next() else { return Ok(None) };
             let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
             let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
+            // Held as a clean-up is: a loop closed first drops it without asyncio's report (its
+            // loss is logged by the drive awaiting it, see `close_now`).
+            helpers(py)?.hold_clean_up.bind(py).call1((&task,))?;
             Ok(Some((self.wait_for_step(py, &task)?, task, (step, arg))))
         })();
         match shielded {
@@ -881,18 +884,22 @@ impl Drive {
         own(py)?.wait_at_most.bind(py).call1((step, left))
     }
 
-    /// The caller stops waiting for the abort's step `doing` (its bound passed): logged, naming
-    /// what goes on without it.
-    fn abandoned(&self, py: Python<'_>, doing: &(u8, Py<PyTuple>)) -> PyResult<()> {
+    /// The abort's step `doing` is left behind, logged naming it: the caller stops waiting for
+    /// it (`going_on`: its bound passed), or it cannot go on (its event loop is closed).
+    fn left_behind(&self, py: Python<'_>, doing: &(u8, Py<PyTuple>), going_on: bool) -> PyResult<()> {
         let (step, arg) = (doing.0, doing.1.bind(py));
-        let o = own(py)?;
-        let (msg, what) = if step == STEP_CAS {
-            ("idempotency store has not released the claim on %s within %.1f s of the call's abort; the abort ends without it and the release goes on by itself (the claim's lease bounds it)", arg.get_item(1)?)
-        } else {
-            ("audit sink %r has not taken the record of an aborted call within %.1f s; the abort ends without it and the sink gets the record when it is done (it is lost if its event loop is closed first)", arg.get_item(0)?.getattr(intern!(py, "sink"))?)
+        let msg = match (step == STEP_CAS, going_on) {
+            (true, true) => "idempotency store has not released the claim on %s within %.1f s of the call's abort; the abort ends without it and the release goes on by itself (the claim's lease bounds it)",
+            (false, true) => "audit sink %r has not taken the record of an aborted call within %.1f s; the abort ends without it and the sink gets the record when it is done (it is lost if its event loop is closed first)",
+            (true, false) => "idempotency store could not release the claim on %s of an aborted call: its event loop is closed (the claim's lease bounds it)",
+            (false, false) => "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)",
         };
-        let args = (pyo3::types::PyString::new(py, msg), what, ABORT_WAIT_S);
-        o.middleware_log.bind(py).call_method1(intern!(py, "warning"), args)?;
+        let what = if step == STEP_CAS { arg.get_item(1)? } else { arg.get_item(0)?.getattr(intern!(py, "sink"))? };
+        let mut args = vec![pyo3::types::PyString::new(py, msg).into_any(), what];
+        if going_on {
+            args.push(pyo3::types::PyFloat::new(py, ABORT_WAIT_S).into_any());
+        }
+        own(py)?.middleware_log.bind(py).call_method1(intern!(py, "warning"), PyTuple::new(py, args)?)?;
         Ok(())
     }
 
@@ -987,7 +994,8 @@ impl Drive {
 
     /// The call ends by `exc` without awaiting (the drive is being closed): aborted as
     /// cancelled, its release and record going as far as they get without suspending (a sync
-    /// audit sink gets the record; a store that awaits keeps the claim until its lease runs out).
+    /// audit sink gets the record; a store that awaits keeps the claim until its lease runs out,
+    /// an async sink loses the record: each logged).
     fn abort_closing(&mut self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
         let Some(m) = self.m.take() else { return Ok(()) };
         let attempts = self.attempts(py)?;
@@ -995,7 +1003,9 @@ impl Drive {
         let mut attrs = None;
         if !is_stop(py, &PyErr::from_value(exc.clone())) {
             for (step, arg) in steps {
-                without_loop(py, self.abort_step(py, step, &arg, &mut attrs)?);
+                if !without_loop(py, self.abort_step(py, step, &arg, &mut attrs)?) {
+                    self.left_behind(py, &(step, arg.unbind()), false)?;
+                }
             }
         }
         self.close_span(py, attrs, exc)
@@ -1011,6 +1021,19 @@ impl Drive {
             Ok(()) => PyErr::from_value(super::awaiting::new_exception::<PyGeneratorExit>(py, ())),
             Err(e) => e,
         };
+        if let For::Aborting { step, doing, steps, .. } = &then {
+            // The rest of an abort dropped with its closed loop: what it had left is lost, logged.
+            let step = step.bind(py);
+            let lost = || -> PyResult<bool> {
+                let closed = step.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "is_closed"))?.is_truthy()?;
+                Ok(closed && !step.call_method0(intern!(py, "done"))?.is_truthy()?)
+            };
+            if lost().unwrap_or(false) {
+                for (s, arg) in std::iter::once(doing).chain(steps.as_slice()) {
+                    drop(self.left_behind(py, &(*s, arg.clone_ref(py)), false));
+                }
+            }
+        }
         if !matches!(then, For::Aborting { .. } | For::Chained) {
             let value = value_of(py, &exc);
             if let Err(e) = self.abort_closing(py, &value) {
@@ -1035,16 +1058,23 @@ impl<'py> Next<'py> {
 }
 
 /// Run `coro` as far as it goes without suspending; where it would suspend it is closed.
-fn without_loop(py: Python<'_>, coro: Bound<'_, PyAny>) {
+/// Whether it ended (each step logs its own failures); false: closed where it would suspend.
+fn without_loop(py: Python<'_>, coro: Bound<'_, PyAny>) -> bool {
     let mut result: *mut ffi::PyObject = std::ptr::null_mut();
     match unsafe { ffi::PyIter_Send(coro.as_ptr(), py.None().as_ptr(), &mut result) } {
         ffi::PySendResult::PYGEN_NEXT => {
             drop(unsafe { Bound::from_owned_ptr(py, result) });
-            // It awaits while closed: dropped (each step logs its own failures).
             drop(coro.call_method0(intern!(py, "close")));
+            false
         }
-        ffi::PySendResult::PYGEN_RETURN => drop(unsafe { Bound::from_owned_ptr(py, result) }),
-        ffi::PySendResult::PYGEN_ERROR => drop(PyErr::fetch(py)),
+        ffi::PySendResult::PYGEN_RETURN => {
+            drop(unsafe { Bound::from_owned_ptr(py, result) });
+            true
+        }
+        ffi::PySendResult::PYGEN_ERROR => {
+            drop(PyErr::fetch(py));
+            true
+        }
     }
 }
 
