@@ -146,6 +146,56 @@ fn key_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
+/// [`canonical_json`] and [`args_key`] of `value` at once (one walk, each object's entries
+/// sorted once): for a call that needs both.
+pub fn canonical_and_key(value: &Value) -> (String, Vec<u8>) {
+    let mut text = Canonical::new(usize::MAX);
+    let mut key = Vec::with_capacity(256);
+    both(&mut text, &mut key, value);
+    (text.finish(), key)
+}
+
+fn both(w: &mut Canonical, key: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            key.push(7);
+            key_len(key, map.len());
+            // Each entry carries its key to the value's writer: `Canonical::object` sorts the
+            // entries, then writes each one's key and calls back for its value, so the key
+            // encoding gets the entries in the text's order.
+            let mut each = |entries: &mut [(&str, (&str, &Value))]| {
+                let _: Result<(), std::convert::Infallible> = w.object(entries, |w, (k, v)| {
+                    key_str(key, k);
+                    both(w, key, v);
+                    Ok(())
+                });
+            };
+            const NULL: Value = Value::Null;
+            if map.len() <= SMALL_OBJECT {
+                let mut buf = [("", ("", &NULL)); SMALL_OBJECT];
+                for (slot, (k, v)) in buf.iter_mut().zip(map) {
+                    *slot = (k.as_str(), (k.as_str(), v));
+                }
+                each(&mut buf[..map.len()]);
+            } else {
+                each(&mut map.iter().map(|(k, v)| (k.as_str(), (k.as_str(), v))).collect::<Vec<_>>());
+            }
+        }
+        Value::Array(items) => {
+            key.push(6);
+            key_len(key, items.len());
+            let _: Result<(), std::convert::Infallible> = w.array(items, |w, v| {
+                both(w, key, v);
+                Ok(())
+            });
+        }
+        _ => {
+            key_value(key, value);
+            let _ = write_value(w, value);
+        }
+    }
+}
+
 /// Objects of at most this many entries are sorted in a buffer on the stack.
 const SMALL_OBJECT: usize = 16;
 
@@ -1054,6 +1104,7 @@ mod tests {
         all.extend([Value::Array(vec![json!(1); 130]), Value::Array(vec![json!(1); 131]), Value::Array(vec![json!(1); 128])]);
         for a in &all {
             assert!(args_key(a)[0] < 0x08);
+            assert_eq!(canonical_and_key(a), (canonical_json(a), args_key(a)), "{a}");
             for b in &all {
                 assert_eq!(args_key(a) == args_key(b), canonical_json(a) == canonical_json(b), "{a} / {b}");
             }

@@ -1414,12 +1414,18 @@ impl Call {
                 f.canonical = match canonical {
                     Canonical::Text(c) => c,
                     _ if !needs_canonical && !needs_key => String::new(),
-                    Canonical::Of(value) => {
-                        if needs_key {
-                            f.key = rules::args_key(&value);
+                    Canonical::Of(value) => match (needs_canonical, needs_key) {
+                        (true, true) => {
+                            let (text, key) = rules::canonical_and_key(&value);
+                            f.key = key;
+                            text
                         }
-                        if needs_canonical { rules::canonical_json(&value) } else { String::new() }
-                    }
+                        (true, false) => rules::canonical_json(&value),
+                        _ => {
+                            f.key = rules::args_key(&value);
+                            String::new()
+                        }
+                    },
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
