@@ -1,12 +1,14 @@
 //! agentkit-tools core.
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `calls`,
-//! `registry`, `middleware`, `render`, `memory`, `handoff`, `pool`, `shutdown`)
-//! hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
+//! `registry`, `middleware`, `render`, `memory`, `handoff`, `pool`, `deadline`, `cancel`,
+//! `shutdown`) hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
 //! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
 //! so the core builds and runs its tests with pyo3 absent.
 pub mod calls;
+pub mod cancel;
 pub mod docstring;
+pub mod deadline;
 pub mod envelope;
 pub mod errors;
 pub mod handoff;

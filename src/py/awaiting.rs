@@ -35,6 +35,7 @@ use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
+use crate::cancel::{self, Requests};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BodyAwait>()?;
@@ -74,12 +75,10 @@ pub struct BodyTask {
     coro: Py<PyAny>,
     /// The future the body waits on (None while a step runs).
     waiter: Option<Py<PyAny>>,
-    /// A `cancel()` with nothing to cancel: the next step throws (with this message).
-    must_cancel: bool,
+    /// Its cancellation requests (`crate::cancel::Requests`); a deferred one is thrown with
+    /// `message`.
+    requests: Requests,
     message: Option<Py<PyAny>>,
-    requested: isize,
-    /// `cancel()` cancelled the future the body waits on.
-    waiter_cancelled: bool,
     cancelled: bool,
     /// `(fn, context)` to call when the body ends; None once it has ended.
     callbacks: Option<Vec<(Py<PyAny>, Option<Py<PyAny>>)>>,
@@ -92,10 +91,8 @@ impl BodyTask {
             lp: lp.unbind(),
             coro: coro.clone().unbind(),
             waiter: None,
-            must_cancel: false,
+            requests: Requests::default(),
             message: None,
-            requested: 0,
-            waiter_cancelled: false,
             cancelled: false,
             callbacks: Some(Vec::new()),
             name: None,
@@ -164,17 +161,11 @@ impl BodyTask {
     }
 
     fn cancelling(&self) -> isize {
-        self.requested
+        self.requests.count()
     }
 
     fn uncancel(&mut self) -> isize {
-        if self.requested > 0 {
-            self.requested -= 1;
-            if self.requested == 0 {
-                self.must_cancel = false;
-            }
-        }
-        self.requested
+        self.requests.uncancel()
     }
 
     #[pyo3(signature = (msg=None))]
@@ -186,18 +177,18 @@ impl BodyTask {
             if t.is_done(py)? {
                 return Ok(false);
             }
-            t.requested += 1;
+            t.requests.request();
             t.waiter.as_ref().map(|w| w.clone_ref(py))
         };
         if let Some(w) = waiter {
             let w = w.bind(py);
             if helpers(py)?.isfuture.bind(py).call1((w,))?.is_truthy()? && w.call_method1(intern!(py, "cancel"), (&msg,))?.is_truthy()? {
-                slf.try_borrow_mut()?.waiter_cancelled = true;
+                slf.try_borrow_mut()?.requests.cancelled_waiter();
                 return Ok(true);
             }
         }
         let mut t = slf.try_borrow_mut()?;
-        t.must_cancel = true;
+        t.requests.defer();
         t.message = msg.map(Bound::unbind);
         Ok(true)
     }
@@ -258,7 +249,7 @@ impl BodyTask {
     /// A cancellation requested while the body was not waiting: its next step throws it.
     #[getter(_must_cancel)]
     fn pending_cancel(&self) -> bool {
-        self.must_cancel
+        self.requests.pending()
     }
 
     #[getter(_callbacks)]
@@ -391,9 +382,8 @@ impl Body {
         let (mut throw, mut arg) = (throw, arg);
         {
             let mut b = t.try_borrow_mut()?;
-            if b.must_cancel {
+            if b.requests.step() {
                 // A cancellation it has not seen yet: delivered now, as a task does.
-                b.must_cancel = false;
                 let cancelled = h.cancelled_error.bind(py);
                 if !arg.is_instance(cancelled)? {
                     throw = true;
@@ -401,7 +391,6 @@ impl Body {
                 }
             }
             b.waiter = None;
-            b.waiter_cancelled = false;
         }
         let lp = self.lp.bind(py);
         let prev = swap_task(py, h, lp, t.as_any())?;
@@ -438,13 +427,12 @@ impl Body {
                 let message = {
                     let mut b = t.try_borrow_mut()?;
                     b.waiter = Some(y.clone().unbind());
-                    b.must_cancel.then(|| b.message.as_ref().map(|m| m.clone_ref(py)))
+                    b.requests.pending().then(|| b.message.as_ref().map(|m| m.clone_ref(py)))
                 };
                 if let Some(message) = message {
                     if h.isfuture.bind(py).call1((&y,))?.is_truthy()? && y.call_method1(intern!(py, "cancel"), (message,))?.is_truthy()? {
-                        let mut b = t.try_borrow_mut()?;
-                        b.must_cancel = false; // it cancelled itself during this step
-                        b.waiter_cancelled = true;
+                        // it cancelled itself during this step
+                        t.try_borrow_mut()?.requests.deferred_reached_waiter();
                     }
                 }
                 Ok(Sent::Yielded(y))
@@ -454,7 +442,7 @@ impl Body {
 
     /// Whether a `cancel()` of the body's task cancelled the future it waits on.
     fn waiter_cancelled(&self, py: Python<'_>) -> bool {
-        self.task.borrow(py).waiter_cancelled
+        self.task.borrow(py).requests.waiter_cancelled()
     }
 
     /// Close the body (its `finally` blocks run as its own task).
@@ -471,7 +459,7 @@ impl Body {
     }
 
     fn requested(&self, py: Python<'_>) -> PyResult<()> {
-        self.task.bind(py).try_borrow_mut()?.requested += 1;
+        self.task.bind(py).try_borrow_mut()?.requests.request();
         Ok(())
     }
 
@@ -851,16 +839,11 @@ impl BodyAwait {
             }
             Input::Throw(exc) if exc.is_instance(h.cancelled_error.bind(py))? => {
                 let (y, wait) = (w.y.bind(py).clone(), w.wait.bind(py).clone());
-                callers = match &w.task {
-                    Some(task) => {
-                        let n: isize = task.bind(py).call_method0(intern!(py, "cancelling"))?.extract()?;
-                        let fresh = n > w.seen;
-                        w.seen = n;
-                        fresh
-                    }
-                    // A task that does not count (Python 3.10's): any one the body did not cause itself
-                    None => !wait.is(&y) || !w.body.waiter_cancelled(py),
+                let count = match &w.task {
+                    Some(task) => Some(task.bind(py).call_method0(intern!(py, "cancelling"))?.extract::<isize>()?),
+                    None => None, // a task that does not count (Python 3.10's)
                 };
+                callers = cancel::thrown_is_callers(count, &mut w.seen, wait.is(&y), w.body.waiter_cancelled(py));
                 if callers {
                     w.delivered = true;
                     w.body.requested(py)?; // the body's task is cancelled with this one
@@ -908,11 +891,10 @@ impl BodyAwait {
                 w.finish(py, Ok(value))
             }
             Err(e) if e.is_instance(py, h.cancelled_error.bind(py)) => {
-                let callers = w.delivered
-                    && match &w.task {
-                        Some(task) => task.bind(py).call_method0(intern!(py, "cancelling"))?.extract::<isize>()? > w.before,
-                        None => true,
-                    };
+                let count = || -> PyResult<Option<isize>> {
+                    w.task.as_ref().map(|task| task.bind(py).call_method0(intern!(py, "cancelling"))?.extract::<isize>()).transpose()
+                };
+                let callers = cancel::ended_by_callers(w.delivered, count, w.before)?;
                 // The caller's cancellation, else the body cancelled itself.
                 let out = if callers { e } else { carried(py, h, e) };
                 w.finish(py, Err(out))

@@ -14,17 +14,15 @@
 //! ended are dropped lazily (all at once when none is pending); one `loop.call_later` is armed
 //! for the earliest. The loop holds it through that armed timer only: with nothing pending it
 //! may go, the next call makes a new one; nothing here keeps a loop alive.
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::sync::{Mutex, PoisonError};
 
-use hashbrown::HashMap;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::pipeline::{helpers, Helpers};
+use crate::deadline::{self as core, Ended, Left, Timers};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoopDeadlines>()?;
@@ -41,7 +39,7 @@ pub(super) fn now(py: Python<'_>, h: &Helpers) -> PyResult<f64> {
 /// the one place a call's end is computed (see [`end_since`]).
 pub(super) fn end_of(py: Python<'_>, h: &Helpers, limit: Option<f64>) -> PyResult<Option<f64>> {
     match limit {
-        Some(l) => Ok(Some(now(py, h)? + l)),
+        Some(_) => Ok(core::end_of(now(py, h)?, limit)),
         None => Ok(None),
     }
 }
@@ -51,7 +49,7 @@ pub(super) fn end_of(py: Python<'_>, h: &Helpers, limit: Option<f64>) -> PyResul
 /// needed when it did not finish in that step.
 pub(super) fn end_since(py: Python<'_>, h: &Helpers, limit: Option<f64>, started: std::time::Instant) -> PyResult<Option<f64>> {
     match limit {
-        Some(l) => Ok(Some(now(py, h)? - started.elapsed().as_secs_f64() + l)),
+        Some(_) => Ok(core::end_since(now(py, h)?, started.elapsed().as_secs_f64(), limit)),
         None => Ok(None),
     }
 }
@@ -67,7 +65,7 @@ fn deadline_end(py: Python<'_>, limit_s: Option<f64>) -> PyResult<Option<f64>> {
 /// Whether `end` (None: no deadline) has passed: nothing past the deadline is a success.
 pub(super) fn passed(py: Python<'_>, h: &Helpers, end: Option<f64>) -> PyResult<bool> {
     match end {
-        Some(end) => Ok(now(py, h)? > end),
+        Some(_) => Ok(core::passed(now(py, h)?, end)),
         None => Ok(false),
     }
 }
@@ -101,45 +99,16 @@ pub(super) fn cancels_delivered(py: Python<'_>, h: &Helpers, task: &Bound<'_, Py
     }
     let n: isize = task.call_method0(intern!(py, "cancelling"))?.extract()?;
     let pending = h.getattr.bind(py).call1((task, intern!(py, "_must_cancel"), false))?.is_truthy()?;
-    Ok(n - isize::from(pending))
+    Ok(core::delivered(n, pending))
 }
 
-#[derive(Clone, Copy, PartialEq)]
-struct When(f64);
-
-impl Eq for When {}
-
-impl PartialOrd for When {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for When {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-/// A deadline entered and not left: the task it cancels, and whether it did.
-struct Pending {
-    task: Py<PyAny>,
-    expired: bool,
-}
-
-/// The deadlines of one event loop behind one timer (see the module); calling it is the timer
-/// firing.
+/// The deadlines of one event loop behind one timer (`crate::deadline::Timers`, see the module);
+/// calling it is the timer firing.
 #[pyclass(module = "agentkit_tools._core", weakref)]
 pub struct LoopDeadlines {
     lp: Py<PyWeakrefReference>,
-    heap: BinaryHeap<Reverse<(When, u64)>>,
-    /// Entries not left yet (expired ones too, until left).
-    entries: HashMap<u64, Pending>,
-    /// Entries neither left nor expired.
-    live: usize,
-    seq: u64,
-    /// When the armed timer fires (None: none armed), and that timer (weakly: the loop holds it).
-    armed_at: Option<f64>,
+    timers: Timers<Py<PyAny>>,
+    /// The armed timer (weakly: the loop holds it).
     handle: Option<Py<PyWeakrefReference>>,
     /// `time.get_clock_info("monotonic").resolution`: a timer fires up to that early.
     resolution: f64,
@@ -165,19 +134,7 @@ fn timer_of<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py,
         return Ok(t);
     }
     let resolution: f64 = py.import("time")?.call_method1("get_clock_info", ("monotonic",))?.getattr("resolution")?.extract()?;
-    let t = Bound::new(
-        py,
-        LoopDeadlines {
-            lp: PyWeakrefReference::new(lp)?.unbind(),
-            heap: BinaryHeap::new(),
-            entries: HashMap::new(),
-            live: 0,
-            seq: 0,
-            armed_at: None,
-            handle: None,
-            resolution,
-        },
-    )?;
+    let t = Bound::new(py, LoopDeadlines { lp: PyWeakrefReference::new(lp)?.unbind(), timers: Timers::new(), handle: None, resolution })?;
     let entry = (PyWeakrefReference::new(lp)?.unbind(), PyWeakrefReference::new(&t)?.unbind());
     let mut g = LOOPS.lock().unwrap_or_else(PoisonError::into_inner);
     // Loops gone, or whose timer is gone, are forgotten (the latter replaced by this one).
@@ -192,14 +149,14 @@ impl LoopDeadlines {
         let py = slf.py();
         let (lp, old) = {
             let mut t = slf.try_borrow_mut()?;
-            t.armed_at = Some(when);
+            t.timers.set_armed(Some(when));
             (t.lp.bind(py).upgrade(), t.handle.take())
         };
         if let Some(old) = old.and_then(|o| o.bind(py).upgrade()) {
             old.call_method0(intern!(py, "cancel"))?;
         }
         let Some(lp) = lp else {
-            slf.try_borrow_mut()?.armed_at = None;
+            slf.try_borrow_mut()?.timers.set_armed(None);
             return Ok(()); // its loop is gone: nothing is left to cancel
         };
         let delay = (when - now(py, helpers(py)?)?).max(0.0);
@@ -211,7 +168,7 @@ impl LoopDeadlines {
                 Ok(())
             }
             Err(e) => {
-                t.armed_at = None;
+                t.timers.set_armed(None);
                 Err(e)
             }
         }
@@ -219,50 +176,14 @@ impl LoopDeadlines {
 
     /// Add the deadline at `when` of `task`; returns its entry.
     fn add(slf: &Bound<'_, Self>, when: f64, task: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let (seq, arm) = {
-            let mut t = slf.try_borrow_mut()?;
-            t.seq += 1;
-            let seq = t.seq;
-            t.heap.push(Reverse((When(when), seq)));
-            t.entries.insert(seq, Pending { task: task.clone().unbind(), expired: false });
-            t.live += 1;
-            (seq, t.armed_at.is_none_or(|at| when < at))
-        };
+        let (seq, arm) = slf.try_borrow_mut()?.timers.add(when, task.clone().unbind());
         if arm {
             if let Err(e) = Self::arm(slf, when) {
-                slf.try_borrow_mut()?.remove(seq);
+                slf.try_borrow_mut()?.timers.remove(seq);
                 return Err(e);
             }
         }
         Ok(seq)
-    }
-
-    /// Entry `seq` is left: whether it had expired. Dropped from the heap when it reaches the
-    /// top (all at once when it was the last one pending).
-    fn remove(&mut self, seq: u64) -> bool {
-        let Some(p) = self.entries.remove(&seq) else { return false };
-        if !p.expired {
-            self.live -= 1;
-            if self.live == 0 {
-                self.heap.clear();
-            }
-        }
-        p.expired
-    }
-
-    fn expired(&self, seq: u64) -> bool {
-        self.entries.get(&seq).is_some_and(|p| p.expired)
-    }
-
-    /// Expire entry `seq`: the task to cancel (None when it had ended or expired already).
-    fn expire(&mut self, py: Python<'_>, seq: u64) -> Option<Py<PyAny>> {
-        let p = self.entries.get_mut(&seq)?;
-        if p.expired {
-            return None;
-        }
-        p.expired = true;
-        self.live -= 1;
-        Some(p.task.clone_ref(py))
     }
 }
 
@@ -277,20 +198,8 @@ impl LoopDeadlines {
         let (due, next) = {
             let mut t = slf.try_borrow_mut()?;
             t.handle = None;
-            t.armed_at = None;
             let until = now(py, h)? + t.resolution;
-            let mut due = Vec::new();
-            while let Some(&Reverse((When(when), seq))) = t.heap.peek() {
-                let pending = t.entries.get(&seq).is_some_and(|p| !p.expired);
-                if pending && when > until {
-                    break;
-                }
-                t.heap.pop();
-                if pending {
-                    due.extend(t.expire(py, seq));
-                }
-            }
-            (due, t.heap.peek().map(|Reverse((When(w), _))| *w))
+            t.timers.fire(until, |task| task.clone_ref(py))
         };
         let mut out = Ok(());
         if let Some(next) = next {
@@ -308,8 +217,8 @@ impl LoopDeadlines {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.lp)?;
-        for p in self.entries.values() {
-            visit.call(&p.task)?;
+        for task in self.timers.tasks() {
+            visit.call(task)?;
         }
         if let Some(h) = &self.handle {
             visit.call(h)?;
@@ -318,9 +227,7 @@ impl LoopDeadlines {
     }
 
     fn __clear__(&mut self) {
-        self.entries.clear();
-        self.heap.clear();
-        self.live = 0;
+        self.timers.clear();
         self.handle = None;
     }
 }
@@ -331,7 +238,7 @@ fn pending_deadlines(lp: &Bound<'_, PyAny>) -> PyResult<usize> {
     let _in = super::shutdown::inside(lp.py());
     let py = lp.py();
     match find(py, lp) {
-        Some(t) => Ok(t.try_borrow()?.live),
+        Some(t) => Ok(t.try_borrow()?.timers.live()),
         None => Ok(0),
     }
 }
@@ -386,7 +293,7 @@ impl Entered {
 
     /// Whether it expired (its task was cancelled by it).
     pub(super) fn expired(&self, py: Python<'_>) -> bool {
-        self.0.as_ref().is_some_and(|d| d.timer.borrow(py).expired(d.seq))
+        self.0.as_ref().is_some_and(|d| d.timer.borrow(py).timers.expired(d.seq))
     }
 
     /// Leave it, the await ending by `exc` (None: a success). At the deadline this raises
@@ -403,27 +310,20 @@ impl Entered {
     /// by the body, or requested in the same pass; it is still pending and propagates.
     pub(super) fn leave_cancelled(&mut self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>, cancelled_by_caller: bool) -> PyResult<()> {
         let Some(d) = self.0.take() else { return Ok(()) };
-        if !d.timer.bind(py).try_borrow_mut()?.remove(d.seq) {
+        if !d.timer.bind(py).try_borrow_mut()?.timers.remove(d.seq) {
             return Ok(());
         }
         let h = helpers(py)?;
-        if d.counts {
-            let left: isize = d.task.bind(py).call_method0(intern!(py, "uncancel"))?.extract()?;
-            if left > d.cancelling {
-                return Ok(()); // the caller was cancelled too: its CancelledError propagates
-            }
-        } else if cancelled_by_caller {
-            return Ok(());
-        }
-        let cancelled = match exc {
-            None => true,
-            Some(e) => e.is_instance(h.cancelled_error.bind(py))?,
+        let remaining = if d.counts { Some(d.task.bind(py).call_method0(intern!(py, "uncancel"))?.extract::<isize>()?) } else { None };
+        let ended = match exc {
+            None => Ended::Success,
+            Some(e) if e.is_instance(h.cancelled_error.bind(py))? => Ended::Cancelled,
+            Some(_) => Ended::Raised,
         };
-        if cancelled {
-            // Past the deadline nothing is reported as a success.
-            return Err(timeout(py, h, d.name.bind(py), d.limit));
+        match core::left(remaining, d.cancelling, cancelled_by_caller, ended) {
+            Left::Timeout => Err(timeout(py, h, d.name.bind(py), d.limit)),
+            Left::AsIs => Ok(()),
         }
-        Ok(())
     }
 
     pub(super) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -39,10 +39,7 @@ type Outcome = (bool, Py<PyAny>);
 const SLICE: Duration = Duration::from_millis(50);
 
 fn until(timeout: Option<f64>) -> Option<Instant> {
-    // NaN and negative waits are no wait; an absurdly long one is no deadline.
-    timeout
-        .map(|t| if t > 0.0 { t } else { 0.0 })
-        .and_then(|t| Instant::now().checked_add(Duration::try_from_secs_f64(t).ok()?))
+    crate::deadline::instant_after(Instant::now(), timeout)
 }
 
 /// What a body's exception becomes on the loop: a future refuses `StopIteration` (Python 3.12+
@@ -324,7 +321,7 @@ impl WorkerPool {
         let mut gate = gate;
         let py = slf.py();
         let h = helpers(py)?;
-        if limit_s.is_some_and(|l| l <= 0.0) {
+        if crate::deadline::never_starts(limit_s) {
             return Err(timeout(py, h, &name, limit_s)); // a call never starts after its deadline
         }
         let lp = h.get_running_loop.bind(py).call0()?;
@@ -468,7 +465,7 @@ impl WorkerPool {
         let mut gate: Option<Inside> = Some(_in);
         let py = slf.py();
         let h = helpers(py)?;
-        if limit_s.is_some_and(|l| l <= 0.0) {
+        if crate::deadline::never_starts(limit_s) {
             return Err(timeout(py, h, &name, limit_s)); // a call never starts after its deadline
         }
         let claimed = Self::reserve(slf, &name)?;

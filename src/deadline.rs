@@ -1,0 +1,322 @@
+//! Call deadlines, with no event loop in sight: the arithmetic of a call's end on the monotonic
+//! clock, the timer of one event loop ([`Timers`]: every pending deadline behind one armed
+//! timer), and what leaving a deadline means for the await that entered it ([`left`]).
+//!
+//! Times are seconds on the clock every call's deadline is on (Python's `time.monotonic`); the
+//! binding reads the clock and performs what [`Timers`] asks for (arm a timer, cancel a task).
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use hashbrown::HashMap;
+
+/// The end of a call of `limit` seconds (None: no deadline) that starts at `now`: the one place
+/// a call's end is computed.
+#[inline]
+pub fn end_of(now: f64, limit: Option<f64>) -> Option<f64> {
+    limit.map(|l| now + l)
+}
+
+/// [`end_of`] a call that started `elapsed_s` seconds before `now`.
+#[inline]
+pub fn end_since(now: f64, elapsed_s: f64, limit: Option<f64>) -> Option<f64> {
+    limit.map(|l| now - elapsed_s + l)
+}
+
+/// Whether `end` (None: no deadline) has passed at `now`: nothing past the deadline is a success.
+#[inline]
+pub fn passed(now: f64, end: Option<f64>) -> bool {
+    end.is_some_and(|end| now > end)
+}
+
+/// A call whose limit is not above 0 never starts: it is past its deadline already.
+#[inline]
+pub fn never_starts(limit: Option<f64>) -> bool {
+    limit.is_some_and(|l| l <= 0.0)
+}
+
+/// The instant `timeout` seconds after `now` (None: no timeout). A NaN or negative wait is no
+/// wait; one too long for the clock is no deadline.
+pub fn instant_after(now: Instant, timeout: Option<f64>) -> Option<Instant> {
+    let t = timeout?;
+    let t = if t > 0.0 { t } else { 0.0 };
+    now.checked_add(Duration::try_from_secs_f64(t).ok()?)
+}
+
+/// A task's cancellation requests that were delivered: `cancelling` (what the task counts) less
+/// a request not thrown into it yet (`pending`: it arrives at the task's next suspension, and is
+/// the task's own, not a body's).
+#[inline]
+pub fn delivered(cancelling: isize, pending: bool) -> isize {
+    cancelling - isize::from(pending)
+}
+
+/// How the await that entered a deadline ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// With a value.
+    Success,
+    /// By a cancellation.
+    Cancelled,
+    /// By any other exception.
+    Raised,
+}
+
+/// What becomes of an await's outcome when it leaves a deadline that expired (its timer
+/// cancelled the task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// The outcome stands (an exception other than a cancellation, or the caller's own
+    /// cancellation, which then propagates).
+    AsIs,
+    /// `ToolTimeoutError`: past the deadline, neither a success nor the deadline's cancellation
+    /// is reported.
+    Timeout,
+}
+
+/// What leaving an expired deadline makes of the outcome `ended`. `remaining`: the task's
+/// cancellation count once the deadline's own request was withdrawn (`uncancel()`; None for a
+/// task that does not count them, Python 3.10's), `entered_with`: its delivered requests when
+/// the deadline was entered; `by_caller`: for a task that does not count, the caller knows it
+/// cancelled the task itself. A cancellation of the task by its own caller too wins: it
+/// propagates.
+pub fn left(remaining: Option<isize>, entered_with: isize, by_caller: bool, ended: Ended) -> Left {
+    let callers = match remaining {
+        Some(n) => n > entered_with,
+        None => by_caller,
+    };
+    if callers || ended == Ended::Raised {
+        Left::AsIs
+    } else {
+        Left::Timeout
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+struct When(f64);
+
+impl Eq for When {}
+
+impl PartialOrd for When {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for When {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// A deadline entered and not left: the task it cancels, and whether it did.
+struct Pending<T> {
+    task: T,
+    expired: bool,
+}
+
+/// The deadlines of one event loop behind one timer: a heap of `(end, entry)`; entries of awaits
+/// that ended are dropped lazily (all at once when none is pending); one timer is armed, for the
+/// earliest end. `T` is the task an entry cancels.
+pub struct Timers<T> {
+    heap: BinaryHeap<Reverse<(When, u64)>>,
+    /// Entries not left yet (expired ones too, until left).
+    entries: HashMap<u64, Pending<T>>,
+    /// Entries neither left nor expired.
+    live: usize,
+    seq: u64,
+    /// When the armed timer fires (None: none armed).
+    armed_at: Option<f64>,
+}
+
+impl<T> Default for Timers<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Timers<T> {
+    pub fn new() -> Self {
+        Timers { heap: BinaryHeap::new(), entries: HashMap::new(), live: 0, seq: 0, armed_at: None }
+    }
+
+    /// Add the deadline at `when` of `task`: its entry, and whether the timer must be armed for
+    /// `when` now (nothing armed, or armed later).
+    pub fn add(&mut self, when: f64, task: T) -> (u64, bool) {
+        self.seq += 1;
+        let seq = self.seq;
+        self.heap.push(Reverse((When(when), seq)));
+        self.entries.insert(seq, Pending { task, expired: false });
+        self.live += 1;
+        (seq, self.armed_at.is_none_or(|at| when < at))
+    }
+
+    /// The timer is armed for `when` (None: it is not armed, e.g. its loop is gone or arming
+    /// failed).
+    pub fn set_armed(&mut self, when: Option<f64>) {
+        self.armed_at = when;
+    }
+
+    /// Entry `seq` is left: whether it had expired. Dropped from the heap when it reaches the
+    /// top (all at once when it was the last one pending).
+    pub fn remove(&mut self, seq: u64) -> bool {
+        let Some(p) = self.entries.remove(&seq) else { return false };
+        if !p.expired {
+            self.live -= 1;
+            if self.live == 0 {
+                self.heap.clear();
+            }
+        }
+        p.expired
+    }
+
+    /// Whether entry `seq` expired (its task was cancelled by it).
+    pub fn expired(&self, seq: u64) -> bool {
+        self.entries.get(&seq).is_some_and(|p| p.expired)
+    }
+
+    /// Entries neither left nor expired.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// The timer fired: every entry due by `until` (now, plus the clock's resolution: a timer
+    /// fires up to that early) expires. Returns their tasks, to cancel (each as `take` gives
+    /// it), and when to arm the timer next (None: nothing is left). The timer counts as not armed
+    /// until armed again.
+    pub fn fire<U>(&mut self, until: f64, mut take: impl FnMut(&T) -> U) -> (Vec<U>, Option<f64>) {
+        self.armed_at = None;
+        let mut due = Vec::new();
+        while let Some(&Reverse((When(when), seq))) = self.heap.peek() {
+            let pending = self.entries.get(&seq).is_some_and(|p| !p.expired);
+            if pending && when > until {
+                break;
+            }
+            self.heap.pop();
+            if pending {
+                if let Some(p) = self.entries.get_mut(&seq) {
+                    p.expired = true;
+                    self.live -= 1;
+                    due.push(take(&p.task));
+                }
+            }
+        }
+        (due, self.heap.peek().map(|Reverse((When(w), _))| *w))
+    }
+
+    /// The tasks of the entries not left yet.
+    pub fn tasks(&self) -> impl Iterator<Item = &T> {
+        self.entries.values().map(|p| &p.task)
+    }
+
+    /// Forget every entry.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.heap.clear();
+        self.live = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_arithmetic() {
+        assert_eq!(end_of(10.0, Some(2.5)), Some(12.5));
+        assert_eq!(end_of(10.0, None), None);
+        assert_eq!(end_since(10.0, 1.0, Some(2.5)), Some(11.5));
+        assert_eq!(end_since(10.0, 1.0, None), None);
+        assert!(!passed(12.5, Some(12.5)));
+        assert!(passed(12.6, Some(12.5)));
+        assert!(!passed(1e9, None));
+        assert!(never_starts(Some(0.0)));
+        assert!(never_starts(Some(-1.0)));
+        assert!(!never_starts(Some(0.001)));
+        assert!(!never_starts(None));
+        assert_eq!(delivered(3, true), 2);
+        assert_eq!(delivered(3, false), 3);
+    }
+
+    #[test]
+    fn instant_after_clamps() {
+        let now = Instant::now();
+        assert_eq!(instant_after(now, None), None);
+        assert_eq!(instant_after(now, Some(f64::NAN)), Some(now));
+        assert_eq!(instant_after(now, Some(-3.0)), Some(now));
+        assert_eq!(instant_after(now, Some(1.5)), Some(now + Duration::from_millis(1500)));
+        assert_eq!(instant_after(now, Some(f64::INFINITY)), None);
+        assert_eq!(instant_after(now, Some(1e300)), None);
+    }
+
+    #[test]
+    fn leaving_an_expired_deadline() {
+        // A counting task: its count after withdrawing the deadline's request, against entry.
+        assert_eq!(left(Some(0), 0, false, Ended::Success), Left::Timeout);
+        assert_eq!(left(Some(0), 0, false, Ended::Cancelled), Left::Timeout);
+        assert_eq!(left(Some(0), 0, false, Ended::Raised), Left::AsIs);
+        assert_eq!(left(Some(1), 0, false, Ended::Cancelled), Left::AsIs);
+        assert_eq!(left(Some(1), 1, false, Ended::Cancelled), Left::Timeout);
+        // (a counting task ignores `by_caller`)
+        assert_eq!(left(Some(0), 0, true, Ended::Cancelled), Left::Timeout);
+        // A task that does not count: the caller says.
+        assert_eq!(left(None, 0, true, Ended::Cancelled), Left::AsIs);
+        assert_eq!(left(None, 0, false, Ended::Cancelled), Left::Timeout);
+        assert_eq!(left(None, 0, false, Ended::Success), Left::Timeout);
+        assert_eq!(left(None, 0, false, Ended::Raised), Left::AsIs);
+    }
+
+    #[test]
+    fn timers_arm_for_the_earliest() {
+        let mut t: Timers<&str> = Timers::new();
+        let (a, arm) = t.add(5.0, "a");
+        assert!(arm);
+        t.set_armed(Some(5.0));
+        let (_, arm) = t.add(7.0, "b");
+        assert!(!arm);
+        let (c, arm) = t.add(3.0, "c");
+        assert!(arm);
+        t.set_armed(Some(3.0));
+        assert_eq!(t.live(), 3);
+        // Fired at 3.0 (resolution 0.001): only c is due; next is a at 5.0.
+        let (due, next) = t.fire(3.001, |t| *t);
+        assert_eq!(due, vec!["c"]);
+        assert_eq!(next, Some(5.0));
+        assert!(t.expired(c));
+        assert!(!t.expired(a));
+        assert_eq!(t.live(), 2);
+        // Leaving: c had expired, a had not.
+        assert!(t.remove(c));
+        assert!(!t.remove(a));
+        assert!(!t.remove(a)); // left once
+        assert_eq!(t.live(), 1);
+        // a's heap entry is dropped lazily: firing at 10 expires b only.
+        let (due, next) = t.fire(10.0, |t| *t);
+        assert_eq!(due, vec!["b"]);
+        assert_eq!(next, None);
+        assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn timers_forget_everything_when_none_is_pending() {
+        let mut t: Timers<u8> = Timers::new();
+        let (a, _) = t.add(1.0, 1);
+        let (b, _) = t.add(2.0, 2);
+        t.set_armed(Some(1.0));
+        assert!(!t.remove(a));
+        assert!(!t.remove(b));
+        assert_eq!(t.live(), 0);
+        assert_eq!(t.fire(100.0, |t| *t), (vec![], None));
+        assert_eq!(t.tasks().count(), 0);
+        // An entry later than the armed timer does not re-arm it; one with nothing armed does.
+        let (_, arm) = t.add(5.0, 3);
+        assert!(arm);
+        t.set_armed(Some(5.0));
+        let (_, arm) = t.add(5.0, 4);
+        assert!(!arm);
+        assert_eq!(t.tasks().count(), 2);
+        t.clear();
+        assert_eq!(t.live(), 0);
+        assert_eq!(t.tasks().count(), 0);
+    }
+}
