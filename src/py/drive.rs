@@ -123,9 +123,7 @@ pub(super) fn call_fault<'py>(py: Python<'py>, exc: Bound<'py, PyAny>, call: Bou
         return Err(err);
     }
     let name = super::calls::call_parts(py, &call)?.get_item(1)?;
-    let kw = PyDict::new(py);
-    kw.set_item(intern!(py, "exc_info"), &exc)?;
-    own(py)?.invoker_log.bind(py).call_method(intern!(py, "error"), ("Invoker failed on a call of %r", name), Some(&kw))?;
+    log(py, &own(py)?.invoker_log, "error", "Invoker failed on a call of %r", vec![name], Some(&err));
     super::tools::fault_envelope(py, &exc)
 }
 
@@ -164,16 +162,23 @@ fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py
     }
 }
 
-/// `logger.<level>(msg, *args, exc_info=exc)`; a logging failure is the logger's (dropped).
-pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: Vec<Bound<'py, PyAny>>, exc: &PyErr) {
-    let _ = (|| -> PyResult<()> {
+/// `logger.<level>(msg, *args, exc_info=exc)` (no `exc_info` when `exc` is None). Logging never
+/// changes what a call does: a logger, filter or handler that raises (anything, a
+/// `KeyboardInterrupt` included) is reported to `sys.unraisablehook` and dropped.
+pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: Vec<Bound<'py, PyAny>>, exc: Option<&PyErr>) {
+    let logged = (|| -> PyResult<()> {
         let kw = PyDict::new(py);
-        kw.set_item(intern!(py, "exc_info"), exc.value(py))?;
+        if let Some(exc) = exc {
+            kw.set_item(intern!(py, "exc_info"), exc.value(py))?;
+        }
         let mut all = vec![pyo3::types::PyString::new(py, msg).into_any()];
         all.extend(args);
         logger.bind(py).call_method(level, PyTuple::new(py, all)?, Some(&kw))?;
         Ok(())
     })();
+    if let Err(e) = logged {
+        e.write_unraisable(py, Some(logger.bind(py)));
+    }
 }
 
 /// How long the caller waits, in all, for the release and record steps of a call it aborts
@@ -694,7 +699,7 @@ impl Drive {
     /// The shared store failed on `key` (`e`: how): logged, and fed to the call, which goes on
     /// without sharing.
     fn store_failed<'py>(&mut self, py: Python<'py>, key: Bound<'py, PyAny>, e: &PyErr) -> PyResult<Next<'py>> {
-        log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key], e);
+        log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key], Some(e));
         Ok(Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?))
     }
 
@@ -726,7 +731,7 @@ impl Drive {
                         Err(e) if propagates(py, &e) => return Err(e),
                         Err(e) => {
                             let name = tool.bind(py).getattr(intern!(py, "name"))?;
-                            log(py, &own(py)?.middleware_log, "error", "approver %r failed: the call of %s is refused", vec![approver.into_bound(py), name], &e);
+                            log(py, &own(py)?.middleware_log, "error", "approver %r failed: the call of %s is refused", vec![approver.into_bound(py), name], Some(&e));
                             false
                         }
                     };
@@ -750,7 +755,7 @@ impl Drive {
                     Err(e) if propagates(py, &e) => return Err(e),
                     Err(e) => {
                         let msg = "idempotency store failed to release the claim on %s; it is held until its lease runs out";
-                        log(py, &own(py)?.middleware_log, "warning", msg, vec![key.into_bound(py)], &e);
+                        log(py, &own(py)?.middleware_log, "warning", msg, vec![key.into_bound(py)], Some(&e));
                         Next::Step(STEP_DONE, py.None().into_bound(py))
                     }
                     Ok(_) => Next::Step(STEP_DONE, py.None().into_bound(py)),
@@ -895,11 +900,11 @@ impl Drive {
             (false, false) => "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)",
         };
         let what = if step == STEP_CAS { arg.get_item(1)? } else { arg.get_item(0)?.getattr(intern!(py, "sink"))? };
-        let mut args = vec![pyo3::types::PyString::new(py, msg).into_any(), what];
+        let mut args = vec![what];
         if going_on {
             args.push(pyo3::types::PyFloat::new(py, ABORT_WAIT_S).into_any());
         }
-        own(py)?.middleware_log.bind(py).call_method1(intern!(py, "warning"), PyTuple::new(py, args)?)?;
+        log(py, &own(py)?.middleware_log, "warning", msg, args, None);
         Ok(())
     }
 

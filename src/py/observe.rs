@@ -209,7 +209,7 @@ fn failed<'py>(py: Python<'py>, msg: &str, args: Vec<Bound<'py, PyAny>>, e: PyEr
     if propagates(py, &e) {
         return Err(e);
     }
-    log(py, &own(py)?.middleware_log, "error", msg, args, &e);
+    log(py, &own(py)?.middleware_log, "error", msg, args, Some(&e));
     Ok(())
 }
 

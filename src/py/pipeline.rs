@@ -2138,7 +2138,7 @@ fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<Stri
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) && !super::drive::propagates(py, &e) => {
             let kind = value.get_type().name()?;
             let msg = "a result of type %s cannot be stored as JSON; not shared for deduplication";
-            super::drive::own(py)?.middleware_log.bind(py).call_method1(intern!(py, "warning"), (msg, kind))?;
+            super::drive::log(py, &super::drive::own(py)?.middleware_log, "warning", msg, vec![kind.into_any()], None);
             Ok(None)
         }
         Err(e) => Err(e),

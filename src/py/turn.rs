@@ -423,12 +423,9 @@ fn spawn<'py>(py: Python<'py>, create_task: &Bound<'py, PyAny>, relay: Relay) ->
 
 /// The aborts of a cancelled turn's calls failed on `e`: logged (the next call is aborted).
 pub(super) fn abort_failed(py: Python<'_>, e: &PyErr) {
-    let _ = (|| -> PyResult<()> {
-        let kw = pyo3::types::PyDict::new(py);
-        kw.set_item(intern!(py, "exc_info"), e.value(py))?;
-        own(py)?.log.bind(py).call_method(intern!(py, "error"), ("Invoker failed to abort a call of a cancelled turn",), Some(&kw))?;
-        Ok(())
-    })();
+    if let Ok(h) = own(py) {
+        super::drive::log(py, &h.log, "error", "Invoker failed to abort a call of a cancelled turn", Vec::new(), Some(e));
+    }
 }
 
 /// The turn, borrowed for a short while (never across a call into Python that may step a
