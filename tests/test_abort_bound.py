@@ -23,6 +23,16 @@ def call(name: str, cid: str = "c1", **args: Any) -> dict:
     return {"id": cid, "name": name, "input": args}
 
 
+class Passthrough(Middleware):
+    name = "passthrough"
+
+    def wrap(self, invoker: Any, nxt: Any) -> Any:
+        async def handler(tc: Any) -> dict:
+            return await nxt(tc)
+
+        return handler
+
+
 def doc(v: Any) -> dict:
     return json.loads(v) if isinstance(v, str) else v
 
@@ -54,6 +64,80 @@ async def charge(card: str, cents: int) -> str:
     """Charge a card an amount in cents; the money is taken at once."""
     await asyncio.sleep(3600)
     return "charged"
+
+
+RELEASE = "idempotency store has not released the claim on <key> of an aborted call when the abort's wait ended (at most 1.0 s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the release goes on by itself (the claim's lease bounds it)"
+RECORD = "audit sink <sink> has not taken the record of an aborted call when the abort's wait ended (at most 1.0 s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the sink gets the record when it is done (it is lost if its event loop is closed first)"
+
+
+@pytest.mark.parametrize(
+    "shape, calls",
+    [
+        ("audit | mw | idempotency", 1),
+        ("audit | mw | audit | mw | idempotency", 1),
+        ("audit | mw | idempotency", 3),  # invoke_many of a chain with user middleware
+    ],
+)
+async def test_a_user_middleware_between_segments_does_not_restart_the_abort_bound(
+    shape: str, calls: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each segment of the chain has a step that does not finish (an audit sink, the release of
+    the claim): the caller's cancellation waits 1 s for them all, not 1 s per segment, each is
+    named in a warning, and each finishes once it can (the records reach their sinks, the claims
+    are released)."""
+    finish = asyncio.Event()
+    got: list[tuple[str, str, str]] = []
+
+    def sink(name: str) -> Any:
+        async def sink(rec: dict) -> None:
+            await finish.wait()
+            got.append((name, rec["call_id"], rec["outcome"]))
+
+        return sink
+
+    store = ReleaseWaits(finish)
+    rules: list[Any] = []
+    sinks: list[str] = []
+    for part in shape.split(" | "):
+        if part == "audit":
+            sinks.append(f"sink{len(sinks)}")
+            rules.append(mw.audit(sink(sinks[-1])))
+        elif part == "mw":
+            rules.append(Passthrough())
+        else:
+            rules += [mw.approval(), mw.repeat_guard(), mw.idempotency(store=store, lease_s=30), mw.retry(), mw.timeout()]
+    inv = Invoker(ToolRegistry([charge]), middleware=rules)
+    ctx = ToolContext(run_id="r")
+    ids = [f"c{i}" for i in range(calls)]
+    task = asyncio.ensure_future(
+        inv.invoke(call("charge", "c0", card="4", cents=0), ctx)
+        if calls == 1
+        else inv.invoke_many([call("charge", c, card="4", cents=i) for i, c in enumerate(ids)], ctx)
+    )
+    await asyncio.sleep(0.1)
+    assert store.claims() == ["running"] * calls
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        task.cancel()
+        t0 = time.monotonic()
+        await asyncio.wait([task], timeout=10)
+        took = time.monotonic() - t0
+    assert task.cancelled() is True
+    assert 0.95 <= took < 1.6, took  # 2 s (3 s with two audits) when each segment had its own bound
+    said = [r.getMessage() for r in caplog.records]
+    for key in store.inner._data:  # type: ignore[attr-defined]
+        said = [m.replace(key, "<key>") for m in said]
+    for m in inv.middleware:
+        if getattr(m, "sink", None) is not None:
+            said = [s.replace(repr(m.sink), "<sink>") for s in said]
+    assert sorted(said) == sorted([RELEASE] * calls + [RECORD] * (len(sinks) * calls))
+    assert got == []
+    finish.set()
+    for _ in range(200):
+        if len(got) == len(sinks) * calls and store.claims() == ["free"] * calls:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(got) == sorted((s, c, "cancelled") for s in sinks for c in ids)
+    assert store.claims() == ["free"] * calls
 
 
 
@@ -131,4 +215,58 @@ async def test_a_logging_filter_that_raises_does_not_replace_a_fault_envelope(ra
     env = await inv.invoke(call("charge", card="4", cents=1))
     assert (env["ok"], env["error"]["code"]) == (False, "internal_error")
     assert unraisable == [("RuntimeError", "filter broke", "<Logger agentkit_tools.invoker (WARNING)>")]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stop_from_one_call_of_a_turn_waits_for_the_turns_aborts_within_one_bound(stop: type, caplog: pytest.LogCaptureFixture) -> None:
+    """One body of a turn of four stops the process; the audit sink never finishes: the stop
+    comes out of ``asyncio.run`` once the one bound of the turn's aborts has passed (1 s), not
+    1 s for the call that stopped and 1 s more for the three others, and each record's sink is
+    named in a warning."""
+    started: list[int] = []
+
+    @tool(read_only=True)
+    async def waits(x: int) -> int:
+        """Wait a long time for the thing to happen, then answer."""
+        started.append(x)
+        if x == 0:
+            await asyncio.sleep(0.05)
+            raise stop()
+        await asyncio.sleep(3600)
+        return x
+
+    async def sink(rec: dict) -> None:
+        await asyncio.Event().wait()
+
+    inv = Invoker(ToolRegistry([waits]), middleware=[mw.audit(sink), *mw.default_chain()[1:]])
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"), pytest.raises(stop):
+        asyncio.run(inv.invoke_many([call("waits", f"c{i}", x=i) for i in range(4)]))
+    took = time.monotonic() - t0
+    assert sorted(started) == [0, 1, 2, 3]
+    assert 0.95 <= took < 1.6, took  # 2 s: one bound for the call that stopped, one for the rest
+    assert [r.getMessage().replace(repr(sink), "<sink>") for r in caplog.records] == [RECORD] * 4
+
+
+async def test_a_sync_sink_that_blocks_holds_the_cancelled_caller_as_long_as_it_blocks(caplog: pytest.LogCaptureFixture) -> None:
+    """The abort's bound applies to awaitables: a sync sink that blocks the loop 1.3 s holds the
+    cancelled caller that long, gets the record, and no warning says it was left behind."""
+    got: list[str] = []
+
+    def sink(rec: dict) -> None:
+        time.sleep(1.3)
+        got.append(rec["outcome"])
+
+    inv = Invoker(ToolRegistry([charge]), middleware=[mw.audit(sink), *mw.default_chain()[1:]])
+    task = asyncio.ensure_future(inv.invoke(call("charge", card="4", cents=1)))
+    await asyncio.sleep(0.05)
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools.middleware"):
+        task.cancel()
+        t0 = time.monotonic()
+        await asyncio.wait([task], timeout=10)
+        took = time.monotonic() - t0
+    assert task.cancelled() is True
+    assert 1.3 <= took < 2.5, took
+    assert (got, caplog.records) == (["cancelled"], [])
+
 

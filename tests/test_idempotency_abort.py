@@ -599,8 +599,10 @@ def test_a_stop_whose_release_never_ends_propagates_after_the_bound_and_says_so(
     key = claim_key(run_id)
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [(
         "agentkit_tools.middleware", "WARNING",
-        f"idempotency store has not released the claim on {key} within 1.0 s of the call's abort; "
-        "the abort ends without it and the release goes on by itself (the claim's lease bounds it)",
+        f"idempotency store has not released the claim on {key} of an aborted call when the abort's "
+        "wait ended (at most 1.0 s from the caller's cancellation or stop, for all the releases and "
+        "records it waits for); the caller goes on without it and the release goes on by itself (the "
+        "claim's lease bounds it)",
     )]
     assert runs == ["4242"]
 
@@ -640,8 +642,10 @@ async def test_a_release_that_does_not_finish_does_not_hold_the_callers_cancella
     key = claim_key(ctx.run_id)
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
         "WARNING",
-        f"idempotency store has not released the claim on {key} within 1.0 s of the call's abort; "
-        "the abort ends without it and the release goes on by itself (the claim's lease bounds it)",
+        f"idempotency store has not released the claim on {key} of an aborted call when the abort's "
+        "wait ended (at most 1.0 s from the caller's cancellation or stop, for all the releases and "
+        "records it waits for); the caller goes on without it and the release goes on by itself (the "
+        "claim's lease bounds it)",
     )]
     assert (records, doc(await store.get(key))["s"]) == ([], "running")
     finish.set()

@@ -1268,9 +1268,10 @@ async def test_an_async_sink_that_does_not_finish_does_not_hold_the_callers_canc
     assert 0.95 <= took < 2.5, took
     assert [(r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [(
         "WARNING",
-        "audit sink <sink> has not taken the record of an aborted call within 1.0 s; the abort ends "
-        "without it and the sink gets the record when it is done (it is lost if its event loop is "
-        "closed first)",
+        "audit sink <sink> has not taken the record of an aborted call when the abort's wait ended "
+        "(at most 1.0 s from the caller's cancellation or stop, for all the releases and records it "
+        "waits for); the caller goes on without it and the sink gets the record when it is done (it "
+        "is lost if its event loop is closed first)",
     )] * len(ids)
     assert got == []
     finish.set()
@@ -1351,8 +1352,10 @@ def test_a_sink_left_behind_by_a_cancellation_and_then_its_loop_closed_says_the_
         gc.collect()
     assert [(r.name, r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [
         ("agentkit_tools.middleware", "WARNING",
-         "audit sink <sink> has not taken the record of an aborted call within 1.0 s; the abort ends without it "
-         "and the sink gets the record when it is done (it is lost if its event loop is closed first)"),
+         "audit sink <sink> has not taken the record of an aborted call when the abort's wait ended (at most "
+         "1.0 s from the caller's cancellation or stop, for all the releases and records it waits for); the "
+         "caller goes on without it and the sink gets the record when it is done (it is lost if its event "
+         "loop is closed first)"),
         ("agentkit_tools.middleware", "WARNING",
          "audit sink <sink> could not take the record of an aborted call: its event loop is closed (the record is lost)"),
     ]

@@ -764,8 +764,9 @@ class Drive:
     identical call, reads and writes the shared idempotency store (a store that fails is logged
     and the call goes on without sharing), opens the tracing span and emits the audit record.
     What it awaits is stepped with ``yield from`` semantics. Any other exception aborts the call
-    (``Call.abort``: its shared claim released and its record emitted, each shielded from the
-    caller's cancellation; without awaiting when the drive is closed), then propagates; a drive
+    (``Call.abort``: its shared claim released and its record emitted, each in a task of its own
+    the caller's cancellation does not reach, awaited until the abort's 1 s bound, one for every
+    segment of the call; without awaiting when the drive is closed), then propagates; a drive
     of :func:`drive` answers with the fault envelope instead (see :func:`call_fault`)."""
 
     @staticmethod
@@ -785,8 +786,8 @@ class Drive:
 
     @staticmethod
     def abort(m: Call, exc: BaseException, ctx: object) -> Drive:
-        """Abort call ``m`` ended by ``exc`` (shielded release and record); ends with None, raises
-        what interrupted it."""
+        """Abort call ``m`` ended by ``exc`` (its release and record, as a drive's abort); ends
+        with None, raises what interrupted it."""
 
     @staticmethod
     def closed(m: Call, ctx: object) -> None:

@@ -192,12 +192,6 @@ def _held(loop: asyncio.AbstractEventLoop) -> _CleanUps:
     return holder
 
 
-def wait_at_most(task: asyncio.Task[Any], seconds: float | None) -> Any:
-    """Await ``task`` at most ``seconds`` (None: until it ends) without cancelling it, neither at
-    the bound nor with the awaiting task: ``asyncio.wait`` of it alone."""
-    return asyncio.wait((task,), timeout=seconds)
-
-
 def hold_clean_up(task: asyncio.Task[Any]) -> None:
     """Hold ``task``, which drives the clean-up of a body past its deadline (its outcome
     dropped), until it ends or its loop is closed (see :class:`_CleanUps`)."""

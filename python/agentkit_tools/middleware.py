@@ -52,6 +52,7 @@ class ToolCall:
     __slots__ = (
         "call", "call_id", "name", "tool", "args", "raw_args", "core", "ctx", "scope", "rejection",
         "attempts", "exc", "timeout_s", "_canonical", "_hash", "_read_only",
+        "_abort",  # set by the core while the call is aborted: the bound its segments share
     )
 
     def __init__(
@@ -202,6 +203,12 @@ def audit(sink: Callable[[dict[str, Any]], Any] | None = None) -> Middleware:
     ``execute_tool`` span (attributes ``gen_ai.operation.name``, ``gen_ai.tool.name``,
     ``gen_ai.tool.call.id``, ``agentkit.tool.*``; status ERROR and ``error.type`` on failure)
     around the call.
+
+    A call aborted by its caller's cancellation (or a ``KeyboardInterrupt``/``SystemExit`` from
+    its body) waits for the awaitable an async sink returns, and for the release of its
+    idempotency claim, at most 1 s from the cancellation, for all of them together; past that the
+    sink gets the record without holding the caller (a warning names it). The bound applies to
+    awaitables only: a sync sink that blocks holds the caller as long as it blocks.
     """
     return _Audit(sink)
 

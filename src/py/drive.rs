@@ -14,8 +14,9 @@
 //! Host callbacks: only the boolean `True` approves, an approver that fails refuses the call
 //! (logged); a store that fails is logged and the call goes on without sharing. Any other
 //! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
-//! emitted, each shielded from the caller's cancellation and awaited at most `ABORT_WAIT_S` in
-//! all; without awaiting when the drive is being closed), then propagates. A drive made by
+//! emitted, each in a task of its own that the caller's cancellation does not reach, the caller
+//! waiting for them until the abort's bound, see `ABORT_WAIT_S`; without awaiting when the drive
+//! is being closed), then propagates. A drive made by
 //! `Invoker.invoke` (`call` given) answers it with the fault envelope instead (logged), unless it
 //! is `KeyboardInterrupt`/`SystemExit` or the cancellation of the awaiting task. A `GeneratorExit`
 //! thrown in closes the drive; one a callback raised itself is that callback's own failure,
@@ -25,7 +26,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{IntoPyDict, PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{is_stop, raised_inside, BodyAwait, Input, Stepped};
@@ -55,7 +56,7 @@ pub(super) struct Helpers {
     sleep: Py<PyAny>,
     shield: Py<PyAny>,
     ensure_future: Py<PyAny>,
-    wait_at_most: Py<PyAny>,
+    wait: Py<PyAny>,
     pub(super) isawaitable: Py<PyAny>,
     generator: Py<PyAny>,
     invoker_log: Py<PyAny>,
@@ -78,7 +79,7 @@ pub(super) fn own(py: Python<'_>) -> PyResult<&Helpers> {
             sleep: asyncio.getattr("sleep")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
             ensure_future: asyncio.getattr("ensure_future")?.unbind(),
-            wait_at_most: runner.getattr("wait_at_most")?.unbind(),
+            wait: asyncio.getattr("wait")?.unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             generator: py.import("types")?.getattr("GeneratorType")?.unbind(),
             invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
@@ -181,14 +182,23 @@ pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &s
     }
 }
 
-/// How long the caller waits, in all, for the release and record steps of a call it aborts
-/// (seconds): a store or an audit sink that takes longer goes on without the caller (logged).
+/// How long a caller waits for the release and record steps of what it aborts (seconds), from
+/// when its abort starts: one bound for every segment of a call (see `Drive::bound_of`) and for
+/// every call of a turn. An awaitable a store or an audit sink returns that is not done by then
+/// goes on without the caller (logged); a sync callback that blocks cannot be cut short and
+/// holds the caller as long as it blocks.
 const ABORT_WAIT_S: f64 = 1.0;
 
 /// When the caller of an abort starting now stops waiting for its steps (see `ABORT_WAIT_S`).
 pub(super) fn abort_deadline() -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_secs_f64(ABORT_WAIT_S)
 }
+
+/// The bound of one caller's abort (see `ABORT_WAIT_S`), as a call's `ToolCall` carries it
+/// (`_abort`: `(exception, AbortBound)`) from the segment that aborts first to the segments
+/// around it, which abort by the same exception once it reaches them.
+#[pyclass(frozen, module = "agentkit_tools._core")]
+pub(super) struct AbortBound(std::time::Instant);
 
 /// What a drive awaits now (or a relay goes on with): a `BodyAwait` (stepped here directly) or
 /// the iterator of any other awaitable, stepped with `yield from` semantics.
@@ -399,7 +409,7 @@ enum Begin {
     From(Py<Call>, u8, Py<PyAny>),
     /// Abort a call by `exc` (its end: None).
     Abort(Py<Call>, Py<PyAny>),
-    /// An aborted call's step, shielded in a task of its own (its end: None): emit the record
+    /// An aborted call's step, in a task of its own (its end: None): emit the record
     /// `rec` of the audit rule `cfg`, or release the shared claim (`(store, key, expected,
     /// value)`; a failing store logged).
     Record(Py<PyAny>, Py<PyAny>),
@@ -817,10 +827,11 @@ impl Drive {
     }
 
     /// The call faulted (`e`): abort it in the pipeline, its shared claim released and its record
-    /// emitted, each shielded from the caller's cancellation, the caller waiting for them at most
-    /// `ABORT_WAIT_S` in all; then end with `e`. A request to stop (`KeyboardInterrupt`,
-    /// `SystemExit`) aborts the call as cancelled and propagates once that is done or the bound
-    /// has passed (its loop is about to be torn down: what is left would not get to run).
+    /// emitted (a request to stop, `KeyboardInterrupt`/`SystemExit`, aborts it as cancelled, as
+    /// the caller's cancellation does), each step in a task of its own that the caller's
+    /// cancellation does not reach; then end with `e` once they are done or the abort's bound
+    /// has passed (see `bound_of`), the rest going on without the caller (see `abort_later`:
+    /// after a stop it runs only if the loop still runs).
     fn fail<'py>(&mut self, py: Python<'py>, e: PyErr) -> Next<'py> {
         let Some(m) = self.m.take() else { return Next::End(e) };
         let steps = (|| -> PyResult<Vec<(u8, Py<PyTuple>)>> {
@@ -831,18 +842,44 @@ impl Drive {
         })();
         match steps {
             Ok(steps) => {
-                self.abort_until = Some(self.abort_until.unwrap_or_else(abort_deadline));
+                let until = match self.abort_until {
+                    Some(until) => until,
+                    None => self.bound_of(py, &e),
+                };
+                self.abort_until = Some(until);
                 self.abort_next(py, value_of(py, &e), steps.into_iter(), None)
             }
             Err(fault) => Next::End(fault),
         }
     }
 
+    /// The bound of the caller's abort by `e`: one for every segment of the call it goes
+    /// through (a user middleware between two segments passes the same exception on), so a
+    /// chain of them holds the caller no longer than one segment does. The first segment to
+    /// abort starts it and leaves it on the call's `ToolCall`, where the segments around it find
+    /// it; a drive without one (or a `ToolCall` that cannot take it) starts its own.
+    fn bound_of(&self, py: Python<'_>, e: &PyErr) -> std::time::Instant {
+        let Some(tc) = &self.tc else { return abort_deadline() };
+        let (tc, exc) = (tc.bind(py), e.value(py));
+        if let Ok(Some(held)) = tc.getattr_opt(intern!(py, "_abort")) {
+            if let Ok((by, bound)) = held.extract::<(Bound<'_, PyAny>, Bound<'_, AbortBound>)>() {
+                if by.is(exc) {
+                    return bound.get().0;
+                }
+            }
+        }
+        let until = abort_deadline();
+        if let Ok(bound) = Bound::new(py, AbortBound(until)) {
+            drop(tc.setattr(intern!(py, "_abort"), (exc, bound)));
+        }
+        until
+    }
+
     /// The next release or record step of an abort by `exc`, in a task of its own awaited with
     /// `asyncio.wait` (until the abort's bound, if any); when none is left, the span is closed and
     /// the drive ends with `exc`.
     fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut attrs: Option<Py<PyAny>>) -> Next<'py> {
-        let shielded = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>))>> {
+        let started = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>))>> {
             let Some((step, arg)) = steps.next() else { return Ok(None) };
             let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
             let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
@@ -851,7 +888,7 @@ impl Drive {
             helpers(py)?.hold_clean_up.bind(py).call1((&task,))?;
             Ok(Some((self.wait_for_step(py, &task)?, task, (step, arg))))
         })();
-        match shielded {
+        match started {
             Ok(Some((aw, step, doing))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, attrs, step: step.unbind(), doing }),
             Ok(None) => match self.close_span(py, attrs, &exc) {
                 Ok(()) => Next::End(PyErr::from_value(exc)),
@@ -882,11 +919,13 @@ impl Drive {
         Ok(())
     }
 
-    /// The abort's step task `step` awaited without being cancelled with the caller, at most
-    /// until the abort's bound (none: until it ends); see `_runner.wait_at_most`.
+    /// The abort's step task `step` awaited at most until the abort's bound (none: until it
+    /// ends): `asyncio.wait((step,), timeout=left)`, which cancels the step neither at the bound
+    /// nor with the awaiting task.
     fn wait_for_step<'py>(&self, py: Python<'py>, step: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let left = self.abort_until.map(|until| until.saturating_duration_since(std::time::Instant::now()).as_secs_f64());
-        own(py)?.wait_at_most.bind(py).call1((step, left))
+        let kw = [("timeout", left)].into_py_dict(py)?;
+        own(py)?.wait.bind(py).call((PyTuple::new(py, [step])?,), Some(&kw))
     }
 
     /// The abort's step `doing` is left behind, logged naming it: the caller stops waiting for
@@ -894,8 +933,8 @@ impl Drive {
     fn left_behind(&self, py: Python<'_>, doing: &(u8, Py<PyTuple>), going_on: bool) -> PyResult<()> {
         let (step, arg) = (doing.0, doing.1.bind(py));
         let msg = match (step == STEP_CAS, going_on) {
-            (true, true) => "idempotency store has not released the claim on %s within %.1f s of the call's abort; the abort ends without it and the release goes on by itself (the claim's lease bounds it)",
-            (false, true) => "audit sink %r has not taken the record of an aborted call within %.1f s; the abort ends without it and the sink gets the record when it is done (it is lost if its event loop is closed first)",
+            (true, true) => "idempotency store has not released the claim on %s of an aborted call when the abort's wait ended (at most %.1f s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the release goes on by itself (the claim's lease bounds it)",
+            (false, true) => "audit sink %r has not taken the record of an aborted call when the abort's wait ended (at most %.1f s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the sink gets the record when it is done (it is lost if its event loop is closed first)",
             (true, false) => "idempotency store could not release the claim on %s of an aborted call: its event loop is closed (the claim's lease bounds it)",
             (false, false) => "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)",
         };
@@ -1149,7 +1188,7 @@ impl Drive {
     }
 
     /// Abort call `m` ended by `exc` (the caller's cancellation, a fault outside the pipeline):
-    /// its shared claim released and its record emitted, each shielded; ends with None (raises
+    /// its shared claim released and its record emitted, as `fail` does; ends with None (raises
     /// what interrupted it).
     #[staticmethod]
     pub(super) fn abort(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>) -> Self {

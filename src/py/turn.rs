@@ -165,6 +165,10 @@ pub struct Turn {
     cancelled: bool,
     /// The first `KeyboardInterrupt`/`SystemExit` of a call.
     stop: Option<Py<PyAny>>,
+    /// The bound of the turn's aborts (see `super::drive::ABORT_WAIT_S`), one for them all:
+    /// started by the first call whose body stopped the process, else by the caller's
+    /// cancellation.
+    abort_until: Option<std::time::Instant>,
     phase: Phase,
     /// During one of its own steps.
     busy: bool,
@@ -268,7 +272,14 @@ impl Owed {
 
     /// Abort the call by `exc`, then answer it (or stop).
     fn abort<'py>(self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, After)> {
-        let drive = Drive::abort(py, self.m.clone_ref(py), exc.clone().unbind(), self.ctx(py)?.unbind());
+        let (m, ctx) = (self.m.clone_ref(py), self.ctx(py)?.unbind());
+        let drive = if is_stop(py, &PyErr::from_value(exc.clone())) {
+            // The turn's cancellation follows once this call is aborted: one bound for both.
+            let until = *self.turn.bind(py).try_borrow_mut()?.abort_until.get_or_insert_with(super::drive::abort_deadline);
+            Drive::abort_within(py, m, exc.clone().unbind(), ctx, until)
+        } else {
+            Drive::abort(py, m, exc.clone().unbind(), ctx)
+        };
         Ok((Bound::new(py, drive)?.into_any(), After::Abort(self, exc.unbind())))
     }
 
@@ -652,14 +663,14 @@ impl Turn {
     /// The calls still unanswered are aborted in a task of their own, awaited shielded.
     fn aborting<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>) -> Stepped<'py> {
         let py = slf.py();
-        let (rest, ctx, lp) = {
+        let (rest, ctx, lp, until) = {
             let mut t = state(slf)?;
             let rest: Vec<Py<Call>> = t.machines.iter_mut().filter_map(Option::take).collect();
-            (rest, t.ctx.clone_ref(py), t.lp.as_ref().map(|l| l.clone_ref(py)))
+            let until = *t.abort_until.get_or_insert_with(super::drive::abort_deadline); // one bound for all the calls' aborts
+            (rest, t.ctx.clone_ref(py), t.lp.as_ref().map(|l| l.clone_ref(py)), until)
         };
         let mut rest = rest.into_iter();
         let (Some(first), Some(lp)) = (rest.next(), lp) else { return Self::raise(slf, exc) };
-        let until = super::drive::abort_deadline(); // one bound for all the calls' aborts
         let drive = Bound::new(py, Drive::abort_within(py, first, exc.clone().unbind(), ctx.clone_ref(py), until))?.into_any();
         let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx, until }))?;
         Self::shielding(slf, exc, aborts)
@@ -798,6 +809,7 @@ impl Turn {
             pending: n,
             cancelled: false,
             stop: None,
+            abort_until: None,
             phase: Phase::Begin,
             busy: false,
         }
