@@ -270,3 +270,36 @@ async def test_a_sync_sink_that_blocks_holds_the_cancelled_caller_as_long_as_it_
     assert (got, caplog.records) == (["cancelled"], [])
 
 
+def test_a_call_closed_with_its_loop_whose_approver_stops_on_the_close_still_releases_and_records(unraisable: list) -> None:
+    """A call is still waiting for its async approver when its event loop is closed and it is
+    collected; the approver's clean-up raises ``KeyboardInterrupt`` at the close: the call is
+    aborted without its loop all the same, its claim released and its record emitted (neither
+    needs to wait), and the stop is reported, nowhere to go."""
+    import gc
+
+    got: list[str] = []
+
+    @tool(side_effecting=True, requires_approval=True)
+    async def refund(card: str) -> str:
+        """Refund the last charge on a card."""
+        return card
+
+    async def approver(tool: Any, args: Any, ctx: Any) -> bool:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            raise KeyboardInterrupt()
+
+    store = InMemoryStore()
+    inv = Invoker(ToolRegistry([refund]), middleware=[mw.audit(lambda r: got.append(r["outcome"])), mw.idempotency(store=store, lease_s=30), mw.approval(approver), mw.retry(), mw.timeout()])
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(inv.invoke(call("refund", card="4"), ToolContext(run_id="r")))
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    loop.run_until_complete(asyncio.sleep(0.05))
+    assert [doc(v)["s"] for v in store._data.values()] == ["running"]  # type: ignore[attr-defined]
+    loop.close()
+    del task
+    gc.collect()
+    assert (got, [doc(v)["s"] for v in store._data.values()]) == (["cancelled"], ["free"])  # type: ignore[attr-defined]
+    assert [u[0] for u in unraisable] == ["KeyboardInterrupt"]
+

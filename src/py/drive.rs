@@ -1039,17 +1039,17 @@ impl Drive {
     /// The call ends by `exc` without awaiting (the drive is being closed): aborted as
     /// cancelled, its release and record going as far as they get without suspending (a sync
     /// audit sink gets the record; a store that awaits keeps the claim until its lease runs out,
-    /// an async sink loses the record: each logged).
+    /// an async sink loses the record: each logged). A stop raised by the close (`exc`) is no
+    /// reason to skip them: they cost no wait, and a stop raised while awaiting gets them too
+    /// (see `fail`).
     fn abort_closing(&mut self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
         let Some(m) = self.m.take() else { return Ok(()) };
         let attempts = self.attempts(py)?;
         let steps = m.bind(py).try_borrow_mut()?.abort(py, true, attempts)?;
         let mut attrs = None;
-        if !is_stop(py, &PyErr::from_value(exc.clone())) {
-            for (step, arg) in steps {
-                if !without_loop(py, self.abort_step(py, step, &arg, &mut attrs)?) {
-                    self.left_behind(py, &(step, arg.unbind()), false)?;
-                }
+        for (step, arg) in steps {
+            if !without_loop(py, self.abort_step(py, step, &arg, &mut attrs)?) {
+                self.left_behind(py, &(step, arg.unbind()), false)?;
             }
         }
         self.close_span(py, attrs, exc)
