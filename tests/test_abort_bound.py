@@ -270,6 +270,7 @@ async def test_a_sync_sink_that_blocks_holds_the_cancelled_caller_as_long_as_it_
     assert (got, caplog.records) == (["cancelled"], [])
 
 
+
 def test_a_call_closed_with_its_loop_whose_approver_stops_on_the_close_still_releases_and_records(unraisable: list) -> None:
     """A call is still waiting for its async approver when its event loop is closed and it is
     collected; the approver's clean-up raises ``KeyboardInterrupt`` at the close: the call is
@@ -303,3 +304,72 @@ def test_a_call_closed_with_its_loop_whose_approver_stops_on_the_close_still_rel
     assert (got, [doc(v)["s"] for v in store._data.values()]) == (["cancelled"], ["free"])  # type: ignore[attr-defined]
     assert [u[0] for u in unraisable] == ["KeyboardInterrupt"]
 
+
+@pytest.mark.parametrize("how", ["invoke", "invoke_many"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("where", ["sink", "store"])
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stop_raised_by_a_sink_or_a_store_during_an_abort_propagates_once_the_abort_is_done(
+    stop: type, where: str, kind: str, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The caller cancels its call(s); the audit sink, or the store releasing the claim, raises
+    ``KeyboardInterrupt``/``SystemExit`` (at once, or from the awaitable it returns): the stop
+    comes out of ``asyncio.run`` once the abort is done, every record emitted (the claim a
+    stopped store did not release stays until its lease runs out), and asyncio reports nothing
+    (no task destroyed while pending, no exception never retrieved)."""
+    got: list[tuple[str, str]] = []
+
+    async def raising() -> None:
+        await asyncio.sleep(0)
+        raise stop()
+
+    def sink(rec: dict) -> Any:
+        got.append((rec["call_id"], rec["outcome"]))
+        if where == "sink" and rec["call_id"] == "c0":
+            if kind == "sync":
+                raise stop()
+            return raising()
+        return None
+
+    class Store(ReleaseWaits):
+        stopped = False
+
+        def compare_and_set(self, key: str, expected: Any, value: Any) -> Any:  # type: ignore[override]
+            if where == "store" and not self.stopped and expected is not None and doc(expected).get("s") == "running":
+                self.stopped = True  # the first release only
+                if kind == "sync":
+                    raise stop()
+                return raising()
+            return self.inner.compare_and_set(key, expected, value)
+
+    store = Store(asyncio.Event())
+    inv = Invoker(ToolRegistry([charge]), middleware=[mw.audit(sink), mw.approval(), mw.repeat_guard(), mw.idempotency(store=store, lease_s=30), mw.retry(), mw.timeout()])
+    ids = ["c0"] if how == "invoke" else ["c0", "c1"]
+
+    async def main() -> None:
+        ctx = ToolContext(run_id="r")
+        task = asyncio.ensure_future(
+            inv.invoke(call("charge", "c0", card="4", cents=0), ctx) if how == "invoke"
+            else inv.invoke_many([call("charge", c, card="4", cents=i) for i, c in enumerate(ids)], ctx)
+        )
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await asyncio.wait([task], timeout=10)
+
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING), pytest.raises(stop):
+        asyncio.run(main())
+    took = time.monotonic() - t0
+    import gc
+
+    gc.collect()
+    assert took < 1.0, took
+    assert sorted(got) == [(c, "cancelled") for c in ids]
+    released = ["free"] * len(ids) if where == "sink" else ["running"] + ["free"] * (len(ids) - 1)
+    assert sorted(store.claims(), reverse=True) == sorted(released, reverse=True)
+    # (the stop leaves the caller's own task with an exception nobody retrieves, as any task a
+    # stop ends: asyncio says so of that task, and only of that one)
+    said = [r.getMessage() for r in caplog.records if r.name == "asyncio" or r.levelno >= logging.ERROR]
+    assert [m.split(" coro=<")[1].split("()")[0] if "never retrieved" in m else m for m in said] == [
+        "Invoker.invoke" if how == "invoke" else "Invoker.invoke_many"
+    ]

@@ -446,6 +446,11 @@ pub struct Drive {
     /// When the caller stops waiting for the abort's steps (see `ABORT_WAIT_S`); None: no
     /// caller waits (the rest of an abort, in a task of its own).
     abort_until: Option<std::time::Instant>,
+    /// A step of an abort (a release or a record, in a task of its own): a request to stop that
+    /// its store or sink raises is the value it ends with, for the abort awaiting it to go on
+    /// with and then propagate (raised in its task, asyncio would raise it out of the loop at
+    /// once, the abort's other steps and its caller left hanging).
+    step_of_abort: bool,
     /// Closed (`close()`, or a `GeneratorExit` thrown in) before it ended.
     closed: bool,
 }
@@ -464,7 +469,7 @@ impl Drive {
     }
 
     fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
-        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, abort_until: None, closed: false }
+        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, abort_until: None, step_of_abort: false, closed: false }
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
@@ -791,6 +796,13 @@ impl Drive {
                         // (its own cancellation ended it: its failure, logged by it)
                         let cancelled = step.bind(py).call_method0(intern!(py, "cancelled"))?.is_truthy()?;
                         match if cancelled { Ok(py.None().into_bound(py)) } else { step.bind(py).call_method0(intern!(py, "result")) } {
+                            // Its store or sink stopped the process: the abort goes on, then
+                            // that stop propagates in place of what aborted the call (unless
+                            // that was a stop already).
+                            Ok(stop) if !stop.is_none() && !is_stop(py, &PyErr::from_value(exc.bind(py).clone())) => {
+                                self.stopped_by(py, &stop);
+                                self.abort_next(py, stop, steps, attrs)
+                            }
                             Ok(_) => self.abort_next(py, exc.into_bound(py), steps, attrs),
                             Err(e) => Next::End(e),
                         }
@@ -873,6 +885,15 @@ impl Drive {
             drop(tc.setattr(intern!(py, "_abort"), (exc, bound)));
         }
         until
+    }
+
+    /// The abort goes on by `stop`, which a store or a sink raised: the segments around this one,
+    /// which `stop` reaches next, keep its bound (see `bound_of`).
+    fn stopped_by(&self, py: Python<'_>, stop: &Bound<'_, PyAny>) {
+        let (Some(tc), Some(until)) = (&self.tc, self.abort_until) else { return };
+        if let Ok(bound) = Bound::new(py, AbortBound(until)) {
+            drop(tc.bind(py).setattr(intern!(py, "_abort"), (stop, bound)));
+        }
     }
 
     /// The next release or record step of an abort by `exc`, in a task of its own awaited with
@@ -960,7 +981,9 @@ impl Drive {
             }
             Begin::Record(cfg.unbind(), record.unbind())
         };
-        Ok(Bound::new(py, Drive::new(Some(begin), ctx))?.into_any())
+        let mut d = Drive::new(Some(begin), ctx);
+        d.step_of_abort = true;
+        Ok(Bound::new(py, d)?.into_any())
     }
 
     /// Emit record `rec` of the audit rule `cfg`: the log and the sink now, `ctx.trace` once the
@@ -1022,6 +1045,9 @@ impl Drive {
     /// coroutine: `RuntimeError("coroutine raised StopIteration")`.
     fn end<'py>(&mut self, py: Python<'py>, e: PyErr) -> Stepped<'py> {
         self.m = None;
+        if self.step_of_abort && is_stop(py, &e) {
+            return stop_with(value_of(py, &e));
+        }
         if let Some(exc) = self.aborting.take() {
             if e.value(py).is(exc.bind(py)) {
                 return stop_with(py.None().into_bound(py));

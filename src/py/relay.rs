@@ -54,8 +54,10 @@ pub(super) enum After {
     /// raised at the caller's `await`).
     Abort(Owed, Py<PyAny>),
     /// One abort of a cancelled turn's call by `exc`; the calls left are aborted next, one after
-    /// the other (a failure logged, the next one aborted all the same).
-    Aborts { calls: std::vec::IntoIter<Py<Call>>, exc: Py<PyAny>, ctx: Py<PyAny>, until: std::time::Instant },
+    /// the other (a failure logged, the next one aborted all the same). `stop`: the first request
+    /// to stop a store or a sink raised meanwhile, the relay's value once all are aborted (the
+    /// turn then raises it).
+    Aborts { calls: std::vec::IntoIter<Py<Call>>, exc: Py<PyAny>, ctx: Py<PyAny>, until: std::time::Instant, stop: Option<Py<PyAny>> },
 }
 
 impl After {
@@ -66,11 +68,12 @@ impl After {
                 o.visit(visit)?;
                 visit.call(e)
             }
-            After::Aborts { calls, exc, ctx, .. } => {
+            After::Aborts { calls, exc, ctx, stop, .. } => {
                 for m in calls.as_slice() {
                     visit.call(m)?;
                 }
                 visit.call(exc)?;
+                visit.call(stop)?;
                 visit.call(ctx)
             }
         }
@@ -419,20 +422,29 @@ impl Relay {
                     return Err(stopped(py));
                 }
                 After::Abort(owed, exc) => {
-                    out.map_err(|e| super::awaiting::raised_inside(py, e))?;
-                    owed.aborted(py, exc.into_bound(py))?;
+                    // (a store or a sink that stopped the process during the abort: that stop
+                    // is the call's end)
+                    let exc = match out {
+                        Ok(_) => exc.into_bound(py),
+                        Err(e) if is_stop(py, &e) => e.into_value(py).into_bound(py).into_any(),
+                        Err(e) => return Err(super::awaiting::raised_inside(py, e)),
+                    };
+                    owed.aborted(py, exc)?;
                     return Err(stopped(py));
                 }
-                After::Aborts { mut calls, exc, ctx, until } => {
+                After::Aborts { mut calls, exc, ctx, until, mut stop } => {
                     match out {
                         Ok(_) => {}
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) => abort_failed(py, &e),
+                        Err(e) if is_stop(py, &e) => {
+                            stop.get_or_insert_with(|| e.into_value(py).into_any());
+                        }
                         Err(e) => return Err(super::awaiting::raised_inside(py, e)),
                     }
-                    let Some(m) = calls.next() else { return Err(stopped(py)) };
+                    let Some(m) = calls.next() else { return Err(PyStopIteration::new_err((stop,))) };
                     let drive = Drive::abort_within(py, m, exc.clone_ref(py), ctx.clone_ref(py), until);
                     then = Awaited::of(py, Bound::new(py, drive)?.into_any())?;
-                    after = After::Aborts { calls, exc, ctx, until };
+                    after = After::Aborts { calls, exc, ctx, until, stop };
                     input = Input::Send(py.None().into_bound(py));
                 }
             }

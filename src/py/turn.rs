@@ -672,7 +672,7 @@ impl Turn {
         let mut rest = rest.into_iter();
         let (Some(first), Some(lp)) = (rest.next(), lp) else { return Self::raise(slf, exc) };
         let drive = Bound::new(py, Drive::abort_within(py, first, exc.clone().unbind(), ctx.clone_ref(py), until))?.into_any();
-        let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx, until }))?;
+        let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx, until, stop: None }))?;
         Self::shielding(slf, exc, aborts)
     }
 
@@ -688,6 +688,13 @@ impl Turn {
                 Out::Return(_) => {}
                 Out::Raise(e) if is_cancel(py, &e)? => {}
                 Out::Raise(e) => return Err(e),
+            }
+        }
+        // A store or a sink stopped the process during the aborts (their task's value): the
+        // turn ends by that stop once they are done.
+        if let Ok(stop) = aborts.call_method0(intern!(py, "result")) {
+            if !stop.is_none() {
+                state(slf)?.stop.get_or_insert_with(|| stop.unbind());
             }
         }
         Self::raise(slf, exc)
