@@ -32,6 +32,13 @@ pub(super) trait Coroutine: PyClass {
 
     /// `close()`.
     fn protocol_close(slf: &Bound<'_, Self>) -> PyResult<()>;
+
+    /// `__next__`: a step with None sent; Ok(None) when the awaitable returned None (no
+    /// `StopIteration` is made: the slot returns no object and sets no error).
+    #[inline]
+    fn protocol_next<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, pyo3::PyAny>>> {
+        Self::protocol_step(slf, Input::Send(slf.py().None().into_bound(slf.py()))).map(Some)
+    }
 }
 
 /// `slf` borrowed for a step; during a step of its own (a body stepping what its caller awaits,
@@ -142,11 +149,10 @@ macro_rules! coroutine_methods {
                 Ok(slf)
             }
 
-            fn __next__<'py>(slf: &::pyo3::Bound<'py, Self>) -> $crate::py::awaiting::Stepped<'py> {
+            fn __next__<'py>(slf: &::pyo3::Bound<'py, Self>) -> ::pyo3::PyResult<Option<::pyo3::Bound<'py, ::pyo3::PyAny>>> {
                 let _in = super::shutdown::inside(slf.py());
                 $crate::py::coroutine::entered(const { $crate::py::coroutine::counter(stringify!($ty), "__next__") });
-                let none = slf.py().None().into_bound(slf.py());
-                <Self as $crate::py::coroutine::Coroutine>::protocol_step(slf, $crate::py::awaiting::Input::Send(none))
+                <Self as $crate::py::coroutine::Coroutine>::protocol_next(slf)
             }
 
             /// Take the next step, what is awaited getting `value`.

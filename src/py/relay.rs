@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{is_stop, Input, Stepped};
+use super::awaiting::{is_stop, Input, Sent, Stepped};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
@@ -92,9 +92,11 @@ struct Body {
     within: Py<PyAny>,
     /// `within` is the task's own context: each step runs in it already.
     entered: bool,
-    /// The entered deadline (none: the call has none) and its end on `time.monotonic`.
+    /// The entered deadline (none: the call has none), its end on `time.monotonic`, and when
+    /// the body started (on the clock `time.monotonic` reads, without a call into Python).
     deadline: Entered,
     end: Option<f64>,
+    started: std::time::Instant,
     /// What the body's last step yielded, and what the task waits on for it (a task or a
     /// gathering future through a plain future: see `awaiting::waited`).
     y: Option<(Py<PyAny>, Py<PyAny>)>,
@@ -123,9 +125,34 @@ pub struct Relay {
     call: Option<Start>,
 }
 
+/// `coro.send(value)` through `PyIter_Send` (`coro` an exact coroutine): what it yielded or
+/// returned; what it raised propagates.
+fn send<'py>(py: Python<'py>, coro: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<Sent<'py>> {
+    let mut out: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: both objects are alive; `out` receives a new reference unless an error is set.
+    match unsafe { pyo3::ffi::PyIter_Send(coro.as_ptr(), value.as_ptr(), &mut out) } {
+        pyo3::ffi::PySendResult::PYGEN_RETURN => Ok(Sent::Returned(unsafe { Bound::from_owned_ptr(py, out) })),
+        pyo3::ffi::PySendResult::PYGEN_NEXT => Ok(Sent::Yielded(unsafe { Bound::from_owned_ptr(py, out) })),
+        _ => Err(PyErr::fetch(py)),
+    }
+}
+
+/// The relay returned (None): a `StopIteration` made once, never raised (see `stopped`).
+static DONE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+fn done(py: Python<'_>) -> &Py<PyAny> {
+    DONE.get_or_init(py, || PyStopIteration::new_err(()).into_value(py).into_any())
+}
+
+/// The relay's step returned: a marker `__next__` answers with no object and no error set (the
+/// task's step reads that as a return of None, no exception made), and `send`/`throw` as a
+/// fresh `StopIteration` (see `Coroutine for Relay`).
 fn stopped(py: Python<'_>) -> PyErr {
-    let _ = py;
-    PyStopIteration::new_err(())
+    PyErr::from_value(done(py).bind(py).clone())
+}
+
+fn is_stopped(py: Python<'_>, e: &PyErr) -> bool {
+    e.value(py).is(done(py).bind(py))
 }
 
 /// Attribute `name` of the coroutine `slf` steps now (see `Relay::cr_frame`); None when there is
@@ -225,6 +252,7 @@ impl Relay {
             }
         }
         let end = deadline::end_of(py, h, limit)?;
+        let started = std::time::Instant::now();
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // task's context: what it sets reaches neither the caller nor the call's later steps.
         let (within, entered) = match &start.within {
@@ -259,7 +287,7 @@ impl Relay {
             },
             None => Entered::none(),
         };
-        let body = Body { coro: coro.unbind(), send, throw, unbound, within: within.unbind(), entered, deadline, end, y: None };
+        let body = Body { coro: coro.unbind(), send, throw, unbound, within: within.unbind(), entered, deadline, end, started, y: None };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
@@ -287,10 +315,13 @@ impl Relay {
             Input::Throw(e) => (body.throw.bind(py), e.clone(), Some(e)),
         };
         let out = match (body.entered, body.unbound) {
-            (true, true) => f.call1((coro, v)),
-            (true, false) => f.call1((v,)),
-            (false, true) => run.call1((within, f, coro, v)),
-            (false, false) => run.call1((within, f, v)),
+            // an exact coroutine sent to in its own context: what it returns comes back as is,
+            // no StopIteration made and caught
+            (true, true) if thrown.is_none() => send(py, coro, &v),
+            (true, true) => f.call1((coro, v)).map(Sent::Yielded),
+            (true, false) => f.call1((v,)).map(Sent::Yielded),
+            (false, true) => run.call1((within, f, coro, v)).map(Sent::Yielded),
+            (false, false) => run.call1((within, f, v)).map(Sent::Yielded),
         };
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
         // outcome is the deadline's (`timeout`), as for a call alone.
@@ -306,7 +337,8 @@ impl Relay {
             }
         };
         match out {
-            Ok(y) => {
+            Ok(Sent::Returned(value)) => self.finish(py, body, Some(value), None),
+            Ok(Sent::Yielded(y)) => {
                 if let Some(exc) = at_deadline {
                     // Its clean-up suspended: that goes on in a task of its own (in the body's
                     // context) while this call ends at once.
@@ -357,7 +389,11 @@ impl Relay {
             value = None;
         } else if exc.is_none() {
             let h = helpers(py)?;
-            if deadline::passed(py, h, body.end)? {
+            let passed = match (body.end, self.call.as_ref().and_then(|s| s.limit)) {
+                (Some(_), Some(limit)) => body.started.elapsed().as_secs_f64() > limit,
+                (end, _) => deadline::passed(py, h, end)?,
+            };
+            if passed {
                 // Nothing past the deadline is a success.
                 let (tool, limit) = match &self.call {
                     Some(start) => (start.tool.bind(py).clone(), start.limit),
@@ -550,7 +586,22 @@ impl Coroutine for Relay {
     /// body, on the coroutine of the task running it) gets what a coroutine gives then.
     #[inline]
     fn protocol_step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
-        running(slf)?.resume(slf.py(), input)
+        let py = slf.py();
+        match running(slf)?.resume(py, input) {
+            Err(e) if is_stopped(py, &e) => Err(PyStopIteration::new_err(())),
+            out => out,
+        }
+    }
+
+    /// `__next__` (how its task steps it): a return answered without a `StopIteration`.
+    #[inline]
+    fn protocol_next<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        match running(slf)?.resume(py, Input::Send(py.None().into_bound(py))) {
+            Ok(y) => Ok(Some(y)),
+            Err(e) if is_stopped(py, &e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Close what is being stepped (the body's `finally` blocks run; a drive aborts its call as

@@ -104,13 +104,12 @@ impl Direct {
         Ok(Some(Direct { kw: kw.unbind(), base: helpers(py)?.copy_context.bind(py).call0()?.unbind() }))
     }
 
-    /// A task whose coroutine is `relay`, run in `context` (see `spawn`).
+    /// A task whose coroutine is `relay`, run in `context` (see `spawn`). (`kw` keeps the last
+    /// task's context until the next task is made or the turn is gone.)
     fn spawn<'py>(&self, py: Python<'py>, relay: Relay, context: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let kw = self.kw.bind(py);
         kw.set_item(intern!(py, "context"), context)?;
-        let task = own(py)?.task.bind(py).call((Bound::new(py, relay)?,), Some(kw));
-        kw.set_item(intern!(py, "context"), py.None())?;
-        let task = task?;
+        let task = own(py)?.task.bind(py).call((Bound::new(py, relay)?,), Some(kw))?;
         task.setattr(intern!(py, "_log_destroy_pending"), false)?;
         Ok(task)
     }
