@@ -38,6 +38,61 @@ pub const ARGUMENTS: [&str; 11] = [
     "new_path",
 ];
 
+/// The type an argument of the `memory` schema takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgType {
+    Str,
+    Bool,
+    Int,
+    /// `[start, end]`, two integers.
+    Range,
+}
+
+impl ArgType {
+    /// The type of argument `key` (None: a key the schema does not declare).
+    pub fn of(key: &str) -> Option<ArgType> {
+        Some(match key {
+            "command" | "path" | "file_text" | "old_str" | "new_str" | "insert_text" | "old_path" | "new_path" => ArgType::Str,
+            "overwrite" => ArgType::Bool,
+            "insert_line" => ArgType::Int,
+            "view_range" => ArgType::Range,
+            _ => return None,
+        })
+    }
+
+    /// What a value of this type is, as an error message names it.
+    pub fn expected(self) -> &'static str {
+        match self {
+            ArgType::Str => "a string",
+            ArgType::Bool => "a boolean (true or false)",
+            ArgType::Int => "an integer",
+            ArgType::Range => "an array of two integers [start, end]",
+        }
+    }
+}
+
+/// What a string argument must be besides a string: text Python can hand over as UTF-8.
+pub const EXPECTED_UNICODE: &str = "valid Unicode text (no lone surrogates)";
+/// What an integer argument must be besides an integer.
+pub const EXPECTED_INT_64: &str = "an integer within 64 bits";
+
+/// One argument's value, converted to its [`ArgType`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgValue {
+    Str(String),
+    Bool(bool),
+    Int(i64),
+    Range(i64, i64),
+}
+
+/// The error for argument `name` whose value (of type `got`) is not `expected`.
+pub fn bad_type(name: &str, expected: &str, got: &str) -> MemoryError {
+    MemoryError::invalid(
+        ErrorCode::InvalidArgument,
+        format!("{name} must be {expected}, got {got}; send {name} as {expected} and call again"),
+    )
+}
+
 /// (required, optional) arguments of each command, besides `command`.
 fn signature(command: &str) -> (&'static [&'static str], &'static [&'static str]) {
     match command {
@@ -71,6 +126,44 @@ impl CommandArgs {
             .filter(|(_, f)| *f)
             .map(|(n, _)| *n)
             .collect()
+    }
+
+    /// Set argument `key` (a declared one, see [`ArgType::of`]; `value` None: absent, as JSON
+    /// `null`). An absent `command` leaves the one already set. Any other key is noted as
+    /// unknown.
+    pub fn set(&mut self, key: &str, value: Option<ArgValue>) {
+        use ArgValue as V;
+        let text = |v: &Option<ArgValue>| match v {
+            Some(V::Str(s)) => Some(s.clone()),
+            _ => None,
+        };
+        match key {
+            "command" => {
+                if let Some(c) = text(&value) {
+                    self.command = Some(c);
+                }
+            }
+            "path" => self.path = text(&value),
+            "file_text" => self.file_text = text(&value),
+            "old_str" => self.old_str = text(&value),
+            "new_str" => self.new_str = text(&value),
+            "insert_text" => self.insert_text = text(&value),
+            "old_path" => self.old_path = text(&value),
+            "new_path" => self.new_path = text(&value),
+            "overwrite" => self.overwrite = if let Some(V::Bool(b)) = value { Some(b) } else { None },
+            "insert_line" => self.insert_line = if let Some(V::Int(i)) = value { Some(i) } else { None },
+            "view_range" => self.view_range = if let Some(V::Range(a, b)) = value { Some((a, b)) } else { None },
+            other => self.unknown.push(other.to_owned()),
+        }
+    }
+
+    /// [`CommandArgs::into_command`], a view answering as `numbered` says (see
+    /// [`Command::View`]).
+    pub fn into_command_numbered(self, numbered: bool) -> Result<Command, MemoryError> {
+        match self.into_command()? {
+            Command::View { path, view_range, .. } => Ok(Command::View { path, view_range, numbered }),
+            c => Ok(c),
+        }
     }
 
     /// Checks the arguments of the selected command and builds it.
@@ -190,5 +283,49 @@ impl CommandArgs {
                 new_path: s(self.new_path),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+
+    #[test]
+    fn arguments_by_type() {
+        assert_eq!(ArgType::of("view_range"), Some(ArgType::Range));
+        assert_eq!(ArgType::of("overwrite"), Some(ArgType::Bool));
+        assert_eq!(ArgType::of("insert_line"), Some(ArgType::Int));
+        assert_eq!(ArgType::of("new_path"), Some(ArgType::Str));
+        assert_eq!(ArgType::of("colour"), None);
+        for a in ARGUMENTS {
+            assert!(ArgType::of(a).is_some(), "{a}");
+        }
+        let e = bad_type("insert_line", ArgType::Int.expected(), "str");
+        assert_eq!(e.message, "insert_line must be an integer, got str; send insert_line as an integer and call again");
+        assert_eq!(e.code, ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn set_builds_the_command() {
+        let mut a = CommandArgs { command: Some("view".into()), ..Default::default() };
+        a.set("command", None); // absent: the command given stays
+        a.set("path", Some(ArgValue::Str("/memories/a.md".into())));
+        a.set("view_range", Some(ArgValue::Range(1, 3)));
+        a.set("old_str", None);
+        assert_eq!(
+            a.clone().into_command_numbered(true),
+            Ok(Command::View { path: "/memories/a.md".into(), view_range: Some((1, 3)), numbered: true })
+        );
+        a.set("colour", Some(ArgValue::Str("red".into())));
+        assert_eq!(a.unknown, vec!["colour".to_owned()]);
+        let mut c = CommandArgs::default();
+        c.set("command", Some(ArgValue::Str("create".into())));
+        c.set("path", Some(ArgValue::Str("/memories/b.md".into())));
+        c.set("file_text", Some(ArgValue::Str("x".into())));
+        c.set("overwrite", Some(ArgValue::Bool(true)));
+        assert_eq!(
+            c.into_command_numbered(true),
+            Ok(Command::Create { path: "/memories/b.md".into(), file_text: "x".into(), overwrite: true })
+        );
     }
 }

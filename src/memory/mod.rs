@@ -5,9 +5,11 @@
 //! - [`args`]: per-command argument checks producing a [`Command`].
 //! - [`command`]: `apply(tree, command)`, the pure command engine with the size limits.
 //! - [`cas`]: the compare-and-set loop as a sans-IO state machine.
+//! - [`engine`]: that loop as a driver steps it, and read-only answers from a cached parse.
 pub mod args;
 pub mod cas;
 pub mod command;
+pub mod engine;
 pub mod error;
 pub mod path;
 pub mod tree;
@@ -15,6 +17,7 @@ pub mod tree;
 pub use args::CommandArgs;
 pub use cas::{CasConfig, CasDone, CasLoop, Step};
 pub use command::{apply, number_lines, Command, Limits, Outcome};
+pub use engine::{CasRun, ReadCache};
 pub use error::{ErrorKind, LimitInfo, MemoryError};
 pub use path::Root;
 pub use tree::Tree;

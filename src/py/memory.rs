@@ -14,15 +14,11 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
+use crate::memory::args::{self as margs, ArgType, ArgValue};
+use crate::memory::engine::answer_once;
 use crate::memory::{
-    apply, CasConfig, CasLoop, Command, CommandArgs, ErrorKind, Limits, MemoryError, Root, Step,
-    Tree,
+    apply, CasConfig, CasLoop, CasRun, Command, CommandArgs, ErrorKind, Limits, MemoryError, ReadCache, Root, Tree,
 };
-
-/// Seconds, as Python's `asyncio.sleep` takes them.
-fn seconds(d: std::time::Duration) -> f64 {
-    d.as_secs_f64()
-}
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMemoryTree>()?;
@@ -73,85 +69,57 @@ fn to_py_err(py: Python<'_>, e: MemoryError) -> PyErr {
 }
 
 fn bad_type(py: Python<'_>, name: &str, expected: &str, v: &Bound<'_, PyAny>) -> PyErr {
-    let ty = v
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into());
-    to_py_err(
-        py,
-        MemoryError::invalid(
-            crate::errors::ErrorCode::InvalidArgument,
-            format!(
-                "{name} must be {expected}, got {ty}; send {name} as {expected} and call again"
-            ),
-        ),
-    )
+    let ty = v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    to_py_err(py, margs::bad_type(name, expected, &ty))
 }
 
 // ------------------------------------------------------------------ argument conversion
 
-fn opt_str(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+/// Argument `name`'s value `v` as its schema type `ty` (None: absent).
+fn arg_value(name: &str, ty: ArgType, v: &Bound<'_, PyAny>) -> PyResult<Option<ArgValue>> {
     if v.is_none() {
         return Ok(None);
     }
-    let s = v
-        .cast::<PyString>()
-        .map_err(|_| bad_type(v.py(), name, "a string", v))?;
-    match s.to_str() {
-        Ok(s) => Ok(Some(s.to_owned())),
-        Err(_) => Err(bad_type(
-            v.py(),
-            name,
-            "valid Unicode text (no lone surrogates)",
-            v,
-        )),
-    }
+    let py = v.py();
+    let bad = |expected: &str| bad_type(py, name, expected, v);
+    Ok(Some(match ty {
+        ArgType::Str => {
+            let s = v.cast::<PyString>().map_err(|_| bad(ty.expected()))?;
+            ArgValue::Str(s.to_str().map_err(|_| bad(margs::EXPECTED_UNICODE))?.to_owned())
+        }
+        ArgType::Bool => {
+            if !v.is_instance_of::<PyBool>() {
+                return Err(bad(ty.expected()));
+            }
+            ArgValue::Bool(v.is_truthy()?)
+        }
+        ArgType::Int => ArgValue::Int(int_of(v).map_err(|within| bad(if within { margs::EXPECTED_INT_64 } else { ty.expected() }))?),
+        ArgType::Range => {
+            if v.is_instance_of::<PyString>() {
+                return Err(bad(ty.expected()));
+            }
+            let items: Vec<Bound<'_, PyAny>> = match v.try_iter() {
+                Ok(it) => it.collect::<PyResult<_>>()?,
+                Err(_) => return Err(bad(ty.expected())),
+            };
+            match items.as_slice() {
+                [a, b] if !a.is_none() && !b.is_none() => match (int_of(a), int_of(b)) {
+                    (Ok(a), Ok(b)) => ArgValue::Range(a, b),
+                    _ => return Err(bad(ty.expected())),
+                },
+                _ => return Err(bad(ty.expected())),
+            }
+        }
+    }))
 }
 
-fn opt_int(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
-    if v.is_none() {
-        return Ok(None);
-    }
+/// A Python int within 64 bits; `Err(true)`: an int beyond that, `Err(false)`: not an int (a
+/// bool is not one).
+fn int_of(v: &Bound<'_, PyAny>) -> Result<i64, bool> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-        return Err(bad_type(v.py(), name, "an integer", v));
+        return Err(false);
     }
-    v.extract::<i64>()
-        .map(Some)
-        .map_err(|_| bad_type(v.py(), name, "an integer within 64 bits", v))
-}
-
-fn opt_bool(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
-    if v.is_none() {
-        return Ok(None);
-    }
-    if !v.is_instance_of::<PyBool>() {
-        return Err(bad_type(v.py(), name, "a boolean (true or false)", v));
-    }
-    Ok(Some(v.is_truthy()?))
-}
-
-fn opt_range(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i64)>> {
-    if v.is_none() {
-        return Ok(None);
-    }
-    let expected = "an array of two integers [start, end]";
-    if v.is_instance_of::<PyString>() {
-        return Err(bad_type(v.py(), name, expected, v));
-    }
-    let items: Vec<Bound<'_, PyAny>> = match v.try_iter() {
-        Ok(it) => it.collect::<PyResult<_>>()?,
-        Err(_) => return Err(bad_type(v.py(), name, expected, v)),
-    };
-    if items.len() != 2 {
-        return Err(bad_type(v.py(), name, expected, v));
-    }
-    let a = opt_int(name, &items[0]).map_err(|_| bad_type(v.py(), name, expected, v))?;
-    let b = opt_int(name, &items[1]).map_err(|_| bad_type(v.py(), name, expected, v))?;
-    match (a, b) {
-        (Some(a), Some(b)) => Ok(Some((a, b))),
-        _ => Err(bad_type(v.py(), name, expected, v)),
-    }
+    v.extract::<i64>().map_err(|_| true)
 }
 
 /// Builds a [`Command`] from a command name and keyword items (None values count as absent).
@@ -161,52 +129,20 @@ fn parse_command<'py>(
     items: impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     numbered: bool,
 ) -> PyResult<Command> {
-    let mut a = CommandArgs {
-        command,
-        ..Default::default()
-    };
+    let mut a = CommandArgs { command, ..Default::default() };
     for (k, v) in items {
-        let key: String = match k.cast::<PyString>() {
-            Ok(s) => s.to_str()?.to_owned(),
-            Err(_) => {
-                a.unknown.push(
-                    k.repr()
-                        .map(|r| r.to_string())
-                        .unwrap_or_else(|_| "?".into()),
-                );
-                continue;
-            }
+        let Ok(key) = k.cast::<PyString>() else {
+            a.unknown.push(k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()));
+            continue;
         };
-        match key.as_str() {
-            "command" => {
-                if let Some(c) = opt_str("command", &v)? {
-                    a.command = Some(c);
-                }
-            }
-            "path" => a.path = opt_str("path", &v)?,
-            "file_text" => a.file_text = opt_str("file_text", &v)?,
-            "overwrite" => a.overwrite = opt_bool("overwrite", &v)?,
-            "old_str" => a.old_str = opt_str("old_str", &v)?,
-            "new_str" => a.new_str = opt_str("new_str", &v)?,
-            "insert_line" => a.insert_line = opt_int("insert_line", &v)?,
-            "insert_text" => a.insert_text = opt_str("insert_text", &v)?,
-            "view_range" => a.view_range = opt_range("view_range", &v)?,
-            "old_path" => a.old_path = opt_str("old_path", &v)?,
-            "new_path" => a.new_path = opt_str("new_path", &v)?,
-            _ => a.unknown.push(key),
-        }
+        let key = key.to_str()?;
+        let value = match ArgType::of(key) {
+            Some(ty) => arg_value(key, ty, &v)?,
+            None => None,
+        };
+        a.set(key, value);
     }
-    match a.into_command() {
-        Ok(Command::View {
-            path, view_range, ..
-        }) => Ok(Command::View {
-            path,
-            view_range,
-            numbered,
-        }),
-        Ok(c) => Ok(c),
-        Err(e) => Err(to_py_err(py, e)),
-    }
+    a.into_command_numbered(numbered).map_err(|e| to_py_err(py, e))
 }
 
 fn kwargs_items<'py>(
@@ -383,9 +319,8 @@ struct PyMemoryStoreEngine {
     root: Root,
     limits: Limits,
     config: CasConfig,
-    /// The document text `read` last parsed, and its tree: a view of an unchanged document
-    /// skips the parse.
-    last_read: Mutex<Option<(String, Tree)>>,
+    /// The document `read` last parsed (see `crate::memory::ReadCache`).
+    last_read: Mutex<ReadCache>,
 }
 
 #[pymethods]
@@ -408,7 +343,7 @@ impl PyMemoryStoreEngine {
             root: self::root(root)?,
             limits: limits(max_bytes, max_files)?,
             config,
-            last_read: Mutex::new(None),
+            last_read: Mutex::new(ReadCache::default()),
         })
     }
 
@@ -460,24 +395,11 @@ impl PyMemoryStoreEngine {
         }
         let Ok(s) = doc.cast::<PyString>() else {
             let text = doc_text(doc, "store.get")?;
-            let mut tree = Tree::from_json(&self.root, text.as_deref()).map_err(|e| to_py_err(py, e))?;
-            return apply(&mut tree, &cmd, &self.limits)
-                .map(|o| o.text)
-                .map_err(|e| to_py_err(py, e));
+            return answer_once(&self.root, text.as_deref(), &cmd, &self.limits).map_err(|e| to_py_err(py, e));
         };
         let s = s.to_str()?;
-        let mut last = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
-        if !matches!(&*last, Some((t, _)) if t == s) {
-            let tree = Tree::from_json(&self.root, Some(s)).map_err(|e| to_py_err(py, e))?;
-            *last = Some((s.to_owned(), tree));
-        }
-        match last.as_mut() {
-            // A read-only command leaves the tree as it was, so the cached tree stays the document's.
-            Some((_, tree)) => apply(tree, &cmd, &self.limits)
-                .map(|o| o.text)
-                .map_err(|e| to_py_err(py, e)),
-            None => Err(PyRuntimeError::new_err("memory read cache empty after it was filled; this is a bug")),
-        }
+        let mut cache = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
+        cache.answer(&self.root, s, &cmd, &self.limits).map_err(|e| to_py_err(py, e))
     }
 
     /// Starts the compare-and-set loop of a batch of commands (from `command`), applied in
@@ -486,24 +408,8 @@ impl PyMemoryStoreEngine {
     fn begin(&self, py: Python<'_>, commands: Vec<PyRef<'_, PyMemoryCommand>>) -> PyResult<PyMemoryCasLoop> {
         let _in = super::shutdown::inside(py);
         let cmds = commands.iter().map(|c| c.cmd.clone()).collect();
-        let mut machine = CasLoop::batch(
-            self.root.clone(),
-            cmds,
-            self.limits,
-            self.config,
-            next_seed(),
-        );
-        // The first step is always a read of the document.
-        match machine.start() {
-            Step::Get => Ok(PyMemoryCasLoop {
-                machine,
-                outcomes: None,
-                written: false,
-            }),
-            other => Err(PyRuntimeError::new_err(format!(
-                "memory compare-and-set loop started with {other:?}; this is a bug"
-            ))),
-        }
+        let machine = CasLoop::batch(self.root.clone(), cmds, self.limits, self.config, next_seed());
+        CasRun::begin(machine).map(|run| PyMemoryCasLoop { run }).map_err(PyRuntimeError::new_err)
     }
 
     /// The store key of the tree document.
@@ -531,28 +437,7 @@ impl PyMemoryCommand {
 /// A batch's compare-and-set loop, stepped from Python (see `MemoryStoreEngine.begin`).
 #[pyclass(module = "agentkit_tools._core", name = "MemoryCasLoop")]
 struct PyMemoryCasLoop {
-    machine: CasLoop,
-    outcomes: Option<Vec<Result<String, MemoryError>>>,
-    written: bool,
-}
-
-impl PyMemoryCasLoop {
-    /// Maps a step to what Python does next: `None` = finished (every command has its
-    /// outcome; a document that cannot be used fails every command), `Some(..)` per caller.
-    fn finish(&mut self, step: Step) -> Option<Step> {
-        match step {
-            Step::Done(done) => {
-                self.outcomes = Some(done.outcomes);
-                self.written = done.written;
-                None
-            }
-            Step::Failed(e) => {
-                self.outcomes = Some(vec![Err(e); self.machine.len()]);
-                None
-            }
-            other => Some(other),
-        }
-    }
+    run: CasRun,
 }
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
@@ -595,14 +480,7 @@ impl PyMemoryCasLoop {
     fn on_get(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         let _in = super::shutdown::inside(doc.py());
         let text = doc_text(doc, "store.get")?;
-        let step = self.machine.on_get(text);
-        match self.finish(step) {
-            None => Ok(None),
-            Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
-            Some(other) => Err(PyRuntimeError::new_err(format!(
-                "memory compare-and-set loop asked for {other:?} after a read; this is a bug"
-            ))),
-        }
+        self.run.on_get(text).map_err(PyRuntimeError::new_err)
     }
 
     /// Offers a recent copy of the document that may be stale (as `on_get` takes it) instead of
@@ -615,14 +493,7 @@ impl PyMemoryCasLoop {
         let Ok(text) = doc_text(doc, "the cached copy") else {
             return Ok(None);
         };
-        let step = self.machine.on_cached(text);
-        match self.finish(step) {
-            None | Some(Step::Get) => Ok(None),
-            Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
-            Some(other) => Err(PyRuntimeError::new_err(format!(
-                "memory compare-and-set loop asked for {other:?} after a cached copy; this is a bug"
-            ))),
-        }
+        self.run.on_cached(text).map_err(PyRuntimeError::new_err)
     }
 
     /// Feeds the result of `store.compare_and_set` (a bool). Returns `None` when the batch is
@@ -636,20 +507,8 @@ impl PyMemoryCasLoop {
                 type_name(won)
             )));
         }
-        let step = self.machine.on_cas(won.is_truthy()?);
-        match self.finish(step) {
-            None => Ok(None),
-            Some(Step::Get) => Ok(Some(0.0)),
-            Some(Step::Sleep(d)) => match self.machine.on_slept() {
-                Step::Get => Ok(Some(seconds(d))),
-                other => Err(PyRuntimeError::new_err(format!(
-                    "memory compare-and-set loop asked for {other:?} after a wait; this is a bug"
-                ))),
-            },
-            Some(other) => Err(PyRuntimeError::new_err(format!(
-                "memory compare-and-set loop asked for {other:?} after a write; this is a bug"
-            ))),
-        }
+        // Seconds, as Python's `asyncio.sleep` takes them.
+        Ok(self.run.on_cas(won.is_truthy()?).map_err(PyRuntimeError::new_err)?.map(|d| d.as_secs_f64()))
     }
 
     /// Once finished, one outcome per command in order: the answer text, or the exception
@@ -657,7 +516,7 @@ impl PyMemoryCasLoop {
     /// lost, `MemoryCorruptError` for a document that is not a memory tree. `None` before.
     fn outcomes<'py>(&self, py: Python<'py>) -> Option<Vec<Bound<'py, PyAny>>> {
         let _in = super::shutdown::inside(py);
-        let outcomes = self.outcomes.as_ref()?;
+        let outcomes = self.run.outcomes()?;
         Some(
             outcomes
                 .iter()
@@ -672,12 +531,12 @@ impl PyMemoryCasLoop {
     /// Read-apply cycles used so far (1 = no lost race).
     #[getter]
     fn attempts(&self) -> u32 {
-        self.machine.attempts()
+        self.run.attempts()
     }
 
     /// True once the batch's document was written (its compare-and-set won).
     #[getter]
     fn written(&self) -> bool {
-        self.written
+        self.run.written()
     }
 }
