@@ -205,6 +205,56 @@ impl<'a, D> Failure<'a, D> {
     }
 }
 
+/// What the binding read of an exception a tool call raised, by its class (see
+/// `errors::Raised`), to describe it in an envelope.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Described<D> {
+    /// `ToolTimeoutError`: our own deadline of `limit_s` seconds expired.
+    Deadline { limit_s: f64 },
+    /// A tool's own `ToolError`: its `code` as text (None: it has none that reads as text),
+    /// its message, its `retriable` flag and its details.
+    Tool { code: Option<String>, message: String, retriable: bool, details: Option<D> },
+    /// `ToolShapeError`: the output schema named `expected` was not met.
+    Shape { expected: String, errors: ShapeErrors },
+    /// Any other exception (a `ToolArgumentError` too, when there is no tool to describe it
+    /// against): its type's qualified name and its text.
+    Other { exc_type: String, text: String },
+}
+
+/// The problems a `ToolShapeError` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShapeErrors {
+    None,
+    /// A list of texts.
+    List(Vec<String>),
+    /// Anything else, as its text.
+    Text(String),
+}
+
+impl<'a, D> Failure<'a, D> {
+    /// The failure of tool `tool` that raised what `d` describes: `timeout`, the tool's own code
+    /// (`tool_error` when it chose none), `output_mismatch` (its problems joined with "; ") or
+    /// `internal_error`.
+    pub fn of_described(tool: &str, d: Described<D>) -> Self {
+        match d {
+            Described::Deadline { limit_s } => Self::timeout(tool, limit_s),
+            Described::Tool { code, message, retriable, details } => {
+                let code = code.map_or(Code::Known(ErrorCode::ToolError), Code::of);
+                Self::tool_error(code, message, retriable, details)
+            }
+            Described::Shape { expected, errors } => {
+                let problems = match errors {
+                    ShapeErrors::None => String::new(),
+                    ShapeErrors::List(list) => list.join("; "),
+                    ShapeErrors::Text(t) => t,
+                };
+                Self::output_mismatch(tool, &expected, &problems)
+            }
+            Described::Other { exc_type, text } => Self::internal_error(tool, &exc_type, &text),
+        }
+    }
+}
+
 /// The `errors` list of an `invalid_arguments` failure. A hostile call may send thousands of
 /// names: the first [`validate::MAX_ECHOED_NAMES`] unexpected ones are listed, then a count.
 pub fn problems_of(rejection: &Rejection) -> Vec<Problem> {
@@ -368,5 +418,23 @@ mod tests {
         assert_eq!(problems[validate::MAX_ECHOED_NAMES].path, "<arguments>");
         assert_eq!(problems.last().unwrap(), &Problem { path: "n".into(), reason: "expected integer".into() });
         assert_eq!(f.error_json().keys().collect::<Vec<_>>(), ["code", "message", "errors", "schema"]);
+    }
+
+    #[test]
+    fn a_raised_exception_described() {
+        type D = Described<Map<String, Value>>;
+        let f = F::of_described("t", D::Deadline { limit_s: 2.5 });
+        assert_eq!((f.code.as_str(), f.message.as_str()), ("timeout", F::timeout("t", 2.5).message.as_str()));
+        let f = F::of_described("t", D::Tool { code: None, message: "boom".into(), retriable: true, details: None });
+        assert_eq!(text(f), r#"{"ok":false,"error":{"code":"tool_error","message":"boom","retriable":true}}"#);
+        let f = F::of_described("t", D::Tool { code: Some("mine".into()), message: "m".into(), retriable: false, details: None });
+        assert_eq!(f.code, Code::Own("mine".into()));
+        let shape = |errors| F::of_described("t", D::Shape { expected: "Out".into(), errors }).message;
+        assert_eq!(shape(ShapeErrors::List(vec!["a: x".into(), "b: y".into()])), F::output_mismatch("t", "Out", "a: x; b: y").message);
+        assert_eq!(shape(ShapeErrors::Text("odd".into())), F::output_mismatch("t", "Out", "odd").message);
+        assert_eq!(shape(ShapeErrors::None), F::output_mismatch("t", "Out", "").message);
+        let f = F::of_described("t", D::Other { exc_type: "KeyError".into(), text: "'k'".into() });
+        assert_eq!(f.error_json(), F::internal_error("t", "KeyError", "'k'").error_json());
+        assert_eq!(f.code, Code::Known(ErrorCode::InternalError));
     }
 }

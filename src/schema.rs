@@ -10,6 +10,13 @@ use crate::docstring::{self, DocstringError};
 /// The minimum length of a tool description after stripping: shorter ones are refused at definition time.
 pub const MIN_DESCRIPTION_CHARS: usize = 30;
 
+/// Whether an optional parameter's default is advertised in the input schema: only one JSON
+/// can carry (`json_default`; not NaN, not an integer beyond 64 bits); a required parameter has
+/// none.
+pub fn advertises_default(required: bool, json_default: bool) -> bool {
+    !required && json_default
+}
+
 /// One advertised parameter, as Python's introspection found it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamSpec {
@@ -248,5 +255,13 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, DefinitionError::Docstring { .. }));
         assert!(err.to_string().starts_with("tool 'f': "));
+    }
+
+    #[test]
+    fn which_defaults_are_advertised() {
+        assert!(advertises_default(false, true));
+        assert!(!advertises_default(false, false));
+        assert!(!advertises_default(true, true));
+        assert!(!advertises_default(true, false));
     }
 }

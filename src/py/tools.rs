@@ -10,8 +10,8 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 use serde_json::Value;
 
 use super::envelope::{self, PyFailure as Failure};
-use crate::envelope::{Code, Success};
-use crate::errors::{self, ErrorCode, Raised};
+use crate::envelope::{Described, ShapeErrors, Success};
+use crate::errors::{self, Raised};
 use crate::render;
 use crate::schema::{self, ParamSpec};
 use crate::validate::{self, ArgumentValidator, Rejection};
@@ -773,7 +773,7 @@ fn define_function_tool<'py>(
 ) -> PyResult<(CoreTool, Bound<'py, PyAny>)> {
     let _in = super::shutdown::inside(py);
     let params = params.into_iter().map(|(n, fragment, required, default, desc)| {
-        let advertised = !required && !non_json.contains(&n);
+        let advertised = schema::advertises_default(required, !non_json.contains(&n));
         (n, fragment, required, advertised.then_some(default), desc)
     });
     let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
@@ -822,46 +822,38 @@ pub(crate) fn error_envelope<'py>(
     core: Option<&Bound<'py, CoreTool>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let _in = super::shutdown::inside(py);
-    match classify(py, exc, None)? {
-        Raised::Arguments => {
-            if let Some(core) = core {
-                return core.get().argument_error_envelope(py, exc);
-            }
-        }
-        Raised::Deadline => {
-            let limit: f64 = exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0);
-            return envelope::failure(py, &Failure::timeout(tool_name, limit));
-        }
-        Raised::Tool { retriable } => {
-            // A tool's own exception: read it defensively (a code that is not a str, a broken
-            // `__str__`) so that describing the failure can never fail.
-            let code: String = exc
-                .getattr("code")
-                .and_then(|c| c.str())
-                .and_then(|c| c.extract())
-                .unwrap_or_else(|_| ErrorCode::ToolError.as_str().to_owned());
-            let message: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
-            let details = exc.getattr("details").ok().and_then(|d| d.cast_into::<PyDict>().ok());
-            return envelope::failure(py, &Failure::tool_error(Code::of(code), message, retriable, details));
-        }
-        Raised::Shape => {
-            let expected: String =
-                exc.getattr("expected").and_then(|e| e.str()).and_then(|e| e.extract()).unwrap_or_default();
-            // `errors`: a list of strings (as the reference's ToolShapeError), joined with "; ".
-            let problems = match exc.getattr("errors") {
-                Ok(e) if !e.is_none() => match e.extract::<Vec<String>>() {
-                    Ok(list) => list.join("; "),
-                    Err(_) => e.str().and_then(|s| s.extract()).unwrap_or_default(),
-                },
-                _ => String::new(),
-            };
-            return envelope::failure(py, &Failure::output_mismatch(tool_name, &expected, &problems));
-        }
-        Raised::Other { .. } => {}
+    // A tool's own exception is read defensively (a code that is not a str, a broken
+    // `__str__`) so that describing the failure can never fail.
+    let text = |o: PyResult<Bound<'py, PyAny>>| -> Option<String> { o.and_then(|v| v.str()).and_then(|v| v.extract()).ok() };
+    let raised = classify(py, exc, None)?;
+    if let (Raised::Arguments, Some(core)) = (raised, core) {
+        return core.get().argument_error_envelope(py, exc);
     }
-    let exc_type: String = exc.get_type().qualname()?.extract()?;
-    let text: String = exc.str().and_then(|s| s.extract()).unwrap_or_default();
-    envelope::failure(py, &Failure::internal_error(tool_name, &exc_type, &text))
+    let described = match raised {
+        Raised::Deadline => Described::Deadline { limit_s: exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0) },
+        Raised::Tool { retriable } => Described::Tool {
+            code: text(exc.getattr("code")),
+            message: exc.str().and_then(|s| s.extract()).unwrap_or_default(),
+            retriable,
+            details: exc.getattr("details").ok().and_then(|d| d.cast_into::<PyDict>().ok()),
+        },
+        Raised::Shape => Described::Shape {
+            expected: text(exc.getattr("expected")).unwrap_or_default(),
+            // `errors`: a list of strings (as the reference's ToolShapeError), else its text.
+            errors: match exc.getattr("errors") {
+                Ok(e) if !e.is_none() => match e.extract::<Vec<String>>() {
+                    Ok(list) => ShapeErrors::List(list),
+                    Err(_) => ShapeErrors::Text(text(Ok(e)).unwrap_or_default()),
+                },
+                _ => ShapeErrors::None,
+            },
+        },
+        Raised::Arguments | Raised::Other { .. } => Described::Other {
+            exc_type: exc.get_type().qualname()?.extract()?,
+            text: exc.str().and_then(|s| s.extract()).unwrap_or_default(),
+        },
+    };
+    envelope::failure(py, &Failure::of_described(tool_name, described))
 }
 
 /// The `internal_error` envelope for a fault of the tooling around a tool (a middleware
