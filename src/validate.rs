@@ -923,11 +923,10 @@ fn normalize_integers(schema: &Value, value: &mut Value, walk: &mut Walk) -> boo
             branches(s, value, walk)
         }
         Value::Array(items) => {
-            let prefix = s.get("prefixItems").and_then(Value::as_array);
-            let rest = s.get("items");
+            let subs = ItemSchemas::of(s);
             let mut changed = false;
             for (i, item) in items.iter_mut().enumerate() {
-                if let Some(sub) = prefix.and_then(|p| p.get(i)).or(rest) {
+                if let Some(sub) = subs.get(i) {
                     walk.path.push(Seg::Index(i));
                     changed |= normalize_integers(sub, item, walk);
                     walk.path.pop();
@@ -936,11 +935,10 @@ fn normalize_integers(schema: &Value, value: &mut Value, walk: &mut Walk) -> boo
             changed || branches(s, value, walk)
         }
         Value::Object(map) => {
-            let props = s.get("properties").and_then(Value::as_object);
-            let extra = s.get("additionalProperties");
+            let subs = PropertySchemas::of(s);
             let mut changed = false;
             for (k, v) in map.iter_mut() {
-                if let Some(sub) = props.and_then(|p| p.get(k)).or(extra) {
+                if let Some(sub) = subs.get(k) {
                     walk.path.push(Seg::Key(k.clone()));
                     changed |= normalize_integers(sub, v, walk);
                     walk.path.pop();
@@ -954,11 +952,61 @@ fn normalize_integers(schema: &Value, value: &mut Value, walk: &mut Walk) -> boo
 
 /// The first `anyOf`/`oneOf` branch that changes the value decides.
 fn branches(s: &Map<String, Value>, value: &mut Value, walk: &mut Walk) -> bool {
-    ["anyOf", "oneOf"]
-        .iter()
-        .filter_map(|k| s.get(*k).and_then(Value::as_array))
-        .flatten()
-        .any(|branch| normalize_integers(branch, value, walk))
+    branch_schemas(s).any(|branch| normalize_integers(branch, value, walk))
+}
+
+/// The schemas of an object's values under object schema `s`: `properties`, else
+/// `additionalProperties` (a schema, or `false`/`true`).
+#[derive(Clone, Copy)]
+pub struct PropertySchemas<'a> {
+    props: Option<&'a Map<String, Value>>,
+    extra: Option<&'a Value>,
+}
+
+impl<'a> PropertySchemas<'a> {
+    #[inline]
+    pub fn of(s: &'a Map<String, Value>) -> Self {
+        PropertySchemas { props: s.get("properties").and_then(Value::as_object), extra: s.get("additionalProperties") }
+    }
+
+    /// The schema of the value under `key` (None: the schema says nothing of it).
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
+        self.props.and_then(|p| p.get(key)).or(self.extra)
+    }
+
+    /// The schema of a value under a key `properties` does not name.
+    #[inline]
+    pub fn others(&self) -> Option<&'a Value> {
+        self.extra
+    }
+}
+
+/// The schemas of an array's items under array schema `s`: `prefixItems` by position, else
+/// `items`.
+#[derive(Clone, Copy)]
+pub struct ItemSchemas<'a> {
+    prefix: Option<&'a Vec<Value>>,
+    rest: Option<&'a Value>,
+}
+
+impl<'a> ItemSchemas<'a> {
+    #[inline]
+    pub fn of(s: &'a Map<String, Value>) -> Self {
+        ItemSchemas { prefix: s.get("prefixItems").and_then(Value::as_array), rest: s.get("items") }
+    }
+
+    /// The schema of item `i` (None: the schema says nothing of it).
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&'a Value> {
+        self.prefix.and_then(|p| p.get(i)).or(self.rest)
+    }
+}
+
+/// The `anyOf` then `oneOf` branches of schema `s`, in the order a pass that changes a value
+/// tries them (the first branch that changes it decides).
+pub fn branch_schemas(s: &Map<String, Value>) -> impl Iterator<Item = &Value> {
+    ["anyOf", "oneOf"].into_iter().filter_map(|k| s.get(k).and_then(Value::as_array)).flatten()
 }
 
 /// The JSON type name of a value, as the model would say it.
@@ -1828,5 +1876,31 @@ mod tests {
     fn path_notation() {
         let segs = vec![Seg::Key("a".into()), Seg::Index(0), Seg::Key("b c".into()), Seg::Key("d".into())];
         assert_eq!(display_path(&segs), "a[0][\"b c\"].d");
+    }
+
+    #[test]
+    fn child_schemas() {
+        let s = json!({
+            "properties": {"a": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+            "prefixItems": [{"type": "boolean"}],
+            "items": {"type": "null"},
+            "anyOf": [{"const": 1}],
+            "oneOf": [{"const": 2}, {"const": 3}]
+        });
+        let s = s.as_object().unwrap();
+        let props = PropertySchemas::of(s);
+        assert_eq!(props.get("a"), Some(&json!({"type": "integer"})));
+        assert_eq!(props.get("b"), Some(&json!({"type": "string"})));
+        assert_eq!(props.others(), Some(&json!({"type": "string"})));
+        let items = ItemSchemas::of(s);
+        assert_eq!(items.get(0), Some(&json!({"type": "boolean"})));
+        assert_eq!(items.get(5), Some(&json!({"type": "null"})));
+        let order: Vec<&Value> = branch_schemas(s).collect();
+        assert_eq!(order, [&json!({"const": 1}), &json!({"const": 2}), &json!({"const": 3})]);
+        let bare = json!({}).as_object().unwrap().clone();
+        assert_eq!(PropertySchemas::of(&bare).get("a"), None);
+        assert_eq!(ItemSchemas::of(&bare).get(0), None);
+        assert_eq!(branch_schemas(&bare).count(), 0);
     }
 }

@@ -222,11 +222,14 @@ fn conform<'py>(py: Python<'py>, schema: &Value, obj: &Bound<'py, PyAny>) -> PyR
         return Ok(None);
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        let props = s.get("properties").and_then(Value::as_object);
-        let extra = s.get("additionalProperties");
+        let subs = validate::PropertySchemas::of(s);
         let mut out: Option<Bound<'py, PyDict>> = None;
         for (k, v) in d.iter() {
-            let sub = k.cast::<PyString>().ok().and_then(|k| k.to_str().ok()).and_then(|k| props.and_then(|p| p.get(k))).or(extra);
+            // (a key that is not text has no property of its own)
+            let sub = match k.cast::<PyString>().ok().and_then(|k| k.to_str().ok()) {
+                Some(k) => subs.get(k),
+                None => subs.others(),
+            };
             if let Some(sub) = sub {
                 if let Some(new) = conform(py, sub, &v)? {
                     let target = match &out {
@@ -248,13 +251,12 @@ fn conform<'py>(py: Python<'py>, schema: &Value, obj: &Bound<'py, PyAny>) -> PyR
     }
     let is_list = obj.is_instance_of::<PyList>();
     if is_list || obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PySet>() || obj.is_instance_of::<PyFrozenSet>() {
-        let prefix = s.get("prefixItems").and_then(Value::as_array);
-        let rest = s.get("items");
+        let subs = validate::ItemSchemas::of(s);
         let mut changed = !is_list;
         let items = PyList::empty(py);
         for (i, item) in obj.try_iter()?.enumerate() {
             let item = item?;
-            let new = match prefix.and_then(|p| p.get(i)).or(rest) {
+            let new = match subs.get(i) {
                 Some(sub) => conform(py, sub, &item)?,
                 None => None,
             };
@@ -271,13 +273,9 @@ fn conform<'py>(py: Python<'py>, schema: &Value, obj: &Bound<'py, PyAny>) -> PyR
 
 /// The first `anyOf`/`oneOf` branch that changes the value decides (as the core's own pass).
 fn branches<'py>(py: Python<'py>, s: &Map<String, Value>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(bs)) = s.get(key) {
-            for b in bs {
-                if let Some(new) = conform(py, b, obj)? {
-                    return Ok(Some(new));
-                }
-            }
+    for b in validate::branch_schemas(s) {
+        if let Some(new) = conform(py, b, obj)? {
+            return Ok(Some(new));
         }
     }
     Ok(None)
