@@ -1,9 +1,9 @@
 //! agentkit-tools core.
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `errors`, `envelope`, `calls`,
-//! `registry`, `middleware`, `render`, `memory`, `handoff`, `pool`, `deadline`, `cancel`,
-//! `shutdown`) hold all the logic and know nothing of Python; `py` is the thin binding layer that converts
-//! values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
+//! `registry`, `middleware`, `observe`, `render`, `memory`, `handoff`, `pool`, `deadline`,
+//! `cancel`, `shutdown`) hold all the logic and know nothing of Python; `py` is the thin binding
+//! layer that converts values and maps errors. It is compiled only with the `python` feature (maturin turns it on),
 //! so the core builds and runs its tests with pyo3 absent.
 pub mod calls;
 pub mod cancel;
@@ -14,6 +14,7 @@ pub mod errors;
 pub mod handoff;
 pub mod memory;
 pub mod middleware;
+pub mod observe;
 pub mod pipeline;
 pub mod pool;
 pub mod providers;

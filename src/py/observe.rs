@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::drive::{log, own, propagates};
 use super::pipeline::{debug_logged, helpers};
+use crate::observe as rules;
 
 /// What was found of opentelemetry-api (imported once, when an `audit()` rule is built or a
 /// call first asks).
@@ -87,17 +88,17 @@ pub(super) fn tracing_on(py: Python<'_>) -> PyResult<bool> {
 pub(super) fn open_span(py: Python<'_>, name: &Bound<'_, PyAny>, call_id: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyTuple>>> {
     let Some(o) = tracer(py)? else { return Ok(None) };
     let attributes = PyDict::new(py);
-    attributes.set_item(intern!(py, "gen_ai.operation.name"), intern!(py, "execute_tool"))?;
+    attributes.set_item(intern!(py, rules::ATTR_OPERATION), intern!(py, rules::SPAN_NAME))?;
     let name = if name.is_truthy()? { name.clone() } else { PyString::new(py, "").into_any() };
-    attributes.set_item(intern!(py, "gen_ai.tool.name"), name)?;
+    attributes.set_item(intern!(py, rules::ATTR_TOOL_NAME), name)?;
     if !call_id.is_none() {
-        attributes.set_item(intern!(py, "gen_ai.tool.call.id"), call_id.str()?)?;
+        attributes.set_item(intern!(py, rules::ATTR_CALL_ID), call_id.str()?)?;
     }
     let kw = PyDict::new(py);
     kw.set_item(intern!(py, "attributes"), attributes)?;
     kw.set_item(intern!(py, "record_exception"), false)?;
     kw.set_item(intern!(py, "set_status_on_exception"), false)?;
-    let span = o.tracer.bind(py).call_method(intern!(py, "start_span"), (intern!(py, "execute_tool"),), Some(&kw))?;
+    let span = o.tracer.bind(py).call_method(intern!(py, "start_span"), (intern!(py, rules::SPAN_NAME),), Some(&kw))?;
     let token = o.attach.bind(py).call1((o.set_span_in_context.bind(py).call1((&span,))?,))?;
     Ok(Some(PyTuple::new(py, [span, token])?.unbind()))
 }
@@ -105,11 +106,15 @@ pub(super) fn open_span(py: Python<'_>, name: &Bound<'_, PyAny>, call_id: &Bound
 /// The span attributes of record `rec`, read as the core built it: taken before the record
 /// goes to the log, the sink or `ctx.trace` (any of them may change it).
 pub(super) fn span_attributes<'py>(py: Python<'py>, rec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // The names as interned strings, made once.
+    static NAMES: PyOnceLock<Vec<(Py<PyString>, Py<PyString>)>> = PyOnceLock::new();
+    let names = NAMES.get_or_init(py, || {
+        rules::RECORD_ATTRIBUTES.iter().map(|(f, a)| (PyString::intern(py, f).unbind(), PyString::intern(py, a).unbind())).collect()
+    });
     let a = PyDict::new(py);
-    a.set_item(intern!(py, "agentkit.tool.args_hash"), rec.get_item(intern!(py, "args_hash"))?)?;
-    a.set_item(intern!(py, "agentkit.tool.outcome"), rec.get_item(intern!(py, "outcome"))?)?;
-    a.set_item(intern!(py, "agentkit.tool.decision"), rec.get_item(intern!(py, "decision"))?)?;
-    a.set_item(intern!(py, "agentkit.tool.attempts"), rec.get_item(intern!(py, "attempts"))?)?;
+    for (field, attribute) in names {
+        a.set_item(attribute.bind(py), rec.get_item(field.bind(py))?)?;
+    }
     Ok(a)
 }
 
@@ -125,11 +130,12 @@ pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, attrs: Opt
     let o = otel(py)?.ok_or_else(|| PyImportError::new_err("opentelemetry"))?;
     let attributes = (|| -> PyResult<()> {
         let Some(a) = attrs else { return Ok(()) };
-        let outcome = a.get_item(intern!(py, "agentkit.tool.outcome"))?;
+        let outcome = a.get_item(intern!(py, rules::ATTR_OUTCOME))?;
         span.call_method1(intern!(py, "set_attributes"), (a,))?;
-        if outcome.ne(intern!(py, "ok"))? && outcome.ne(intern!(py, "cancelled"))? {
+        // (an outcome that is not text is no success)
+        if outcome.extract::<&str>().map_or(true, rules::span_failed) {
             let traced = tracer(py)?.is_some();
-            span.call_method1(intern!(py, "set_attribute"), (intern!(py, "error.type"), &outcome))?;
+            span.call_method1(intern!(py, "set_attribute"), (intern!(py, rules::ATTR_ERROR_TYPE), &outcome))?;
             if traced {
                 span.call_method1(intern!(py, "set_status"), (o.status.bind(py).call1((o.status_error.bind(py), &outcome))?,))?;
             }
@@ -173,19 +179,17 @@ pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<
         let extra = PyDict::new(py);
         extra.set_item(intern!(py, "audit"), rec)?;
         kw.set_item(intern!(py, "extra"), extra)?;
-        let args = (
-            intern!(py, "tool call %s %s: %s after %d attempt(s) in %.3f ms"),
-            rec.get_item(intern!(py, "tool"))?,
-            rec.get_item(intern!(py, "decision"))?,
-            rec.get_item(intern!(py, "outcome"))?,
-            rec.get_item(intern!(py, "attempts"))?,
-            rec.get_item(intern!(py, "elapsed_ms"))?,
-        );
-        h.audit_log.bind(py).call_method(intern!(py, "debug"), args, Some(&kw))?;
+        static FIELDS: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+        let fields = FIELDS.get_or_init(py, || rules::LOG_FIELDS.iter().map(|f| PyString::intern(py, f).unbind()).collect());
+        let mut args = vec![intern!(py, rules::LOG_LINE).clone().into_any()];
+        for field in fields {
+            args.push(rec.get_item(field.bind(py))?);
+        }
+        h.audit_log.bind(py).call_method(intern!(py, "debug"), PyTuple::new(py, args)?, Some(&kw))?;
         Ok(())
     })();
     if let Err(e) = logged {
-        failed(py, "audit log failed (the call's result is unaffected)", Vec::new(), e)?;
+        failed(py, rules::LOG_FAILED, Vec::new(), e)?;
     }
     let sink = cfg.getattr(intern!(py, "sink"))?;
     if sink.is_none() {
@@ -216,7 +220,7 @@ fn failed<'py>(py: Python<'py>, msg: &str, args: Vec<Bound<'py, PyAny>>, e: PyEr
 /// The audit sink `sink` raised `e` (or its awaitable did): logged (the call's result is
 /// unaffected), unless it propagates.
 pub(super) fn sink_failed(py: Python<'_>, sink: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
-    failed(py, "audit sink %r failed (the call's result is unaffected)", vec![sink.clone()], e)
+    failed(py, rules::SINK_FAILED, vec![sink.clone()], e)
 }
 
 /// The record `rec` to `ctx.trace` as a `"tool.call"` event (its `event` or `add_event` method,
@@ -233,18 +237,20 @@ pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
             return Ok(());
         }
         let mut emit = None;
-        for name in [intern!(py, "event"), intern!(py, "add_event")] {
+        static METHODS: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+        let methods = METHODS.get_or_init(py, || rules::TRACE_METHODS.iter().map(|m| PyString::intern(py, m).unbind()).collect());
+        for name in methods.iter().map(|m| m.bind(py)) {
             let m = getattr.call1((&trace, name, py.None()))?;
             if m.is_truthy()? {
                 emit = Some(m);
                 break;
             }
         }
-        emit.unwrap_or_else(|| trace.clone()).call1((intern!(py, "tool.call"), rec))?;
+        emit.unwrap_or_else(|| trace.clone()).call1((intern!(py, rules::TRACE_EVENT), rec))?;
         Ok(())
     })();
     match sent {
-        Err(e) => failed(py, "ctx.trace failed (the call's result is unaffected)", Vec::new(), e),
+        Err(e) => failed(py, rules::TRACE_FAILED, Vec::new(), e),
         Ok(()) => Ok(()),
     }
 }

@@ -1,0 +1,73 @@
+//! How a call is observed, the parts that are rules and text: the OpenTelemetry `execute_tool`
+//! span's name and attributes (which of the audit record's fields it carries, which outcomes
+//! mark it failed), the `agentkit_tools.audit` log line, the `ctx.trace` event, and the messages
+//! logged when an observer fails. The binding performs each (opentelemetry, logging, the sink)
+//! with these.
+
+/// The span's name, and its `gen_ai.operation.name`.
+pub const SPAN_NAME: &str = "execute_tool";
+
+/// The span attribute naming the operation (its value is [`SPAN_NAME`]).
+pub const ATTR_OPERATION: &str = "gen_ai.operation.name";
+/// The span attribute naming the tool (empty when the call named none).
+pub const ATTR_TOOL_NAME: &str = "gen_ai.tool.name";
+/// The span attribute holding the call's id (as text), when it has one.
+pub const ATTR_CALL_ID: &str = "gen_ai.tool.call.id";
+/// The span attribute set to the outcome of a failed call.
+pub const ATTR_ERROR_TYPE: &str = "error.type";
+
+/// The audit record's fields a span carries, and their attribute names, in that order.
+pub const RECORD_ATTRIBUTES: [(&str, &str); 4] = [
+    ("args_hash", "agentkit.tool.args_hash"),
+    ("outcome", "agentkit.tool.outcome"),
+    ("decision", "agentkit.tool.decision"),
+    ("attempts", "agentkit.tool.attempts"),
+];
+
+/// The attribute of [`RECORD_ATTRIBUTES`] that holds the outcome.
+pub const ATTR_OUTCOME: &str = RECORD_ATTRIBUTES[1].1;
+
+/// Whether a call of this outcome (`"ok"`, an error code, `"cancelled"`) marks its span failed
+/// (`error.type` set to it, an error status): every outcome but a success or a cancellation.
+pub fn span_failed(outcome: &str) -> bool {
+    outcome != "ok" && outcome != "cancelled"
+}
+
+/// The `agentkit_tools.audit` DEBUG line (logging's `%` format) of a record: its tool, decision,
+/// outcome, attempts and elapsed milliseconds, in that order.
+pub const LOG_LINE: &str = "tool call %s %s: %s after %d attempt(s) in %.3f ms";
+/// The record's fields [`LOG_LINE`] shows, in its order.
+pub const LOG_FIELDS: [&str; 5] = ["tool", "decision", "outcome", "attempts", "elapsed_ms"];
+
+/// The name of the event a record goes to `ctx.trace` as.
+pub const TRACE_EVENT: &str = "tool.call";
+/// The methods of `ctx.trace` tried in order (the first set one is called; else `ctx.trace`
+/// itself is).
+pub const TRACE_METHODS: [&str; 2] = ["event", "add_event"];
+
+/// Logged when the audit log failed.
+pub const LOG_FAILED: &str = "audit log failed (the call's result is unaffected)";
+/// Logged (with the sink, `%r`) when the audit sink failed.
+pub const SINK_FAILED: &str = "audit sink %r failed (the call's result is unaffected)";
+/// Logged when `ctx.trace` failed.
+pub const TRACE_FAILED: &str = "ctx.trace failed (the call's result is unaffected)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_outcomes_mark_the_span() {
+        assert!(!span_failed("ok"));
+        assert!(!span_failed("cancelled"));
+        assert!(span_failed("timeout"));
+        assert!(span_failed("internal_error"));
+        assert!(span_failed("my_own_code"));
+        assert_eq!(ATTR_OUTCOME, "agentkit.tool.outcome");
+    }
+
+    #[test]
+    fn the_log_line_shows_each_field() {
+        assert_eq!(LOG_LINE.matches('%').count(), LOG_FIELDS.len());
+    }
+}
