@@ -10,6 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PyMapping, PySet, PyString, PyTuple};
 use serde_json::{Map, Value};
 
+use crate::arguments::Found;
 use crate::validate::{self, ArgumentValidator, ArgumentsText, Rejection};
 
 /// Arguments larger than this (bytes of JSON text, or top-level keys of a mapping) are parsed
@@ -22,31 +23,12 @@ pub(crate) struct Checked {
     /// The arguments as JSON, as validated (injected keys dropped, integral floats made
     /// integers where the schema wants one).
     pub(crate) value: Value,
-    /// `value` differs from the caller's mapping (a key dropped, a float made an integer, a
-    /// tuple, set or other container met): the body's dict is built from `value`.
-    rebuild: bool,
-    /// The arguments hold integers beyond 64 bits (validated as floats of the same magnitude):
-    /// the body's dict is built from this Python object (the caller's mapping, or the text read
-    /// by Python's `json`), never from `value`.
+    /// What checking found (`crate::arguments::Found`): it decides how the body's arguments
+    /// are made.
+    pub(crate) found: Found,
+    /// With integers beyond 64 bits (`found.exact`): the Python object the body's dict is built
+    /// from (the caller's mapping, or the text read by Python's `json`), never from `value`.
     exact: Option<Py<PyAny>>,
-    /// An integral float at or beyond 2^63 sits where the schema wants an integer: made a Python
-    /// int in the body's dict.
-    conform: bool,
-    /// The caller's mapping is an exact `dict` of at most 64 entries: where its containers are
-    /// (see `tools::Met::containers_at`).
-    pub(crate) containers_at: Option<u64>,
-}
-
-impl Checked {
-    /// The body may get a copy of the caller's own dict.
-    pub(crate) fn same_as_caller(&self) -> bool {
-        !self.rebuild && self.exact.is_none() && !self.conform
-    }
-
-    /// The body's arguments need Python's help (exact big integers, floats beyond 2^63 made ints).
-    pub(crate) fn needs_python(&self) -> bool {
-        self.exact.is_some() || self.conform
-    }
 }
 
 fn empty() -> Value {
@@ -166,13 +148,8 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
             return Err(Refused { rejection: Rejection::invalid(invalid), raw: None });
         }
     }
-    Ok(Checked {
-        value,
-        rebuild: dropped || fix.changed || other_containers,
-        exact,
-        conform: fix.beyond_64_bits,
-        containers_at,
-    })
+    let found = Found::of(dropped, fix.changed, fix.beyond_64_bits, other_containers, exact.is_some(), containers_at);
+    Ok(Checked { value, found, exact })
 }
 
 /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
@@ -194,11 +171,11 @@ pub(crate) fn body_kwargs<'py>(
         d
     } else {
         match args.cast::<PyDict>() {
-            Ok(d) if !checked.rebuild => d.copy()?,
+            Ok(d) if !checked.found.rebuild => d.copy()?,
             _ => super::tools::to_py(py, &checked.value)?.cast_into::<PyDict>()?,
         }
     };
-    if !checked.needs_python() {
+    if !checked.found.needs_python() {
         return Ok(dict);
     }
     match conform(py, validator.schema(), dict.as_any())? {

@@ -11,6 +11,7 @@ use super::args::Checked;
 use super::calls::{type_error, PyCall};
 use super::envelope;
 use super::tools::{definition_error, json_to_body_args, json_to_frozen, CoreTool};
+use crate::arguments::Source;
 use crate::calls::CallError;
 use crate::envelope::Code;
 use crate::errors::ErrorCode;
@@ -225,13 +226,12 @@ pub(crate) fn frozen_args<'py>(
             super::frozen::freeze_values(d, frozen_dict, frozen_list).map(Bound::into_any)
         }
     };
-    match args.cast::<PyDict>() {
-        Ok(d) if checked.same_as_caller() && !sealed && checked.containers_at.is_some() => {
-            // Only the entries validation found containers in are looked at again.
-            super::frozen::freeze_values_at(d, checked.containers_at.unwrap_or(0), frozen_dict, frozen_list).map(Bound::into_any)
-        }
-        Ok(d) if checked.same_as_caller() => freeze(d),
-        _ if checked.needs_python() => freeze(&entry.core.get().kwargs(py, args, checked)?),
+    let callers = args.cast::<PyDict>().ok();
+    match (checked.found.source(callers.is_some(), sealed), callers) {
+        // Only the entries validation found containers in are looked at again.
+        (Source::CallersAt(at), Some(d)) => super::frozen::freeze_values_at(d, at, frozen_dict, frozen_list).map(Bound::into_any),
+        (Source::Callers, Some(d)) => freeze(d),
+        (Source::Python, _) => freeze(&entry.core.get().kwargs(py, args, checked)?),
         _ if sealed => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list)),
         _ => json_to_body_args(py, &checked.value, (frozen_dict, frozen_list)),
     }
