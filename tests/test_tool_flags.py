@@ -77,6 +77,44 @@ async def test_a_flag_set_or_deleted_between_calls_is_followed() -> None:
     assert runs == ["loop", "loop", "worker"]
 
 
+async def test_a_flag_changed_after_an_unrelated_change_or_by_the_body_is_followed() -> None:
+    """What is kept of a tool is kept while its instance dict and its classes' dicts are unchanged:
+    a change of another key (an attribute of the host's own) is a change too, and a flag changed
+    right after it is followed; so is a flag the body itself sets during a call (at the next call),
+    and an attribute of the host's own set on ``FunctionTool`` itself."""
+    runs: list[str] = []
+    echo = make_echo(runs)
+    inv = Invoker(ToolRegistry([echo]))
+    ok = {"ok": True, "value": 3}
+    for _ in range(3):
+        assert plain(await inv.invoke(CALL, fresh())) == ok
+    echo.note = "the host's own"  # type: ignore[attr-defined]
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    echo.requires_approval = True
+    assert await inv.invoke(CALL, fresh()) == APPROVAL
+    echo.requires_approval = False
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    body = echo.fn
+
+    def flips(args: Any, ctx: Any) -> Any:
+        out = body(args, ctx)
+        echo.non_blocking = False
+        echo.requires_approval = True
+        return out
+
+    echo.fn = flips
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    assert await inv.invoke(CALL, fresh()) == APPROVAL
+    echo.fn = body
+    echo.requires_approval = False
+    with mock.patch.object(FunctionTool, "host_marker", True, create=True):
+        assert plain(await inv.invoke(CALL, fresh())) == ok
+        echo.non_blocking = True
+        assert plain(await inv.invoke(CALL, fresh())) == ok
+    assert plain(await inv.invoke(CALL, fresh())) == ok
+    assert runs == ["loop"] * 6 + ["worker", "loop", "loop"]
+
+
 async def test_a_flag_moved_or_rekeyed_in_the_instance_dict_is_followed() -> None:
     """What is kept of a tool's flags is checked where each entry was in the instance dict: an
     entry deleted and written again (it moves to the end of the dict's order, with the same value

@@ -20,6 +20,7 @@ mod relay;
 mod shutdown;
 mod tools;
 mod turn;
+mod watch;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -857,8 +857,10 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 /// What a call's admission reads of an exact `FunctionTool` (see `Flags`): kept with the tool's
 /// `CoreTool` and used while Python's attribute access on the tool (`getattr(tool, name)`: a
 /// data descriptor of its class first, then its instance `__dict__`, then its class) answers the
-/// very objects they were read from, compared by identity at each call (the flags its rules read:
-/// a call whose rules read only some answers only those from here). A change however written
+/// very objects they were read from: where dict versions can be read (see `ToolView`), while the
+/// tool's instance dict and its classes' dicts are unchanged, with nothing read at all; else
+/// compared by identity at each call (the flags its rules read: a call whose rules read only some
+/// answers only those from here). A change however written
 /// (assignment, `object.__setattr__`, `vars(t)[...] =`, `t.__dict__.update`, `del`, a key of the
 /// dict's own that now equals the name, a property put on the class) is followed at the next call:
 /// what is kept is only what was made of those objects (their conversion). Taken only when each
@@ -868,7 +870,7 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 /// only to them: objects of these types refer to nothing, so no reference cycle goes through a
 /// snapshot and the garbage collector need not see it. The tool's `fn`, `_is_async`,
 /// `non_blocking`, its output check and read-only hook are read where they are used, at every
-/// call.
+/// call, unless its `ToolView` answers them (checked at each answer).
 pub(crate) struct ToolFlags {
     values: [Py<PyAny>; 7],
     name: String,
@@ -878,6 +880,126 @@ pub(crate) struct ToolFlags {
     undeclared: bool,
     timeout_s: Option<f64>,
     url_arg: Option<String>,
+    /// What else a call reads of the tool, while its instance dict and its classes' dicts are
+    /// unchanged (see `ToolView`); None where dict versions cannot be read or the tool does not
+    /// qualify.
+    view: Option<ToolView>,
+}
+
+/// Names of what `ToolView` answers besides the flags: `fn`, `_is_async`, `non_blocking`,
+/// `_output`, and the two the instance dict must not hold, `check_output` and
+/// `is_read_only_call`.
+static VIEW_NAMES: PyOnceLock<[Py<PyString>; 6]> = PyOnceLock::new();
+
+fn view_names(py: Python<'_>) -> [&Bound<'_, PyString>; 6] {
+    let n = VIEW_NAMES.get_or_init(py, || {
+        ["fn", "_is_async", "non_blocking", "_output", "check_output", "is_read_only_call"].map(|n| PyString::intern(py, n).unbind())
+    });
+    std::array::from_fn(|i| n[i].bind(py))
+}
+
+/// What `getattr` answers for every attribute a call reads of an exact `FunctionTool` (its
+/// flags, `fn`, `_is_async`, `non_blocking`, `_output`, its read-only hook and output check), kept
+/// while the tool's instance dict and the dicts of `FunctionTool`'s classes are the very dicts,
+/// unchanged, they were when it was made (`super::watch`: no attribute is read to know it; any
+/// change however written, to any key, is a change). Made only when `getattr` answers each of
+/// them from the instance dict without running code: each is in the instance dict (its keys all
+/// exact `str`), the classes define no data descriptor for any of them (see `ClassView`), and
+/// neither the dict nor the classes hold `is_read_only_call` or another `check_output` than
+/// `FunctionTool`'s own. Then each answer follows from those dicts alone, so unchanged dicts
+/// answer the same.
+#[derive(Clone)]
+struct ToolView {
+    dict: super::watch::Seen,
+    classes: Arc<[super::watch::Seen]>,
+    /// `fn` is not None (it is read from the dict where it is called: it is not kept here).
+    function: bool,
+    is_async: bool,
+    non_blocking: bool,
+    /// `_output` is None: `check_output` returns the result as it is.
+    plain_output: bool,
+}
+
+impl ToolView {
+    /// The view of `d`, the instance dict of an exact `FunctionTool` whose flags `flags` has
+    /// just read with `getattr`; None when it does not qualify (see `ToolView`).
+    fn of(py: Python<'_>, d: &Bound<'_, PyDict>, flags: &[Py<PyAny>; 7]) -> PyResult<Option<Self>> {
+        if !super::watch::on(py) {
+            return Ok(None);
+        }
+        let Some(classes) = class_view(py)? else { return Ok(None) };
+        let seen = super::watch::Seen::of(d);
+        // Exact `str` keys only: looking a name up runs no code, and no key can come to equal
+        // a name without a change of the dict.
+        if d.keys().iter().any(|k| !k.is_exact_instance_of::<PyString>()) {
+            return Ok(None);
+        }
+        for (name, v) in kept_names(py).into_iter().zip(flags) {
+            if !d.get_item(name)?.is_some_and(|x| x.is(v)) {
+                return Ok(None);
+            }
+        }
+        let [fn_, is_async, non_blocking, output, check_output, hook] = view_names(py);
+        let (Some(f), Some(a), Some(nb), Some(o)) = (d.get_item(fn_)?, d.get_item(is_async)?, d.get_item(non_blocking)?, d.get_item(output)?) else {
+            return Ok(None);
+        };
+        if d.contains(check_output)? || d.contains(hook)? {
+            return Ok(None);
+        }
+        // `_is_async`'s truth value, when it is one that cannot change.
+        let is_async = if a.is_none() { false } else if let Ok(b) = a.cast::<PyBool>() { b.is_true() } else { return Ok(None) };
+        let view = ToolView { dict: seen, classes, function: !f.is_none(), is_async, non_blocking: nb.is(PyBool::new(py, true)), plain_output: o.is_none() };
+        // Nothing above changed it (no code ran).
+        Ok(super::watch::Seen::of(d).eq(&seen).then_some(view))
+    }
+
+    /// The tool's instance dict `d` and its classes' dicts are as they were.
+    #[inline]
+    fn holds(&self, py: Python<'_>, d: &Bound<'_, PyDict>) -> bool {
+        self.dict.holds(d) && class_dicts_hold(py, &self.classes)
+    }
+}
+
+/// The dicts of `FunctionTool`'s classes are as `seen`.
+fn class_dicts_hold(py: Python<'_>, seen: &[super::watch::Seen]) -> bool {
+    let Ok(h) = helpers(py) else { return false };
+    h.class_dicts.len() == seen.len() && h.class_dicts.iter().zip(seen).all(|(d, s)| s.holds(d.bind(py)))
+}
+
+/// The last look at `FunctionTool`'s classes (see `class_view`).
+static CLASSES: Mutex<Option<(Arc<[super::watch::Seen]>, bool)>> = Mutex::new(None);
+
+/// The dicts of `FunctionTool`'s classes as they are now, when a `ToolView` may be made under
+/// them: they define no data descriptor (a `__set__` or `__delete__`) for any name a view
+/// answers, no `is_read_only_call`, and `check_output` is `FunctionTool`'s own. Looked at again
+/// only when one of those dicts changed.
+fn class_view(py: Python<'_>) -> PyResult<Option<Arc<[super::watch::Seen]>>> {
+    let h = helpers(py)?;
+    let now: Vec<super::watch::Seen> = h.class_dicts.iter().map(|d| super::watch::Seen::of(d.bind(py))).collect();
+    if let Some((seen, clean)) = &*lock(&CLASSES) {
+        if **seen == *now {
+            return Ok(clean.then(|| seen.clone()));
+        }
+    }
+    // A `__set__` or a `__delete__` (one slot).
+    let data_descriptor = |v: &Bound<'_, PyAny>| {
+        // SAFETY: a live type; the slot is only compared.
+        !unsafe { pyo3::ffi::PyType_GetSlot(v.get_type().as_ptr().cast(), pyo3::ffi::Py_tp_descr_set) }.is_null()
+    };
+    let mut clean = h.class_attr(py, intern!(py, "check_output"))?.is_some_and(|c| c.is(h.check_output.bind(py)))
+        && h.class_attr(py, intern!(py, "is_read_only_call"))?.is_none();
+    for name in kept_names(py).into_iter().chain(view_names(py).into_iter().take(4)) {
+        if h.class_attr(py, name)?.is_some_and(|v| data_descriptor(&v)) {
+            clean = false;
+        }
+    }
+    let after: Vec<super::watch::Seen> = h.class_dicts.iter().map(|d| super::watch::Seen::of(d.bind(py))).collect();
+    if after != now {
+        return Ok(None);
+    }
+    let seen: Arc<[super::watch::Seen]> = now.into();
+    *lock(&CLASSES) = Some((seen.clone(), clean));
+    Ok(clean.then_some(seen))
 }
 
 impl ToolFlags {
@@ -916,6 +1038,7 @@ impl ToolFlags {
             undeclared: values[4].is(PyBool::new(py, false)),
             timeout_s: if t.is_none() { None } else { t.extract::<f64>().ok().filter(|t| *t > 0.0) },
             url_arg: if u.is_none() { None } else { text(u).filter(|u| !u.is_empty()) },
+            view: None,
             values: values.iter().map(|v| v.clone().unbind()).collect::<Vec<_>>().try_into().map_err(|_| unkept())?,
         }) };
         Ok(read())
@@ -1013,13 +1136,15 @@ struct Flags<'py> {
     body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
     /// The admission's flags, still what `getattr` answers: those answers come from it.
     snap: Option<Arc<ToolFlags>>,
+    /// Flags whose `ToolView` answers the rest while it holds (checked at each answer).
+    view: Option<Arc<ToolFlags>>,
 }
 
 impl<'py> Flags<'py> {
     fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
         let ty = tool.get_type();
         let dict = if ty.is(helpers(py)?.function_tool.bind(py)) && generic_getattr(&ty) { instance_dict(tool)? } else { None };
-        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None })
+        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None, view: None })
     }
 
     /// The flags of `tool` at its admission under the rules `n`, the snapshot kept on its `core`
@@ -1027,11 +1152,18 @@ impl<'py> Flags<'py> {
     /// read again, and kept when it can be): only those flags are asked of it.
     fn of_tool(py: Python<'py>, tool: &Bound<'py, PyAny>, core: Option<&Bound<'py, CoreTool>>, n: Needs) -> PyResult<Self> {
         let mut flags = Self::of(py, tool)?;
-        if let (Some(_), Some(core)) = (&flags.dict, core) {
+        if let (Some(d), Some(core)) = (&flags.dict, core) {
             // Another thread reading or replacing it: this call reads the tool itself.
             let Ok(mut slot) = core.get().flags.try_lock() else { return Ok(flags) };
             match &*slot {
-                Kept::Flags(s) if s.holds(py, tool, ToolFlags::read_by(n))? => {
+                // Its dicts unchanged: nothing is read.
+                Kept::Flags(s) if s.view.as_ref().is_some_and(|v| v.holds(py, d)) => {
+                    flags.snap = Some(s.clone());
+                    flags.view = Some(s.clone());
+                    return Ok(flags);
+                }
+                // No view (the tool does not qualify): the flags its rules read, compared.
+                Kept::Flags(s) if s.view.is_none() && s.holds(py, tool, ToolFlags::read_by(n))? => {
                     flags.snap = Some(s.clone());
                     return Ok(flags);
                 }
@@ -1039,8 +1171,12 @@ impl<'py> Flags<'py> {
                 _ => {}
             }
             *slot = match ToolFlags::read(py, tool)? {
-                Ok(s) => {
+                Ok(mut s) => {
+                    s.view = ToolView::of(py, d, &s.values)?;
                     let s = Arc::new(s);
+                    if s.view.is_some() {
+                        flags.view = Some(s.clone());
+                    }
                     flags.snap = Some(s.clone());
                     Kept::Flags(s)
                 }
@@ -1055,7 +1191,7 @@ impl<'py> Flags<'py> {
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
         let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
         match &c.flags {
-            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None }),
+            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None, view: c.kept.clone() }),
             None => Self::of(py, &tool),
         }
     }
@@ -1126,11 +1262,17 @@ impl<'py> Flags<'py> {
 
     /// A function tool: `fn` and `check_output` set.
     fn function(&self) -> PyResult<bool> {
+        if let Some(v) = self.viewed() {
+            return Ok(v.function);
+        }
         let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
         Ok(set(self.fn_attr()?) && set(self.get_unbound(intern!(self.tool.py(), "check_output"))?))
     }
 
     fn is_async(&self) -> PyResult<bool> {
+        if let Some(v) = self.viewed() {
+            return Ok(v.is_async);
+        }
         match self.get(intern!(self.tool.py(), "_is_async"))? {
             Some(v) => v.is_truthy(),
             None => Ok(false),
@@ -1139,6 +1281,9 @@ impl<'py> Flags<'py> {
 
     /// `non_blocking` is `True` itself.
     fn non_blocking(&self) -> PyResult<bool> {
+        if let Some(v) = self.viewed() {
+            return Ok(v.non_blocking);
+        }
         let py = self.tool.py();
         Ok(matches!(self.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true))))
     }
@@ -1146,6 +1291,9 @@ impl<'py> Flags<'py> {
     /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when no class
     /// of `FunctionTool` defines such a hook.
     fn read_only_hook(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.viewed().is_some() {
+            return Ok(None);
+        }
         let h = helpers(py)?;
         let name = intern!(py, "is_read_only_call");
         if let Some(d) = &self.dict {
@@ -1155,6 +1303,14 @@ impl<'py> Flags<'py> {
         }
         let hook = h.getattr.bind(py).call1((&self.tool, name, py.None()))?;
         Ok((!hook.is_none()).then_some(hook))
+    }
+
+    /// The tool's `ToolView`, when its dicts are still as it found them (checked now: a body,
+    /// a host callback or another thread may have changed them since).
+    #[inline]
+    fn viewed(&self) -> Option<&ToolView> {
+        let v = self.view.as_ref()?.view.as_ref()?;
+        v.holds(self.tool.py(), self.dict.as_ref()?).then_some(v)
     }
 
     /// `getattr(tool, name)`, None when it has none.
@@ -1180,7 +1336,11 @@ impl<'py> Flags<'py> {
         if let Some(f) = self.body.get() {
             return Ok(f.clone());
         }
-        let f = self.get(intern!(self.tool.py(), "fn"))?;
+        let py = self.tool.py();
+        let f = match (self.viewed(), &self.dict) {
+            (Some(_), Some(d)) => d.get_item(intern!(py, "fn"))?,
+            _ => self.get(intern!(py, "fn"))?,
+        };
         Ok(self.body.get_or_init(|| f).clone())
     }
 
@@ -1205,6 +1365,9 @@ impl<'py> Flags<'py> {
     /// method neither replaced on the instance nor on the class): the call can be skipped. Read
     /// when the body has returned (a body may set its tool's output check).
     fn plain_output(&self, py: Python<'py>) -> PyResult<bool> {
+        if let Some(v) = self.viewed() {
+            return Ok(v.plain_output);
+        }
         let Some(d) = &self.dict else { return Ok(false) };
         let name = intern!(py, "check_output");
         if d.contains(name)? || !self.get(intern!(py, "_output"))?.is_some_and(|o| o.is_none()) {
@@ -1299,6 +1462,8 @@ pub struct Call {
     sealed: bool,
     /// The instance dict of the tool (an exact `FunctionTool`), see `Flags`.
     flags: Option<Py<PyDict>>,
+    /// Its flags at admission with their `ToolView` (see `Flags::viewed`).
+    kept: Option<Arc<ToolFlags>>,
 }
 
 impl Call {
@@ -1321,6 +1486,7 @@ impl Call {
             started: 0.0,
             sealed: true,
             flags: None,
+            kept: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1363,7 +1529,7 @@ impl Call {
                 me.sealed = sealed;
                 f.admitted = true;
                 // Read here, no registry borrowed: what reading a flag raises is the call's failure.
-                let flags = Flags::of_tool(py, &tool, core.as_ref(), n)?;
+                let mut flags = Flags::of_tool(py, &tool, core.as_ref(), n)?;
                 let name = flags.name()?;
                 if n.approval && flags.requires_approval()? {
                     f.requires_approval = true;
@@ -1429,6 +1595,7 @@ impl Call {
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);
+                me.kept = flags.view.take();
                 me.flags = flags.dict.map(Bound::unbind);
                 me.tool = Some(tool.unbind());
                 me.args = Some(args.unbind());
@@ -1934,6 +2101,7 @@ impl Call {
         self.tc = None;
         self.ctx = None;
         self.flags = None;
+        self.kept = None;
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
