@@ -130,7 +130,8 @@ async def test_audit_logs_at_debug_and_feeds_ctx_trace(caplog):
 async def test_audit_follows_log_level_changes_made_while_calls_run():
     """Whether anybody reads a record is decided per call without asking Python (the logger's
     own cache of ``isEnabledFor``): a level set on the audit logger or on a parent, or
-    ``logging.disable``, between two calls of the same Invoker takes effect at the next call."""
+    ``logging.disable``, between two calls of the same Invoker takes effect at the next call (an
+    answer kept while the logger and its cache are unchanged included)."""
     @tool(read_only=True)
     def ping() -> str:
         """Answer pong, to check that tools are reachable."""
@@ -161,7 +162,9 @@ async def test_audit_follows_log_level_changes_made_while_calls_run():
         ):
             change()
             before = len(records)
-            assert (await inv.invoke(call("ping")))["value"] == "pong"
+            # twice: the second call finds what the first one read (and logging cached) unchanged
+            for _ in range(2):
+                assert (await inv.invoke(call("ping")))["value"] == "pong"
             seen.append((len(records) - before, audit.observed_level(None)))
     finally:
         audit_log.removeHandler(handler)
@@ -170,9 +173,9 @@ async def test_audit_follows_log_level_changes_made_while_calls_run():
         logging.disable(logging.NOTSET)
     tracing = audit.observed_level(None) == 2  # a tracer provider set by another test
     if tracing:
-        assert [n for n, _ in seen] == [0, 1, 0, 1, 0, 1]
+        assert [n for n, _ in seen] == [0, 2, 0, 2, 0, 2]
     else:
-        assert seen == [(0, 0), (1, 1), (0, 0), (1, 1), (0, 0), (1, 1)]
+        assert seen == [(0, 0), (2, 1), (0, 0), (2, 1), (0, 0), (2, 1)]
 
 
 async def test_ctx_trace_gets_the_record_through_event_then_add_event_then_itself(caplog):

@@ -109,7 +109,7 @@ impl BodyTask {
         let py = slf.py();
         let (callbacks, lp) = {
             let mut t = slf.try_borrow_mut()?;
-            t.cancelled = exc.is_instance(helpers(py)?.cancelled_error.bind(py))?;
+            t.cancelled = !exc.is_none() && exc.is_instance(helpers(py)?.cancelled_error.bind(py))?;
             (t.callbacks.take(), t.lp.clone_ref(py))
         };
         for (f, context) in callbacks.unwrap_or_default() {

@@ -236,18 +236,38 @@ const DEBUG: u8 = 10;
 /// `audit_log.isEnabledFor(DEBUG)`, answered from the logger's own cache when it holds the answer
 /// (logging clears that cache on every level change, `logging.disable` included), so a level
 /// set at run time is followed without a call per tool call.
+///
+/// Where dict versions can be read (see `super::watch`), an answer read from the logger's dict
+/// and its cache (both plain `bool`s) is kept while those two dicts are unchanged.
 pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
+    /// The logger's dict and its cache as they were, and the answer they gave.
+    static KEPT: Mutex<Option<(super::watch::Seen, super::watch::Seen, bool)>> = Mutex::new(None);
     let log = h.audit_log.bind(py);
     if let Some(cache) = &h.audit_cache {
-        let disabled = match h.audit_log_dict.as_ref().map(|d| d.bind(py).get_item(intern!(py, "disabled"))).transpose()?.flatten() {
+        let (cache, dict) = (cache.bind(py), h.audit_log_dict.as_ref().map(|d| d.bind(py)));
+        if let (Some(d), Some((at_dict, at_cache, answer))) = (dict, *lock(&KEPT)) {
+            if at_dict.holds(d) && at_cache.holds(cache) {
+                return Ok(answer);
+            }
+        }
+        let disabled = match dict.map(|d| d.get_item(intern!(py, "disabled"))).transpose()?.flatten() {
             Some(d) => d,
             None => log.getattr(intern!(py, "disabled"))?,
         };
+        let keep = |answer: bool| {
+            if let Some(d) = dict.filter(|_| super::watch::on(py)) {
+                *lock(&KEPT) = Some((super::watch::Seen::of(d), super::watch::Seen::of(cache), answer));
+            }
+            answer
+        };
         if disabled.is_truthy()? {
-            return Ok(false);
+            return Ok(if disabled.is_exact_instance_of::<PyBool>() { keep(false) } else { false });
         }
-        if let Some(known) = cache.bind(py).get_item(DEBUG)? {
-            return known.is_truthy();
+        if let Some(known) = cache.get_item(DEBUG)? {
+            return Ok(match known.cast::<PyBool>() {
+                Ok(b) if disabled.is_exact_instance_of::<PyBool>() => keep(b.is_true()),
+                _ => known.is_truthy()?,
+            });
         }
     }
     log.call_method1(intern!(py, "isEnabledFor"), (DEBUG,))?.is_truthy()
