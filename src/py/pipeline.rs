@@ -2162,7 +2162,8 @@ impl Call {
 impl Call {
     // The garbage collector sees what a call state holds (a cycle through it, e.g. an
     // exception's traceback -> the driver's frame -> this state -> the ToolCall, is collected).
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+    // (A turn's relay that holds a call's state visits it through this too.)
+    pub(super) fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.pipe)?;
         visit.call(&self.tool)?;
         visit.call(&self.args)?;

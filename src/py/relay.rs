@@ -28,21 +28,21 @@ use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
-use super::turn::{abort_failed, Owed};
+use super::turn::{abort_failed, Mine, Owed};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
 }
 
 /// The body a relay starts (of the `STEP_RUN` payload `(tool, args, limit, kind)`), the call's
-/// context, and the call it owes the turn an end for. `within`: the copy of the caller's
+/// context, and the call it owes the turn an end for (its state held here while the body runs). `within`: the copy of the caller's
 /// `contextvars` the task was made with (see `Relay::body`), else None.
 struct Start {
     tool: Py<PyAny>,
     args: Py<PyAny>,
     limit: Option<f64>,
     ctx: Py<PyAny>,
-    owed: Owed,
+    mine: Mine,
     within: Option<Py<PyAny>>,
 }
 
@@ -190,9 +190,9 @@ impl Relay {
     /// steps, if any, go on in a task of their own (in a fresh copy of the caller's); None: the
     /// body gets a copy of the task's context, each of its steps entering it, and the later steps
     /// go on in this task.
-    pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, owed: Owed, within: Option<Py<PyAny>>) -> PyResult<Self> {
+    pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, mine: Mine, within: Option<Py<PyAny>>) -> PyResult<Self> {
         let (tool, args, limit) = (arg.get_item(0)?.unbind(), arg.get_item(1)?.unbind(), arg.get_item(2)?.extract()?);
-        Ok(Relay { state: State::Start, call: Some(Start { tool, args, limit, ctx, owed, within }) })
+        Ok(Relay { state: State::Start, call: Some(Start { tool, args, limit, ctx, mine, within }) })
     }
 
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
@@ -242,7 +242,6 @@ impl Relay {
         let Some(start) = &self.call else { return Err(stopped(py)) };
         let ctx = start.ctx.bind(py).clone();
         let (tool, args, limit) = (start.tool.bind(py).clone(), start.args.bind(py).clone(), start.limit);
-        let m = start.owed.m.clone_ref(py);
         if let Some(l) = limit {
             if l <= 0.0 {
                 // A call never starts after its deadline.
@@ -259,7 +258,7 @@ impl Relay {
             Some(w) => (w.bind(py).clone(), true),
             None => (h.copy_context.bind(py).call0()?, false),
         };
-        let called = m.bind(py).try_borrow().map_err(PyErr::from).and_then(|c| c.start_body(py, &args, &ctx, (!entered).then_some(&within)));
+        let called = start.mine.call.start_body(py, &args, &ctx, (!entered).then_some(&within));
         let coro = match called {
             // An awaitable that is no coroutine (or something that is not awaitable) is awaited
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
@@ -277,7 +276,7 @@ impl Relay {
             // Entered as the task's, in its first step: no cancellation of it was delivered yet
             // (one requested before would have been thrown in instead of this step; one the
             // body's sync prelude requested is not delivered yet).
-            Some(end) => match start.owed.task_and_loop(py)? {
+            Some(end) => match start.mine.task_and_loop(py)? {
                 // (the relay of a call's body is the coroutine of the call's task)
                 Some((task, lp)) => deadline::enter_for(&lp, &task, 0, end, limit, &tool)?,
                 None => match h.current_task.bind(py).call0()? {
@@ -381,7 +380,7 @@ impl Relay {
     fn finish<'py>(&mut self, py: Python<'py>, mut body: Body, mut value: Option<Bound<'py, PyAny>>, mut exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
         // The turn cancels its calls' tasks: when it was cancelled, so was this task.
         let by_turn = match &self.call {
-            Some(start) => start.owed.cancelled(py)?,
+            Some(start) => start.mine.cancelled(py)?,
             None => false,
         };
         if let Err(e) = body.deadline.leave_cancelled(py, exc.as_ref(), by_turn) {
@@ -411,20 +410,20 @@ impl Relay {
     /// what is left of the deadline, `end` on `time.monotonic`); what it raised goes to
     /// `Owed::failed`. The task goes on with the call's drive the turn returns, if any.
     fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, end: Option<f64>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let Some(Start { limit, ctx, owed, within, .. }) = self.call.take() else { return Err(stopped(py)) };
+        let Some(Start { limit, ctx, mut mine, within, .. }) = self.call.take() else { return Err(stopped(py)) };
         let then = match (exc, value) {
-            (Some(exc), _) => owed.failed(py, exc)?,
+            (Some(exc), _) => mine.owed(py)?.failed(py, exc)?,
             (None, value) => {
                 let value = value.unwrap_or_else(|| py.None().into_bound(py));
-                let fed = owed.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.returned(py, value, ctx.bind(py), limit, end));
+                let fed = mine.call.returned(py, value, ctx.bind(py), limit, end);
                 match fed {
                     Ok((STEP_DONE, env)) => {
-                        owed.answer(py, env)?;
+                        mine.answer(py, env)?;
                         return Err(stopped(py));
                     }
-                    Ok((step, arg)) => owed.then(py, step, arg)?,
+                    Ok((step, arg)) => mine.owed(py)?.then(py, step, arg)?,
                     // A fault of the pipeline, not of the body.
-                    Err(e) => Some(owed.fault(py, e.into_value(py).into_bound(py).into_any())?),
+                    Err(e) => Some(mine.owed(py)?.fault(py, e.into_value(py).into_bound(py).into_any())?),
                 }
             }
         };
@@ -533,7 +532,7 @@ impl Relay {
         }
         if let Some(start) = self.call.take() {
             let exc = raised.as_ref().map_or_else(generator_exit, |e| e.value(py).clone().into_any());
-            start.owed.closed(py, exc)?;
+            start.mine.owed(py)?.closed(py, exc)?;
         }
         raised.map_or(Ok(()), Err)
     }
@@ -669,7 +668,7 @@ impl Relay {
             visit.call(&s.tool)?;
             visit.call(&s.args)?;
             visit.call(&s.ctx)?;
-            s.owed.visit(visit)
+            s.mine.visit(visit)
         };
         if let Some(s) = &self.call {
             start(s, &visit)?;

@@ -156,7 +156,7 @@ pub struct Turn {
     waiter: Option<Py<PyAny>>,
     envs: Vec<Option<Py<PyAny>>>,
     /// The task of each call not answered yet, and the state of each call neither answered nor
-    /// aborted.
+    /// aborted (none while a call's relay runs its body and holds its state: `Mine`).
     tasks: Vec<Option<Py<PyAny>>>,
     machines: Vec<Option<Py<Call>>>,
     pending: usize,
@@ -171,6 +171,71 @@ pub struct Turn {
     phase: Phase,
     /// During one of its own steps.
     busy: bool,
+}
+
+/// Call `i` of `turn` is answered with `env`: its task and state are let go.
+fn answer_at(turn: &Bound<'_, Turn>, i: usize, env: Bound<'_, PyAny>) -> PyResult<()> {
+    let py = turn.py();
+    let (waiter, _task, _m) = {
+        let mut t = turn.try_borrow_mut()?;
+        t.envs[i] = Some(env.unbind());
+        let dropped = (t.tasks[i].take(), t.machines[i].take());
+        t.pending = t.pending.saturating_sub(1);
+        (if t.pending == 0 { t.waiter.as_ref().map(|w| w.clone_ref(py)) } else { None }, dropped.0, dropped.1)
+    };
+    if let Some(w) = waiter {
+        let w = w.bind(py);
+        if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
+            w.call_method1(intern!(py, "set_result"), (py.None(),))?;
+        }
+    }
+    Ok(())
+}
+
+/// The call `i` of `turn` whose first step is its `async` body, its state `call` held by the
+/// relay that runs the body (one object less per call while the body runs): the turn has no
+/// state of it meanwhile. Whichever way the relay ends, the state is handed on exactly once:
+/// the call answered, or the state made an object of its own that the turn keeps (`Mine::owed`:
+/// a call that goes on past its body, or that the turn aborts).
+pub(super) struct Mine {
+    pub(super) turn: Py<Turn>,
+    pub(super) i: usize,
+    pub(super) call: Call,
+}
+
+impl Mine {
+    pub(super) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.turn)?;
+        self.call.__traverse__(*visit)
+    }
+
+    /// The call's state as an object of its own, kept by the turn (until the call is answered or
+    /// aborted): what the call owes the turn from here on.
+    pub(super) fn owed(self, py: Python<'_>) -> PyResult<Owed> {
+        let m = Py::new(py, self.call)?;
+        let old = self.turn.bind(py).try_borrow_mut()?.machines[self.i].replace(m.clone_ref(py));
+        drop(old);
+        Ok(Owed { turn: self.turn, i: self.i, m })
+    }
+
+    /// The call is answered with `env`.
+    pub(super) fn answer(self, py: Python<'_>, env: Bound<'_, PyAny>) -> PyResult<()> {
+        answer_at(self.turn.bind(py), self.i, env)
+    }
+
+    /// See `Owed::cancelled`.
+    pub(super) fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.turn.bind(py).try_borrow()?.cancelled)
+    }
+
+    /// The call's task and the turn's loop, once the turn has started.
+    pub(super) fn task_and_loop<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+        let t = self.turn.bind(py).try_borrow()?;
+        Ok(match (&t.tasks[self.i], &t.lp) {
+            (Some(task), Some(lp)) => Some((task.bind(py).clone(), lp.bind(py).clone())),
+            _ => None,
+        })
+    }
 }
 
 /// The call `i` of `turn` (its state `m`) a relay owes the turn an end for.
@@ -188,21 +253,7 @@ impl Owed {
 
     /// The call is answered with `env`.
     pub(super) fn answer(self, py: Python<'_>, env: Bound<'_, PyAny>) -> PyResult<()> {
-        let turn = self.turn.bind(py);
-        let (waiter, _task, _m) = {
-            let mut t = turn.try_borrow_mut()?;
-            t.envs[self.i] = Some(env.unbind());
-            let dropped = (t.tasks[self.i].take(), t.machines[self.i].take());
-            t.pending = t.pending.saturating_sub(1);
-            (if t.pending == 0 { t.waiter.as_ref().map(|w| w.clone_ref(py)) } else { None }, dropped.0, dropped.1)
-        };
-        if let Some(w) = waiter {
-            let w = w.bind(py);
-            if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
-                w.call_method1(intern!(py, "set_result"), (py.None(),))?;
-            }
-        }
-        Ok(())
+        answer_at(self.turn.bind(py), self.i, env)
     }
 
     /// The call raised `KeyboardInterrupt`/`SystemExit` (it was aborted): the caller's `await`
@@ -236,15 +287,6 @@ impl Owed {
     /// every call still running was cancelled.
     pub(super) fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.turn.bind(py).try_borrow()?.cancelled)
-    }
-
-    /// The call's task and the turn's loop, once the turn has started.
-    pub(super) fn task_and_loop<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
-        let t = self.turn.bind(py).try_borrow()?;
-        Ok(match (&t.tasks[self.i], &t.lp) {
-            (Some(task), Some(lp)) => Some((task.bind(py).clone(), lp.bind(py).clone())),
-            _ => None,
-        })
     }
 
     fn ctx<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -565,18 +607,19 @@ impl Turn {
                 Self::answered(slf, i, arg)?;
                 continue;
             }
-            let m = Py::new(py, m)?;
-            state(slf)?.machines[i] = Some(m.clone_ref(py));
-            let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
             let task = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
+                let mine = Mine { turn: turn.clone_ref(py), i, call: m };
                 match &direct {
                     Some(d) => {
                         let within = helpers(py)?.copy_context.bind(py).call0()?;
-                        d.spawn(py, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), owed, Some(within.clone().unbind()))?, &within)?
+                        d.spawn(py, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), mine, Some(within.clone().unbind()))?, &within)?
                     }
-                    None => spawn(py, &create_task, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), owed, None)?)?,
+                    None => spawn(py, &create_task, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), mine, None)?)?,
                 }
             } else {
+                let m = Py::new(py, m)?;
+                state(slf)?.machines[i] = Some(m.clone_ref(py));
+                let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
                 let (drive, after) = owed.drive(py, step, arg)?;
                 spawn(py, &create_task, Relay::driving(drive, after))?
             };
