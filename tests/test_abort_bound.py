@@ -373,3 +373,38 @@ def test_a_stop_raised_by_a_sink_or_a_store_during_an_abort_propagates_once_the_
     assert [m.split(" coro=<")[1].split("()")[0] if "never retrieved" in m else m for m in said] == [
         "Invoker.invoke" if how == "invoke" else "Invoker.invoke_many"
     ]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 does not count a task's cancellation requests: a call's task already being cancelled is asked again, which cuts its abort short")
+@pytest.mark.parametrize("rounds", [5])
+def test_invoke_many_through_user_middleware_cancelled_twice_as_asyncio_run_does_records_each_call_once(rounds: int) -> None:
+    """``asyncio.run``'s shut-down cancels every task, the calls' tasks of an ``invoke_many``
+    through user middleware and the task awaiting it: the calls' tasks are not cancelled a
+    second time by the turn (that cut each call's abort short, its record lost when the loop
+    closed right after); each call gets exactly one record and its claim is released."""
+    for _ in range(rounds):
+        got: list[tuple[str, str]] = []
+
+        async def sink(rec: dict) -> None:
+            await asyncio.sleep(0.2)
+            got.append((rec["call_id"], rec["outcome"]))
+
+        store = InMemoryStore()
+        # (the release and the record in the segment the cancellation reaches last)
+        inv = Invoker(ToolRegistry([charge]), middleware=[mw.audit(sink), mw.idempotency(store=store, lease_s=30), Passthrough(), mw.retry(), mw.timeout()])
+        ids = ["c0", "c1", "c2"]
+
+        async def main() -> None:
+            outer = asyncio.ensure_future(inv.invoke_many([call("charge", c, card="4", cents=i) for i, c in enumerate(ids)], ToolContext(run_id="r")))
+            await asyncio.sleep(0.1)
+            for t in asyncio.all_tasks():
+                if t is not outer and t is not asyncio.current_task():
+                    t.cancel()  # the calls' tasks first, as the shut-down may
+            await asyncio.sleep(0)
+            outer.cancel()
+            await asyncio.wait([outer], timeout=10)
+            assert outer.cancelled() is True
+
+        asyncio.run(main())
+        assert sorted(got) == [(c, "cancelled") for c in ids]
+        assert [doc(v)["s"] for v in store._data.values()] == ["free"] * 3  # type: ignore[attr-defined]

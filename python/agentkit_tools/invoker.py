@@ -54,6 +54,13 @@ class _State:
             p.forget(scope)
 
 
+def _cancelling(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` was asked to cancel and has not ended (Python 3.10 does not count the
+    requests: a task is asked again there)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() > 0 and not task.done()
+
+
 class Invoker:
     """Runs tool calls through a middleware chain; never raises into the agent loop.
 
@@ -160,9 +167,34 @@ class Invoker:
         calls = list(calls)
         if len(calls) == 1:
             return [await self.invoke(calls[0], ctx)]
-        if self._only is None or not calls:
-            return list(await asyncio.gather(*(self.invoke(c, ctx) for c in calls)))
+        if not calls:
+            return []
+        if self._only is None:
+            return await self._each(calls, ctx)
         return await _core.Turn(self._only, self.registry._core, calls, ctx)  # type: ignore[no-any-return]
+
+    async def _each(self, calls: list[Mapping[str, Any]], ctx: Any) -> list[dict[str, Any]]:
+        """``invoke_many`` through a chain with user middleware: each call in a task of its own,
+        as ``asyncio.gather`` makes them, except at the caller's cancellation: each call's task
+        is cancelled once — one already asked to cancel is not asked again (``asyncio.run``'s
+        shut-down cancels every task itself, and a second cancellation would cut the call's
+        abort short, its record lost with the loop) — and the cancellation propagates once they
+        have all ended, however often it is repeated meanwhile (each call's abort is bounded),
+        as a turn of built-in rules does."""
+        tasks = [asyncio.ensure_future(self.invoke(c, ctx)) for c in calls]
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            for t in tasks:
+                if not _cancelling(t):
+                    t.cancel()
+            while not all(t.done() for t in tasks):
+                try:
+                    await asyncio.wait(tasks)
+                except asyncio.CancelledError:
+                    pass
+            raise
+        return [t.result() for t in tasks]
 
     # ---------------------------------------------------------------- the pipeline driver
 
