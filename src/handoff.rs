@@ -31,6 +31,28 @@ pub const SPIN_MAX: Duration = Duration::from_micros(50);
 /// The spin bound while recent waits were longer than [`SPIN_MAX`].
 pub const SPIN_MIN: Duration = Duration::from_micros(2);
 
+/// A caller parked for a result with no event loop wakes at least this often, so that a signal
+/// (Ctrl-C on the main thread) is handled while a long body runs.
+pub const WAKE_SLICE: Duration = Duration::from_millis(50);
+
+/// When a parked caller wakes next, at `now`, with `left` of its deadline (None: none): after
+/// [`WAKE_SLICE`], or at its deadline if that comes first.
+pub fn next_wake(now: Instant, left: Option<Duration>) -> Instant {
+    now + left.map_or(WAKE_SLICE, |l| l.min(WAKE_SLICE))
+}
+
+/// Whether a deadline (None: none) is reached at `now`: a job still queued then never starts.
+pub fn reached(now: Instant, deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| now >= d)
+}
+
+/// Whether an event loop has nothing to do within `bound` seconds: no callback ready, and its
+/// next timer (when it has one, at `next_timer` on the loop's clock, now `now`) due later than
+/// that. Its caller may then wait for a result briefly instead of suspending.
+pub fn loop_idle(ready: bool, next_timer: Option<f64>, now: f64, bound: f64) -> bool {
+    !ready && next_timer.is_none_or(|when| when > now + bound)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while holding these locks; a poisoned one still holds consistent state.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -579,5 +601,20 @@ mod tests {
         m.put(3, m.claim());
         assert_eq!(w.join().unwrap(), 3);
         assert_eq!(m.idle(), 0);
+    }
+
+    #[test]
+    fn waking_and_deadlines() {
+        let now = Instant::now();
+        assert_eq!(next_wake(now, None), now + WAKE_SLICE);
+        assert_eq!(next_wake(now, Some(Duration::from_millis(5))), now + Duration::from_millis(5));
+        assert_eq!(next_wake(now, Some(Duration::from_secs(5))), now + WAKE_SLICE);
+        assert!(!reached(now, None));
+        assert!(reached(now, Some(now)));
+        assert!(!reached(now, Some(now + Duration::from_millis(1))));
+        assert!(loop_idle(false, None, 10.0, 0.00005));
+        assert!(!loop_idle(true, None, 10.0, 0.00005));
+        assert!(loop_idle(false, Some(10.001), 10.0, 0.00005));
+        assert!(!loop_idle(false, Some(10.00004), 10.0, 0.00005));
     }
 }

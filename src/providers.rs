@@ -60,6 +60,11 @@ impl Provider {
     }
 }
 
+/// The error message for a provider name [`Provider::parse`] does not know.
+pub fn unknown_provider_message(name: &str) -> String {
+    format!("unknown provider {name:?}; expected one of {}", PROVIDER_NAMES.join(", "))
+}
+
 /// Every provider name, in a fixed order.
 pub const PROVIDER_NAMES: [&str; 7] =
     ["anthropic", "openai", "openai-strict", "openai-responses", "openai-responses-strict", "gemini", "mcp"];
@@ -962,5 +967,14 @@ mod tests {
         assert_eq!(render(Provider::Mcp, &s).value["annotations"], json!({"idempotentHint": false}));
         assert!(r.value.get("outputSchema").is_none());
         assert_eq!(r.findings.len(), 1);
+    }
+
+    #[test]
+    fn an_unknown_provider_is_named_with_the_known_ones() {
+        assert_eq!(
+            unknown_provider_message("claude"),
+            "unknown provider \"claude\"; expected one of anthropic, openai, openai-strict, openai-responses, openai-responses-strict, gemini, mcp"
+        );
+        assert!(PROVIDER_NAMES.iter().all(|n| Provider::parse(n).is_some_and(|p| p.name() == *n)));
     }
 }

@@ -58,12 +58,15 @@ pub enum DefinitionError {
     Docstring { tool: String, error: DocstringError },
     /// `cut`: the docstring had text below a `---` line, which was not counted.
     TooShort { tool: String, chars: usize, text: String, cut: bool },
+    /// The input schema does not compile (`error`: why).
+    Schema { tool: String, error: String },
 }
 
 impl std::fmt::Display for DefinitionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DefinitionError::Docstring { tool, error } => write!(f, "tool '{tool}': {error}"),
+            DefinitionError::Schema { tool, error } => write!(f, "tool '{tool}': {error}"),
             DefinitionError::TooShort { tool, chars, text, cut } => {
                 write!(
                     f,
@@ -255,6 +258,12 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, DefinitionError::Docstring { .. }));
         assert!(err.to_string().starts_with("tool 'f': "));
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_names_its_tool() {
+        let e = DefinitionError::Schema { tool: "t".into(), error: "bad pattern".into() };
+        assert_eq!(e.to_string(), "tool 't': bad pattern");
     }
 
     #[test]

@@ -115,6 +115,10 @@ impl ExitGate {
     }
 }
 
+/// How long the exiting thread waits for the threads inside the core to leave it (a thread
+/// still inside then, a callback of the host that blocks, is not waited for).
+pub const EXIT_WAIT: Duration = Duration::from_secs(2);
+
 /// Never return: the calling thread sleeps until the process ends.
 pub fn park_forever() -> ! {
     loop {

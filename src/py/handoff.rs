@@ -29,14 +29,10 @@ use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, timeout, Entered};
 use super::pipeline::helpers;
 use super::shutdown::{inside, Inside};
-use crate::handoff::{Mailbox, Slot, SPIN_MAX};
+use crate::handoff::{self, Mailbox, Slot, SPIN_MAX};
 use crate::pool::{self, Accounts, JobState, Reserve};
 
 type Outcome = (bool, Py<PyAny>);
-
-/// A synchronous caller parked for a result wakes this often, so that a signal (Ctrl-C on the
-/// main thread) is handled while a long body runs.
-const SLICE: Duration = Duration::from_millis(50);
 
 fn until(timeout: Option<f64>) -> Option<Instant> {
     crate::deadline::instant_after(Instant::now(), timeout)
@@ -380,11 +376,11 @@ fn loop_idle(py: Python<'_>, lp: &Bound<'_, PyAny>, bound: f64) -> PyResult<bool
     }
     let scheduled = lp.getattr(intern!(py, "_scheduled"))?;
     if !scheduled.is_truthy()? {
-        return Ok(true);
+        return Ok(handoff::loop_idle(false, None, 0.0, bound));
     }
     let when: f64 = scheduled.get_item(0)?.call_method0(intern!(py, "when"))?.extract()?;
     let now: f64 = lp.call_method0(intern!(py, "time"))?.extract()?;
-    Ok(when > now + bound)
+    Ok(handoff::loop_idle(false, Some(when), now, bound))
 }
 
 /// Complete `fut` with the outcome `(ok, value)` (nothing when it is done already: its caller
@@ -473,7 +469,7 @@ impl WorkerPool {
         let pool = slf.get();
         let j = job.get();
         let queued = job.clone().unbind();
-        let slice = |left: Option<Duration>| Some(Instant::now() + left.map_or(SLICE, |l| l.min(SLICE)));
+        let slice = |left: Option<Duration>| Some(handoff::next_wake(Instant::now(), left));
         let left = || j.deadline.map(|d| d.saturating_duration_since(Instant::now()));
         drop(gate.take());
         let mut published = py.detach(|| {
@@ -547,7 +543,7 @@ impl WorkerPool {
                 }
                 let next = pool.mailbox.take();
                 let j = next.get();
-                let expired = j.deadline.is_some_and(|d| Instant::now() >= d);
+                let expired = handoff::reached(Instant::now(), j.deadline);
                 let run = pool.accounts.start(&j.state, expired);
                 (Some((next, run)), None)
             });

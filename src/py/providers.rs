@@ -27,12 +27,7 @@ fn render_tool<'py>(
     flags: Option<(bool, bool, Option<bool>, Option<bool>)>,
 ) -> PyResult<(Bound<'py, PyAny>, Vec<PyFinding>)> {
     let _in = super::shutdown::inside(py);
-    let which = Provider::parse(provider).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "unknown provider {provider:?}; expected one of {}",
-            providers::PROVIDER_NAMES.join(", ")
-        ))
-    })?;
+    let which = Provider::parse(provider).ok_or_else(|| PyValueError::new_err(providers::unknown_provider_message(provider)))?;
     let input = to_value(parameters)?;
     let output = match output_schema {
         Some(o) if !o.is_none() => Some(to_value(o)?),

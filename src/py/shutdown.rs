@@ -10,16 +10,13 @@
 //! those frames, which aborts the process or crashes it. (A thread waiting in the core with the
 //! lock released re-takes it through pyo3, which parks it instead during finalization.) A thread
 //! still inside when the wait ends (a callback of the host that blocks) is not waited for.
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pyo3::prelude::*;
 
-use crate::shutdown::{park_forever, Entry, ExitGate};
+use crate::shutdown::{park_forever, Entry, ExitGate, EXIT_WAIT};
 
 static GATE: ExitGate = ExitGate::new();
-
-/// How long the exiting thread waits for the threads inside the core to leave it.
-const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// One thread's entry into the core (leaves when dropped).
 pub(crate) struct Inside(());

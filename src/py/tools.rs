@@ -480,13 +480,7 @@ impl CoreTool {
         dropped: Vec<String>,
     ) -> PyResult<Self> {
         let py_params = to_py(py, &parameters)?.unbind();
-        let validator = ArgumentValidator::new(parameters, dropped).map_err(|e| {
-            PyErr::from_value(
-                errors(py)
-                    .and_then(|e2| e2.definition.bind(py).call1((format!("tool '{name}': {e}"),)))
-                    .unwrap_or_else(|err| err.into_value(py).into_bound(py).into_any()),
-            )
-        })?;
+        let validator = ArgumentValidator::new(parameters, dropped).map_err(|error| schema_error(py, &name, error))?;
         Ok(Self {
             name,
             description,
@@ -778,7 +772,7 @@ fn define_function_tool<'py>(
     });
     let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
     let validator = ArgumentValidator::new(def.parameters, dropped)
-        .map_err(|e| definition_error(py, format!("tool '{name}': {e}")))?;
+        .map_err(|error| schema_error(py, &name, error))?;
     // One Python copy of the schema, frozen: the `ToolSchema`'s and the core's (`parameters`,
     // documented read-only; error envelopes show it).
     let frozen = json_to_frozen(py, validator.schema(), (&frozen_dict, &frozen_list))?;
@@ -795,6 +789,11 @@ fn define_function_tool<'py>(
             flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
         };
     Ok((core, frozen))
+}
+
+/// The `ToolDefinitionError` of tool `name` whose input schema does not compile (`error`).
+fn schema_error(py: Python<'_>, name: &str, error: String) -> PyErr {
+    definition_error(py, schema::DefinitionError::Schema { tool: name.to_owned(), error }.to_string())
 }
 
 /// A `ToolDefinitionError(message)` (or the error met while building it).
