@@ -18,6 +18,24 @@ use serde_json::{Map, Value};
 /// neither form can overflow the stack.
 pub const MAX_NESTING: usize = 127;
 
+/// Why a value converted from the host's own objects is not JSON: nested past [`MAX_NESTING`].
+pub fn too_deep_message() -> String {
+    format!("arrays and objects are nested more than {MAX_NESTING} levels deep")
+}
+
+/// Why a value is not JSON: the float `v` (NaN, an infinity) is not a JSON number.
+pub fn not_a_number_message(v: f64) -> String {
+    format!("{v} is not a JSON number; send a finite number")
+}
+
+/// Why a value is not JSON: bytes.
+pub const BYTES_NOT_JSON: &str = "bytes are not a JSON value (send text, e.g. base64)";
+
+/// The message of a value that is not JSON (`why`: what is wrong with it).
+pub fn not_json_message(why: &str) -> String {
+    format!("not a JSON value: {why}")
+}
+
 /// A year from 0001 (Python's `datetime` has no year 0).
 macro_rules! year {
     () => {
@@ -1902,5 +1920,13 @@ mod tests {
         assert_eq!(PropertySchemas::of(&bare).get("a"), None);
         assert_eq!(ItemSchemas::of(&bare).get(0), None);
         assert_eq!(branch_schemas(&bare).count(), 0);
+    }
+
+    #[test]
+    fn why_a_host_value_is_not_json() {
+        assert_eq!(too_deep_message(), format!("arrays and objects are nested more than {MAX_NESTING} levels deep"));
+        assert_eq!(not_a_number_message(f64::NAN), "NaN is not a JSON number; send a finite number");
+        assert_eq!(not_a_number_message(f64::INFINITY), "inf is not a JSON number; send a finite number");
+        assert_eq!(not_json_message("bytes"), "not a JSON value: bytes");
     }
 }

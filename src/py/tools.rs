@@ -109,7 +109,7 @@ fn big_int_value(obj: &Bound<'_, PyAny>) -> Value {
 }
 
 pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    json_value(obj).map_err(|e| PyValueError::new_err(format!("not a JSON value: {e}")))
+    json_value(obj).map_err(|e| PyValueError::new_err(validate::not_json_message(&e.to_string())))
 }
 
 /// Convert a Python value into JSON the way `json.loads` would have produced it, refusing what
@@ -246,10 +246,7 @@ impl JsonSeed {
     fn enter<E: serde::de::Error>(self) -> Result<Self, E> {
         let depth = self.depth + 1;
         if depth > validate::MAX_NESTING {
-            return Err(E::custom(format!(
-                "arrays and objects are nested more than {} levels deep",
-                validate::MAX_NESTING
-            )));
+            return Err(E::custom(validate::too_deep_message()));
         }
         Ok(Self { depth })
     }
@@ -301,7 +298,7 @@ impl<'de> serde::de::Visitor<'de> for JsonSeed {
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
         serde_json::Number::from_f64(v)
             .map(Value::Number)
-            .ok_or_else(|| E::custom(format!("{v} is not a JSON number; send a finite number")))
+            .ok_or_else(|| E::custom(validate::not_a_number_message(v)))
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_owned()))
@@ -310,7 +307,7 @@ impl<'de> serde::de::Visitor<'de> for JsonSeed {
         Ok(Value::String(v))
     }
     fn visit_bytes<E: serde::de::Error>(self, _: &[u8]) -> Result<Value, E> {
-        Err(E::custom("bytes are not a JSON value (send text, e.g. base64)"))
+        Err(E::custom(validate::BYTES_NOT_JSON))
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let inner = self.enter()?;
@@ -388,7 +385,7 @@ impl SchemaValidator {
         let _in = super::shutdown::inside(instance.py());
         match json_value(instance) {
             Ok(v) => Ok(self.inner.problems(&v)),
-            Err(e) => Ok(vec![("<root>".to_owned(), format!("not a JSON value: {e}"))]),
+            Err(e) => Ok(vec![("<root>".to_owned(), validate::not_json_message(&e.to_string()))]),
         }
     }
 }
