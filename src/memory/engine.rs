@@ -126,6 +126,27 @@ pub fn answer_once(root: &Root, doc: Option<&str>, cmd: &Command, limits: &Limit
     apply(&mut tree, cmd, limits).map(|o| o.text)
 }
 
+/// Why a store's answer cannot be used, for the driver to raise: `store.get` (or a cached copy,
+/// `source`) handed back a `got` instead of the tree document.
+pub fn not_a_document_message(source: &str, got: &str) -> String {
+    format!("{source} returned {got}, expected the tree document (str or dict) or None; fix the StorePort implementation")
+}
+
+/// Why a stored tree document handed back as a mapping cannot be used (`why`: what is not JSON).
+pub fn mapping_not_json_message(why: &str) -> String {
+    format!("the stored memory tree is a mapping that is not JSON ({why}); inspect the store key")
+}
+
+/// Why `store.compare_and_set`'s answer (a `got`) cannot be used.
+pub fn cas_not_bool_message(got: &str) -> String {
+    format!("store.compare_and_set returned {got}, expected bool; fix the StorePort implementation")
+}
+
+/// Why a read was refused: `command` writes (it needs the compare-and-set loop).
+pub fn read_writes_message(command: &str) -> String {
+    format!("MemoryStoreEngine.read answers commands that never write; {command} writes: use begin")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +235,16 @@ mod tests {
         assert_eq!(cache.answer(&root, "[]", &cmd, &limits).unwrap_err().kind, ErrorKind::Corrupt);
         assert_eq!(answer_once(&root, Some(&doc), &cmd, &limits).unwrap(), "one");
         assert_eq!(answer_once(&root, None, &cmd, &limits).unwrap_err().kind, ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn store_answers_that_cannot_be_used() {
+        assert_eq!(
+            not_a_document_message("store.get", "int"),
+            "store.get returned int, expected the tree document (str or dict) or None; fix the StorePort implementation"
+        );
+        assert_eq!(mapping_not_json_message("NaN"), "the stored memory tree is a mapping that is not JSON (NaN); inspect the store key");
+        assert_eq!(cas_not_bool_message("NoneType"), "store.compare_and_set returned NoneType, expected bool; fix the StorePort implementation");
+        assert_eq!(read_writes_message("create"), "MemoryStoreEngine.read answers commands that never write; create writes: use begin");
     }
 }

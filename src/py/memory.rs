@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
 use crate::memory::args::{self as margs, ArgType, ArgValue};
-use crate::memory::engine::answer_once;
+use crate::memory::engine::{self, answer_once};
 use crate::memory::{
     apply, CasConfig, CasLoop, CasRun, Command, CommandArgs, ErrorKind, Limits, MemoryError, ReadCache, Root, Tree,
 };
@@ -389,9 +389,7 @@ impl PyMemoryStoreEngine {
             numbered,
         )?;
         if !cmd.is_read_only() {
-            return Err(PyValueError::new_err(format!(
-                "MemoryStoreEngine.read answers commands that never write; {command} writes: use begin"
-            )));
+            return Err(PyValueError::new_err(engine::read_writes_message(command)));
         }
         let Ok(s) = doc.cast::<PyString>() else {
             let text = doc_text(doc, "store.get")?;
@@ -455,18 +453,11 @@ fn doc_text(doc: &Bound<'_, PyAny>, source: &str) -> PyResult<Option<String>> {
     } else if let Ok(s) = doc.cast::<PyString>() {
         Ok(Some(s.to_str()?.to_owned()))
     } else if doc.is_instance_of::<PyDict>() {
-        let v: serde_json::Value = pythonize::depythonize(doc).map_err(|e| {
-            PyTypeError::new_err(format!(
-                "the stored memory tree is a mapping that is not JSON ({e}); inspect the store key"
-            ))
-        })?;
+        let v: serde_json::Value =
+            pythonize::depythonize(doc).map_err(|e| PyTypeError::new_err(engine::mapping_not_json_message(&e.to_string())))?;
         Ok(Some(v.to_string()))
     } else {
-        Err(PyTypeError::new_err(format!(
-            "{source} returned {}, expected the tree document (str or dict) or None; fix the \
-             StorePort implementation",
-            type_name(doc)
-        )))
+        Err(PyTypeError::new_err(engine::not_a_document_message(source, &type_name(doc))))
     }
 }
 
@@ -502,10 +493,7 @@ impl PyMemoryCasLoop {
     fn on_cas(&mut self, won: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
         let _in = super::shutdown::inside(won.py());
         if !won.is_instance_of::<PyBool>() {
-            return Err(PyTypeError::new_err(format!(
-                "store.compare_and_set returned {}, expected bool; fix the StorePort implementation",
-                type_name(won)
-            )));
+            return Err(PyTypeError::new_err(engine::cas_not_bool_message(&type_name(won))));
         }
         // Seconds, as Python's `asyncio.sleep` takes them.
         Ok(self.run.on_cas(won.is_truthy()?).map_err(PyRuntimeError::new_err)?.map(|d| d.as_secs_f64()))
