@@ -288,6 +288,18 @@ impl Refusal {
             Refusal::CircuitOpen { .. } => ErrorCode::CircuitOpen,
         }
     }
+
+    /// The failure refusing a call of tool `tool` with arguments `canonical` (their canonical
+    /// text, which an approval request shows).
+    pub fn failure<D>(&self, tool: &str, canonical: &str) -> crate::envelope::Failure<'static, D> {
+        use crate::envelope::Failure;
+        match self {
+            Refusal::ApprovalRequired => Failure::approval_required(tool, canonical),
+            Refusal::Repeated { count } => Failure::repeated_call(tool, *count),
+            Refusal::EgressDenied { url_arg, denial, allowed } => Failure::egress_denied(tool, url_arg, denial, allowed.clone()),
+            Refusal::CircuitOpen { failures, retry_after_s } => Failure::circuit_open(tool, *failures, *retry_after_s),
+        }
+    }
 }
 
 /// A result value: the body's own object, or JSON another worker stored.

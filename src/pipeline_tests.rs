@@ -679,3 +679,19 @@ fn retry_safety_and_observed_levels() {
     );
     assert_eq!([Observed::No, Observed::Record, Observed::Span].map(Observed::level), [0, 1, 2]);
 }
+
+#[test]
+fn a_refusal_is_its_failure() {
+    use crate::envelope::Failure;
+    type F = Failure<'static, serde_json::Map<String, serde_json::Value>>;
+    let cases = [
+        (Refusal::ApprovalRequired, F::approval_required("t", "{\"a\":1}")),
+        (Refusal::Repeated { count: 3 }, F::repeated_call("t", 3)),
+        (Refusal::CircuitOpen { failures: 2, retry_after_s: 60.0 }, F::circuit_open("t", 2, 60.0)),
+    ];
+    for (r, want) in cases {
+        let got: F = r.failure("t", "{\"a\":1}");
+        assert_eq!(got.error_json(), want.error_json());
+        assert_eq!(got.code.as_str(), r.code().as_str());
+    }
+}

@@ -125,14 +125,7 @@ fn approval_envelope<'py>(py: Python<'py>, tool: &str, canonical: &str) -> PyRes
 }
 
 fn refusal_envelope<'py>(py: Python<'py>, r: &Refusal, facts: &Facts) -> PyResult<Bound<'py, PyDict>> {
-    let name = facts.name.as_deref().unwrap_or("");
-    let f = match r {
-        Refusal::ApprovalRequired => Failure::approval_required(name, &facts.canonical),
-        Refusal::Repeated { count } => Failure::repeated_call(name, *count),
-        Refusal::EgressDenied { url_arg, denial, allowed } => Failure::egress_denied(name, url_arg, denial, allowed.clone()),
-        Refusal::CircuitOpen { failures, retry_after_s } => Failure::circuit_open(name, *failures, *retry_after_s),
-    };
-    envelope::failure(py, &f)
+    envelope::failure(py, &r.failure(facts.name.as_deref().unwrap_or(""), &facts.canonical))
 }
 
 /// The error code of an envelope dict (`internal_error` when it has none).
