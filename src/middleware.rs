@@ -672,6 +672,17 @@ pub enum FailureKind {
     Permanent,
 }
 
+impl FailureKind {
+    /// Its name: `"transient"`, `"deadline"` or `"permanent"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Transient => "transient",
+            FailureKind::Deadline => "deadline",
+            FailureKind::Permanent => "permanent",
+        }
+    }
+}
+
 /// Retry settings (defaults: 3 attempts, 0.5 s base, 30 s cap).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
@@ -1372,5 +1383,13 @@ mod tests {
         assert_eq!(check_egress("https://api.example.com/x", &allow), Ok("api.example.com".into()));
         assert_eq!(check_egress("https://evil.com", &allow), Err(EgressDenial::HostNotAllowed("evil.com".into())));
         assert_eq!(check_egress("nope", &allow), Err(EgressDenial::NoHost));
+    }
+
+    #[test]
+    fn failure_kinds_by_name() {
+        assert_eq!(
+            [FailureKind::Transient, FailureKind::Deadline, FailureKind::Permanent].map(FailureKind::as_str),
+            ["transient", "deadline", "permanent"]
+        );
     }
 }

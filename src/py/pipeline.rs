@@ -341,13 +341,8 @@ impl RetryPolicy {
     fn decide(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, retry_safe: bool, attempt: u32) -> PyResult<(&'static str, Option<f64>)> {
         let _in = super::shutdown::inside(py);
         let kind = self.classify(py, exc)?;
-        let name = match kind {
-            FailureKind::Transient => "transient",
-            FailureKind::Deadline => "deadline",
-            FailureKind::Permanent => "permanent",
-        };
         let delay = self.policy.should_retry(kind, retry_safe, attempt).then(|| self.delay_s(attempt));
-        Ok((name, delay))
+        Ok((kind.as_str(), delay))
     }
 
     /// A full-jitter delay in seconds, uniform in `[0, min(cap_s, base_s * 2**(attempt-1)))`.
