@@ -115,6 +115,23 @@ async def test_a_flag_changed_after_an_unrelated_change_or_by_the_body_is_follow
     assert runs == ["loop"] * 6 + ["worker", "loop", "loop"]
 
 
+async def test_a_flag_assigned_in_a_hot_loop_is_followed_at_every_call() -> None:
+    """Plain assignments repeated in a loop (the interpreter specializes the store: on Python 3.13
+    it can write an instance's attribute without its dict's version changing, which is why what is
+    kept of a tool is only trusted on 3.10-3.12) are followed at every call, whatever was kept."""
+    runs: list[str] = []
+    echo = make_echo(runs)
+    inv = Invoker(ToolRegistry([echo]))
+    answers = []
+    for i in range(60):
+        echo.requires_approval = i % 3 == 1
+        echo.non_blocking = i % 2 == 0
+        env = await inv.invoke(CALL, fresh())
+        answers.append("approval" if env == APPROVAL else plain(env)["value"])
+    assert answers == ["approval" if i % 3 == 1 else 3 for i in range(60)]
+    assert runs == ["loop" if i % 2 == 0 else "worker" for i in range(60) if i % 3 != 1]
+
+
 async def test_a_flag_moved_or_rekeyed_in_the_instance_dict_is_followed() -> None:
     """What is kept of a tool's flags is checked where each entry was in the instance dict: an
     entry deleted and written again (it moves to the end of the dict's order, with the same value
