@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from agentkit_tools import Invoker, ToolContext, ToolRegistry, middleware as mw, tool
+from agentkit_tools import FrozenDict, FrozenList, Invoker, ToolContext, ToolRegistry, middleware as mw, tool
 
 from envelopes import call, internal, strip, timeout_env
 from exit_runs import interpreters, run_many
@@ -147,6 +147,45 @@ async def test_every_call_of_a_mixed_turn_gets_the_envelope_it_gets_alone(chain:
     )
     # the task awaiting the turn was not cancelled by the body that cancelled itself
     assert not asyncio.current_task().cancelled()  # type: ignore[union-attr]
+
+
+async def test_each_body_of_a_turn_gets_its_arguments_frozen_as_alone() -> None:
+    """A plain async function gets its list arguments as ``FrozenList``s; a replaced ``fn`` of
+    ``(args, ctx)`` gets a ``FrozenDict`` it cannot change, as for the call alone; the audit
+    record's hash is of the arguments as given."""
+    seen: list[Any] = []
+    records: list[dict[str, Any]] = []
+
+    @tool(read_only=True)
+    async def plain(items: list[int], n: int = 0) -> int:
+        """Sum the items of a list, for a turn's frozen arguments."""
+        seen.append(("plain", type(items)))
+        await asyncio.sleep(0)
+        return sum(items) + n
+
+    @tool(read_only=True)
+    async def wrapped(items: list[int]) -> str:
+        """Echo the items back; the body below replaces this one."""
+        return "original"
+
+    async def replaced(args: Any, ctx: Any) -> str:
+        seen.append(("wrapped", type(args), type(args["items"])))
+        try:
+            args["items"] = []
+        except TypeError:
+            seen.append("refused")
+        await asyncio.sleep(0)
+        return "replaced"
+
+    wrapped.fn = replaced  # type: ignore[misc]
+    inv = Invoker(ToolRegistry([plain, wrapped]), middleware=[mw.audit(records.append), mw.repeat_guard(), mw.timeout(5)])
+    envs = await inv.invoke_many([call("plain", "a", items=[1, 2], n=1), call("wrapped", "b", items=[3])])
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 4}, {"ok": True, "value": "replaced"}]
+    assert sorted(seen, key=str) == sorted([("plain", FrozenList), ("wrapped", FrozenDict, FrozenList), "refused"], key=str)
+    alone = Invoker(ToolRegistry([plain]), middleware=[mw.audit(records.append)])
+    await alone.invoke(call("plain", "c", items=[1, 2], n=1))
+    in_turn = [r["args_hash"] for r in records[:2] if r["tool"] == "plain"]
+    assert in_turn == [records[2]["args_hash"]]
 
 
 async def test_the_repeat_guard_counts_the_calls_of_a_turn_in_call_order() -> None:

@@ -572,17 +572,42 @@ impl Pipeline {
         ctx: &Bound<'py, PyAny>,
         here: bool,
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        Self::admit_with(slf, registry, call, ctx, here, here)
+    }
+
+    /// `admit` for a turn's call (no `here`): when its first step is to run its `async` body,
+    /// the payload holds the arguments unsealed (a plain dict of frozen values): the turn's
+    /// relay starts the body through `Call::start_body`, which seals them only for a body that
+    /// does not unpack them. Any other step gets them sealed, as from `admit`.
+    pub(super) fn admit_unsealed<'py>(
+        slf: &Bound<'py, Self>,
+        registry: &Bound<'py, CoreRegistry>,
+        call: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+        Self::admit_with(slf, registry, call, ctx, false, true)
+    }
+
+    fn admit_with<'py>(
+        slf: &Bound<'py, Self>,
+        registry: &Bound<'py, CoreRegistry>,
+        call: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        here: bool,
+        unsealed: bool,
+    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         let py = slf.py();
         let this = slf.get();
         let admitted = (|| -> PyResult<Admitted<'py>> {
             let reg = registry.borrow();
             Ok(match reg.admit_call(py, call)? {
                 Admission::Tool { entry, args, checked } => {
-                    // The core calls the body itself (`here`): a plain dict of frozen values, sealed
-                    // only if something else gets it; else the driver gets the arguments sealed.
+                    // The core calls the body itself (`here`), or a turn's relay does
+                    // (`unsealed`): a plain dict of frozen values, sealed only if something else
+                    // gets it; else the driver gets the arguments sealed.
                     let (body_args, canonical) = if this.frozen {
                         let h = helpers(py)?;
-                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), !here)?;
+                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), !unsealed)?;
                         (frozen, Canonical::Of(checked.value))
                     } else {
                         (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
@@ -590,7 +615,7 @@ impl Pipeline {
                     Admitted::Tool {
                         tool: entry.tool.bind(py).clone(),
                         args: body_args,
-                        sealed: !this.frozen || !here,
+                        sealed: !this.frozen || !unsealed,
                         core: Some(entry.core.bind(py).clone()),
                         canonical,
                     }
@@ -619,7 +644,10 @@ impl Pipeline {
             c.here = true;
             c.ctx = Some(ctx.clone().unbind());
         }
-        let (code, payload) = c.start(py)?;
+        c.lend = unsealed && !here;
+        let started = c.start(py);
+        c.lend = false;
+        let (code, payload) = started?;
         Ok((c, code, payload))
     }
 }
@@ -1470,6 +1498,9 @@ pub struct Call {
     sealed: bool,
     /// The instance dict of the tool (an exact `FunctionTool`), see `Flags`.
     flags: Option<Py<PyDict>>,
+    /// During `Pipeline::admit_unsealed`'s start: a first step that runs the `async` body holds
+    /// the arguments as they are (see there).
+    lend: bool,
     /// Its flags at admission with their `ToolView` (see `Flags::viewed`).
     kept: Option<Arc<ToolFlags>>,
 }
@@ -1495,6 +1526,7 @@ impl Call {
             sealed: true,
             flags: None,
             kept: None,
+            lend: false,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1699,10 +1731,14 @@ impl Call {
         }
     }
 
-    /// The call's body called with `args` and `ctx` in `within` (see `call_body`): how a turn's
-    /// relay starts an `async` body in its task.
-    pub(super) fn start_body<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        self.call_body(py, &Flags::of_call(py, self)?, args, ctx, within)
+    /// The call's body called with its arguments and `ctx` in `within` (see `call_body`): how a
+    /// turn's relay starts an `async` body in its task. The arguments are sealed first unless
+    /// the body unpacks them (see `seal_for`).
+    pub(super) fn start_body<'py>(&mut self, py: Python<'py>, ctx: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let flags = Flags::of_call(py, self)?;
+        self.seal_for(py, &flags)?;
+        let args = self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
+        self.call_body(py, &flags, &args, ctx, within)
     }
 
     /// What the tool's body callable `body` is: `(unpacks, plain)`, `unpacks` when it is one of
@@ -1750,7 +1786,11 @@ impl Call {
     }
 
     fn run_step<'py>(&mut self, py: Python<'py>, tool: Bound<'py, PyAny>, timeout_s: Option<f64>, kind: BodyKind) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        let args = self.sealed_args(py)?;
+        let args = if self.lend && kind == BodyKind::Async {
+            self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone())
+        } else {
+            self.sealed_args(py)?
+        };
         let limit = timeout_s.into_pyobject(py)?.into_any();
         let kind = (kind as u8).into_pyobject(py)?.into_any();
         Ok((STEP_RUN, PyTuple::new(py, [tool, args, limit, kind])?.into_any()))

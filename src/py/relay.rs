@@ -34,12 +34,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
 }
 
-/// The body a relay starts (of the `STEP_RUN` payload `(tool, args, limit, kind)`), the call's
-/// context, and the call it owes the turn an end for (its state held here while the body runs). `within`: the copy of the caller's
-/// `contextvars` the task was made with (see `Relay::body`), else None.
+/// The body a relay starts (the tool and limit of the `STEP_RUN` payload `(tool, args, limit,
+/// kind)`; its arguments are the call's own, sealed when the body needs it), the call's
+/// context, and the call it owes the turn an end for (its state held here while the body
+/// runs). `within`: the copy of the caller's `contextvars` the task was made with (see
+/// `Relay::body`), else None.
 struct Start {
     tool: Py<PyAny>,
-    args: Py<PyAny>,
     limit: Option<f64>,
     ctx: Py<PyAny>,
     mine: Mine,
@@ -191,8 +192,8 @@ impl Relay {
     /// body gets a copy of the task's context, each of its steps entering it, and the later steps
     /// go on in this task.
     pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, mine: Mine, within: Option<Py<PyAny>>) -> PyResult<Self> {
-        let (tool, args, limit) = (arg.get_item(0)?.unbind(), arg.get_item(1)?.unbind(), arg.get_item(2)?.extract()?);
-        Ok(Relay { state: State::Start, call: Some(Start { tool, args, limit, ctx, mine, within }) })
+        let (tool, limit) = (arg.get_item(0)?.unbind(), arg.get_item(2)?.extract()?);
+        Ok(Relay { state: State::Start, call: Some(Start { tool, limit, ctx, mine, within }) })
     }
 
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
@@ -239,9 +240,9 @@ impl Relay {
     /// The task's first step: start the body within its deadline and take its first step.
     fn start<'py>(&mut self, py: Python<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
-        let Some(start) = &self.call else { return Err(stopped(py)) };
+        let Some(start) = &mut self.call else { return Err(stopped(py)) };
         let ctx = start.ctx.bind(py).clone();
-        let (tool, args, limit) = (start.tool.bind(py).clone(), start.args.bind(py).clone(), start.limit);
+        let (tool, limit) = (start.tool.bind(py).clone(), start.limit);
         if let Some(l) = limit {
             if l <= 0.0 {
                 // A call never starts after its deadline.
@@ -258,7 +259,7 @@ impl Relay {
             Some(w) => (w.bind(py).clone(), true),
             None => (h.copy_context.bind(py).call0()?, false),
         };
-        let called = start.mine.call.start_body(py, &args, &ctx, (!entered).then_some(&within));
+        let called = start.mine.call.start_body(py, &ctx, (!entered).then_some(&within));
         let coro = match called {
             // An awaitable that is no coroutine (or something that is not awaitable) is awaited
             // as a call alone awaits it (`_runner._as_coro`: `await` refuses a non-awaitable).
@@ -666,7 +667,6 @@ impl Relay {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         let start = |s: &Start, visit: &PyVisit<'_>| -> Result<(), PyTraverseError> {
             visit.call(&s.tool)?;
-            visit.call(&s.args)?;
             visit.call(&s.ctx)?;
             s.mine.visit(visit)
         };

@@ -591,7 +591,7 @@ impl Turn {
         state(slf)?.direct = direct.as_ref().map(|d| d.clone_ref(py));
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
-            let begun = Pipeline::admit(pipe, registry, call, ctx, false);
+            let begun = Pipeline::admit_unsealed(pipe, registry, call, ctx);
             let (m, step, arg) = match begun {
                 Ok(begun) => begun,
                 // the process is being stopped
