@@ -575,17 +575,22 @@ impl Pipeline {
         Self::admit_with(slf, registry, call, ctx, here, here)
     }
 
-    /// `admit` for a turn's call (no `here`): when its first step is to run its `async` body,
-    /// the payload holds the arguments unsealed (a plain dict of frozen values): the turn's
-    /// relay starts the body through `Call::start_body`, which seals them only for a body that
-    /// does not unpack them. Any other step gets them sealed, as from `admit`.
+    /// `admit` for a turn's call (no `here`): a call whose first step is to run its `async`
+    /// body is begun as `Begun::Body` (no payload made; its arguments stay a plain dict of
+    /// frozen values: the turn's relay starts the body through `Call::start_body`, which seals
+    /// them only for a body that does not unpack them). Any other step comes with its payload,
+    /// the arguments sealed, as from `admit`.
     pub(super) fn admit_unsealed<'py>(
         slf: &Bound<'py, Self>,
         registry: &Bound<'py, CoreRegistry>,
         call: &Bound<'py, PyAny>,
         ctx: &Bound<'py, PyAny>,
-    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
-        Self::admit_with(slf, registry, call, ctx, false, true)
+    ) -> PyResult<Begun<'py>> {
+        let (mut c, code, payload) = Self::admit_with(slf, registry, call, ctx, false, true)?;
+        Ok(match c.lent.take() {
+            Some(limit) => Begun::Body(c, limit),
+            None => Begun::Step(c, code, payload),
+        })
     }
 
     fn admit_with<'py>(
@@ -1475,6 +1480,13 @@ fn plain(v: &Bound<'_, PyAny>) -> bool {
         || v.is_exact_instance_of::<PyBytes>()
 }
 
+/// What `Pipeline::admit_unsealed` began: a call whose first step is to run its `async` body
+/// (its limit in seconds), or a call and its first step (code and payload).
+pub(super) enum Begun<'py> {
+    Body(Call, Option<f64>),
+    Step(Call, u8, Bound<'py, PyAny>),
+}
+
 /// One call going through a pipeline (see `Pipeline.begin`). Feed it the outcome of each step.
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Call {
@@ -1498,9 +1510,10 @@ pub struct Call {
     sealed: bool,
     /// The instance dict of the tool (an exact `FunctionTool`), see `Flags`.
     flags: Option<Py<PyDict>>,
-    /// During `Pipeline::admit_unsealed`'s start: a first step that runs the `async` body holds
-    /// the arguments as they are (see there).
+    /// During `Pipeline::admit_unsealed`'s start: a first step that runs the `async` body is
+    /// not made into a payload; its limit is kept in `lent` instead (see there).
     lend: bool,
+    lent: Option<Option<f64>>,
     /// Its flags at admission with their `ToolView` (see `Flags::viewed`).
     kept: Option<Arc<ToolFlags>>,
 }
@@ -1527,6 +1540,7 @@ impl Call {
             flags: None,
             kept: None,
             lend: false,
+            lent: None,
         };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
@@ -1731,6 +1745,11 @@ impl Call {
         }
     }
 
+    /// The call's tool (None for a call refused at admission).
+    pub(super) fn tool_object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone())
+    }
+
     /// The call's body called with its arguments and `ctx` in `within` (see `call_body`): how a
     /// turn's relay starts an `async` body in its task. The arguments are sealed first unless
     /// the body unpacks them (see `seal_for`).
@@ -1786,11 +1805,11 @@ impl Call {
     }
 
     fn run_step<'py>(&mut self, py: Python<'py>, tool: Bound<'py, PyAny>, timeout_s: Option<f64>, kind: BodyKind) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        let args = if self.lend && kind == BodyKind::Async {
-            self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone())
-        } else {
-            self.sealed_args(py)?
-        };
+        if self.lend && kind == BodyKind::Async {
+            self.lent = Some(timeout_s);
+            return Ok((STEP_RUN, py.None().into_bound(py)));
+        }
+        let args = self.sealed_args(py)?;
         let limit = timeout_s.into_pyobject(py)?.into_any();
         let kind = (kind as u8).into_pyobject(py)?.into_any();
         Ok((STEP_RUN, PyTuple::new(py, [tool, args, limit, kind])?.into_any()))

@@ -20,7 +20,6 @@
 use pyo3::exceptions::{PyGeneratorExit, PyStopIteration};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{is_stop, Input, Sent, Stepped};
@@ -34,8 +33,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
 }
 
-/// The body a relay starts (the tool and limit of the `STEP_RUN` payload `(tool, args, limit,
-/// kind)`; its arguments are the call's own, sealed when the body needs it), the call's
+/// The body a relay starts (its tool and limit in seconds; its arguments are the call's own,
+/// sealed when the body needs it: `Call::start_body`), the call's
 /// context, and the call it owes the turn an end for (its state held here while the body
 /// runs). `within`: the copy of the caller's `contextvars` the task was made with (see
 /// `Relay::body`), else None.
@@ -185,15 +184,14 @@ fn named<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>)
 }
 
 impl Relay {
-    /// The relay of a call whose first step is its `async` body (`arg`: the `STEP_RUN` payload).
+    /// The relay of a call whose first step is its `async` body (`tool`, `limit`: see `Start`).
     /// `within`: the copy of the caller's context the relay's task is made with (Python 3.11+,
     /// see `super::turn`): the body runs in it as the task's own context, and the call's later
     /// steps, if any, go on in a task of their own (in a fresh copy of the caller's); None: the
     /// body gets a copy of the task's context, each of its steps entering it, and the later steps
     /// go on in this task.
-    pub(super) fn body(arg: &Bound<'_, PyTuple>, ctx: Py<PyAny>, mine: Mine, within: Option<Py<PyAny>>) -> PyResult<Self> {
-        let (tool, limit) = (arg.get_item(0)?.unbind(), arg.get_item(2)?.extract()?);
-        Ok(Relay { state: State::Start, call: Some(Start { tool, limit, ctx, mine, within }) })
+    pub(super) fn body(tool: Py<PyAny>, limit: Option<f64>, ctx: Py<PyAny>, mine: Mine, within: Option<Py<PyAny>>) -> Self {
+        Relay { state: State::Start, call: Some(Start { tool, limit, ctx, mine, within }) }
     }
 
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.

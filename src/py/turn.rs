@@ -26,13 +26,13 @@ use pyo3::exceptions::{PyGeneratorExit, PyRuntimeError, PyTypeError, PyValueErro
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{is_stop, raised_inside, Input, Stepped};
 use super::coroutine::{coroutine_methods, Coroutine};
 use super::drive::{call_fault, Awaited, Drive, Out};
-use super::pipeline::{helpers, Call, Pipeline, STEP_DONE, STEP_RUN};
+use super::pipeline::{helpers, Begun, Call, Pipeline, STEP_DONE};
 use super::registry::CoreRegistry;
 use super::relay::{After, Relay};
 
@@ -592,8 +592,30 @@ impl Turn {
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
             let begun = Pipeline::admit_unsealed(pipe, registry, call, ctx);
-            let (m, step, arg) = match begun {
-                Ok(begun) => begun,
+            let task = match begun {
+                Ok(Begun::Body(m, limit)) => {
+                    let tool = m.tool_object(py).unbind();
+                    let mine = Mine { turn: turn.clone_ref(py), i, call: m };
+                    match &direct {
+                        Some(d) => {
+                            let within = helpers(py)?.copy_context.bind(py).call0()?;
+                            d.spawn(py, Relay::body(tool, limit, ctx.clone().unbind(), mine, Some(within.clone().unbind())), &within)?
+                        }
+                        None => spawn(py, &create_task, Relay::body(tool, limit, ctx.clone().unbind(), mine, None))?,
+                    }
+                }
+                Ok(Begun::Step(m, step, arg)) => {
+                    if step == STEP_DONE {
+                        drop(m); // a call answered already needs no state on the Python side
+                        Self::answered(slf, i, arg)?;
+                        continue;
+                    }
+                    let m = Py::new(py, m)?;
+                    state(slf)?.machines[i] = Some(m.clone_ref(py));
+                    let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
+                    let (drive, after) = owed.drive(py, step, arg)?;
+                    spawn(py, &create_task, Relay::driving(drive, after))?
+                }
                 // the process is being stopped
                 Err(e) if is_stop(py, &e) => return Self::cancel(slf, value_of(py, e)),
                 Err(e) => {
@@ -601,27 +623,6 @@ impl Turn {
                     Self::answered(slf, i, env.into_any())?;
                     continue;
                 }
-            };
-            if step == STEP_DONE {
-                drop(m); // a call answered already needs no state on the Python side
-                Self::answered(slf, i, arg)?;
-                continue;
-            }
-            let task = if step == STEP_RUN && arg.get_item(3)?.extract::<u8>()? == crate::pipeline::BodyKind::Async as u8 {
-                let mine = Mine { turn: turn.clone_ref(py), i, call: m };
-                match &direct {
-                    Some(d) => {
-                        let within = helpers(py)?.copy_context.bind(py).call0()?;
-                        d.spawn(py, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), mine, Some(within.clone().unbind()))?, &within)?
-                    }
-                    None => spawn(py, &create_task, Relay::body(arg.cast::<PyTuple>()?, ctx.clone().unbind(), mine, None)?)?,
-                }
-            } else {
-                let m = Py::new(py, m)?;
-                state(slf)?.machines[i] = Some(m.clone_ref(py));
-                let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
-                let (drive, after) = owed.drive(py, step, arg)?;
-                spawn(py, &create_task, Relay::driving(drive, after))?
             };
             let old = state(slf)?.tasks[i].replace(task.unbind());
             drop(old);
