@@ -14,12 +14,12 @@ and prints thousands of instructions per call, steady state:
   its flags are read at every call), and a process that constructs a ``FunctionTool`` per request
   (each call constructs one it does not register; the construction's own cost, measured alone,
   is subtracted);
-- with a mapping, the default chain observed: ``audit(sink)`` with a sync sink (each call builds
-  and emits its record), and last, with an OpenTelemetry SDK tracer provider installed (no span
-  processor: each call opens and ends its ``execute_tool`` span too);
 - ``compare.py``'s M5 group: one ``Invoker.invoke_many`` turn of N (and 2N) concurrent calls of an
   async tool that sleeps 10 ms (the default chain), against a bare ``asyncio.gather`` of the same
   coroutines; the calls are built before the region.
+- with a mapping, the default chain observed: ``audit(sink)`` with a sync sink (each call builds
+  and emits its record), and last, with an OpenTelemetry SDK tracer provider installed (no span
+  processor: each call opens and ends its ``execute_tool`` span too);
 
 How: each measured region is one ``sys.call_tracing(region, ...)``; callgrind collects only
 inside that C function (``--toggle-collect=sys_call_tracing``) and dumps a profile after each
@@ -182,7 +182,8 @@ def _cases(calls: int) -> list[tuple[str, str, Callable[[int], Any]]]:
             ("M5 invoke_many (turn)", "turn", turn),
         ]
 
-    return cases_of("mapping", ARGS) + cases_of("JSON", ARGS_JSON) + others() + concurrent()
+    # others() last: the tracer provider it installs stays for the rest of the process
+    return cases_of("mapping", ARGS) + cases_of("JSON", ARGS_JSON) + concurrent() + others()
 
 
 def child(calls: int, only: str | None) -> None:
