@@ -38,20 +38,39 @@ fn params() -> Vec<schema::ParamSpec> {
     };
     vec![
         p("query", json!({"type": "string"}), true, None),
-        p("scope", json!({"type": "string", "enum": ["all", "code", "issues", "docs"]}), true, None),
-        p("tags", json!({"type": "array", "items": {"type": "string"}}), true, None),
+        p(
+            "scope",
+            json!({"type": "string", "enum": ["all", "code", "issues", "docs"]}),
+            true,
+            None,
+        ),
+        p(
+            "tags",
+            json!({"type": "array", "items": {"type": "string"}}),
+            true,
+            None,
+        ),
         p("exact", json!({"type": "boolean"}), true, None),
         p("limit", json!({"type": "integer"}), false, Some(json!(10))),
-        p("min_score", json!({"anyOf": [{"type": "number"}, {"type": "null"}]}), false, Some(Value::Null)),
+        p(
+            "min_score",
+            json!({"anyOf": [{"type": "number"}, {"type": "null"}]}),
+            false,
+            Some(Value::Null),
+        ),
     ]
 }
 
 fn benches(c: &mut Criterion) {
-    c.bench_function("docstring::parse (Google, 6 args)", |b| b.iter(|| docstring::parse(black_box(DOC))));
+    c.bench_function("docstring::parse (Google, 6 args)", |b| {
+        b.iter(|| docstring::parse(black_box(DOC)))
+    });
     c.bench_function("schema::define (6 params)", |b| {
         b.iter(|| schema::define("search_docs", None, Some(black_box(DOC)), params(), false))
     });
-    let parameters = schema::define("search_docs", None, Some(DOC), params(), false).expect("valid").parameters;
+    let parameters = schema::define("search_docs", None, Some(DOC), params(), false)
+        .expect("valid")
+        .parameters;
     c.bench_function("ArgumentValidator::new (compile)", |b| {
         b.iter(|| validate::ArgumentValidator::new(black_box(parameters.clone()), vec![]))
     });
@@ -63,7 +82,9 @@ fn benches(c: &mut Criterion) {
     let bad = json!({"query": "rate limits", "scope": "everything", "tags": ["api"], "exact": "maybe"});
     assert!(v.check(&good).is_ok());
     assert!(v.check(&bad).is_err());
-    c.bench_function("ArgumentValidator::check (valid call)", |b| b.iter(|| v.check(black_box(&good))));
+    c.bench_function("ArgumentValidator::check (valid call)", |b| {
+        b.iter(|| v.check(black_box(&good)))
+    });
     c.bench_function("ArgumentValidator::check (2 problems) + message", |b| {
         b.iter(|| {
             let r = v.check(black_box(&bad)).expect_err("invalid");
@@ -71,7 +92,9 @@ fn benches(c: &mut Criterion) {
         })
     });
     let long: String = "Ünïcödé result line, repeated to overflow the limit.\n".repeat(200);
-    c.bench_function("render::truncate (10 kB to 2000 chars)", |b| b.iter(|| render::truncate(black_box(&long), 2000)));
+    c.bench_function("render::truncate (10 kB to 2000 chars)", |b| {
+        b.iter(|| render::truncate(black_box(&long), 2000))
+    });
 }
 
 criterion_group!(core, benches);

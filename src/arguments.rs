@@ -37,8 +37,20 @@ impl Found {
     /// What checking found, from what it did: injected keys `dropped`, integral floats
     /// `floats_fixed` to integers (and `beyond_64_bits` of them left floats), containers other
     /// than `dict`/`list` met (`other_containers`), integers beyond 64 bits (`big_ints`).
-    pub fn of(dropped: bool, floats_fixed: bool, beyond_64_bits: bool, other_containers: bool, big_ints: bool, containers_at: Option<u64>) -> Found {
-        Found { rebuild: dropped || floats_fixed || other_containers, exact: big_ints, conform: beyond_64_bits, containers_at }
+    pub fn of(
+        dropped: bool,
+        floats_fixed: bool,
+        beyond_64_bits: bool,
+        other_containers: bool,
+        big_ints: bool,
+        containers_at: Option<u64>,
+    ) -> Found {
+        Found {
+            rebuild: dropped || floats_fixed || other_containers,
+            exact: big_ints,
+            conform: beyond_64_bits,
+            containers_at,
+        }
     }
 
     /// The body may get a copy of the caller's own dict.
@@ -76,7 +88,11 @@ mod tests {
         let plain = Found::of(false, false, false, false, false, Some(0b10));
         assert!(plain.same_as_caller() && !plain.needs_python());
         assert_eq!(plain.containers_at, Some(0b10));
-        for f in [Found::of(true, false, false, false, false, None), Found::of(false, true, false, false, false, None), Found::of(false, false, false, true, false, None)] {
+        for f in [
+            Found::of(true, false, false, false, false, None),
+            Found::of(false, true, false, false, false, None),
+            Found::of(false, false, false, true, false, None),
+        ] {
             assert!(f.rebuild && !f.same_as_caller() && !f.needs_python());
         }
         let big = Found::of(false, false, false, false, true, None);
@@ -91,7 +107,10 @@ mod tests {
         assert_eq!(plain.source(true, false), Source::CallersAt(0b101));
         assert_eq!(plain.source(true, true), Source::Callers);
         assert_eq!(plain.source(false, false), Source::Validated);
-        let unknown = Found { containers_at: None, ..plain };
+        let unknown = Found {
+            containers_at: None,
+            ..plain
+        };
         assert_eq!(unknown.source(true, false), Source::Callers);
         let big = Found::of(false, false, false, false, true, Some(1));
         assert_eq!(big.source(true, false), Source::Python);

@@ -139,11 +139,32 @@ mod tests {
     #[test]
     fn the_three_shapes() {
         let anthropic = read(json!({"id": "t1", "name": "add", "input": {"a": 1}}));
-        assert_eq!(anthropic, CallParts { id: Some(json!("t1")), name: Some(json!("add")), args: Some(json!({"a": 1})) });
+        assert_eq!(
+            anthropic,
+            CallParts {
+                id: Some(json!("t1")),
+                name: Some(json!("add")),
+                args: Some(json!({"a": 1}))
+            }
+        );
         let chat = read(json!({"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":1}"}}));
-        assert_eq!(chat, CallParts { id: Some(json!("c1")), name: Some(json!("add")), args: Some(json!("{\"a\":1}")) });
+        assert_eq!(
+            chat,
+            CallParts {
+                id: Some(json!("c1")),
+                name: Some(json!("add")),
+                args: Some(json!("{\"a\":1}"))
+            }
+        );
         let responses = read(json!({"type": "function_call", "call_id": "r1", "name": "add", "arguments": "{}"}));
-        assert_eq!(responses, CallParts { id: Some(json!("r1")), name: Some(json!("add")), args: Some(json!("{}")) });
+        assert_eq!(
+            responses,
+            CallParts {
+                id: Some(json!("r1")),
+                name: Some(json!("add")),
+                args: Some(json!("{}"))
+            }
+        );
     }
 
     #[test]
@@ -154,7 +175,10 @@ mod tests {
         let p = read(json!({"id": null, "call_id": "c", "name": null}));
         assert_eq!((p.id, p.name, p.args), (Some(json!("c")), None, None));
         // input wins over arguments, even when null (a present null is passed on)
-        assert_eq!(read(json!({"name": "n", "input": null, "arguments": "{}"})).args, Some(Value::Null));
+        assert_eq!(
+            read(json!({"name": "n", "input": null, "arguments": "{}"})).args,
+            Some(Value::Null)
+        );
         assert_eq!(read(json!({"name": "n", "arguments": "{}"})).args, Some(json!("{}")));
     }
 
@@ -164,6 +188,9 @@ mod tests {
             CallError::NotAMapping("list".into()).problem(),
             "a tool call must be a dict like {'id': ..., 'name': ..., 'input': {...}}, got list"
         );
-        assert_eq!(CallError::NameNotAString("int".into()).problem(), "the tool call's name must be a string, got int");
+        assert_eq!(
+            CallError::NameNotAString("int".into()).problem(),
+            "the tool call's name must be a string, got int"
+        );
     }
 }

@@ -98,7 +98,11 @@ pub fn thrown_is_callers(count: Option<isize>, seen: &mut isize, waits_directly:
 /// than the body's own (a failure of the body). `delivered`: a cancellation of the caller
 /// reached the body; `count` reads the awaiting task's `cancelling()` (None: a task that does not
 /// count), asked only then; `before`: the count when the await began.
-pub fn ended_by_callers<E>(delivered: bool, count: impl FnOnce() -> Result<Option<isize>, E>, before: isize) -> Result<bool, E> {
+pub fn ended_by_callers<E>(
+    delivered: bool,
+    count: impl FnOnce() -> Result<Option<isize>, E>,
+    before: isize,
+) -> Result<bool, E> {
     if !delivered {
         return Ok(false);
     }
@@ -163,6 +167,9 @@ mod tests {
         assert_eq!(ended_by_callers(true, || Ok::<_, ()>(Some(1)), 0), Ok(true));
         assert_eq!(ended_by_callers(true, || Ok::<_, ()>(Some(1)), 1), Ok(false));
         assert_eq!(ended_by_callers(true, || Ok::<_, ()>(None), 5), Ok(true));
-        assert_eq!(ended_by_callers(true, || Err::<Option<isize>, _>("raised"), 0), Err("raised"));
+        assert_eq!(
+            ended_by_callers(true, || Err::<Option<isize>, _>("raised"), 0),
+            Err("raised")
+        );
     }
 }

@@ -137,7 +137,13 @@ impl<T> Default for Timers<T> {
 
 impl<T> Timers<T> {
     pub fn new() -> Self {
-        Timers { heap: BinaryHeap::new(), entries: HashMap::new(), live: 0, seq: 0, armed_at: None }
+        Timers {
+            heap: BinaryHeap::new(),
+            entries: HashMap::new(),
+            live: 0,
+            seq: 0,
+            armed_at: None,
+        }
     }
 
     /// Add the deadline at `when` of `task`: its entry, and whether the timer must be armed for
@@ -160,7 +166,9 @@ impl<T> Timers<T> {
     /// Entry `seq` is left: whether it had expired. Dropped from the heap when it reaches the
     /// top (all at once when it was the last one pending).
     pub fn remove(&mut self, seq: u64) -> bool {
-        let Some(p) = self.entries.remove(&seq) else { return false };
+        let Some(p) = self.entries.remove(&seq) else {
+            return false;
+        };
         if !p.expired {
             self.live -= 1;
             if self.live == 0 {

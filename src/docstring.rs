@@ -79,7 +79,12 @@ pub fn parse_with(doc: &str, summary_visible: bool) -> Result<ParsedDocstring, D
     let n = lines.len();
 
     let summary_end = (0..n).find(|&i| section_start(lines, i).is_some()).unwrap_or(n);
-    let mut p = Parser { lines, params: Vec::new(), returns: None, head_hit: None };
+    let mut p = Parser {
+        lines,
+        params: Vec::new(),
+        returns: None,
+        head_hit: None,
+    };
     let mut i = summary_end;
     while i < n {
         match section_start(lines, i) {
@@ -93,11 +98,17 @@ pub fn parse_with(doc: &str, summary_visible: bool) -> Result<ParsedDocstring, D
     let scan_to = p.head_hit.as_ref().map_or(n, |h| h.0 + 1);
     for line in lines.get(scan_from..scan_to).unwrap_or_default() {
         if let Some(marker) = marker_word(line) {
-            return Err(DocstringError::Marker { marker: marker.to_owned(), line: line.trim().to_owned() });
+            return Err(DocstringError::Marker {
+                marker: marker.to_owned(),
+                line: line.trim().to_owned(),
+            });
         }
     }
     if let Some((_, marker, line)) = p.head_hit {
-        return Err(DocstringError::Marker { marker: marker.to_owned(), line });
+        return Err(DocstringError::Marker {
+            marker: marker.to_owned(),
+            line,
+        });
     }
 
     let mut description = String::new();
@@ -113,7 +124,11 @@ pub fn parse_with(doc: &str, summary_visible: bool) -> Result<ParsedDocstring, D
     if trimmed.len() != description.len() {
         description = trimmed.to_owned();
     }
-    Ok(ParsedDocstring { description, params: p.params, returns: p.returns })
+    Ok(ParsedDocstring {
+        description,
+        params: p.params,
+        returns: p.returns,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,7 +267,10 @@ fn section_kind(name: &str) -> Option<Kind> {
     if !(3..=17).contains(&name.len()) {
         return None;
     }
-    SECTIONS.iter().find(|(s, _)| s.eq_ignore_ascii_case(name)).map(|&(_, k)| k)
+    SECTIONS
+        .iter()
+        .find(|(s, _)| s.eq_ignore_ascii_case(name))
+        .map(|&(_, k)| k)
 }
 
 fn section_start(lines: &[&str], i: usize) -> Option<Start> {
@@ -281,12 +299,10 @@ fn sphinx_field(t: &str) -> Option<(Kind, &str, &str)> {
     let field = &rest[..close];
     let kw_end = field.find(char::is_whitespace).unwrap_or(field.len());
     let kind = match &field[..kw_end] {
-        "param" | "parameter" | "arg" | "argument" | "key" | "keyword" | "kwarg" | "kwparam" => {
-            Kind::Params
-        }
+        "param" | "parameter" | "arg" | "argument" | "key" | "keyword" | "kwarg" | "kwparam" => Kind::Params,
         "returns" | "return" | "yields" | "yield" => Kind::Returns,
-        "type" | "rtype" | "ytype" | "raises" | "raise" | "except" | "exception" | "var"
-        | "ivar" | "cvar" | "vartype" | "meta" => Kind::Other,
+        "type" | "rtype" | "ytype" | "raises" | "raise" | "except" | "exception" | "var" | "ivar" | "cvar"
+        | "vartype" | "meta" => Kind::Other,
         _ => return None,
     };
     Some((kind, &field[kw_end..], rest[close + 1..].trim()))
@@ -315,9 +331,9 @@ impl<'a> Parser<'a> {
                 let body_start = i + 1;
                 let end = match (body_start..n).find(|&k| !lines[k].is_empty()) {
                     None => n,
-                    Some(j) if indent(lines[j]) > h => {
-                        (j..n).find(|&k| !lines[k].is_empty() && indent(lines[k]) <= h).unwrap_or(n)
-                    }
+                    Some(j) if indent(lines[j]) > h => (j..n)
+                        .find(|&k| !lines[k].is_empty() && indent(lines[k]) <= h)
+                        .unwrap_or(n),
                     Some(j) if section_start(lines, j).is_some() => j,
                     // Body not indented below its header: it runs to a blank line or a section.
                     Some(j) => (j..n)
@@ -333,7 +349,9 @@ impl<'a> Parser<'a> {
             }
             Start::Numpy(kind) => {
                 let body_start = i + 2;
-                let end = (body_start..n).find(|&k| section_start(lines, k).is_some()).unwrap_or(n);
+                let end = (body_start..n)
+                    .find(|&k| section_start(lines, k).is_some())
+                    .unwrap_or(n);
                 match kind {
                     Kind::Params => self.entries(body_start, end, numpy_entry),
                     Kind::Returns => self.set_numpy_returns(&lines[body_start..end]),
@@ -343,8 +361,9 @@ impl<'a> Parser<'a> {
             }
             Start::Field => {
                 let fi = indent(lines[i]);
-                let end =
-                    (i + 1..n).find(|&k| !lines[k].is_empty() && indent(lines[k]) <= fi).unwrap_or(n);
+                let end = (i + 1..n)
+                    .find(|&k| !lines[k].is_empty() && indent(lines[k]) <= fi)
+                    .unwrap_or(n);
                 let Some((kind, args, text)) = sphinx_field(lines[i].trim_start()) else {
                     return end;
                 };
@@ -447,7 +466,9 @@ impl<'a> Parser<'a> {
     /// the entry names the value), the same text a Google or Sphinx docstring gives. A section
     /// without indented descriptions is plain text.
     fn set_numpy_returns(&mut self, block: &[&str]) {
-        let Some(base) = block.iter().filter(|l| !l.is_empty()).map(|l| indent(l)).min() else { return };
+        let Some(base) = block.iter().filter(|l| !l.is_empty()).map(|l| indent(l)).min() else {
+            return;
+        };
         if !block.iter().any(|l| !l.is_empty() && indent(l) > base) {
             return self.set_returns(block, "");
         }
@@ -543,7 +564,9 @@ fn identifier_len(s: &str) -> usize {
         Some((_, c)) if c == '_' || c.is_alphabetic() => {}
         _ => return 0,
     }
-    chars.find(|&(_, c)| !(c == '_' || c.is_alphanumeric())).map_or(s.len(), |(i, _)| i)
+    chars
+        .find(|&(_, c)| !(c == '_' || c.is_alphanumeric()))
+        .map_or(s.len(), |(i, _)| i)
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -561,7 +584,12 @@ fn join_word(desc: &mut String, text: &str) {
 /// optionally dedented by their common indentation) to `out`.
 fn push_lines(out: &mut String, lines: &[&str], dedent: bool) {
     let margin = if dedent {
-        lines.iter().filter(|l| !l.is_empty()).map(|l| indent(l)).min().unwrap_or(0)
+        lines
+            .iter()
+            .filter(|l| !l.is_empty())
+            .map(|l| indent(l))
+            .min()
+            .unwrap_or(0)
     } else {
         0
     };
@@ -617,7 +645,10 @@ mod tests {
     }
 
     fn marker_err(marker: &str, line: &str) -> Result<ParsedDocstring, DocstringError> {
-        Err(DocstringError::Marker { marker: marker.to_owned(), line: line.to_owned() })
+        Err(DocstringError::Marker {
+            marker: marker.to_owned(),
+            line: line.to_owned(),
+        })
     }
 
     #[test]
@@ -884,9 +915,16 @@ mod tests {
         ";
         assert_eq!(
             ok(doc),
-            parsed("Refund a payment to the customer's card.", &[("payment_id", "The payment.")], None)
+            parsed(
+                "Refund a payment to the customer's card.",
+                &[("payment_id", "The payment.")],
+                None
+            )
         );
-        assert_eq!(ok("Ping the service.\n  ---  \nFIXME: HACK XXX"), parsed("Ping the service.", &[], None));
+        assert_eq!(
+            ok("Ping the service.\n  ---  \nFIXME: HACK XXX"),
+            parsed("Ping the service.", &[], None)
+        );
         assert_eq!(ok("---\nTODO: write this"), parsed("", &[], None));
     }
 
@@ -901,7 +939,10 @@ mod tests {
             marker_err("FIXME", "- FIXME the date filter")
         );
         assert_eq!(parse("XXX"), marker_err("XXX", "XXX"));
-        assert_eq!(parse("Do it.\n  • HACK(bob) remove"), marker_err("HACK", "• HACK(bob) remove"));
+        assert_eq!(
+            parse("Do it.\n  • HACK(bob) remove"),
+            marker_err("HACK", "• HACK(bob) remove")
+        );
         assert_eq!(parse("Do it.\n* TODO-later"), marker_err("TODO", "* TODO-later"));
         // Inside a parameter description: on a continuation line, or as the entry's text.
         assert_eq!(
@@ -964,12 +1005,18 @@ mod tests {
             ok("\n    Args:\n        x: The x.\n    Returns:\n        The y.\n    "),
             parsed("Returns: The y.", &[("x", "The x.")], Some("The y."))
         );
-        assert_eq!(ok("Summary only.\n\nReturns:\n\nRaises:\n    E: e"), parsed("Summary only.", &[], None));
+        assert_eq!(
+            ok("Summary only.\n\nReturns:\n\nRaises:\n    E: e"),
+            parsed("Summary only.", &[], None)
+        );
     }
 
     #[test]
     fn first_line_on_its_own_line() {
         let doc = "\n    Archive a project.\n\n    Archived projects are read-only.\n    ";
-        assert_eq!(ok(doc), parsed("Archive a project.\n\nArchived projects are read-only.", &[], None));
+        assert_eq!(
+            ok(doc),
+            parsed("Archive a project.\n\nArchived projects are read-only.", &[], None)
+        );
     }
 }

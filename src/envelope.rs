@@ -60,7 +60,11 @@ pub struct Success<V> {
 impl<V> Success<V> {
     /// A success that took `elapsed_ms` (rounded here to 3 decimals).
     pub fn new(value: V, elapsed_ms: f64) -> Self {
-        Self { value, elapsed_ms: (elapsed_ms * 1000.0).round() / 1000.0, deduplicated: false }
+        Self {
+            value,
+            elapsed_ms: (elapsed_ms * 1000.0).round() / 1000.0,
+            deduplicated: false,
+        }
     }
 }
 
@@ -125,7 +129,10 @@ impl<'a, D> Failure<'a, D> {
     /// (the first [`validate::MAX_ECHOED_NAMES`] unexpected names, then a count), the message,
     /// and the input schema. `accepted_repr`: the accepted names written as a Python list.
     pub fn invalid_arguments(tool: &str, rejection: &Rejection, accepted_repr: &str, schema: &'a Value) -> Self {
-        let mut f = Self::new(ErrorCode::InvalidArguments, errors::rejection_message(tool, rejection, accepted_repr));
+        let mut f = Self::new(
+            ErrorCode::InvalidArguments,
+            errors::rejection_message(tool, rejection, accepted_repr),
+        );
         f.problems = Some(problems_of(rejection));
         f.schema = Some(schema);
         f
@@ -143,7 +150,10 @@ impl<'a, D> Failure<'a, D> {
 
     /// `approval_required`, with `tool`.
     pub fn approval_required(tool: &str, canonical_args: &str) -> Self {
-        let mut f = Self::new(ErrorCode::ApprovalRequired, errors::approval_required_message(tool, canonical_args));
+        let mut f = Self::new(
+            ErrorCode::ApprovalRequired,
+            errors::approval_required_message(tool, canonical_args),
+        );
         f.tool = Some(tool.to_owned());
         f
     }
@@ -158,7 +168,10 @@ impl<'a, D> Failure<'a, D> {
 
     /// `circuit_open`, with `tool` and `retriable: false`.
     pub fn circuit_open(tool: &str, failures: u32, retry_after_s: f64) -> Self {
-        let mut f = Self::new(ErrorCode::CircuitOpen, errors::circuit_open_message(tool, failures, retry_after_s));
+        let mut f = Self::new(
+            ErrorCode::CircuitOpen,
+            errors::circuit_open_message(tool, failures, retry_after_s),
+        );
         f.tool = Some(tool.to_owned());
         f.retriable = Some(ErrorCode::CircuitOpen.retriable());
         f
@@ -166,7 +179,10 @@ impl<'a, D> Failure<'a, D> {
 
     /// `egress_denied`, with `tool`, `host` (when the URL has one) and `allowed`.
     pub fn egress_denied(tool: &str, url_arg: &str, denial: &EgressDenial, allowed: Vec<String>) -> Self {
-        let mut f = Self::new(ErrorCode::EgressDenied, errors::egress_denied_message(tool, url_arg, denial, &allowed));
+        let mut f = Self::new(
+            ErrorCode::EgressDenied,
+            errors::egress_denied_message(tool, url_arg, denial, &allowed),
+        );
         f.tool = Some(tool.to_owned());
         if let EgressDenial::HostNotAllowed(h) | EgressDenial::Internal(h) = denial {
             f.host = Some(h.clone());
@@ -182,17 +198,26 @@ impl<'a, D> Failure<'a, D> {
 
     /// `internal_error`: the tool raised `exc_type` with `exc_text`.
     pub fn internal_error(tool: &str, exc_type: &str, exc_text: &str) -> Self {
-        Self::new(ErrorCode::InternalError, errors::internal_error_message(tool, exc_type, exc_text))
+        Self::new(
+            ErrorCode::InternalError,
+            errors::internal_error_message(tool, exc_type, exc_text),
+        )
     }
 
     /// `internal_error`: the tooling around the tool raised.
     pub fn tooling_fault(exc_type: &str, exc_text: &str) -> Self {
-        Self::new(ErrorCode::InternalError, errors::tooling_fault_message(exc_type, exc_text))
+        Self::new(
+            ErrorCode::InternalError,
+            errors::tooling_fault_message(exc_type, exc_text),
+        )
     }
 
     /// `output_mismatch`: the value does not match the output schema named `expected`.
     pub fn output_mismatch(tool: &str, expected: &str, problems: &str) -> Self {
-        Self::new(ErrorCode::OutputMismatch, errors::output_mismatch_message(tool, expected, problems))
+        Self::new(
+            ErrorCode::OutputMismatch,
+            errors::output_mismatch_message(tool, expected, problems),
+        )
     }
 
     /// A tool's own `ToolError`: its code (`tool_error` when it chose none), its message and
@@ -213,7 +238,12 @@ pub enum Described<D> {
     Deadline { limit_s: f64 },
     /// A tool's own `ToolError`: its `code` as text (None: it has none that reads as text),
     /// its message, its `retriable` flag and its details.
-    Tool { code: Option<String>, message: String, retriable: bool, details: Option<D> },
+    Tool {
+        code: Option<String>,
+        message: String,
+        retriable: bool,
+        details: Option<D>,
+    },
     /// `ToolShapeError`: the output schema named `expected` was not met.
     Shape { expected: String, errors: ShapeErrors },
     /// Any other exception (a `ToolArgumentError` too, when there is no tool to describe it
@@ -238,7 +268,12 @@ impl<'a, D> Failure<'a, D> {
     pub fn of_described(tool: &str, d: Described<D>) -> Self {
         match d {
             Described::Deadline { limit_s } => Self::timeout(tool, limit_s),
-            Described::Tool { code, message, retriable, details } => {
+            Described::Tool {
+                code,
+                message,
+                retriable,
+                details,
+            } => {
                 let code = code.map_or(Code::Known(ErrorCode::ToolError), Code::of);
                 Self::tool_error(code, message, retriable, details)
             }
@@ -259,7 +294,12 @@ impl<'a, D> Failure<'a, D> {
 /// names: the first [`validate::MAX_ECHOED_NAMES`] unexpected ones are listed, then a count.
 pub fn problems_of(rejection: &Rejection) -> Vec<Problem> {
     let mut out = Vec::new();
-    let mut push = |path: &str, reason: &str| out.push(Problem { path: path.to_owned(), reason: reason.to_owned() });
+    let mut push = |path: &str, reason: &str| {
+        out.push(Problem {
+            path: path.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
     match rejection {
         Rejection::Problems(p) => {
             for n in p.unexpected.iter().take(validate::MAX_ECHOED_NAMES) {
@@ -338,7 +378,10 @@ impl Envelope<'_, Value, Map<String, Value>> {
             Envelope::Ok(s) => {
                 env.insert("ok".into(), true.into());
                 env.insert("value".into(), s.value.clone());
-                env.insert("elapsed_ms".into(), serde_json::Number::from_f64(s.elapsed_ms).map_or(Value::Null, Value::Number));
+                env.insert(
+                    "elapsed_ms".into(),
+                    serde_json::Number::from_f64(s.elapsed_ms).map_or(Value::Null, Value::Number),
+                );
                 if s.deduplicated {
                     env.insert("deduplicated".into(), true.into());
                 }
@@ -367,7 +410,10 @@ mod tests {
     #[test]
     fn success() {
         let s = Envelope::<Value>::Ok(Success::new(json!({"a": 1}), 0.41249));
-        assert_eq!(serde_json::to_string(&s.to_json()).unwrap(), r#"{"ok":true,"value":{"a":1},"elapsed_ms":0.412}"#);
+        assert_eq!(
+            serde_json::to_string(&s.to_json()).unwrap(),
+            r#"{"ok":true,"value":{"a":1},"elapsed_ms":0.412}"#
+        );
         let mut s = Success::new(json!(1), 2.0);
         s.deduplicated = true;
         assert_eq!(
@@ -386,17 +432,30 @@ mod tests {
             text(F::circuit_open("t", 2, 60.0)),
             r#"{"ok":false,"error":{"code":"circuit_open","message":"t is failing repeatedly (2 failures in a row) and is paused for 60s. Do not call it now; tell the user the service is unavailable and try later.","tool":"t","retriable":false}}"#
         );
-        let e = F::egress_denied("fetch", "url", &EgressDenial::Internal("10.0.0.1".into()), vec!["example.com".into()]);
+        let e = F::egress_denied(
+            "fetch",
+            "url",
+            &EgressDenial::Internal("10.0.0.1".into()),
+            vec!["example.com".into()],
+        );
         assert_eq!(
             e.error_json().keys().collect::<Vec<_>>(),
             ["code", "message", "tool", "host", "allowed"]
         );
-        assert_eq!(F::repeated_call("t", 3).error_json().keys().collect::<Vec<_>>(), ["code", "message", "tool", "count"]);
+        assert_eq!(
+            F::repeated_call("t", 3).error_json().keys().collect::<Vec<_>>(),
+            ["code", "message", "tool", "count"]
+        );
         let mut details = Map::new();
         details.insert("sku".into(), "GONE".into());
         details.insert("code".into(), "ignored".into());
         assert_eq!(
-            text(F::tool_error(Code::of("not_found".into()), "No product.".into(), false, Some(details))),
+            text(F::tool_error(
+                Code::of("not_found".into()),
+                "No product.".into(),
+                false,
+                Some(details)
+            )),
             r#"{"ok":false,"error":{"sku":"GONE","code":"not_found","message":"No product.","retriable":false}}"#
         );
         assert_eq!(Code::of("not_found".into()), Code::Known(ErrorCode::NotFound));
@@ -416,24 +475,76 @@ mod tests {
         let problems = f.problems.as_ref().unwrap();
         assert_eq!(problems.len(), validate::MAX_ECHOED_NAMES + 3);
         assert_eq!(problems[validate::MAX_ECHOED_NAMES].path, "<arguments>");
-        assert_eq!(problems.last().unwrap(), &Problem { path: "n".into(), reason: "expected integer".into() });
-        assert_eq!(f.error_json().keys().collect::<Vec<_>>(), ["code", "message", "errors", "schema"]);
+        assert_eq!(
+            problems.last().unwrap(),
+            &Problem {
+                path: "n".into(),
+                reason: "expected integer".into()
+            }
+        );
+        assert_eq!(
+            f.error_json().keys().collect::<Vec<_>>(),
+            ["code", "message", "errors", "schema"]
+        );
     }
 
     #[test]
     fn a_raised_exception_described() {
         type D = Described<Map<String, Value>>;
         let f = F::of_described("t", D::Deadline { limit_s: 2.5 });
-        assert_eq!((f.code.as_str(), f.message.as_str()), ("timeout", F::timeout("t", 2.5).message.as_str()));
-        let f = F::of_described("t", D::Tool { code: None, message: "boom".into(), retriable: true, details: None });
-        assert_eq!(text(f), r#"{"ok":false,"error":{"code":"tool_error","message":"boom","retriable":true}}"#);
-        let f = F::of_described("t", D::Tool { code: Some("mine".into()), message: "m".into(), retriable: false, details: None });
+        assert_eq!(
+            (f.code.as_str(), f.message.as_str()),
+            ("timeout", F::timeout("t", 2.5).message.as_str())
+        );
+        let f = F::of_described(
+            "t",
+            D::Tool {
+                code: None,
+                message: "boom".into(),
+                retriable: true,
+                details: None,
+            },
+        );
+        assert_eq!(
+            text(f),
+            r#"{"ok":false,"error":{"code":"tool_error","message":"boom","retriable":true}}"#
+        );
+        let f = F::of_described(
+            "t",
+            D::Tool {
+                code: Some("mine".into()),
+                message: "m".into(),
+                retriable: false,
+                details: None,
+            },
+        );
         assert_eq!(f.code, Code::Own("mine".into()));
-        let shape = |errors| F::of_described("t", D::Shape { expected: "Out".into(), errors }).message;
-        assert_eq!(shape(ShapeErrors::List(vec!["a: x".into(), "b: y".into()])), F::output_mismatch("t", "Out", "a: x; b: y").message);
-        assert_eq!(shape(ShapeErrors::Text("odd".into())), F::output_mismatch("t", "Out", "odd").message);
+        let shape = |errors| {
+            F::of_described(
+                "t",
+                D::Shape {
+                    expected: "Out".into(),
+                    errors,
+                },
+            )
+            .message
+        };
+        assert_eq!(
+            shape(ShapeErrors::List(vec!["a: x".into(), "b: y".into()])),
+            F::output_mismatch("t", "Out", "a: x; b: y").message
+        );
+        assert_eq!(
+            shape(ShapeErrors::Text("odd".into())),
+            F::output_mismatch("t", "Out", "odd").message
+        );
         assert_eq!(shape(ShapeErrors::None), F::output_mismatch("t", "Out", "").message);
-        let f = F::of_described("t", D::Other { exc_type: "KeyError".into(), text: "'k'".into() });
+        let f = F::of_described(
+            "t",
+            D::Other {
+                exc_type: "KeyError".into(),
+                text: "'k'".into(),
+            },
+        );
         assert_eq!(f.error_json(), F::internal_error("t", "KeyError", "'k'").error_json());
         assert_eq!(f.code, Code::Known(ErrorCode::InternalError));
     }

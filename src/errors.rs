@@ -139,9 +139,10 @@ impl Raised {
         match self {
             Raised::Deadline => FailureKind::Deadline,
             Raised::Tool { retriable: true } | Raised::Other { transient: true } => FailureKind::Transient,
-            Raised::Arguments | Raised::Shape | Raised::Tool { retriable: false } | Raised::Other { transient: false } => {
-                FailureKind::Permanent
-            }
+            Raised::Arguments
+            | Raised::Shape
+            | Raised::Tool { retriable: false }
+            | Raised::Other { transient: false } => FailureKind::Permanent,
         }
     }
 }
@@ -167,7 +168,9 @@ pub fn echoed_name(name: &str) -> std::borrow::Cow<'_, str> {
 /// is echoed at most [`MAX_ECHOED_NAME_CHARS`] characters long.
 pub fn unknown_tool_message(name: &str, available: &[&str], did_you_mean: Option<&str>) -> String {
     let name = echoed_name(name);
-    let hint = did_you_mean.map(|n| format!(" Did you mean '{n}'?")).unwrap_or_default();
+    let hint = did_you_mean
+        .map(|n| format!(" Did you mean '{n}'?"))
+        .unwrap_or_default();
     if available.is_empty() {
         return format!("No tool named '{name}', and no tools are available. Answer without calling a tool.");
     }
@@ -208,8 +211,7 @@ pub fn invalid_call_message(problem: &str) -> String {
 }
 
 /// `invalid_call` for a call that names no tool.
-pub const NO_TOOL_NAME_MESSAGE: &str =
-    "The tool call has no tool name. Send a call with a 'name' and its arguments.";
+pub const NO_TOOL_NAME_MESSAGE: &str = "The tool call has no tool name. Send a call with a 'name' and its arguments.";
 
 /// `timeout`: our own deadline expired.
 pub fn timeout_message(tool: &str, timeout_s: f64) -> String {
@@ -241,7 +243,11 @@ pub fn tooling_fault_message(exc_type: &str, exc_text: &str) -> String {
 /// `output_mismatch`: the tool returned a value its output schema forbids.
 pub fn output_mismatch_message(tool: &str, expected: &str, problems: &str) -> String {
     let problems = problems.trim_end().trim_end_matches('.');
-    let detail = if problems.is_empty() { String::new() } else { format!(" ({problems})") };
+    let detail = if problems.is_empty() {
+        String::new()
+    } else {
+        format!(" ({problems})")
+    };
     format!(
         "{tool} returned a value that does not match its declared output schema '{expected}'{detail}. \
          This is a fault in the tool, not in your arguments: try different arguments once, or tell \
@@ -267,7 +273,11 @@ pub fn repeated_call_message(tool: &str, count: u32) -> String {
 
 /// `egress_denied`: the URL's host is not allowed, or the URL has no host to check.
 pub fn egress_denied_message(tool: &str, url_arg: &str, denial: &EgressDenial, allowed: &[String]) -> String {
-    let list = if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") };
+    let list = if allowed.is_empty() {
+        "none".to_owned()
+    } else {
+        allowed.join(", ")
+    };
     match denial {
         EgressDenial::HostNotAllowed(host) => format!(
             "{tool} may not reach host '{host}': it is not on the allow-list ({list}). Do not retry \
@@ -348,14 +358,23 @@ mod tests {
         .iter()
         .map(|r| r.failure_kind())
         .collect();
-        assert_eq!(kinds, [Permanent, Deadline, Transient, Permanent, Permanent, Transient, Permanent]);
+        assert_eq!(
+            kinds,
+            [Permanent, Deadline, Transient, Permanent, Permanent, Transient, Permanent]
+        );
     }
 
     #[test]
     fn long_names_are_echoed_short() {
         let huge = "x".repeat(1_000_000);
         let msg = unknown_tool_message(&huge, &["a"], None);
-        assert_eq!(msg, format!("No tool named '{}... (1000000 characters)'. Available tools: a. Call one of those instead.", "x".repeat(64)));
+        assert_eq!(
+            msg,
+            format!(
+                "No tool named '{}... (1000000 characters)'. Available tools: a. Call one of those instead.",
+                "x".repeat(64)
+            )
+        );
         assert_eq!(echoed_name("short"), "short");
         assert_eq!(echoed_name(&"é".repeat(64)), "é".repeat(64));
     }
@@ -371,7 +390,10 @@ mod tests {
             "slow_report did not finish within 0.5s. Do not retry immediately; tell the user the backend is slow."
         );
         assert_eq!(format_seconds(10.0), "10");
-        let r = Rejection::Problems(ArgumentProblems { missing: vec!["sku".into()], ..Default::default() });
+        let r = Rejection::Problems(ArgumentProblems {
+            missing: vec!["sku".into()],
+            ..Default::default()
+        });
         assert_eq!(
             invalid_arguments_message("check_stock", &r, &["sku".into(), "warehouse".into()]),
             "tool 'check_stock' call rejected: missing required argument(s) ['sku']. Accepted arguments: \
@@ -415,7 +437,12 @@ mod tests {
             "the tool call's name must be a string, got int. Send a tool call with a name and its arguments."
         );
         assert_eq!(
-            egress_denied_message("fetch", "url", &EgressDenial::HostNotAllowed("evil.com".into()), &["a.com".into()]),
+            egress_denied_message(
+                "fetch",
+                "url",
+                &EgressDenial::HostNotAllowed("evil.com".into()),
+                &["a.com".into()]
+            ),
             "fetch may not reach host 'evil.com': it is not on the allow-list (a.com). Do not retry with \
              this URL; use an allowed host or tell the user this host is not permitted."
         );

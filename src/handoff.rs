@@ -607,7 +607,10 @@ mod tests {
     fn waking_and_deadlines() {
         let now = Instant::now();
         assert_eq!(next_wake(now, None), now + WAKE_SLICE);
-        assert_eq!(next_wake(now, Some(Duration::from_millis(5))), now + Duration::from_millis(5));
+        assert_eq!(
+            next_wake(now, Some(Duration::from_millis(5))),
+            now + Duration::from_millis(5)
+        );
         assert_eq!(next_wake(now, Some(Duration::from_secs(5))), now + WAKE_SLICE);
         assert!(!reached(now, None));
         assert!(reached(now, Some(now)));

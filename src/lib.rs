@@ -9,8 +9,8 @@
 pub mod arguments;
 pub mod calls;
 pub mod cancel;
-pub mod docstring;
 pub mod deadline;
+pub mod docstring;
 pub mod envelope;
 pub mod errors;
 pub mod handoff;
@@ -20,13 +20,13 @@ pub mod observe;
 pub mod pipeline;
 pub mod pool;
 pub mod providers;
+#[cfg(feature = "python")]
+mod py;
 pub mod registry;
 pub mod render;
 pub mod schema;
 pub mod shutdown;
 pub mod validate;
-#[cfg(feature = "python")]
-mod py;
 
 #[cfg(feature = "python")]
 #[pyo3::pymodule]

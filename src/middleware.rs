@@ -34,7 +34,10 @@ fn write_value(w: &mut Canonical, value: &Value) -> Result<(), std::convert::Inf
                 }
                 w.object(&mut buf[..map.len()], write_value)
             } else {
-                w.object(&mut map.iter().map(|(k, v)| (k.as_str(), v)).collect::<Vec<_>>(), write_value)
+                w.object(
+                    &mut map.iter().map(|(k, v)| (k.as_str(), v)).collect::<Vec<_>>(),
+                    write_value,
+                )
             }
         }
         Value::Array(items) => w.array(items, write_value),
@@ -178,7 +181,12 @@ fn both(w: &mut Canonical, key: &mut Vec<u8>, value: &Value) {
                 }
                 each(&mut buf[..map.len()]);
             } else {
-                each(&mut map.iter().map(|(k, v)| (k.as_str(), (k.as_str(), v))).collect::<Vec<_>>());
+                each(
+                    &mut map
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), (k.as_str(), v)))
+                        .collect::<Vec<_>>(),
+                );
             }
         }
         Value::Array(items) => {
@@ -251,7 +259,11 @@ pub struct Canonical {
 impl Canonical {
     /// A writer that refuses arrays and objects nested more than `max_depth` deep.
     pub fn new(max_depth: usize) -> Self {
-        Self { out: String::with_capacity(128), depth: 0, max_depth }
+        Self {
+            out: String::with_capacity(128),
+            depth: 0,
+            max_depth,
+        }
     }
 
     /// A writer for a value whose nesting no parser bounded: at most [`MAX_CANONICAL_DEPTH`].
@@ -480,7 +492,13 @@ struct Scope<V> {
 
 impl<V> Scope<V> {
     fn new(touched: u64) -> Self {
-        Self { counts: Map::default(), order: VecDeque::new(), done: None, running: Map::default(), touched }
+        Self {
+            counts: Map::default(),
+            order: VecDeque::new(),
+            done: None,
+            running: Map::default(),
+            touched,
+        }
     }
 }
 
@@ -517,7 +535,13 @@ impl<V> Default for Conversations<V> {
 
 impl<V> Conversations<V> {
     pub fn with_limits(max_scopes: usize, max_calls: usize) -> Self {
-        Self { scopes: Map::default(), lru: BTreeMap::new(), tick: 0, max_scopes: max_scopes.max(1), max_calls: max_calls.max(1) }
+        Self {
+            scopes: Map::default(),
+            lru: BTreeMap::new(),
+            tick: 0,
+            max_scopes: max_scopes.max(1),
+            max_calls: max_calls.max(1),
+        }
     }
 
     fn scope(&mut self, scope: &str) -> &mut Scope<V> {
@@ -646,7 +670,11 @@ impl<V> Conversations<V> {
     /// `(repeat counts, idempotency entries (finished + running), scopes)`.
     pub fn sizes(&self) -> (usize, usize, usize) {
         let counts = self.scopes.values().map(|s| s.counts.len()).sum();
-        let idem = self.scopes.values().map(|s| s.running.len() + usize::from(s.done.is_some())).sum();
+        let idem = self
+            .scopes
+            .values()
+            .map(|s| s.running.len() + usize::from(s.done.is_some()))
+            .sum();
         (counts, idem, self.scopes.len())
     }
 }
@@ -654,7 +682,10 @@ impl<V> Conversations<V> {
 /// The key of a cached result in a shared store: `agentkit-tools:idem:` + SHA-256 hex of the
 /// scope, name and canonical arguments (NUL-separated, so no two triples collide).
 pub fn store_key(scope: &str, name: &str, canonical: &str) -> String {
-    format!("agentkit-tools:idem:{}", sha256_hex(&format!("{scope}\0{name}\0{canonical}")))
+    format!(
+        "agentkit-tools:idem:{}",
+        sha256_hex(&format!("{scope}\0{name}\0{canonical}"))
+    )
 }
 
 // ------------------------------------------------------------------ retry
@@ -693,7 +724,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self { max_attempts: 3, base_s: 0.5, cap_s: 30.0 }
+        Self {
+            max_attempts: 3,
+            base_s: 0.5,
+            cap_s: 30.0,
+        }
     }
 }
 
@@ -705,9 +740,15 @@ impl RetryPolicy {
             return Err(format!("retry: max_attempts must be at least 1, got {max_attempts}"));
         }
         if !(base_s >= 0.0 && cap_s >= 0.0 && base_s.is_finite() && cap_s.is_finite()) {
-            return Err(format!("retry: base_s and cap_s must be finite and >= 0 seconds, got {base_s} and {cap_s}"));
+            return Err(format!(
+                "retry: base_s and cap_s must be finite and >= 0 seconds, got {base_s} and {cap_s}"
+            ));
         }
-        Ok(Self { max_attempts, base_s, cap_s })
+        Ok(Self {
+            max_attempts,
+            base_s,
+            cap_s,
+        })
     }
 
     /// Whether attempt number `attempt` (1-based) that failed with `kind` is tried again.
@@ -721,7 +762,11 @@ impl RetryPolicy {
     pub fn ceiling_s(&self, attempt: u32) -> f64 {
         let exp = attempt.saturating_sub(1).min(1023) as i32;
         let ceiling = self.base_s * 2f64.powi(exp);
-        if ceiling.is_finite() { ceiling.min(self.cap_s).max(0.0) } else { self.cap_s.max(0.0) }
+        if ceiling.is_finite() {
+            ceiling.min(self.cap_s).max(0.0)
+        } else {
+            self.cap_s.max(0.0)
+        }
     }
 
     /// "Full jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015): a uniform
@@ -748,7 +793,13 @@ pub struct CircuitBreaker {
 
 impl CircuitBreaker {
     pub fn new(threshold: u32, cooldown_s: f64) -> Self {
-        Self { threshold: threshold.max(1), cooldown_s, failures: 0, opened_at: None, trial_running: false }
+        Self {
+            threshold: threshold.max(1),
+            cooldown_s,
+            failures: 0,
+            opened_at: None,
+            trial_running: false,
+        }
     }
 
     /// `Ok(())` when a call may run now, `Err(seconds until the next trial)` when refused.
@@ -868,14 +919,24 @@ fn read_http_url(url: &str) -> Result<String, EgressDenial> {
     } else {
         authority.split_once(':').unwrap_or((authority, ""))
     };
-    if !port.is_empty() && !(port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u32>().is_ok_and(|p| p <= 65535)) {
-        return Err(EgressDenial::Refused(format!("the port '{port}' is not a number from 0 to 65535")));
+    if !port.is_empty()
+        && !(port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u32>().is_ok_and(|p| p <= 65535))
+    {
+        return Err(EgressDenial::Refused(format!(
+            "the port '{port}' is not a number from 0 to 65535"
+        )));
     }
     let host = host.strip_suffix('.').unwrap_or(host);
     if host.is_empty() {
         return Err(EgressDenial::NoHost);
     }
-    if !authority.starts_with('[') && !host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')) {
+    if !authority.starts_with('[')
+        && !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    {
         return Err(EgressDenial::Refused(format!(
             "the host '{host}' has characters a host name cannot have (write a non-ASCII name in its \
              ASCII xn-- form)"
@@ -927,7 +988,11 @@ pub fn is_internal_host(host: &str) -> bool {
         return false;
     }
     let v4 = |ip: Ipv4Addr| {
-        ip.is_private() || ip.is_loopback() || ip.is_link_local() || ip.is_unspecified() || ip.is_broadcast()
+        ip.is_private()
+            || ip.is_loopback()
+            || ip.is_link_local()
+            || ip.is_unspecified()
+            || ip.is_broadcast()
             || ip.octets()[0] == 0
             || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64) // 100.64.0.0/10, shared
     };
@@ -972,12 +1037,21 @@ impl HostAllowList {
         }
         let covered = |suffix: &str| host.len() > suffix.len() && host.ends_with(suffix);
         self.suffixes.iter().any(|s| covered(s))
-            || self.exact.iter().any(|e| !is_ip_literal(e) && host.len() > e.len() + 1 && host.ends_with(e.as_str()) && host.as_bytes()[host.len() - e.len() - 1] == b'.')
+            || self.exact.iter().any(|e| {
+                !is_ip_literal(e)
+                    && host.len() > e.len() + 1
+                    && host.ends_with(e.as_str())
+                    && host.as_bytes()[host.len() - e.len() - 1] == b'.'
+            })
     }
 
     /// The entries as given back to the model (`*.x` for suffixes), exact ones first.
     pub fn entries(&self) -> Vec<String> {
-        self.exact.iter().cloned().chain(self.suffixes.iter().map(|s| format!("*{s}"))).collect()
+        self.exact
+            .iter()
+            .cloned()
+            .chain(self.suffixes.iter().map(|s| format!("*{s}")))
+            .collect()
     }
 }
 
@@ -1040,7 +1114,13 @@ mod tests {
         let small = Value::Object(m.clone());
         let mut keys: Vec<String> = m.keys().cloned().collect();
         keys.sort();
-        let expected = format!("{{{}}}", keys.iter().map(|k| format!("{}:{}", Value::from(k.as_str()), Value::from(k.as_str()))).collect::<Vec<_>>().join(","));
+        let expected = format!(
+            "{{{}}}",
+            keys.iter()
+                .map(|k| format!("{}:{}", Value::from(k.as_str()), Value::from(k.as_str())))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         assert_eq!(canonical_json(&small), expected);
         for i in 0..20 {
             m.insert(format!("k{i:02}"), Value::from(i));
@@ -1048,7 +1128,10 @@ mod tests {
         let big = canonical_json(&Value::Object(m.clone()));
         let mut keys: Vec<String> = m.keys().cloned().collect();
         keys.sort();
-        let order: Vec<usize> = keys.iter().map(|k| big.find(&format!("{}:", Value::from(k.as_str()))).unwrap()).collect();
+        let order: Vec<usize> = keys
+            .iter()
+            .map(|k| big.find(&format!("{}:", Value::from(k.as_str()))).unwrap())
+            .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{big}");
     }
 
@@ -1058,17 +1141,33 @@ mod tests {
     #[test]
     fn retry_settings_out_of_range_are_refused_with_what_was_given() {
         assert_eq!(RetryPolicy::new(3, 0.5, 30.0), Ok(RetryPolicy::default()));
-        assert_eq!(RetryPolicy::new(0, 0.5, 30.0), Err("retry: max_attempts must be at least 1, got 0".to_owned()));
+        assert_eq!(
+            RetryPolicy::new(0, 0.5, 30.0),
+            Err("retry: max_attempts must be at least 1, got 0".to_owned())
+        );
         for (base, cap) in [(-1.0, 1.0), (1.0, -0.5), (f64::NAN, 1.0), (1.0, f64::INFINITY)] {
             let err = RetryPolicy::new(3, base, cap).unwrap_err();
-            assert_eq!(err, format!("retry: base_s and cap_s must be finite and >= 0 seconds, got {base} and {cap}"));
+            assert_eq!(
+                err,
+                format!("retry: base_s and cap_s must be finite and >= 0 seconds, got {base} and {cap}")
+            );
         }
     }
 
     #[test]
     fn strings_are_escaped_exactly_as_serde_json_escapes_them() {
         let mut samples: Vec<String> = (0u8..0x80).map(|b| format!("a{}z", b as char)).collect();
-        samples.extend(["", "plain", "\"quoted\" \\ back", "é ü 中文 😀", "\u{7f}\u{80}\u{2028}", "\n\r\t\u{8}\u{c}\u{0}\u{1f}"].map(String::from));
+        samples.extend(
+            [
+                "",
+                "plain",
+                "\"quoted\" \\ back",
+                "é ü 中文 😀",
+                "\u{7f}\u{80}\u{2028}",
+                "\n\r\t\u{8}\u{c}\u{0}\u{1f}",
+            ]
+            .map(String::from),
+        );
         for s in samples {
             let mut out = String::from("prefix:");
             write_string(&s, &mut out);
@@ -1111,13 +1210,26 @@ mod tests {
         all.push(Value::Object(many));
         all.push(Value::Object(reversed));
         // lengths and counts of more than one LEB128 byte
-        all.extend([json!({"a": "x".repeat(300)}), json!({"a": "x".repeat(301)}), json!({"a": "x".repeat(127)}), json!({"a": "x".repeat(128)})]);
-        all.extend([Value::Array(vec![json!(1); 130]), Value::Array(vec![json!(1); 131]), Value::Array(vec![json!(1); 128])]);
+        all.extend([
+            json!({"a": "x".repeat(300)}),
+            json!({"a": "x".repeat(301)}),
+            json!({"a": "x".repeat(127)}),
+            json!({"a": "x".repeat(128)}),
+        ]);
+        all.extend([
+            Value::Array(vec![json!(1); 130]),
+            Value::Array(vec![json!(1); 131]),
+            Value::Array(vec![json!(1); 128]),
+        ]);
         for a in &all {
             assert!(args_key(a)[0] < 0x08);
             assert_eq!(canonical_and_key(a), (canonical_json(a), args_key(a)), "{a}");
             for b in &all {
-                assert_eq!(args_key(a) == args_key(b), canonical_json(a) == canonical_json(b), "{a} / {b}");
+                assert_eq!(
+                    args_key(a) == args_key(b),
+                    canonical_json(a) == canonical_json(b),
+                    "{a} / {b}"
+                );
             }
         }
     }
@@ -1125,14 +1237,23 @@ mod tests {
     #[test]
     fn canonical_text_and_hash() {
         let v = json!({"b": [1, {"z": null, "a": "é\"x"}], "a": true, "c": 1.5});
-        assert_eq!(canonical_json(&v), r#"{"a":true,"b":[1,{"a":"é\"x","z":null}],"c":1.5}"#);
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":true,"b":[1,{"a":"é\"x","z":null}],"c":1.5}"#
+        );
         assert_eq!(canonical_json(&json!({})), "{}");
-        assert_eq!(canonical_json(&json!([1e300, -0.0, 2.5e-8, 18446744073709551615u64, -3])), "[1e+300,-0.0,2.5e-8,18446744073709551615,-3]");
+        assert_eq!(
+            canonical_json(&json!([1e300, -0.0, 2.5e-8, 18446744073709551615u64, -3])),
+            "[1e+300,-0.0,2.5e-8,18446744073709551615,-3]"
+        );
         let mut w = Canonical::new(1);
         let deep: Result<(), CanonicalError> = w.array([1], |w, _| w.array([2], |_, _| Ok(())));
         assert_eq!(deep, Err(CanonicalError::TooDeep));
         assert!(matches!(Canonical::new(1).float(f64::NAN), Err(CanonicalError::NotFinite(f)) if f.is_nan()));
-        assert_eq!(CanonicalError::NotFinite(f64::INFINITY).to_string(), "not a finite number");
+        assert_eq!(
+            CanonicalError::NotFinite(f64::INFINITY).to_string(),
+            "not a finite number"
+        );
         assert_eq!(CanonicalError::TooDeep.to_string(), "arguments nested too deeply");
         // the bounded writer takes MAX_CANONICAL_DEPTH levels, not one more
         fn nest(w: &mut Canonical, levels: usize) -> Result<(), CanonicalError> {
@@ -1145,10 +1266,16 @@ mod tests {
         let mut w = Canonical::bounded();
         assert_eq!(nest(&mut w, MAX_CANONICAL_DEPTH), Ok(()));
         assert_eq!(w.finish(), format!("{}null{}", "[".repeat(256), "]".repeat(256)));
-        assert_eq!(nest(&mut Canonical::bounded(), MAX_CANONICAL_DEPTH + 1), Err(CanonicalError::TooDeep));
+        assert_eq!(
+            nest(&mut Canonical::bounded(), MAX_CANONICAL_DEPTH + 1),
+            Err(CanonicalError::TooDeep)
+        );
         // sha256("{}") = 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
         assert_eq!(args_hash("{}"), "44136fa355b3678a");
-        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(
             store_key("r", "t", "{}"),
             format!("agentkit-tools:idem:{}", sha256_hex("r\0t\0{}"))
@@ -1163,7 +1290,10 @@ mod tests {
         assert_eq!(r.observe("b", "t", b"{}"), 1);
         assert_eq!(r.observe("a", "t", b"{\"x\":1}"), 1);
         assert_eq!(r.observe("a", "t", b"{}"), 3);
-        assert_eq!((is_repeat(2, 3), is_repeat(3, 3), is_repeat(4, 3), is_repeat(9, 0)), (false, true, true, false));
+        assert_eq!(
+            (is_repeat(2, 3), is_repeat(3, 3), is_repeat(4, 3), is_repeat(9, 0)),
+            (false, true, true, false)
+        );
         r.reset_counts("a");
         assert_eq!(r.observe("a", "t", b"{}"), 1);
         r.forget("a");
@@ -1238,7 +1368,10 @@ mod tests {
         assert!(!p.should_retry(FailureKind::Transient, false, 1));
         assert!(!p.should_retry(FailureKind::Deadline, true, 1));
         assert!(!p.should_retry(FailureKind::Permanent, true, 1));
-        assert_eq!([1, 2, 3, 7, 8, 5000].map(|a| p.ceiling_s(a)), [0.5, 1.0, 2.0, 30.0, 30.0, 30.0]);
+        assert_eq!(
+            [1, 2, 3, 7, 8, 5000].map(|a| p.ceiling_s(a)),
+            [0.5, 1.0, 2.0, 30.0, 30.0, 30.0]
+        );
         let mut rng = fastrand::Rng::with_seed(1);
         for attempt in 1..10 {
             let d = p.delay_s(attempt, &mut rng);
@@ -1327,25 +1460,57 @@ mod tests {
             Err(EgressDenial::Refused(why)) => why,
             other => panic!("{url:?}: {other:?}"),
         };
-        assert_eq!(why("https://example.com\\@127.0.0.1/"), "the URL has a backslash before its path, which some \
-            parsers read as '/' and others do not, so its host is ambiguous");
-        assert_eq!(why("https://me@example.com/"), "the URL carries a user name or password ('user@host'), which \
-            is not allowed");
-        assert_eq!(why("https://example%2ecom/"), "the host contains a percent-escape, which some parsers decode \
-            and others do not");
-        assert_eq!(why("https://exa\tmple.com/"), "the URL contains a space, tab, line break or other control \
-            character, which URL parsers strip or keep differently");
-        assert_eq!(why("FTP://example.com/"), "only http and https URLs may be fetched, not 'ftp:' URLs");
-        assert_eq!(why("https://example.com:70000/"), "the port '70000' is not a number from 0 to 65535");
-        assert_eq!(why("https://[1::2::3]/"), "'[1::2::3]' is not an IPv6 address");
-        assert_eq!(why("https://bücher.example/"), "the host 'bücher.example' has characters a host name cannot \
-            have (write a non-ASCII name in its ASCII xn-- form)");
-        assert_eq!(why("http://0x7f.1/"), "the host '0x7f.1' is an IPv4 address in a form URL parsers read \
-            differently; write it as four decimal numbers a.b.c.d");
-        assert_eq!(check_egress("http:example.com", &allow), Err(EgressDenial::NoHost));
-        assert_eq!(check_egress("HTTP://Example.COM:8080/p", &allow), Ok("example.com".into()));
         assert_eq!(
-            crate::errors::egress_denied_message("fetch", "url", &EgressDenial::Refused(why("https://me@example.com/")), &["example.com".into()]),
+            why("https://example.com\\@127.0.0.1/"),
+            "the URL has a backslash before its path, which some \
+            parsers read as '/' and others do not, so its host is ambiguous"
+        );
+        assert_eq!(
+            why("https://me@example.com/"),
+            "the URL carries a user name or password ('user@host'), which \
+            is not allowed"
+        );
+        assert_eq!(
+            why("https://example%2ecom/"),
+            "the host contains a percent-escape, which some parsers decode \
+            and others do not"
+        );
+        assert_eq!(
+            why("https://exa\tmple.com/"),
+            "the URL contains a space, tab, line break or other control \
+            character, which URL parsers strip or keep differently"
+        );
+        assert_eq!(
+            why("FTP://example.com/"),
+            "only http and https URLs may be fetched, not 'ftp:' URLs"
+        );
+        assert_eq!(
+            why("https://example.com:70000/"),
+            "the port '70000' is not a number from 0 to 65535"
+        );
+        assert_eq!(why("https://[1::2::3]/"), "'[1::2::3]' is not an IPv6 address");
+        assert_eq!(
+            why("https://bücher.example/"),
+            "the host 'bücher.example' has characters a host name cannot \
+            have (write a non-ASCII name in its ASCII xn-- form)"
+        );
+        assert_eq!(
+            why("http://0x7f.1/"),
+            "the host '0x7f.1' is an IPv4 address in a form URL parsers read \
+            differently; write it as four decimal numbers a.b.c.d"
+        );
+        assert_eq!(check_egress("http:example.com", &allow), Err(EgressDenial::NoHost));
+        assert_eq!(
+            check_egress("HTTP://Example.COM:8080/p", &allow),
+            Ok("example.com".into())
+        );
+        assert_eq!(
+            crate::errors::egress_denied_message(
+                "fetch",
+                "url",
+                &EgressDenial::Refused(why("https://me@example.com/")),
+                &["example.com".into()]
+            ),
             "fetch refused the URL in 'url': the URL carries a user name or password ('user@host'), which is not \
              allowed. Call it again with a plain http or https URL such as https://host/path (allowed hosts: \
              example.com)."
@@ -1368,11 +1533,27 @@ mod tests {
         let open = HostAllowList::new(["example.com", "10.0.0.7", "localhost"]);
         assert!(open.allows("example.com") && open.allows("a.b.example.com") && open.allows("10.0.0.7"));
         assert!(open.allows("localhost") && !open.allows("10.0.0.8") && !open.allows("1.example.com.evil.test"));
-        for internal in ["169.254.169.254", "127.0.0.1", "10.1.2.3", "192.168.0.1", "::1", "fe80::1", "fc00::1",
-            "::ffff:127.0.0.1", "0.0.0.0", "2130706433", "0x7f.1", "app.localhost", "100.64.0.1"]
-        {
+        for internal in [
+            "169.254.169.254",
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.1",
+            "::1",
+            "fe80::1",
+            "fc00::1",
+            "::ffff:127.0.0.1",
+            "0.0.0.0",
+            "2130706433",
+            "0x7f.1",
+            "app.localhost",
+            "100.64.0.1",
+        ] {
             assert!(is_internal_host(internal), "{internal}");
-            let url = if internal.contains(':') { format!("http://[{internal}]/") } else { format!("http://{internal}/") };
+            let url = if internal.contains(':') {
+                format!("http://[{internal}]/")
+            } else {
+                format!("http://{internal}/")
+            };
             match check_egress(&url, &open).unwrap_err() {
                 // numeric forms other than a.b.c.d are refused before the host is judged
                 EgressDenial::Refused(_) => assert!(["2130706433", "0x7f.1"].contains(&internal), "{internal}"),
@@ -1380,8 +1561,14 @@ mod tests {
             }
         }
         assert!(!is_internal_host("8.8.8.8") && !is_internal_host("example.com") && !is_internal_host("2001:db8::1"));
-        assert_eq!(check_egress("https://api.example.com/x", &allow), Ok("api.example.com".into()));
-        assert_eq!(check_egress("https://evil.com", &allow), Err(EgressDenial::HostNotAllowed("evil.com".into())));
+        assert_eq!(
+            check_egress("https://api.example.com/x", &allow),
+            Ok("api.example.com".into())
+        );
+        assert_eq!(
+            check_egress("https://evil.com", &allow),
+            Err(EgressDenial::HostNotAllowed("evil.com".into()))
+        );
         assert_eq!(check_egress("nope", &allow), Err(EgressDenial::NoHost));
     }
 

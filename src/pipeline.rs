@@ -75,7 +75,10 @@ pub enum Rule {
     /// Deduplication of side-effecting calls; `shared`: a store shares it between processes.
     Idempotency { shared: bool, lease_s: f64 },
     /// Retry of transient failures; `breaker`: `(threshold, cooldown_s)`.
-    Retry { policy: RetryPolicy, breaker: Option<(u32, f64)> },
+    Retry {
+        policy: RetryPolicy,
+        breaker: Option<(u32, f64)>,
+    },
     /// A deadline per attempt.
     Timeout { default_s: f64 },
     /// A host allow-list for the URL argument.
@@ -187,7 +190,12 @@ impl Needs {
 
 /// The indices of the audit rules among `rules` (their hosts are asked how a call is observed).
 pub fn audit_rules(rules: &[Rule]) -> Vec<usize> {
-    rules.iter().enumerate().filter(|(_, r)| matches!(r, Rule::Audit)).map(|(i, _)| i).collect()
+    rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Rule::Audit))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// How a tool body runs (decided at each attempt: a tool may change its flags between them).
@@ -273,9 +281,18 @@ pub struct Time {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
     ApprovalRequired,
-    Repeated { count: u32 },
-    EgressDenied { url_arg: String, denial: EgressDenial, allowed: Vec<String> },
-    CircuitOpen { failures: u32, retry_after_s: f64 },
+    Repeated {
+        count: u32,
+    },
+    EgressDenied {
+        url_arg: String,
+        denial: EgressDenial,
+        allowed: Vec<String>,
+    },
+    CircuitOpen {
+        failures: u32,
+        retry_after_s: f64,
+    },
 }
 
 impl Refusal {
@@ -296,8 +313,15 @@ impl Refusal {
         match self {
             Refusal::ApprovalRequired => Failure::approval_required(tool, canonical),
             Refusal::Repeated { count } => Failure::repeated_call(tool, *count),
-            Refusal::EgressDenied { url_arg, denial, allowed } => Failure::egress_denied(tool, url_arg, denial, allowed.clone()),
-            Refusal::CircuitOpen { failures, retry_after_s } => Failure::circuit_open(tool, *failures, *retry_after_s),
+            Refusal::EgressDenied {
+                url_arg,
+                denial,
+                allowed,
+            } => Failure::egress_denied(tool, url_arg, denial, allowed.clone()),
+            Refusal::CircuitOpen {
+                failures,
+                retry_after_s,
+            } => Failure::circuit_open(tool, *failures, *retry_after_s),
         }
     }
 }
@@ -313,7 +337,11 @@ pub enum Val<V> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Env<V> {
     /// Success; `deduplicated`: served from the idempotency window without running the tool.
-    Ok { value: Val<V>, elapsed_ms: f64, deduplicated: bool },
+    Ok {
+        value: Val<V>,
+        elapsed_ms: f64,
+        deduplicated: bool,
+    },
     /// A refusal of a rule.
     Refused(Refusal),
     /// The body (or our deadline) failed with this kind; `code`: the envelope's error code.
@@ -322,7 +350,13 @@ pub enum Env<V> {
     Rejected { code: Code },
     /// An envelope the next handler (a user middleware) returned: `ok`, `deduplicated`, its
     /// code, the failure kind when a body failed, and its value.
-    Passed { ok: bool, deduplicated: bool, code: Code, kind: Option<FailureKind>, value: Option<V> },
+    Passed {
+        ok: bool,
+        deduplicated: bool,
+        code: Code,
+        kind: Option<FailureKind>,
+        value: Option<V>,
+    },
 }
 
 impl<V> Env<V> {
@@ -330,7 +364,10 @@ impl<V> Env<V> {
         matches!(self, Env::Ok { .. } | Env::Passed { ok: true, .. })
     }
     fn deduplicated(&self) -> bool {
-        matches!(self, Env::Ok { deduplicated: true, .. } | Env::Passed { deduplicated: true, .. })
+        matches!(
+            self,
+            Env::Ok { deduplicated: true, .. } | Env::Passed { deduplicated: true, .. }
+        )
     }
     /// The error code (`"ok"` for a success).
     pub fn outcome(&self) -> String {
@@ -378,7 +415,11 @@ pub enum Step<V> {
     /// `store.set(key, value)`; then `StoreSet`.
     StoreSet(String, String),
     /// `store.compare_and_set(key, expected, value)`; then `StoreCas`.
-    StoreCas { key: String, expected: Option<String>, value: String },
+    StoreCas {
+        key: String,
+        expected: Option<String>,
+        value: String,
+    },
     /// The shared store is failing (`why`: how; the store raised nothing): log it as a failing
     /// store on `key`; then `StoreFailed` (the call goes on without sharing).
     StoreFailing { key: String, why: String },
@@ -395,7 +436,10 @@ pub enum Step<V> {
 pub enum Event<V> {
     BodyOk(V),
     /// The body failed; `code`: the error code of its envelope.
-    BodyFailed { kind: FailureKind, code: Code },
+    BodyFailed {
+        kind: FailureKind,
+        code: Code,
+    },
     /// The next handler answered (a segment followed by user middleware).
     Passed(Env<V>),
     Approved(bool),
@@ -445,7 +489,9 @@ enum Phase {
     /// Going in at rule `.0`, waiting for an event.
     In(usize, Pending),
     /// Waiting for the body.
-    Body { started: f64 },
+    Body {
+        started: f64,
+    },
     /// Going out at rule `.0` (its exit step in progress).
     Out(usize, Pending),
     Finished,
@@ -551,7 +597,9 @@ impl<V> CallMachine<V> {
     /// Whether the driver should give the JSON text of a successful result with
     /// [`CallMachine::set_value_json`] (a shared idempotency claim is held).
     pub fn wants_value_json(&self) -> bool {
-        self.frames.iter().any(|f| matches!(f, Frame::Claimed { shared: Some(_), .. }))
+        self.frames
+            .iter()
+            .any(|f| matches!(f, Frame::Claimed { shared: Some(_), .. }))
     }
     /// The JSON text of the result (None: it is not JSON and is not shared).
     pub fn set_value_json(&mut self, text: Option<String>) {
@@ -565,8 +613,12 @@ pub fn window_key(scope: &str) -> String {
 }
 
 fn record_state(doc: Option<&str>) -> (Option<String>, Option<f64>, Option<Value>) {
-    let Some(v) = doc.and_then(|d| serde_json::from_str::<Value>(d).ok()) else { return (None, None, None) };
-    let Value::Object(mut m) = v else { return (None, None, None) };
+    let Some(v) = doc.and_then(|d| serde_json::from_str::<Value>(d).ok()) else {
+        return (None, None, None);
+    };
+    let Value::Object(mut m) = v else {
+        return (None, None, None);
+    };
     let state = m.get("s").and_then(Value::as_str).map(str::to_owned);
     let until = m.get("until").map(|u| u.as_f64().unwrap_or(0.0));
     (state, until, m.remove("value"))
@@ -574,12 +626,21 @@ fn record_state(doc: Option<&str>) -> (Option<String>, Option<f64>, Option<Value
 
 impl<V: Clone> Pipeline<V> {
     pub fn new(rules: Vec<Rule>) -> Self {
-        Self { rules, conversations: Conversations::default(), breakers: HashMap::new(), tickets: 0, rng: fastrand::Rng::new() }
+        Self {
+            rules,
+            conversations: Conversations::default(),
+            breakers: HashMap::new(),
+            tickets: 0,
+            rng: fastrand::Rng::new(),
+        }
     }
 
     /// A pipeline whose backoff jitter is drawn from `seed` (tests).
     pub fn with_seed(rules: Vec<Rule>, seed: u64) -> Self {
-        Self { rng: fastrand::Rng::with_seed(seed), ..Self::new(rules) }
+        Self {
+            rng: fastrand::Rng::with_seed(seed),
+            ..Self::new(rules)
+        }
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -623,7 +684,11 @@ impl<V: Clone> Pipeline<V> {
         match (m.phase.clone(), event) {
             (Phase::Body { started }, ev) => {
                 let env = match ev {
-                    Event::BodyOk(v) => Env::Ok { value: Val::Obj(v), elapsed_ms: round3((t.mono - started) * 1000.0), deduplicated: false },
+                    Event::BodyOk(v) => Env::Ok {
+                        value: Val::Obj(v),
+                        elapsed_ms: round3((t.mono - started) * 1000.0),
+                        deduplicated: false,
+                    },
                     Event::BodyFailed { kind, code } => Env::Failed { kind, code },
                     Event::Passed(env) => env,
                     other => return misuse(m, &other),
@@ -678,7 +743,14 @@ impl<V: Clone> Pipeline<V> {
                         let done = m.done.take().filter(|_| m.env.as_ref().is_some_and(Env::ok));
                         let f = &m.facts;
                         let key = store_key(&f.scope, name_of(f), &f.canonical);
-                        steps.push((i, Step::StoreCas { key, expected: Some(mine), value: done.unwrap_or_else(|| FREE.into()) }));
+                        steps.push((
+                            i,
+                            Step::StoreCas {
+                                key,
+                                expected: Some(mine),
+                                value: done.unwrap_or_else(|| FREE.into()),
+                            },
+                        ));
                     }
                     self.settle(m, cached);
                 }
@@ -689,12 +761,19 @@ impl<V: Clone> Pipeline<V> {
                         b.record_neutral();
                     }
                 }
-                Frame::Audit { started } => steps.push((i, Step::Record(AuditRecord {
-                    outcome: if cancelled { CANCELLED_OUTCOME.into() } else { ErrorCode::InternalError.as_str().into() },
-                    attempts: m.attempts,
-                    elapsed_ms: round3((t.mono - started) * 1000.0),
-                    decision: "failed",
-                }))),
+                Frame::Audit { started } => steps.push((
+                    i,
+                    Step::Record(AuditRecord {
+                        outcome: if cancelled {
+                            CANCELLED_OUTCOME.into()
+                        } else {
+                            ErrorCode::InternalError.as_str().into()
+                        },
+                        attempts: m.attempts,
+                        elapsed_ms: round3((t.mono - started) * 1000.0),
+                        decision: "failed",
+                    }),
+                )),
                 _ => {}
             }
         }
@@ -718,7 +797,11 @@ impl<V: Clone> Pipeline<V> {
             }
         }
         if !m.facts.admitted {
-            let code = m.facts.rejection_code.clone().unwrap_or(Code::Known(ErrorCode::InternalError));
+            let code = m
+                .facts
+                .rejection_code
+                .clone()
+                .unwrap_or(Code::Known(ErrorCode::InternalError));
             return self.ascend(m, self.rules.len(), Env::Rejected { code }, t);
         }
         m.attempts += 1;
@@ -773,7 +856,10 @@ impl<V: Clone> Pipeline<V> {
                 if !f.admitted {
                     return Enter::Next;
                 }
-                m.frames[i] = Frame::Retry { attempt: 0, trial: false };
+                m.frames[i] = Frame::Retry {
+                    attempt: 0,
+                    trial: false,
+                };
                 self.attempt(m, i, *breaker, t)
             }
             Rule::Timeout { default_s } => {
@@ -783,7 +869,9 @@ impl<V: Clone> Pipeline<V> {
                 Enter::Next
             }
             Rule::Egress { allow } => {
-                let Some((url_arg, url)) = f.url.as_ref().filter(|_| f.admitted) else { return Enter::Next };
+                let Some((url_arg, url)) = f.url.as_ref().filter(|_| f.admitted) else {
+                    return Enter::Next;
+                };
                 match check_egress(url, allow) {
                     Ok(_) => Enter::Next,
                     Err(denial) => Enter::Answer(Env::Refused(Refusal::EgressDenied {
@@ -801,10 +889,16 @@ impl<V: Clone> Pipeline<V> {
         let mut is_trial = false;
         if let Some((threshold, cooldown)) = breaker {
             let name = name_of(&m.facts).to_owned();
-            let b = self.breakers.entry(name).or_insert_with(|| CircuitBreaker::new(threshold, cooldown));
+            let b = self
+                .breakers
+                .entry(name)
+                .or_insert_with(|| CircuitBreaker::new(threshold, cooldown));
             if let Err(wait) = b.admit(t.mono) {
                 let failures = b.consecutive_failures();
-                return Enter::Answer(Env::Refused(Refusal::CircuitOpen { failures, retry_after_s: wait }));
+                return Enter::Answer(Env::Refused(Refusal::CircuitOpen {
+                    failures,
+                    retry_after_s: wait,
+                }));
             }
             // Admitted while the circuit is open: this attempt is the half-open trial.
             is_trial = b.is_open();
@@ -822,20 +916,35 @@ impl<V: Clone> Pipeline<V> {
         self.tickets += 1;
         let ticket = self.tickets;
         let f = &m.facts;
-        match self.conversations.claim(&f.scope, name_of(f), key_of(f), Slot::Ticket(ticket)) {
+        match self
+            .conversations
+            .claim(&f.scope, name_of(f), key_of(f), Slot::Ticket(ticket))
+        {
             Claim::Hit(Slot::Result(v)) => {
                 if shared {
                     m.hit = Some(v.clone());
                     return Enter::Wait(Pending::Window, Step::StoreGet(window_key(&f.scope)));
                 }
-                Enter::Answer(Env::Ok { value: Val::Obj(v.clone()), elapsed_ms: 0.0, deduplicated: true })
+                Enter::Answer(Env::Ok {
+                    value: Val::Obj(v.clone()),
+                    elapsed_ms: 0.0,
+                    deduplicated: true,
+                })
             }
             Claim::Pending(Slot::Ticket(w)) => Enter::Wait(Pending::Wait, Step::WaitInFlight(*w)),
-            Claim::Hit(Slot::Ticket(_)) | Claim::Pending(Slot::Result(_)) => unreachable!("slots are typed by their place"),
+            Claim::Hit(Slot::Ticket(_)) | Claim::Pending(Slot::Result(_)) => {
+                unreachable!("slots are typed by their place")
+            }
             Claim::Claimed => {
-                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                m.frames[i] = Frame::Claimed {
+                    shared: None,
+                    cached: false,
+                };
                 if shared {
-                    return Enter::Wait(Pending::Get, Step::StoreGet(store_key(&f.scope, name_of(f), &f.canonical)));
+                    return Enter::Wait(
+                        Pending::Get,
+                        Step::StoreGet(store_key(&f.scope, name_of(f), &f.canonical)),
+                    );
                 }
                 Enter::Next
             }
@@ -847,7 +956,9 @@ impl<V: Clone> Pipeline<V> {
         match (p, ev) {
             (Pending::Open, Event::Opened) => self.descend(m, i + 1, t),
             (Pending::Approver, Event::Approved(true)) => self.descend(m, i + 1, t),
-            (Pending::Approver, Event::Approved(false)) => self.ascend(m, i, Env::Refused(Refusal::ApprovalRequired), t),
+            (Pending::Approver, Event::Approved(false)) => {
+                self.ascend(m, i, Env::Refused(Refusal::ApprovalRequired), t)
+            }
             (Pending::Wait, Event::Woken) => self.enter_again(m, i, t),
             (Pending::Window, ev) => {
                 let hit = m.hit.take();
@@ -860,7 +971,16 @@ impl<V: Clone> Pipeline<V> {
                     _ => false,
                 };
                 if let (true, Some(v)) = (open, hit) {
-                    return self.ascend(m, i, Env::Ok { value: Val::Obj(v), elapsed_ms: 0.0, deduplicated: true }, t);
+                    return self.ascend(
+                        m,
+                        i,
+                        Env::Ok {
+                            value: Val::Obj(v),
+                            elapsed_ms: 0.0,
+                            deduplicated: true,
+                        },
+                        t,
+                    );
                 }
                 // Another worker's side effect closed the window: look again.
                 self.conversations.close_window(&m.facts.scope);
@@ -889,8 +1009,15 @@ impl<V: Clone> Pipeline<V> {
                 if matches!(&got, Some(k) if *k == key()) {
                     if let Some(text) = stored {
                         let value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                        m.frames[i] = Frame::Claimed { shared: None, cached: true };
-                        let env = Env::Ok { value: Val::Json(value), elapsed_ms: 0.0, deduplicated: true };
+                        m.frames[i] = Frame::Claimed {
+                            shared: None,
+                            cached: true,
+                        };
+                        let env = Env::Ok {
+                            value: Val::Json(value),
+                            elapsed_ms: 0.0,
+                            deduplicated: true,
+                        };
                         return self.ascend(m, i + 1, env, t);
                     }
                 }
@@ -904,7 +1031,10 @@ impl<V: Clone> Pipeline<V> {
             (Pending::Cas, Event::StoreCas(true)) => {
                 m.lost = 0;
                 let mine = m.mine.take();
-                m.frames[i] = Frame::Claimed { shared: mine, cached: false };
+                m.frames[i] = Frame::Claimed {
+                    shared: mine,
+                    cached: false,
+                };
                 self.descend(m, i + 1, t)
             }
             (Pending::Cas, Event::StoreCas(false)) => {
@@ -916,12 +1046,21 @@ impl<V: Clone> Pipeline<V> {
                 }
                 // Claiming again would spin without end, never suspending: the store is failing.
                 m.phase = Phase::In(i, Pending::Refused);
-                Step::StoreFailing { key: key(), why: refused() }
+                Step::StoreFailing {
+                    key: key(),
+                    why: refused(),
+                }
             }
-            (Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep | Pending::Refused, Event::StoreFailed) => {
+            (
+                Pending::Get | Pending::Cas | Pending::Stored | Pending::PollSleep | Pending::Refused,
+                Event::StoreFailed,
+            ) => {
                 // A failing store: the call runs without sharing its deduplication.
                 m.lost = 0;
-                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                m.frames[i] = Frame::Claimed {
+                    shared: None,
+                    cached: false,
+                };
                 self.descend(m, i + 1, t)
             }
             (_, ev) => misuse(m, &ev),
@@ -940,18 +1079,27 @@ impl<V: Clone> Pipeline<V> {
         // An infinite lease (`lease_s` or a deadline of inf) never runs out; JSON has no
         // infinity (it would be written as null, a lease that has already run out).
         let until = (t.unix + lease).min(f64::MAX);
-        let mine = format!("{{\"s\":\"running\",\"owner\":\"{owner}\",\"until\":{}}}", Value::from(until));
+        let mine = format!(
+            "{{\"s\":\"running\",\"owner\":\"{owner}\",\"until\":{}}}",
+            Value::from(until)
+        );
         m.mine = Some(mine.clone());
         m.phase = Phase::In(i, Pending::Cas);
         let f = &m.facts;
-        Step::StoreCas { key: store_key(&f.scope, name_of(f), &f.canonical), expected: m.doc.take(), value: mine }
+        Step::StoreCas {
+            key: store_key(&f.scope, name_of(f), &f.canonical),
+            expected: m.doc.take(),
+            value: mine,
+        }
     }
 
     /// The lease of a shared claim: long enough for every attempt the rules inside the
     /// idempotency rule may make (each up to its deadline, the backoff between them at its
     /// ceiling), plus 5 s; at least the configured `lease_s`.
     pub fn lease_s(&self, m: &CallMachine<V>, i: usize, t: Time) -> f64 {
-        let Rule::Idempotency { lease_s, .. } = self.rules[i] else { return 0.0 };
+        let Rule::Idempotency { lease_s, .. } = self.rules[i] else {
+            return 0.0;
+        };
         let f = &m.facts;
         let mut limit = f.tool_timeout_s.unwrap_or(FALLBACK_LIMIT_S);
         let (mut attempts, mut backoff) = (1u32, 0.0);
@@ -1010,7 +1158,9 @@ impl<V: Clone> Pipeline<V> {
 
     /// Retry rule `i` runs the rules inside it again (after its backoff).
     fn again(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Step<V> {
-        let Rule::Retry { breaker, .. } = self.rules[i] else { unreachable!("only retry runs again") };
+        let Rule::Retry { breaker, .. } = self.rules[i] else {
+            unreachable!("only retry runs again")
+        };
         match self.attempt(m, i, breaker, t) {
             Enter::Next => {
                 m.env = None;
@@ -1026,15 +1176,28 @@ impl<V: Clone> Pipeline<V> {
         match (&self.rules[i], &m.frames[i]) {
             (Rule::Audit, Frame::Audit { started }) => {
                 let outcome = env.outcome();
-                let refusals = [ErrorCode::ApprovalRequired, ErrorCode::RepeatedCall, ErrorCode::EgressDenied];
+                let refusals = [
+                    ErrorCode::ApprovalRequired,
+                    ErrorCode::RepeatedCall,
+                    ErrorCode::EgressDenied,
+                ];
                 let decision = if env.ok() {
-                    if env.deduplicated() { "deduplicated" } else { "executed" }
+                    if env.deduplicated() {
+                        "deduplicated"
+                    } else {
+                        "executed"
+                    }
                 } else if refusals.iter().any(|c| c.as_str() == outcome) {
                     "refused"
                 } else {
                     "failed"
                 };
-                let rec = AuditRecord { outcome, attempts: m.attempts, elapsed_ms: round3((t.mono - started) * 1000.0), decision };
+                let rec = AuditRecord {
+                    outcome,
+                    attempts: m.attempts,
+                    elapsed_ms: round3((t.mono - started) * 1000.0),
+                    decision,
+                };
                 m.frames[i] = Frame::Idle;
                 Exit::Wait(Pending::Record, Step::Record(rec))
             }
@@ -1057,7 +1220,14 @@ impl<V: Clone> Pipeline<V> {
                 }
                 // The claim stays in the frame until the store answers: a call aborted meanwhile
                 // frees it again (see `abort`).
-                Exit::Wait(Pending::FinishCas, Step::StoreCas { key, expected: Some(mine), value: FREE.into() })
+                Exit::Wait(
+                    Pending::FinishCas,
+                    Step::StoreCas {
+                        key,
+                        expected: Some(mine),
+                        value: FREE.into(),
+                    },
+                )
             }
             (Rule::Idempotency { .. }, Frame::Claimed { shared: None, cached }) => {
                 let cached = *cached;
@@ -1114,8 +1284,14 @@ impl<V: Clone> Pipeline<V> {
         let env = m.env.as_ref().filter(|e| e.ok() && !cached);
         let woken = match env {
             // Held here too: this worker's repeats read back the object the tool returned.
-            Some(Env::Ok { value: Val::Obj(v), .. }) => self.conversations.complete(scope, name, key_of(f), Some(Slot::Result(v.clone()))),
-            Some(Env::Passed { value: Some(v), .. }) => self.conversations.complete(scope, name, key_of(f), Some(Slot::Result(v.clone()))),
+            Some(Env::Ok { value: Val::Obj(v), .. }) => {
+                self.conversations
+                    .complete(scope, name, key_of(f), Some(Slot::Result(v.clone())))
+            }
+            Some(Env::Passed { value: Some(v), .. }) => {
+                self.conversations
+                    .complete(scope, name, key_of(f), Some(Slot::Result(v.clone())))
+            }
             Some(_) => self.conversations.complete(scope, name, key_of(f), None),
             None => self.conversations.release(scope, name, key_of(f)),
         };
@@ -1129,7 +1305,10 @@ impl<V: Clone> Pipeline<V> {
         match (p, ev) {
             (Pending::Record, Event::Recorded) | (Pending::FinishCas, Event::StoreCas(_) | Event::StoreFailed) => {
                 if p == Pending::FinishCas {
-                    m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                    m.frames[i] = Frame::Claimed {
+                        shared: None,
+                        cached: false,
+                    };
                     return self.ascend(m, i + 1, env, t);
                 }
                 self.ascend(m, i, env, t)
@@ -1151,7 +1330,10 @@ impl<V: Clone> Pipeline<V> {
                 Step::StoreCas { key, expected, value }
             }
             (Pending::FinishWindow, Event::StoreFailed) => {
-                m.frames[i] = Frame::Claimed { shared: None, cached: false };
+                m.frames[i] = Frame::Claimed {
+                    shared: None,
+                    cached: false,
+                };
                 self.ascend(m, i + 1, env, t)
             }
             (_, ev) => {
@@ -1179,7 +1361,11 @@ fn name_of(f: &Facts) -> &str {
 
 /// What the per-conversation state keys a call's arguments on (see [`Facts::key`]).
 fn key_of(f: &Facts) -> &[u8] {
-    if f.key.is_empty() { f.canonical.as_bytes() } else { &f.key }
+    if f.key.is_empty() {
+        f.canonical.as_bytes()
+    } else {
+        &f.key
+    }
 }
 
 /// The deadline of one attempt: the tool's `timeout_s`, else `default_s`, cut to the time left
@@ -1201,7 +1387,10 @@ fn round3(ms: f64) -> f64 {
 fn misuse<V>(m: &mut CallMachine<V>, ev: &Event<V>) -> Step<V> {
     let _ = ev;
     m.phase = Phase::Finished;
-    Step::Done(Env::Failed { kind: FailureKind::Permanent, code: ErrorCode::InternalError.into() })
+    Step::Done(Env::Failed {
+        kind: FailureKind::Permanent,
+        code: ErrorCode::InternalError.into(),
+    })
 }
 
 #[cfg(test)]

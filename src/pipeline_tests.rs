@@ -1,6 +1,6 @@
 use super::*;
-use crate::middleware::store_key;
 use crate::errors::ErrorCode;
+use crate::middleware::store_key;
 
 fn code(c: ErrorCode) -> Code {
     Code::Known(c)
@@ -10,7 +10,10 @@ type P = Pipeline<&'static str>;
 type M = CallMachine<&'static str>;
 
 fn at(mono: f64) -> Time {
-    Time { mono, unix: 1_000_000.0 + mono }
+    Time {
+        mono,
+        unix: 1_000_000.0 + mono,
+    }
 }
 
 fn facts(name: &str) -> Facts {
@@ -26,7 +29,11 @@ fn facts(name: &str) -> Facts {
 }
 
 fn side_effecting(name: &str) -> Facts {
-    Facts { read_only: false, retry_safe: false, ..facts(name) }
+    Facts {
+        read_only: false,
+        retry_safe: false,
+        ..facts(name)
+    }
 }
 
 fn default_rules() -> Vec<Rule> {
@@ -34,14 +41,24 @@ fn default_rules() -> Vec<Rule> {
         Rule::Audit,
         Rule::Approval { approver: false },
         Rule::Repeat { limit: 3 },
-        Rule::Idempotency { shared: false, lease_s: 60.0 },
-        Rule::Retry { policy: RetryPolicy::default(), breaker: None },
+        Rule::Idempotency {
+            shared: false,
+            lease_s: 60.0,
+        },
+        Rule::Retry {
+            policy: RetryPolicy::default(),
+            breaker: None,
+        },
         Rule::Timeout { default_s: 10.0 },
     ]
 }
 
 fn ok_env(v: &'static str, ms: f64) -> Env<&'static str> {
-    Env::Ok { value: Val::Obj(v), elapsed_ms: ms, deduplicated: false }
+    Env::Ok {
+        value: Val::Obj(v),
+        elapsed_ms: ms,
+        deduplicated: false,
+    }
 }
 
 fn run_ok(p: &mut P, f: Facts, v: &'static str) -> Step<&'static str> {
@@ -51,14 +68,23 @@ fn run_ok(p: &mut P, f: Facts, v: &'static str) -> Step<&'static str> {
 }
 
 fn transient() -> Event<&'static str> {
-    Event::BodyFailed { kind: FailureKind::Transient, code: code(ErrorCode::InternalError) }
+    Event::BodyFailed {
+        kind: FailureKind::Transient,
+        code: code(ErrorCode::InternalError),
+    }
 }
 
 #[test]
 fn a_plain_call_runs_the_body_once_under_its_deadline() {
     let mut p = P::new(default_rules());
     assert_eq!(run_ok(&mut p, facts("add"), "7"), Step::Done(ok_env("7", 2.0)));
-    let (m, _) = p.begin(Facts { tool_timeout_s: Some(0.5), ..facts("add") }, at(0.0));
+    let (m, _) = p.begin(
+        Facts {
+            tool_timeout_s: Some(0.5),
+            ..facts("add")
+        },
+        at(0.0),
+    );
     assert_eq!(m.attempts(), 1);
 }
 
@@ -66,19 +92,37 @@ fn a_plain_call_runs_the_body_once_under_its_deadline() {
 fn approval_refused_approved_and_host_approved() {
     let rules = vec![Rule::Approval { approver: true }, Rule::Timeout { default_s: 10.0 }];
     let mut p = P::new(rules);
-    let gated = Facts { requires_approval: true, ..facts("pay") };
+    let gated = Facts {
+        requires_approval: true,
+        ..facts("pay")
+    };
     let (mut m, step) = p.begin(gated.clone(), at(0.0));
     assert_eq!(step, Step::AskApprover);
-    assert_eq!(p.feed(&mut m, Event::Approved(false), at(0.0)), Step::Done(Env::Refused(Refusal::ApprovalRequired)));
+    assert_eq!(
+        p.feed(&mut m, Event::Approved(false), at(0.0)),
+        Step::Done(Env::Refused(Refusal::ApprovalRequired))
+    );
     assert_eq!(m.attempts(), 0);
     let (mut m, step) = p.begin(gated.clone(), at(0.0));
     assert_eq!(step, Step::AskApprover);
-    assert_eq!(p.feed(&mut m, Event::Approved(true), at(0.0)), Step::RunBody { timeout_s: Some(10.0) });
-    let (_, step) = p.begin(Facts { host_approved: true, ..gated.clone() }, at(0.0));
+    assert_eq!(
+        p.feed(&mut m, Event::Approved(true), at(0.0)),
+        Step::RunBody { timeout_s: Some(10.0) }
+    );
+    let (_, step) = p.begin(
+        Facts {
+            host_approved: true,
+            ..gated.clone()
+        },
+        at(0.0),
+    );
     assert_eq!(step, Step::RunBody { timeout_s: Some(10.0) });
     // without an approver: refused at once
     let mut p = P::new(vec![Rule::Approval { approver: false }]);
-    assert_eq!(p.begin(gated, at(0.0)).1, Step::Done(Env::Refused(Refusal::ApprovalRequired)));
+    assert_eq!(
+        p.begin(gated, at(0.0)).1,
+        Step::Done(Env::Refused(Refusal::ApprovalRequired))
+    );
 }
 
 #[test]
@@ -90,50 +134,108 @@ fn repeats_are_refused_and_a_side_effecting_success_resets_them() {
         assert_eq!(step, Step::RunBody { timeout_s: None });
         p.feed(&mut m, Event::BodyOk("x"), at(0.0));
     }
-    assert_eq!(p.begin(read.clone(), at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 3 })));
-    assert_eq!(p.begin(read.clone(), at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 4 })));
+    assert_eq!(
+        p.begin(read.clone(), at(0.0)).1,
+        Step::Done(Env::Refused(Refusal::Repeated { count: 3 }))
+    );
+    assert_eq!(
+        p.begin(read.clone(), at(0.0)).1,
+        Step::Done(Env::Refused(Refusal::Repeated { count: 4 }))
+    );
     // a failed side-effecting call does not reset; a successful one does
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
     p.feed(&mut m, transient(), at(0.0));
-    assert!(matches!(p.begin(read.clone(), at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 5 }))));
-    let (mut m, _) = p.begin(Facts { canonical: "{\"b\":1}".into(), ..side_effecting("send") }, at(0.0));
+    assert!(matches!(
+        p.begin(read.clone(), at(0.0)).1,
+        Step::Done(Env::Refused(Refusal::Repeated { count: 5 }))
+    ));
+    let (mut m, _) = p.begin(
+        Facts {
+            canonical: "{\"b\":1}".into(),
+            ..side_effecting("send")
+        },
+        at(0.0),
+    );
     p.feed(&mut m, Event::BodyOk("sent"), at(0.0));
     assert_eq!(p.begin(read.clone(), at(0.0)).1, Step::RunBody { timeout_s: None });
     // calls that were not admitted count too; calls without a name do not
-    let bad = Facts { admitted: false, rejection_code: Some(code(ErrorCode::UnknownTool)), ..facts("nope") };
+    let bad = Facts {
+        admitted: false,
+        rejection_code: Some(code(ErrorCode::UnknownTool)),
+        ..facts("nope")
+    };
     for _ in 0..2 {
-        assert_eq!(p.begin(bad.clone(), at(0.0)).1, Step::Done(Env::Rejected { code: code(ErrorCode::UnknownTool) }));
+        assert_eq!(
+            p.begin(bad.clone(), at(0.0)).1,
+            Step::Done(Env::Rejected {
+                code: code(ErrorCode::UnknownTool)
+            })
+        );
     }
-    assert_eq!(p.begin(bad, at(0.0)).1, Step::Done(Env::Refused(Refusal::Repeated { count: 3 })));
-    let nameless = Facts { name: None, admitted: false, rejection_code: Some(code(ErrorCode::InvalidCall)), ..facts("") };
+    assert_eq!(
+        p.begin(bad, at(0.0)).1,
+        Step::Done(Env::Refused(Refusal::Repeated { count: 3 }))
+    );
+    let nameless = Facts {
+        name: None,
+        admitted: false,
+        rejection_code: Some(code(ErrorCode::InvalidCall)),
+        ..facts("")
+    };
     for _ in 0..4 {
-        assert_eq!(p.begin(nameless.clone(), at(0.0)).1, Step::Done(Env::Rejected { code: code(ErrorCode::InvalidCall) }));
+        assert_eq!(
+            p.begin(nameless.clone(), at(0.0)).1,
+            Step::Done(Env::Rejected {
+                code: code(ErrorCode::InvalidCall)
+            })
+        );
     }
 }
 
 #[test]
 fn idempotent_hit_in_flight_wait_and_window_close() {
-    let mut p = P::new(vec![Rule::Idempotency { shared: false, lease_s: 60.0 }]);
+    let mut p = P::new(vec![Rule::Idempotency {
+        shared: false,
+        lease_s: 60.0,
+    }]);
     let send = side_effecting("send");
     let (mut first, step) = p.begin(send.clone(), at(0.0));
     assert_eq!(step, Step::RunBody { timeout_s: None });
     // an identical call while the first runs waits for it
     let (mut second, step) = p.begin(send.clone(), at(0.0));
-    let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
-    assert_eq!(p.feed(&mut first, Event::BodyOk("r1"), at(0.001)), Step::Done(ok_env("r1", 1.0)));
+    let Step::WaitInFlight(ticket) = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        p.feed(&mut first, Event::BodyOk("r1"), at(0.001)),
+        Step::Done(ok_env("r1", 1.0))
+    );
     assert_eq!(first.take_wakes(), vec![ticket]);
-    let hit = Env::Ok { value: Val::Obj("r1"), elapsed_ms: 0.0, deduplicated: true };
+    let hit = Env::Ok {
+        value: Val::Obj("r1"),
+        elapsed_ms: 0.0,
+        deduplicated: true,
+    };
     assert_eq!(p.feed(&mut second, Event::Woken, at(0.0)), Step::Done(hit.clone()));
     assert_eq!(p.begin(send.clone(), at(0.0)).1, Step::Done(hit));
     // read-only calls pass through
     assert_eq!(p.begin(facts("send"), at(0.0)).1, Step::RunBody { timeout_s: None });
     // another side-effecting success closes the window
-    let (mut other, _) = p.begin(Facts { canonical: "{\"x\":1}".into(), ..send.clone() }, at(0.0));
+    let (mut other, _) = p.begin(
+        Facts {
+            canonical: "{\"x\":1}".into(),
+            ..send.clone()
+        },
+        at(0.0),
+    );
     p.feed(&mut other, Event::BodyOk("r2"), at(0.0));
     let (mut again, step) = p.begin(send.clone(), at(0.0));
     assert_eq!(step, Step::RunBody { timeout_s: None });
     // a failure is never cached (its own ticket is handed back: nobody waits on it)
-    assert!(matches!(p.feed(&mut again, transient(), at(0.0)), Step::Done(Env::Failed { .. })));
+    assert!(matches!(
+        p.feed(&mut again, transient(), at(0.0)),
+        Step::Done(Env::Failed { .. })
+    ));
     assert_eq!(again.take_wakes().len(), 1);
     assert_eq!(p.begin(send.clone(), at(0.0)).1, Step::RunBody { timeout_s: None });
     assert_eq!(p.sizes(), (0, 2, 0));
@@ -141,13 +243,29 @@ fn idempotent_hit_in_flight_wait_and_window_close() {
 
 #[test]
 fn an_aborted_call_releases_its_claim_and_records_the_cancellation() {
-    let mut p = P::new(vec![Rule::Audit, Rule::Idempotency { shared: false, lease_s: 60.0 }]);
-    let send = Facts { audit: vec![Observed::Record], ..side_effecting("send") };
+    let mut p = P::new(vec![
+        Rule::Audit,
+        Rule::Idempotency {
+            shared: false,
+            lease_s: 60.0,
+        },
+    ]);
+    let send = Facts {
+        audit: vec![Observed::Record],
+        ..side_effecting("send")
+    };
     let (mut first, _) = p.begin(send.clone(), at(0.0));
     let (_, step) = p.begin(send.clone(), at(0.0));
-    let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
+    let Step::WaitInFlight(ticket) = step else {
+        panic!("{step:?}")
+    };
     let steps = p.abort(&mut first, true, at(0.5));
-    let cancelled = AuditRecord { outcome: "cancelled".into(), attempts: 1, elapsed_ms: 500.0, decision: "failed" };
+    let cancelled = AuditRecord {
+        outcome: "cancelled".into(),
+        attempts: 1,
+        elapsed_ms: 500.0,
+        decision: "failed",
+    };
     assert_eq!(steps, vec![(0, Step::Record(cancelled))]);
     assert_eq!(first.take_wakes(), vec![ticket]);
     assert_eq!(p.sizes().1, 0);
@@ -155,8 +273,15 @@ fn an_aborted_call_releases_its_claim_and_records_the_cancellation() {
 
 #[test]
 fn retry_with_backoff_then_the_last_envelope() {
-    let policy = RetryPolicy { max_attempts: 3, base_s: 0.5, cap_s: 30.0 };
-    let mut p = P::with_seed(vec![Rule::Retry { policy, breaker: None }, Rule::Timeout { default_s: 2.0 }], 7);
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        base_s: 0.5,
+        cap_s: 30.0,
+    };
+    let mut p = P::with_seed(
+        vec![Rule::Retry { policy, breaker: None }, Rule::Timeout { default_s: 2.0 }],
+        7,
+    );
     let (mut m, _) = p.begin(facts("get"), at(0.0));
     let mut delays = vec![];
     for attempt in 1..=3 {
@@ -164,11 +289,20 @@ fn retry_with_backoff_then_the_last_envelope() {
             Step::Sleep(d) => {
                 assert!((0.0..policy.ceiling_s(attempt)).contains(&d), "{d}");
                 delays.push(d);
-                assert_eq!(p.feed(&mut m, Event::Slept, at(0.0)), Step::RunBody { timeout_s: Some(2.0) });
+                assert_eq!(
+                    p.feed(&mut m, Event::Slept, at(0.0)),
+                    Step::RunBody { timeout_s: Some(2.0) }
+                );
             }
             Step::Done(env) => {
                 assert_eq!(attempt, 3);
-                assert_eq!(env, Env::Failed { kind: FailureKind::Transient, code: code(ErrorCode::InternalError) });
+                assert_eq!(
+                    env,
+                    Env::Failed {
+                        kind: FailureKind::Transient,
+                        code: code(ErrorCode::InternalError)
+                    }
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -176,8 +310,20 @@ fn retry_with_backoff_then_the_last_envelope() {
     assert_eq!((delays.len(), m.attempts()), (2, 3));
     // not retried: a deadline, a permanent failure, a call that is not retry-safe
     for (f, ev) in [
-        (facts("get"), Event::BodyFailed { kind: FailureKind::Deadline, code: code(ErrorCode::Timeout) }),
-        (facts("get"), Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) }),
+        (
+            facts("get"),
+            Event::BodyFailed {
+                kind: FailureKind::Deadline,
+                code: code(ErrorCode::Timeout),
+            },
+        ),
+        (
+            facts("get"),
+            Event::BodyFailed {
+                kind: FailureKind::Permanent,
+                code: code(ErrorCode::InternalError),
+            },
+        ),
         (side_effecting("send"), transient()),
     ] {
         let (mut m, _) = p.begin(f, at(0.0));
@@ -187,35 +333,83 @@ fn retry_with_backoff_then_the_last_envelope() {
 
 #[test]
 fn breaker_opens_refuses_half_opens_and_closes() {
-    let policy = RetryPolicy { max_attempts: 1, base_s: 0.0, cap_s: 0.0 };
-    let mut p = P::new(vec![Rule::Retry { policy, breaker: Some((2, 10.0)) }]);
+    let policy = RetryPolicy {
+        max_attempts: 1,
+        base_s: 0.0,
+        cap_s: 0.0,
+    };
+    let mut p = P::new(vec![Rule::Retry {
+        policy,
+        breaker: Some((2, 10.0)),
+    }]);
     for _ in 0..2 {
         let (mut m, _) = p.begin(facts("flaky"), at(0.0));
-        assert!(matches!(p.feed(&mut m, transient(), at(1.0)), Step::Done(Env::Failed { .. })));
+        assert!(matches!(
+            p.feed(&mut m, transient(), at(1.0)),
+            Step::Done(Env::Failed { .. })
+        ));
     }
     let open = p.begin(facts("flaky"), at(5.0)).1;
-    assert_eq!(open, Step::Done(Env::Refused(Refusal::CircuitOpen { failures: 2, retry_after_s: 6.0 })));
+    assert_eq!(
+        open,
+        Step::Done(Env::Refused(Refusal::CircuitOpen {
+            failures: 2,
+            retry_after_s: 6.0
+        }))
+    );
     let (mut trial, step) = p.begin(facts("flaky"), at(11.0)); // half-open: one trial
     assert_eq!(step, Step::RunBody { timeout_s: None });
-    assert!(matches!(p.begin(facts("flaky"), at(11.0)).1, Step::Done(Env::Refused(Refusal::CircuitOpen { .. }))));
-    assert_eq!(p.feed(&mut trial, Event::BodyOk("up"), at(11.5)), Step::Done(ok_env("up", 500.0)));
+    assert!(matches!(
+        p.begin(facts("flaky"), at(11.0)).1,
+        Step::Done(Env::Refused(Refusal::CircuitOpen { .. }))
+    ));
+    assert_eq!(
+        p.feed(&mut trial, Event::BodyOk("up"), at(11.5)),
+        Step::Done(ok_env("up", 500.0))
+    );
     assert_eq!(p.begin(facts("flaky"), at(11.6)).1, Step::RunBody { timeout_s: None });
     // the open circuit ends the retries of a call
-    let policy = RetryPolicy { max_attempts: 5, base_s: 0.0, cap_s: 0.0 };
-    let mut p = P::new(vec![Rule::Retry { policy, breaker: Some((2, 10.0)) }]);
+    let policy = RetryPolicy {
+        max_attempts: 5,
+        base_s: 0.0,
+        cap_s: 0.0,
+    };
+    let mut p = P::new(vec![Rule::Retry {
+        policy,
+        breaker: Some((2, 10.0)),
+    }]);
     let (mut m, _) = p.begin(facts("flaky"), at(0.0));
     assert_eq!(p.feed(&mut m, transient(), at(0.0)), Step::Sleep(0.0));
     assert_eq!(p.feed(&mut m, Event::Slept, at(0.0)), Step::RunBody { timeout_s: None });
-    assert!(matches!(p.feed(&mut m, transient(), at(0.0)), Step::Done(Env::Failed { .. })));
+    assert!(matches!(
+        p.feed(&mut m, transient(), at(0.0)),
+        Step::Done(Env::Failed { .. })
+    ));
     assert_eq!(m.attempts(), 2);
 }
 
 #[test]
 fn timeout_is_cut_to_the_context_deadline() {
     let mut p = P::new(vec![Rule::Timeout { default_s: 10.0 }]);
-    assert_eq!(p.begin(Facts { tool_timeout_s: Some(3.0), ..facts("t") }, at(0.0)).1, Step::RunBody { timeout_s: Some(3.0) });
-    let near = Facts { deadline: Some(101.5), ..facts("t") };
-    assert_eq!(p.begin(near.clone(), at(100.0)).1, Step::RunBody { timeout_s: Some(1.5) });
+    assert_eq!(
+        p.begin(
+            Facts {
+                tool_timeout_s: Some(3.0),
+                ..facts("t")
+            },
+            at(0.0)
+        )
+        .1,
+        Step::RunBody { timeout_s: Some(3.0) }
+    );
+    let near = Facts {
+        deadline: Some(101.5),
+        ..facts("t")
+    };
+    assert_eq!(
+        p.begin(near.clone(), at(100.0)).1,
+        Step::RunBody { timeout_s: Some(1.5) }
+    );
     assert_eq!(p.begin(near, at(200.0)).1, Step::RunBody { timeout_s: Some(0.0) });
 }
 
@@ -223,9 +417,19 @@ fn timeout_is_cut_to_the_context_deadline() {
 fn egress_refusal() {
     let allow = HostAllowList::new(["example.com"]);
     let mut p = P::new(vec![Rule::Egress { allow }]);
-    let fetch = |url: &str| Facts { url: Some(("url".into(), url.into())), ..facts("fetch") };
-    assert_eq!(p.begin(fetch("https://api.example.com/x"), at(0.0)).1, Step::RunBody { timeout_s: None });
-    let Step::Done(Env::Refused(Refusal::EgressDenied { url_arg, denial, allowed })) = p.begin(fetch("https://evil.test"), at(0.0)).1
+    let fetch = |url: &str| Facts {
+        url: Some(("url".into(), url.into())),
+        ..facts("fetch")
+    };
+    assert_eq!(
+        p.begin(fetch("https://api.example.com/x"), at(0.0)).1,
+        Step::RunBody { timeout_s: None }
+    );
+    let Step::Done(Env::Refused(Refusal::EgressDenied {
+        url_arg,
+        denial,
+        allowed,
+    })) = p.begin(fetch("https://evil.test"), at(0.0)).1
     else {
         panic!()
     };
@@ -237,28 +441,81 @@ fn egress_refusal() {
 #[test]
 fn audit_records_fields_and_decisions() {
     let mut p = P::new(default_rules());
-    let seen = Facts { audit: vec![Observed::Record], ..facts("add") };
+    let seen = Facts {
+        audit: vec![Observed::Record],
+        ..facts("add")
+    };
     let (mut m, _) = p.begin(seen.clone(), at(0.0));
     let step = p.feed(&mut m, Event::BodyOk("7"), at(0.25));
-    assert_eq!(step, Step::Record(AuditRecord { outcome: "ok".into(), attempts: 1, elapsed_ms: 250.0, decision: "executed" }));
+    assert_eq!(
+        step,
+        Step::Record(AuditRecord {
+            outcome: "ok".into(),
+            attempts: 1,
+            elapsed_ms: 250.0,
+            decision: "executed"
+        })
+    );
     assert_eq!(p.feed(&mut m, Event::Recorded, at(0.3)), Step::Done(ok_env("7", 250.0)));
     // refused (repeat), failed, deduplicated; a span first when asked
     p.begin(seen.clone(), at(0.0));
     let (mut m, step) = p.begin(seen.clone(), at(0.0));
     let Step::Record(rec) = step else { panic!("{step:?}") };
-    assert_eq!((rec.outcome.as_str(), rec.decision, rec.attempts), ("repeated_call", "refused", 0));
-    assert_eq!(p.feed(&mut m, Event::Recorded, at(0.0)), Step::Done(Env::Refused(Refusal::Repeated { count: 3 })));
-    let spanned = Facts { audit: vec![Observed::Span], ..side_effecting("send") };
+    assert_eq!(
+        (rec.outcome.as_str(), rec.decision, rec.attempts),
+        ("repeated_call", "refused", 0)
+    );
+    assert_eq!(
+        p.feed(&mut m, Event::Recorded, at(0.0)),
+        Step::Done(Env::Refused(Refusal::Repeated { count: 3 }))
+    );
+    let spanned = Facts {
+        audit: vec![Observed::Span],
+        ..side_effecting("send")
+    };
     let (mut m, step) = p.begin(spanned.clone(), at(0.0));
     assert_eq!(step, Step::AuditOpen);
-    assert_eq!(p.feed(&mut m, Event::Opened, at(0.0)), Step::RunBody { timeout_s: Some(10.0) });
-    assert!(matches!(p.feed(&mut m, Event::BodyOk("ok"), at(0.0)), Step::Record(AuditRecord { decision: "executed", .. })));
+    assert_eq!(
+        p.feed(&mut m, Event::Opened, at(0.0)),
+        Step::RunBody { timeout_s: Some(10.0) }
+    );
+    assert!(matches!(
+        p.feed(&mut m, Event::BodyOk("ok"), at(0.0)),
+        Step::Record(AuditRecord {
+            decision: "executed",
+            ..
+        })
+    ));
     p.feed(&mut m, Event::Recorded, at(0.0));
     let (mut m, _) = p.begin(spanned, at(0.0));
-    assert_eq!(p.feed(&mut m, Event::Opened, at(0.0)), Step::Record(AuditRecord { outcome: "ok".into(), attempts: 0, elapsed_ms: 0.0, decision: "deduplicated" }));
-    let (mut m, _) = p.begin(Facts { canonical: "{\"n\":1}".into(), ..seen }, at(0.0));
-    let step = p.feed(&mut m, Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::OutputMismatch) }, at(0.0));
-    assert!(matches!(step, Step::Record(AuditRecord { decision: "failed", .. })), "{step:?}");
+    assert_eq!(
+        p.feed(&mut m, Event::Opened, at(0.0)),
+        Step::Record(AuditRecord {
+            outcome: "ok".into(),
+            attempts: 0,
+            elapsed_ms: 0.0,
+            decision: "deduplicated"
+        })
+    );
+    let (mut m, _) = p.begin(
+        Facts {
+            canonical: "{\"n\":1}".into(),
+            ..seen
+        },
+        at(0.0),
+    );
+    let step = p.feed(
+        &mut m,
+        Event::BodyFailed {
+            kind: FailureKind::Permanent,
+            code: code(ErrorCode::OutputMismatch),
+        },
+        at(0.0),
+    );
+    assert!(
+        matches!(step, Step::Record(AuditRecord { decision: "failed", .. })),
+        "{step:?}"
+    );
     // unobserved: no record
     assert_eq!(run_ok(&mut p, facts("add2"), "1"), Step::Done(ok_env("1", 2.0)));
 }
@@ -266,8 +523,14 @@ fn audit_records_fields_and_decisions() {
 fn shared() -> P {
     P::with_seed(
         vec![
-            Rule::Idempotency { shared: true, lease_s: 60.0 },
-            Rule::Retry { policy: RetryPolicy::default(), breaker: None },
+            Rule::Idempotency {
+                shared: true,
+                lease_s: 60.0,
+            },
+            Rule::Retry {
+                policy: RetryPolicy::default(),
+                breaker: None,
+            },
             Rule::Timeout { default_s: 100.0 },
         ],
         1,
@@ -283,28 +546,58 @@ fn shared_store_claim_run_and_finish() {
     let mut p = shared();
     let (mut m, step) = p.begin(side_effecting("send"), at(0.0));
     assert_eq!(step, Step::StoreGet(key()));
-    let Step::StoreCas { key: k, expected: None, value } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    let Step::StoreCas {
+        key: k,
+        expected: None,
+        value,
+    } = p.feed(&mut m, Event::StoreGot(None), at(0.0))
+    else {
+        panic!()
+    };
     assert_eq!(k, key());
     assert!(value.starts_with("{\"s\":\"running\",\"owner\":\""), "{value}");
     // the lease covers the timeout rule's default (100 s, one attempt: not retry-safe) + 5 s
-    assert!(value.ends_with(&format!("\"until\":{}}}", Value::from(1_000_000.0 + 105.0))), "{value}");
-    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert!(
+        value.ends_with(&format!("\"until\":{}}}", Value::from(1_000_000.0 + 105.0))),
+        "{value}"
+    );
+    assert_eq!(
+        p.feed(&mut m, Event::StoreCas(true), at(0.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     assert!(m.wants_value_json());
     m.set_value_json(Some("{\"id\":1}".into()));
-    assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.0)), Step::StoreSet(window_key("run"), key()));
+    assert_eq!(
+        p.feed(&mut m, Event::BodyOk("r"), at(0.0)),
+        Step::StoreSet(window_key("run"), key())
+    );
     assert_eq!(
         p.feed(&mut m, Event::StoreSet, at(0.0)),
-        Step::StoreCas { key: key(), expected: Some(value), value: "{\"s\":\"done\",\"value\":{\"id\":1}}".into() }
+        Step::StoreCas {
+            key: key(),
+            expected: Some(value),
+            value: "{\"s\":\"done\",\"value\":{\"id\":1}}".into()
+        }
     );
-    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::Done(ok_env("r", 0.0)));
+    assert_eq!(
+        p.feed(&mut m, Event::StoreCas(true), at(0.0)),
+        Step::Done(ok_env("r", 0.0))
+    );
     // in-process hit: checked against the store's window
     let (mut m, step) = p.begin(side_effecting("send"), at(0.0));
     assert_eq!(step, Step::StoreGet(window_key("run")));
-    let hit = Env::Ok { value: Val::Obj("r"), elapsed_ms: 0.0, deduplicated: true };
+    let hit = Env::Ok {
+        value: Val::Obj("r"),
+        elapsed_ms: 0.0,
+        deduplicated: true,
+    };
     assert_eq!(p.feed(&mut m, Event::StoreGot(Some(key())), at(0.0)), Step::Done(hit));
     // closed by another worker: claimed again
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
-    assert_eq!(p.feed(&mut m, Event::StoreGot(Some("other".into())), at(0.0)), Step::StoreGet(key()));
+    assert_eq!(
+        p.feed(&mut m, Event::StoreGot(Some("other".into())), at(0.0)),
+        Step::StoreGet(key())
+    );
 }
 
 /// The store's failure the machine asks the driver to log after `CLAIM_TRIES` lost claims.
@@ -317,7 +610,11 @@ fn refused_every_claim() -> Step<&'static str> {
 
 /// Lose claims (each over a read showing nothing live) until the machine asks for something
 /// else than claiming again; returns the claims made and that step.
-fn lose_claims(p: &mut P, m: &mut CallMachine<&'static str>, mut step: Step<&'static str>) -> (u32, Step<&'static str>) {
+fn lose_claims(
+    p: &mut P,
+    m: &mut CallMachine<&'static str>,
+    mut step: Step<&'static str>,
+) -> (u32, Step<&'static str>) {
     let mut claims = 0;
     while let Step::StoreCas { expected: None, .. } = step {
         claims += 1;
@@ -340,9 +637,15 @@ fn shared_store_refusing_every_claim_is_a_failing_store() {
     let (claims, step) = lose_claims(&mut p, &mut m, first);
     assert_eq!((claims, CLAIM_TRIES), (8, 8));
     assert_eq!(step, refused_every_claim());
-    assert_eq!(p.feed(&mut m, Event::StoreFailed, at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert_eq!(
+        p.feed(&mut m, Event::StoreFailed, at(0.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     assert!(!m.wants_value_json());
-    assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.0)), Step::Done(ok_env("r", 0.0)));
+    assert_eq!(
+        p.feed(&mut m, Event::BodyOk("r"), at(0.0)),
+        Step::Done(ok_env("r", 0.0))
+    );
     // a wait on a live claim starts the count again: 7 lost, a wait, 8 more lost
     let mut p = shared();
     let running = format!("{{\"s\":\"running\",\"owner\":\"x\",\"until\":{}}}", 1_000_000.0 + 30.0);
@@ -364,7 +667,10 @@ fn shared_store_refusing_every_claim_is_a_failing_store() {
     }
     assert_eq!(claims, 15);
     assert_eq!(step, refused_every_claim());
-    assert_eq!(p.feed(&mut m, Event::StoreFailed, at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert_eq!(
+        p.feed(&mut m, Event::StoreFailed, at(0.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     assert!(!m.wants_value_json());
     // the eighth claim may still be won: 7 lost, then the call runs sharing its claim
     let mut p = shared();
@@ -375,10 +681,30 @@ fn shared_store_refusing_every_claim_is_a_failing_store() {
         assert_eq!(p.feed(&mut m, Event::StoreCas(false), at(0.0)), Step::StoreGet(key()));
         step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
     }
-    let Step::StoreCas { expected: None, value: mine, .. } = step else { panic!("{step:?}") };
-    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    let Step::StoreCas {
+        expected: None,
+        value: mine,
+        ..
+    } = step
+    else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        p.feed(&mut m, Event::StoreCas(true), at(0.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     assert!(m.wants_value_json());
-    assert_eq!(p.abort(&mut m, true, at(0.0)), vec![(0, Step::StoreCas { key: key(), expected: Some(mine), value: FREE.into() })]);
+    assert_eq!(
+        p.abort(&mut m, true, at(0.0)),
+        vec![(
+            0,
+            Step::StoreCas {
+                key: key(),
+                expected: Some(mine),
+                value: FREE.into()
+            }
+        )]
+    );
 }
 
 #[test]
@@ -388,7 +714,10 @@ fn a_store_held_failing_is_logged_then_answered_as_failed() {
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
     let first = p.feed(&mut m, Event::StoreGot(None), at(0.0));
     assert_eq!(lose_claims(&mut p, &mut m, first), (8, refused_every_claim()));
-    let internal = Step::Done(Env::Failed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) });
+    let internal = Step::Done(Env::Failed {
+        kind: FailureKind::Permanent,
+        code: code(ErrorCode::InternalError),
+    });
     assert_eq!(p.feed(&mut m, Event::StoreCas(false), at(0.0)), internal);
     // aborted while its failure is logged: no claim of this call to release (none was written)
     let mut p = shared();
@@ -403,45 +732,101 @@ fn shared_store_hit_wait_and_failure() {
     let mut p = shared();
     let done = "{\"s\":\"done\",\"value\":{\"cached\":[1,2]}}".to_owned();
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
-    assert_eq!(p.feed(&mut m, Event::StoreGot(Some(done.clone())), at(0.0)), Step::StoreGet(window_key("run")));
-    let hit = Env::Ok { value: Val::Json(serde_json::json!({"cached": [1, 2]})), elapsed_ms: 0.0, deduplicated: true };
+    assert_eq!(
+        p.feed(&mut m, Event::StoreGot(Some(done.clone())), at(0.0)),
+        Step::StoreGet(window_key("run"))
+    );
+    let hit = Env::Ok {
+        value: Val::Json(serde_json::json!({"cached": [1, 2]})),
+        elapsed_ms: 0.0,
+        deduplicated: true,
+    };
     assert_eq!(p.feed(&mut m, Event::StoreGot(Some(key())), at(0.0)), Step::Done(hit));
     assert_eq!(p.sizes().1, 0); // released: a stored hit is not held in-process
-    // window closed: claim over the done record
+                                // window closed: claim over the done record
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
     p.feed(&mut m, Event::StoreGot(Some(done.clone())), at(0.0));
     let step = p.feed(&mut m, Event::StoreGot(None), at(0.0));
-    assert!(matches!(step, Step::StoreCas { expected: Some(ref e), .. } if *e == done), "{step:?}");
+    assert!(
+        matches!(step, Step::StoreCas { expected: Some(ref e), .. } if *e == done),
+        "{step:?}"
+    );
     // lost the race: read again; running elsewhere within its lease: poll
     assert_eq!(p.feed(&mut m, Event::StoreCas(false), at(0.0)), Step::StoreGet(key()));
     let running = format!("{{\"s\":\"running\",\"owner\":\"x\",\"until\":{}}}", 1_000_000.0 + 30.0);
-    assert_eq!(p.feed(&mut m, Event::StoreGot(Some(running.clone())), at(0.0)), Step::Sleep(POLL_S));
+    assert_eq!(
+        p.feed(&mut m, Event::StoreGot(Some(running.clone())), at(0.0)),
+        Step::Sleep(POLL_S)
+    );
     assert_eq!(p.feed(&mut m, Event::Slept, at(0.0)), Step::StoreGet(key()));
     // its lease ran out (a crashed worker): taken over
-    assert!(matches!(p.feed(&mut m, Event::StoreGot(Some(running)), at(40.0)), Step::StoreCas { .. }));
-    assert_eq!(p.feed(&mut m, Event::StoreFailed, at(40.0)), Step::RunBody { timeout_s: Some(100.0) });
+    assert!(matches!(
+        p.feed(&mut m, Event::StoreGot(Some(running)), at(40.0)),
+        Step::StoreCas { .. }
+    ));
+    assert_eq!(
+        p.feed(&mut m, Event::StoreFailed, at(40.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     assert!(!m.wants_value_json());
-    assert!(matches!(p.feed(&mut m, transient(), at(40.0)), Step::Done(Env::Failed { .. })));
+    assert!(matches!(
+        p.feed(&mut m, transient(), at(40.0)),
+        Step::Done(Env::Failed { .. })
+    ));
     // a failure frees the shared claim
     let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
-    let Step::StoreCas { value: mine, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    let Step::StoreCas { value: mine, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else {
+        panic!()
+    };
     p.feed(&mut m, Event::StoreCas(true), at(0.0));
-    let step = p.feed(&mut m, Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) }, at(0.0));
-    assert_eq!(step, Step::StoreCas { key: key(), expected: Some(mine), value: "{\"s\":\"free\"}".into() });
-    assert!(matches!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::Done(Env::Failed { .. })));
+    let step = p.feed(
+        &mut m,
+        Event::BodyFailed {
+            kind: FailureKind::Permanent,
+            code: code(ErrorCode::InternalError),
+        },
+        at(0.0),
+    );
+    assert_eq!(
+        step,
+        Step::StoreCas {
+            key: key(),
+            expected: Some(mine),
+            value: "{\"s\":\"free\"}".into()
+        }
+    );
+    assert!(matches!(
+        p.feed(&mut m, Event::StoreCas(true), at(0.0)),
+        Step::Done(Env::Failed { .. })
+    ));
 }
 
 #[test]
 fn the_lease_covers_every_attempt_and_the_backoff() {
     let p = shared();
-    let m: M = p_machine(&p, Facts { tool_timeout_s: Some(2.0), ..facts("send") });
+    let m: M = p_machine(
+        &p,
+        Facts {
+            tool_timeout_s: Some(2.0),
+            ..facts("send")
+        },
+    );
     // retry-safe: 3 attempts of 2 s + backoff ceilings 0.5 + 1.0 + 5 s; at least lease_s (60)
     assert_eq!(p.lease_s(&m, 0, at(0.0)), 60.0);
     let mut rules = p.rules().to_vec();
-    rules[0] = Rule::Idempotency { shared: true, lease_s: 1.0 };
+    rules[0] = Rule::Idempotency {
+        shared: true,
+        lease_s: 1.0,
+    };
     let p = P::new(rules);
     assert_eq!(p.lease_s(&m, 0, at(0.0)), 2.0 * 3.0 + 1.5 + 5.0);
-    let near = p_machine(&p, Facts { deadline: Some(4.0), ..facts("send") });
+    let near = p_machine(
+        &p,
+        Facts {
+            deadline: Some(4.0),
+            ..facts("send")
+        },
+    );
     assert_eq!(p.lease_s(&near, 0, at(1.0)), 3.0 + 5.0);
 }
 
@@ -457,9 +842,15 @@ fn a_driver_feeding_the_wrong_event_gets_an_internal_error_not_a_panic() {
     let (mut m, _) = p.begin(facts("add"), at(0.0));
     assert_eq!(
         p.feed(&mut m, Event::Slept, at(0.0)),
-        Step::Done(Env::Failed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) })
+        Step::Done(Env::Failed {
+            kind: FailureKind::Permanent,
+            code: code(ErrorCode::InternalError)
+        })
     );
-    assert!(matches!(p.feed(&mut m, Event::BodyOk("x"), at(0.0)), Step::Done(Env::Failed { .. })));
+    assert!(matches!(
+        p.feed(&mut m, Event::BodyOk("x"), at(0.0)),
+        Step::Done(Env::Failed { .. })
+    ));
 }
 
 // ---------------------------------------------------------------- an aborted shared claim
@@ -468,8 +859,18 @@ fn audited_shared() -> P {
     P::with_seed(
         vec![
             Rule::Audit,
-            Rule::Idempotency { shared: true, lease_s: 60.0 },
-            Rule::Retry { policy: RetryPolicy { max_attempts: 3, base_s: 0.5, cap_s: 30.0 }, breaker: None },
+            Rule::Idempotency {
+                shared: true,
+                lease_s: 60.0,
+            },
+            Rule::Retry {
+                policy: RetryPolicy {
+                    max_attempts: 3,
+                    base_s: 0.5,
+                    cap_s: 30.0,
+                },
+                breaker: None,
+            },
             Rule::Timeout { default_s: 100.0 },
         ],
         1,
@@ -477,23 +878,51 @@ fn audited_shared() -> P {
 }
 
 fn audited_send() -> Facts {
-    Facts { audit: vec![Observed::Record], ..side_effecting("send") }
+    Facts {
+        audit: vec![Observed::Record],
+        ..side_effecting("send")
+    }
 }
 
 fn release(mine: &str, value: &str) -> (usize, Step<&'static str>) {
-    (1, Step::StoreCas { key: key(), expected: Some(mine.into()), value: value.into() })
+    (
+        1,
+        Step::StoreCas {
+            key: key(),
+            expected: Some(mine.into()),
+            value: value.into(),
+        },
+    )
 }
 
 fn cancelled(attempts: u32, elapsed_ms: f64) -> (usize, Step<&'static str>) {
-    (0, Step::Record(AuditRecord { outcome: "cancelled".into(), attempts, elapsed_ms, decision: "failed" }))
+    (
+        0,
+        Step::Record(AuditRecord {
+            outcome: "cancelled".into(),
+            attempts,
+            elapsed_ms,
+            decision: "failed",
+        }),
+    )
 }
 
 /// Begin a call of `send` through `audited_shared` and claim it in the store: its claim record.
 fn claimed(p: &mut P, f: Facts) -> (M, String) {
     let (mut m, step) = p.begin(f, at(0.0));
     assert_eq!(step, Step::StoreGet(key()));
-    let Step::StoreCas { value: mine, expected: None, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
-    assert_eq!(p.feed(&mut m, Event::StoreCas(true), at(0.0)), Step::RunBody { timeout_s: Some(100.0) });
+    let Step::StoreCas {
+        value: mine,
+        expected: None,
+        ..
+    } = p.feed(&mut m, Event::StoreGot(None), at(0.0))
+    else {
+        panic!()
+    };
+    assert_eq!(
+        p.feed(&mut m, Event::StoreCas(true), at(0.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     (m, mine)
 }
 
@@ -503,30 +932,49 @@ fn a_call_aborted_while_its_body_runs_frees_exactly_its_own_claim() {
     let (mut m, mine) = claimed(&mut p, audited_send());
     // an identical call of this worker waits for it
     let (mut waiter, step) = p.begin(audited_send(), at(0.1));
-    let Step::WaitInFlight(ticket) = step else { panic!("{step:?}") };
-    assert_eq!(p.abort(&mut m, true, at(0.25)), vec![release(&mine, FREE), cancelled(1, 250.0)]);
+    let Step::WaitInFlight(ticket) = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        p.abort(&mut m, true, at(0.25)),
+        vec![release(&mine, FREE), cancelled(1, 250.0)]
+    );
     assert_eq!(m.take_wakes(), vec![ticket]);
     assert_eq!(p.sizes().1, 0); // the aborted call holds nothing (the waiter claims when it runs)
-    // the waiter claims over the freed record and runs the body (no result was left)
+                                // the waiter claims over the freed record and runs the body (no result was left)
     assert_eq!(p.feed(&mut waiter, Event::Woken, at(0.3)), Step::StoreGet(key()));
     let step = p.feed(&mut waiter, Event::StoreGot(Some(FREE.into())), at(0.3));
-    assert!(matches!(step, Step::StoreCas { expected: Some(ref e), .. } if e == FREE), "{step:?}");
-    assert_eq!(p.feed(&mut waiter, Event::StoreCas(true), at(0.3)), Step::RunBody { timeout_s: Some(100.0) });
+    assert!(
+        matches!(step, Step::StoreCas { expected: Some(ref e), .. } if e == FREE),
+        "{step:?}"
+    );
+    assert_eq!(
+        p.feed(&mut waiter, Event::StoreCas(true), at(0.3)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
     assert_eq!(waiter.attempts(), 1);
     // aborting a finished call asks for nothing
     assert_eq!(p.abort(&mut m, true, at(1.0)), vec![]);
     // not a cancellation: the record says internal_error
     let steps = p.abort(&mut waiter, false, at(0.5));
-    assert!(matches!(&steps[1].1, Step::Record(AuditRecord { outcome, .. }) if outcome == ErrorCode::InternalError.as_str()), "{steps:?}");
+    assert!(
+        matches!(&steps[1].1, Step::Record(AuditRecord { outcome, .. }) if outcome == ErrorCode::InternalError.as_str()),
+        "{steps:?}"
+    );
 }
 
 #[test]
 fn a_call_aborted_while_its_claim_is_being_written_frees_it() {
     let mut p = audited_shared();
     let (mut m, _) = p.begin(audited_send(), at(0.0));
-    let Step::StoreCas { value: mine, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else { panic!() };
+    let Step::StoreCas { value: mine, .. } = p.feed(&mut m, Event::StoreGot(None), at(0.0)) else {
+        panic!()
+    };
     // the store may have written the claim: it is freed from exactly that record
-    assert_eq!(p.abort(&mut m, true, at(0.0)), vec![release(&mine, FREE), cancelled(0, 0.0)]);
+    assert_eq!(
+        p.abort(&mut m, true, at(0.0)),
+        vec![release(&mine, FREE), cancelled(0, 0.0)]
+    );
     assert_eq!(p.sizes().1, 0);
 }
 
@@ -561,7 +1009,10 @@ fn a_call_aborted_before_it_wrote_a_claim_asks_the_store_for_nothing() {
     assert_eq!(p.abort(&mut waiter, true, at(0.0)), vec![cancelled(0, 0.0)]);
     assert_eq!(waiter.take_wakes(), Vec::<u64>::new());
     first.set_value_json(Some("1".into()));
-    assert_eq!(p.feed(&mut first, Event::BodyOk("r"), at(0.0)), Step::StoreSet(window_key("run"), key()));
+    assert_eq!(
+        p.feed(&mut first, Event::BodyOk("r"), at(0.0)),
+        Step::StoreSet(window_key("run"), key())
+    );
 }
 
 #[test]
@@ -572,33 +1023,74 @@ fn a_call_aborted_while_it_stores_its_result_writes_the_result_not_a_release() {
         let mut p = audited_shared();
         let (mut m, mine) = claimed(&mut p, audited_send());
         m.set_value_json(Some("{\"id\":1}".into()));
-        assert_eq!(p.feed(&mut m, Event::BodyOk("r"), at(0.5)), Step::StoreSet(window_key("run"), key()));
+        assert_eq!(
+            p.feed(&mut m, Event::BodyOk("r"), at(0.5)),
+            Step::StoreSet(window_key("run"), key())
+        );
         if window_written {
             let step = p.feed(&mut m, Event::StoreSet, at(0.5));
-            assert_eq!(step, Step::StoreCas { key: key(), expected: Some(mine.clone()), value: done.into() });
+            assert_eq!(
+                step,
+                Step::StoreCas {
+                    key: key(),
+                    expected: Some(mine.clone()),
+                    value: done.into()
+                }
+            );
         }
-        assert_eq!(p.abort(&mut m, true, at(0.5)), vec![release(&mine, done), cancelled(1, 500.0)]);
+        assert_eq!(
+            p.abort(&mut m, true, at(0.5)),
+            vec![release(&mine, done), cancelled(1, 500.0)]
+        );
         // this worker holds the result: its repeat is answered from it (the window still open)
         let (mut again, step) = p.begin(audited_send(), at(1.0));
         assert_eq!(step, Step::StoreGet(window_key("run")));
-        assert!(matches!(p.feed(&mut again, Event::StoreGot(Some(key())), at(1.0)), Step::Record(AuditRecord { decision: "deduplicated", .. })));
+        assert!(matches!(
+            p.feed(&mut again, Event::StoreGot(Some(key())), at(1.0)),
+            Step::Record(AuditRecord {
+                decision: "deduplicated",
+                ..
+            })
+        ));
     }
 }
 
 #[test]
 fn a_call_aborted_after_a_failure_or_in_its_backoff_frees_its_claim() {
-    let permanent = Event::BodyFailed { kind: FailureKind::Permanent, code: code(ErrorCode::InternalError) };
+    let permanent = Event::BodyFailed {
+        kind: FailureKind::Permanent,
+        code: code(ErrorCode::InternalError),
+    };
     // aborted while the failure's release is written: written again (the first may be lost)
     let mut p = audited_shared();
     let (mut m, mine) = claimed(&mut p, audited_send());
-    assert_eq!(p.feed(&mut m, permanent, at(0.1)), Step::StoreCas { key: key(), expected: Some(mine.clone()), value: FREE.into() });
-    assert_eq!(p.abort(&mut m, true, at(0.1)), vec![release(&mine, FREE), cancelled(1, 100.0)]);
+    assert_eq!(
+        p.feed(&mut m, permanent, at(0.1)),
+        Step::StoreCas {
+            key: key(),
+            expected: Some(mine.clone()),
+            value: FREE.into()
+        }
+    );
+    assert_eq!(
+        p.abort(&mut m, true, at(0.1)),
+        vec![release(&mine, FREE), cancelled(1, 100.0)]
+    );
     assert_eq!(p.sizes().1, 0);
     // a retry-safe call aborted while it backs off before its next attempt
     let mut p = audited_shared();
-    let (mut m, mine) = claimed(&mut p, Facts { retry_safe: true, ..audited_send() });
+    let (mut m, mine) = claimed(
+        &mut p,
+        Facts {
+            retry_safe: true,
+            ..audited_send()
+        },
+    );
     assert!(matches!(p.feed(&mut m, transient(), at(0.2)), Step::Sleep(_)));
-    assert_eq!(p.abort(&mut m, true, at(0.2)), vec![release(&mine, FREE), cancelled(1, 200.0)]);
+    assert_eq!(
+        p.abort(&mut m, true, at(0.2)),
+        vec![release(&mine, FREE), cancelled(1, 200.0)]
+    );
     assert_eq!(p.sizes().1, 0);
 }
 
@@ -607,30 +1099,85 @@ fn needs_follow_the_rules() {
     assert_eq!(Needs::of(&[]), Needs::default());
     assert_eq!(
         Needs::of(&default_rules()),
-        Needs { approval: true, counts: true, read_only: true, retry: true, timeout: true, egress: false, audit: true, store: false }
+        Needs {
+            approval: true,
+            counts: true,
+            read_only: true,
+            retry: true,
+            timeout: true,
+            egress: false,
+            audit: true,
+            store: false
+        }
     );
-    assert_eq!(Needs::of(&[Rule::Timeout { default_s: 1.0 }]), Needs { timeout: true, ..Needs::default() });
+    assert_eq!(
+        Needs::of(&[Rule::Timeout { default_s: 1.0 }]),
+        Needs {
+            timeout: true,
+            ..Needs::default()
+        }
+    );
     assert_eq!(
         Needs::of(&[Rule::Repeat { limit: 2 }]),
-        Needs { counts: true, read_only: true, ..Needs::default() }
+        Needs {
+            counts: true,
+            read_only: true,
+            ..Needs::default()
+        }
     );
     assert_eq!(
-        Needs::of(&[Rule::Idempotency { shared: true, lease_s: 5.0 }]),
-        Needs { counts: true, read_only: true, timeout: true, store: true, ..Needs::default() }
+        Needs::of(&[Rule::Idempotency {
+            shared: true,
+            lease_s: 5.0
+        }]),
+        Needs {
+            counts: true,
+            read_only: true,
+            timeout: true,
+            store: true,
+            ..Needs::default()
+        }
     );
     assert_eq!(
-        Needs::of(&[Rule::Idempotency { shared: false, lease_s: 5.0 }]),
-        Needs { counts: true, read_only: true, timeout: true, ..Needs::default() }
+        Needs::of(&[Rule::Idempotency {
+            shared: false,
+            lease_s: 5.0
+        }]),
+        Needs {
+            counts: true,
+            read_only: true,
+            timeout: true,
+            ..Needs::default()
+        }
     );
     assert_eq!(
-        Needs::of(&[Rule::Retry { policy: RetryPolicy::default(), breaker: Some((3, 1.0)) }]),
-        Needs { retry: true, read_only: true, ..Needs::default() }
+        Needs::of(&[Rule::Retry {
+            policy: RetryPolicy::default(),
+            breaker: Some((3, 1.0))
+        }]),
+        Needs {
+            retry: true,
+            read_only: true,
+            ..Needs::default()
+        }
     );
     assert_eq!(
-        Needs::of(&[Rule::Egress { allow: HostAllowList::new(vec!["a.example".to_owned()]) }, Rule::Approval { approver: true }]),
-        Needs { egress: true, approval: true, ..Needs::default() }
+        Needs::of(&[
+            Rule::Egress {
+                allow: HostAllowList::new(vec!["a.example".to_owned()])
+            },
+            Rule::Approval { approver: true }
+        ]),
+        Needs {
+            egress: true,
+            approval: true,
+            ..Needs::default()
+        }
     );
-    assert_eq!(audit_rules(&[Rule::Audit, Rule::Timeout { default_s: 1.0 }, Rule::Audit]), vec![0, 2]);
+    assert_eq!(
+        audit_rules(&[Rule::Audit, Rule::Timeout { default_s: 1.0 }, Rule::Audit]),
+        vec![0, 2]
+    );
     assert_eq!(audit_rules(&default_rules()[1..]), Vec::<usize>::new());
 }
 
@@ -639,8 +1186,14 @@ fn canonical_text_only_when_something_reads_it() {
     let bare = Needs::default();
     let timeout = Needs::of(&[Rule::Timeout { default_s: 1.0 }]);
     let counted = Needs::of(&[Rule::Repeat { limit: 2 }]);
-    let idempotent = Needs::of(&[Rule::Idempotency { shared: false, lease_s: 60.0 }]);
-    let shared = Needs::of(&[Rule::Idempotency { shared: true, lease_s: 60.0 }]);
+    let idempotent = Needs::of(&[Rule::Idempotency {
+        shared: false,
+        lease_s: 60.0,
+    }]);
+    let shared = Needs::of(&[Rule::Idempotency {
+        shared: true,
+        lease_s: 60.0,
+    }]);
     // admitted: a shared store keyed on it, an audit record's hash, the approval refusal's
     // message; the rules that count identical calls key on the arguments' key instead
     assert!(!bare.canonical_of_admitted(false, false));
@@ -677,7 +1230,10 @@ fn retry_safety_and_observed_levels() {
         [(false, false), (false, true), (true, false), (true, true)].map(|(t, r)| Observed::of(t, r)),
         [Observed::No, Observed::Record, Observed::Span, Observed::Span]
     );
-    assert_eq!([Observed::No, Observed::Record, Observed::Span].map(Observed::level), [0, 1, 2]);
+    assert_eq!(
+        [Observed::No, Observed::Record, Observed::Span].map(Observed::level),
+        [0, 1, 2]
+    );
 }
 
 #[test]
@@ -687,7 +1243,13 @@ fn a_refusal_is_its_failure() {
     let cases = [
         (Refusal::ApprovalRequired, F::approval_required("t", "{\"a\":1}")),
         (Refusal::Repeated { count: 3 }, F::repeated_call("t", 3)),
-        (Refusal::CircuitOpen { failures: 2, retry_after_s: 60.0 }, F::circuit_open("t", 2, 60.0)),
+        (
+            Refusal::CircuitOpen {
+                failures: 2,
+                retry_after_s: 60.0,
+            },
+            F::circuit_open("t", 2, 60.0),
+        ),
     ];
     for (r, want) in cases {
         let got: F = r.failure("t", "{\"a\":1}");

@@ -79,7 +79,11 @@ pub struct Accounts {
 
 impl Accounts {
     pub fn new(max_workers: usize, max_stuck: usize) -> Self {
-        Accounts { counts: Mutex::new(Counts::default()), max_workers, max_stuck }
+        Accounts {
+            counts: Mutex::new(Counts::default()),
+            max_workers,
+            max_stuck,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Counts> {
@@ -162,7 +166,10 @@ mod tests {
     #[test]
     fn threads_start_up_to_the_limit_then_calls_queue() {
         let a = Accounts::new(2, 1);
-        assert_eq!([a.reserve(), a.reserve(), a.reserve()], [Reserve::Spawn, Reserve::Spawn, Reserve::Queue]);
+        assert_eq!(
+            [a.reserve(), a.reserve(), a.reserve()],
+            [Reserve::Spawn, Reserve::Spawn, Reserve::Queue]
+        );
         a.spawn_failed();
         assert_eq!(a.sizes(), (1, 0));
         assert_eq!(a.reserve(), Reserve::Spawn);

@@ -23,9 +23,13 @@ use serde_json::{json, Map, Value};
 pub enum Provider {
     Anthropic,
     /// OpenAI Chat Completions `tools` entry.
-    OpenAiChat { strict: bool },
+    OpenAiChat {
+        strict: bool,
+    },
     /// OpenAI Responses API `tools` entry.
-    OpenAiResponses { strict: bool },
+    OpenAiResponses {
+        strict: bool,
+    },
     Gemini,
     Mcp,
 }
@@ -62,12 +66,22 @@ impl Provider {
 
 /// The error message for a provider name [`Provider::parse`] does not know.
 pub fn unknown_provider_message(name: &str) -> String {
-    format!("unknown provider {name:?}; expected one of {}", PROVIDER_NAMES.join(", "))
+    format!(
+        "unknown provider {name:?}; expected one of {}",
+        PROVIDER_NAMES.join(", ")
+    )
 }
 
 /// Every provider name, in a fixed order.
-pub const PROVIDER_NAMES: [&str; 7] =
-    ["anthropic", "openai", "openai-strict", "openai-responses", "openai-responses-strict", "gemini", "mcp"];
+pub const PROVIDER_NAMES: [&str; 7] = [
+    "anthropic",
+    "openai",
+    "openai-strict",
+    "openai-responses",
+    "openai-responses-strict",
+    "gemini",
+    "mcp",
+];
 
 /// What a rendering needs to know about a tool.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +112,12 @@ pub struct Effects {
 
 impl Effects {
     pub fn new(side_effecting: bool, idempotent: bool) -> Self {
-        Self { side_effecting, idempotent, declared: true, destructive: None }
+        Self {
+            side_effecting,
+            idempotent,
+            declared: true,
+            destructive: None,
+        }
     }
 }
 
@@ -162,14 +181,22 @@ pub fn render(provider: Provider, spec: &ToolSpec<'_>) -> Rendering {
                     ),
                 });
             }
-            let mut g = Gemini { defs: defs_of(spec.input_schema), stack: Vec::new(), findings: &mut findings };
+            let mut g = Gemini {
+                defs: defs_of(spec.input_schema),
+                stack: Vec::new(),
+                findings: &mut findings,
+            };
             let parameters = g.convert(spec.input_schema, "<root>");
             let mut decl = Map::new();
             decl.insert("name".into(), spec.name.into());
             decl.insert("description".into(), spec.description.into());
             // A function without parameters has no `parameters` (Gemini refuses an OBJECT schema
             // with empty properties).
-            if parameters.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty()) {
+            if parameters
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| !p.is_empty())
+            {
                 decl.insert("parameters".into(), parameters);
             }
             Value::Object(decl)
@@ -200,7 +227,10 @@ pub fn render(provider: Provider, spec: &ToolSpec<'_>) -> Rendering {
                 let mut hints = Map::new();
                 if fx.declared {
                     hints.insert("readOnlyHint".into(), (!fx.side_effecting).into());
-                    hints.insert("destructiveHint".into(), (fx.side_effecting && fx.destructive != Some(false)).into());
+                    hints.insert(
+                        "destructiveHint".into(),
+                        (fx.side_effecting && fx.destructive != Some(false)).into(),
+                    );
                     hints.insert("idempotentHint".into(), (fx.idempotent || !fx.side_effecting).into());
                 } else {
                     hints.insert("idempotentHint".into(), fx.idempotent.into());
@@ -218,14 +248,43 @@ pub fn render(provider: Provider, spec: &ToolSpec<'_>) -> Rendering {
 
 /// Keywords OpenAI Structured Outputs accepts (its documented supported subset).
 const STRICT_KEYWORDS: &[&str] = &[
-    "type", "description", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "anyOf", "$ref", "$defs", "default", "pattern", "format", "multipleOf", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "title",
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "default",
+    "pattern",
+    "format",
+    "multipleOf",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minItems",
+    "maxItems",
+    "title",
 ];
 /// Keywords that describe a value without constraining it: a schema of only these accepts anything.
 const ANNOTATION_KEYWORDS: &[&str] = &["description", "default", "title", "examples"];
 /// String formats OpenAI strict mode accepts.
-const STRICT_FORMATS: &[&str] = &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
+const STRICT_FORMATS: &[&str] = &[
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+];
 
 /// `(parameters, strict)` for an OpenAI rendering. Non-strict: the schema as it is. Strict: the
 /// strict transform, or — when some part cannot be made strict without changing what calls are
@@ -235,7 +294,11 @@ fn openai_parameters(schema: &Value, strict: bool, provider: Provider, findings:
     if !strict {
         return (schema.clone(), false);
     }
-    let mut s = Strict { findings: Vec::new(), blockers: Vec::new(), provider: provider.name() };
+    let mut s = Strict {
+        findings: Vec::new(),
+        blockers: Vec::new(),
+        provider: provider.name(),
+    };
     let out = s.convert(schema, "<root>", true);
     if s.blockers.is_empty() {
         findings.extend(s.findings);
@@ -272,7 +335,11 @@ fn tuple_items(members: impl Iterator<Item = Value>) -> Value {
             parts.push(m);
         }
     }
-    if parts.len() == 1 { parts.remove(0) } else { json!({"anyOf": parts}) }
+    if parts.len() == 1 {
+        parts.remove(0)
+    } else {
+        json!({"anyOf": parts})
+    }
 }
 
 fn child(path: &str, seg: &str) -> String {
@@ -293,8 +360,12 @@ fn admits_null(schema: &Value) -> bool {
                 _ => false,
             };
             by_type
-                || m.get("anyOf").and_then(Value::as_array).is_some_and(|bs| bs.iter().any(admits_null))
-                || m.get("enum").and_then(Value::as_array).is_some_and(|vs| vs.iter().any(Value::is_null))
+                || m.get("anyOf")
+                    .and_then(Value::as_array)
+                    .is_some_and(|bs| bs.iter().any(admits_null))
+                || m.get("enum")
+                    .and_then(Value::as_array)
+                    .is_some_and(|vs| vs.iter().any(Value::is_null))
         }
         Value::Bool(b) => *b,
         _ => false,
@@ -332,18 +403,24 @@ fn nullable(schema: Value) -> Value {
 
 impl Strict {
     fn weaken(&mut self, path: &str, message: String) {
-        self.findings.push(Finding { provider: self.provider, path: path.to_owned(), message });
+        self.findings.push(Finding {
+            provider: self.provider,
+            path: path.to_owned(),
+            message,
+        });
     }
 
     fn convert(&mut self, schema: &Value, path: &str, root: bool) -> Value {
         let Value::Object(m) = schema else {
             if schema == &Value::Bool(true) {
-                self.blockers.push((path.to_owned(), "a value of any type has no strict form".into()));
+                self.blockers
+                    .push((path.to_owned(), "a value of any type has no strict form".into()));
             }
             return schema.clone();
         };
         if m.keys().all(|k| ANNOTATION_KEYWORDS.contains(&k.as_str())) {
-            self.blockers.push((path.to_owned(), "a value of any type has no strict form".into()));
+            self.blockers
+                .push((path.to_owned(), "a value of any type has no strict form".into()));
             return schema.clone();
         }
         let mut out = Map::new();
@@ -352,7 +429,8 @@ impl Strict {
                 "properties" | "required" | "additionalProperties" => {}
                 "items" => match v {
                     Value::Bool(false) if !m.contains_key("prefixItems") => {
-                        self.blockers.push((path.to_owned(), "an empty tuple has no strict form".into()));
+                        self.blockers
+                            .push((path.to_owned(), "an empty tuple has no strict form".into()));
                     }
                     Value::Bool(false) => {}
                     _ => {
@@ -383,7 +461,10 @@ impl Strict {
                     let mut defs = Map::new();
                     if let Some(d) = v.as_object() {
                         for (name, def) in d {
-                            defs.insert(name.clone(), self.convert(def, &child(path, &format!("$defs.{name}")), false));
+                            defs.insert(
+                                name.clone(),
+                                self.convert(def, &child(path, &format!("$defs.{name}")), false),
+                            );
                         }
                     }
                     out.insert(k.clone(), Value::Object(defs));
@@ -459,7 +540,11 @@ impl Strict {
             if let Some(props) = props {
                 for (name, p) in props {
                     let c = self.convert(p, &child(path, &format!("properties.{name}")), false);
-                    let c = if required.contains(&name.as_str()) { c } else { nullable(c) };
+                    let c = if required.contains(&name.as_str()) {
+                        c
+                    } else {
+                        nullable(c)
+                    };
                     new_props.insert(name.clone(), c);
                 }
             }
@@ -493,12 +578,31 @@ pub fn gemini_name_ok(name: &str) -> bool {
 
 /// Keywords of Gemini's `Schema` (an OpenAPI 3.0 subset) that carry over as they are.
 const GEMINI_KEYWORDS: &[&str] = &[
-    "type", "description", "enum", "items", "properties", "required", "minItems", "maxItems", "minLength",
-    "maxLength", "pattern", "minimum", "maximum", "minProperties", "maxProperties", "default", "title",
+    "type",
+    "description",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minimum",
+    "maximum",
+    "minProperties",
+    "maxProperties",
+    "default",
+    "title",
 ];
 
 fn defs_of(schema: &Value) -> Map<String, Value> {
-    schema.get("$defs").and_then(Value::as_object).cloned().unwrap_or_default()
+    schema
+        .get("$defs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 struct Gemini<'a> {
@@ -510,7 +614,11 @@ struct Gemini<'a> {
 
 impl Gemini<'_> {
     fn weaken(&mut self, path: &str, message: String) {
-        self.findings.push(Finding { provider: "gemini", path: path.to_owned(), message });
+        self.findings.push(Finding {
+            provider: "gemini",
+            path: path.to_owned(),
+            message,
+        });
     }
 
     fn convert(&mut self, schema: &Value, path: &str) -> Value {
@@ -596,9 +704,8 @@ impl Gemini<'_> {
                 },
                 "prefixItems" => {
                     let parts = v.as_array().into_iter().flatten().enumerate();
-                    let items = tuple_items(
-                        parts.map(|(i, p)| self.convert(p, &child(path, &format!("prefixItems[{i}]")))),
-                    );
+                    let items =
+                        tuple_items(parts.map(|(i, p)| self.convert(p, &child(path, &format!("prefixItems[{i}]")))));
                     out.insert("items".into(), items);
                     self.weaken(path, TUPLE_WEAKENED.into());
                 }
@@ -606,7 +713,10 @@ impl Gemini<'_> {
                     let mut props = Map::new();
                     if let Some(ps) = v.as_object() {
                         for (name, p) in ps {
-                            props.insert(name.clone(), self.convert(p, &child(path, &format!("properties.{name}"))));
+                            props.insert(
+                                name.clone(),
+                                self.convert(p, &child(path, &format!("properties.{name}"))),
+                            );
                         }
                     }
                     out.insert("properties".into(), Value::Object(props));
@@ -616,8 +726,10 @@ impl Gemini<'_> {
                     if all_strings {
                         out.insert(k.clone(), v.clone());
                     } else {
-                        let shown: Vec<String> =
-                            v.as_array().map(|vs| vs.iter().map(Value::to_string).collect()).unwrap_or_default();
+                        let shown: Vec<String> = v
+                            .as_array()
+                            .map(|vs| vs.iter().map(Value::to_string).collect())
+                            .unwrap_or_default();
                         notes.push(format!("One of: {}.", shown.join(", ")));
                         self.weaken(
                             path,
@@ -646,7 +758,11 @@ impl Gemini<'_> {
                     _ => {}
                 },
                 "exclusiveMinimum" | "exclusiveMaximum" => {
-                    let (kw, op) = if k == "exclusiveMinimum" { ("minimum", ">") } else { ("maximum", "<") };
+                    let (kw, op) = if k == "exclusiveMinimum" {
+                        ("minimum", ">")
+                    } else {
+                        ("maximum", "<")
+                    };
                     if !m.contains_key(kw) {
                         out.insert(kw.into(), v.clone());
                     }
@@ -674,7 +790,10 @@ impl Gemini<'_> {
                 ),
             }
         }
-        let no_properties = out.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty);
+        let no_properties = out
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_none_or(Map::is_empty);
         if out.get("type").and_then(Value::as_str) == Some("object") && no_properties && path != "<root>" {
             // Gemini refuses an OBJECT schema without properties ("should be non-empty for OBJECT
             // type"): an open object (dict[str, V], dict) is shown untyped and described in words.
@@ -755,7 +874,9 @@ fn strip(schema: &Value, value: &mut Value, defs: &Map<String, Value>, depth: us
     }
     match value {
         Value::Object(obj) => {
-            let Some(props) = m.get("properties").and_then(Value::as_object) else { return };
+            let Some(props) = m.get("properties").and_then(Value::as_object) else {
+                return;
+            };
             let required: Vec<&str> = m
                 .get("required")
                 .and_then(Value::as_array)
@@ -790,7 +911,9 @@ fn strip(schema: &Value, value: &mut Value, defs: &Map<String, Value>, depth: us
 
 fn admits_null_deref(schema: &Value, defs: &Map<String, Value>) -> bool {
     match schema.get("$ref").and_then(Value::as_str) {
-        Some(r) => defs.get(r.strip_prefix("#/$defs/").unwrap_or(r)).is_some_and(admits_null),
+        Some(r) => defs
+            .get(r.strip_prefix("#/$defs/").unwrap_or(r))
+            .is_some_and(admits_null),
         None => schema == &json!({}) || admits_null(schema),
     }
 }
@@ -894,7 +1017,14 @@ mod tests {
             })
         );
         let paths: Vec<&str> = r.findings.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(paths, vec!["properties.limit", "properties.tags.anyOf[0].uniqueItems", "properties.kind"]);
+        assert_eq!(
+            paths,
+            vec![
+                "properties.limit",
+                "properties.tags.anyOf[0].uniqueItems",
+                "properties.kind"
+            ]
+        );
     }
 
     #[test]
@@ -957,14 +1087,26 @@ mod tests {
         let out = json!({"type": "array"});
         s.output_schema = Some(&out);
         let r = render(Provider::Mcp, &s);
-        assert_eq!(r.value["annotations"], json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false}));
-        s.flags = Some(Effects { destructive: Some(false), ..Effects::new(true, false) });
+        assert_eq!(
+            r.value["annotations"],
+            json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false})
+        );
+        s.flags = Some(Effects {
+            destructive: Some(false),
+            ..Effects::new(true, false)
+        });
         assert_eq!(
             render(Provider::Mcp, &s).value["annotations"],
             json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false})
         );
-        s.flags = Some(Effects { declared: false, ..Effects::new(false, false) });
-        assert_eq!(render(Provider::Mcp, &s).value["annotations"], json!({"idempotentHint": false}));
+        s.flags = Some(Effects {
+            declared: false,
+            ..Effects::new(false, false)
+        });
+        assert_eq!(
+            render(Provider::Mcp, &s).value["annotations"],
+            json!({"idempotentHint": false})
+        );
         assert!(r.value.get("outputSchema").is_none());
         assert_eq!(r.findings.len(), 1);
     }
@@ -975,6 +1117,8 @@ mod tests {
             unknown_provider_message("claude"),
             "unknown provider \"claude\"; expected one of anthropic, openai, openai-strict, openai-responses, openai-responses-strict, gemini, mcp"
         );
-        assert!(PROVIDER_NAMES.iter().all(|n| Provider::parse(n).is_some_and(|p| p.name() == *n)));
+        assert!(PROVIDER_NAMES
+            .iter()
+            .all(|n| Provider::parse(n).is_some_and(|p| p.name() == *n)));
     }
 }

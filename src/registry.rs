@@ -27,7 +27,9 @@ fn is_name_byte(b: u8) -> bool {
 /// `name` with every character the rule refuses replaced by `_` (the length is not changed:
 /// check the result with [`valid_tool_name`]).
 pub fn sanitized_tool_name(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii() && is_name_byte(c as u8) { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| if c.is_ascii() && is_name_byte(c as u8) { c } else { '_' })
+        .collect()
 }
 
 /// The message of a name the rule refuses; `shown` is the name as the host's language quotes it
@@ -55,7 +57,10 @@ impl std::fmt::Display for RegistryError {
         match self {
             RegistryError::BadName(n) => f.write_str(&tool_name_message(&format!("{n:?}"))),
             RegistryError::Taken(n) => {
-                write!(f, "ToolRegistry: tool '{n}' already registered. Pass replace=True to swap deliberately.")
+                write!(
+                    f,
+                    "ToolRegistry: tool '{n}' already registered. Pass replace=True to swap deliberately."
+                )
             }
             RegistryError::NotFound(n) => write!(f, "no tool '{n}'"),
         }
@@ -85,7 +90,10 @@ pub struct Registry<T> {
 
 impl<T> Default for Registry<T> {
     fn default() -> Self {
-        Self { by_name: BTreeMap::new(), order: Vec::new() }
+        Self {
+            by_name: BTreeMap::new(),
+            order: Vec::new(),
+        }
     }
 }
 
@@ -110,14 +118,19 @@ impl<T> Registry<T> {
 
     /// Remove the tool called `name` and return it.
     pub fn remove(&mut self, name: &str) -> Result<T, RegistryError> {
-        let tool = self.by_name.remove(name).ok_or_else(|| RegistryError::NotFound(name.to_owned()))?;
+        let tool = self
+            .by_name
+            .remove(name)
+            .ok_or_else(|| RegistryError::NotFound(name.to_owned()))?;
         self.order.retain(|n| n != name);
         Ok(tool)
     }
 
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Result<&T, RegistryError> {
-        self.by_name.get(name).ok_or_else(|| RegistryError::NotFound(name.to_owned()))
+        self.by_name
+            .get(name)
+            .ok_or_else(|| RegistryError::NotFound(name.to_owned()))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -219,7 +232,15 @@ mod tests {
         for good in ["a", "check_stock", "A-1_b", &"a".repeat(64)] {
             assert!(valid_tool_name(good), "{good:?}");
         }
-        for bad in ["", "research\n", "has space", "dots.not.allowed", "tööl", "<lambda>", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "research\n",
+            "has space",
+            "dots.not.allowed",
+            "tööl",
+            "<lambda>",
+            &"a".repeat(65),
+        ] {
             assert!(!valid_tool_name(bad), "{bad:?}");
         }
         assert_eq!(sanitized_tool_name("srv.tööl x"), "srv_t__l_x");
@@ -258,7 +279,10 @@ mod tests {
         let mut r: Registry<&str> = Registry::default();
         r.add("check_stock", "CS", false).unwrap();
         let call = |v: Value| -> Map<String, Value> { v.as_object().unwrap().clone() };
-        match r.lookup::<_, ()>(&call(json!({"function": {"name": "check_stock", "arguments": "{}"}}))).unwrap() {
+        match r
+            .lookup::<_, ()>(&call(json!({"function": {"name": "check_stock", "arguments": "{}"}})))
+            .unwrap()
+        {
             Lookup::Found(t, args) => assert_eq!((*t, args), ("CS", Some(json!("{}")))),
             other => panic!("{other:?}"),
         }

@@ -55,11 +55,22 @@ impl Definition {
 /// Why a definition was refused. The Display text is the whole model-independent message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefinitionError {
-    Docstring { tool: String, error: DocstringError },
+    Docstring {
+        tool: String,
+        error: DocstringError,
+    },
     /// `cut`: the docstring had text below a `---` line, which was not counted.
-    TooShort { tool: String, chars: usize, text: String, cut: bool },
+    TooShort {
+        tool: String,
+        chars: usize,
+        text: String,
+        cut: bool,
+    },
     /// The input schema does not compile (`error`: why).
-    Schema { tool: String, error: String },
+    Schema {
+        tool: String,
+        error: String,
+    },
 }
 
 impl std::fmt::Display for DefinitionError {
@@ -106,9 +117,17 @@ pub fn define(
 ) -> Result<Definition, DefinitionError> {
     let explicit = explicit.filter(|text| !text.trim().is_empty());
     let parsed = match doc {
-        Some(d) if !d.trim().is_empty() => docstring::parse_with(d, explicit.is_none())
-            .map_err(|error| DefinitionError::Docstring { tool: tool.to_owned(), error })?,
-        _ => docstring::ParsedDocstring { description: String::new(), params: Vec::new(), returns: None },
+        Some(d) if !d.trim().is_empty() => {
+            docstring::parse_with(d, explicit.is_none()).map_err(|error| DefinitionError::Docstring {
+                tool: tool.to_owned(),
+                error,
+            })?
+        }
+        _ => docstring::ParsedDocstring {
+            description: String::new(),
+            params: Vec::new(),
+            returns: None,
+        },
     };
     let description = match explicit {
         Some(text) => text.trim().to_owned(),
@@ -117,11 +136,20 @@ pub fn define(
     let chars = description.chars().count();
     if chars < MIN_DESCRIPTION_CHARS {
         let cut = explicit.is_none() && doc.is_some_and(docstring::has_cut_text);
-        return Err(DefinitionError::TooShort { tool: tool.to_owned(), chars, text: description, cut });
+        return Err(DefinitionError::TooShort {
+            tool: tool.to_owned(),
+            chars,
+            text: description,
+            cut,
+        });
     }
     let documented = parsed.params.iter().map(|(n, _)| n.clone()).collect();
     let parameters = input_schema(params, &parsed.params, allow_extra);
-    Ok(Definition { description, parameters, documented })
+    Ok(Definition {
+        description,
+        parameters,
+        documented,
+    })
 }
 
 /// The input schema of a parameter list: `properties` in signature order (each with its
@@ -174,16 +202,29 @@ mod tests {
 
     #[test]
     fn defs_go_to_the_root_when_there_are_some() {
-        let mut d = Definition { description: String::new(), parameters: json!({"type": "object"}), documented: vec![] };
+        let mut d = Definition {
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+            documented: vec![],
+        };
         d.set_defs(json!({}));
         d.set_defs(json!(null));
         assert_eq!(d.parameters, json!({"type": "object"}));
         d.set_defs(json!({"Node": {"type": "object"}}));
-        assert_eq!(d.parameters, json!({"type": "object", "$defs": {"Node": {"type": "object"}}}));
+        assert_eq!(
+            d.parameters,
+            json!({"type": "object", "$defs": {"Node": {"type": "object"}}})
+        );
     }
 
     fn param(name: &str, schema: Value, default: Option<Value>) -> ParamSpec {
-        ParamSpec { name: name.into(), schema, required: default.is_none(), default, description: None }
+        ParamSpec {
+            name: name.into(),
+            schema,
+            required: default.is_none(),
+            default,
+            description: None,
+        }
     }
 
     const DOC: &str = "Report how many units of one SKU are available to ship today.
@@ -201,12 +242,19 @@ mod tests {
             Some(DOC),
             vec![
                 param("sku", json!({"type": "string"}), None),
-                param("warehouse", json!({"type": "string", "enum": ["AMS", "SIN", "any"]}), Some(json!("any"))),
+                param(
+                    "warehouse",
+                    json!({"type": "string", "enum": ["AMS", "SIN", "any"]}),
+                    Some(json!("any")),
+                ),
             ],
             false,
         )
         .unwrap();
-        assert_eq!(def.description, "Report how many units of one SKU are available to ship today.");
+        assert_eq!(
+            def.description,
+            "Report how many units of one SKU are available to ship today."
+        );
         assert_eq!(def.documented, vec!["sku", "warehouse"]);
         assert_eq!(
             serde_json::to_string(&def.parameters).unwrap(),
@@ -235,10 +283,23 @@ mod tests {
              chars: 'Too short.'"
         );
         let err = define("f", None, None, vec![], false).unwrap_err();
-        assert!(matches!(err, DefinitionError::TooShort { chars: 0, cut: false, .. }));
+        assert!(matches!(
+            err,
+            DefinitionError::TooShort {
+                chars: 0,
+                cut: false,
+                ..
+            }
+        ));
         // Everything below the `---` line is for humans: the message says it was not counted.
-        let err = define("f", None, Some("\n---\nA long explanation for the humans who maintain it.\n"), vec![], false)
-            .unwrap_err();
+        let err = define(
+            "f",
+            None,
+            Some("\n---\nA long explanation for the humans who maintain it.\n"),
+            vec![],
+            false,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "tool 'f' needs a docstring/description of at least 30 characters (the model reads it \
@@ -247,22 +308,43 @@ mod tests {
              the model needs above that line"
         );
         // An explicit description is used as given: no docstring rules apply to it.
-        let def = define("f", Some("  TODO: this text is long enough to pass the floor  "), Some("x"), vec![], false)
-            .unwrap();
+        let def = define(
+            "f",
+            Some("  TODO: this text is long enough to pass the floor  "),
+            Some("x"),
+            vec![],
+            false,
+        )
+        .unwrap();
         assert_eq!(def.description, "TODO: this text is long enough to pass the floor");
         // ... and the docstring's summary, which it replaces, is not checked for markers.
-        let def = define("f", Some("Explicit text that is long enough to pass."), Some("Short.\n\nTODO: later"), vec![], false)
-            .unwrap();
+        let def = define(
+            "f",
+            Some("Explicit text that is long enough to pass."),
+            Some("Short.\n\nTODO: later"),
+            vec![],
+            false,
+        )
+        .unwrap();
         assert_eq!(def.description, "Explicit text that is long enough to pass.");
-        let err = define("f", None, Some("Does a thing that is long enough to pass.\n\nTODO: later"), vec![], false)
-            .unwrap_err();
+        let err = define(
+            "f",
+            None,
+            Some("Does a thing that is long enough to pass.\n\nTODO: later"),
+            vec![],
+            false,
+        )
+        .unwrap_err();
         assert!(matches!(err, DefinitionError::Docstring { .. }));
         assert!(err.to_string().starts_with("tool 'f': "));
     }
 
     #[test]
     fn a_schema_that_does_not_compile_names_its_tool() {
-        let e = DefinitionError::Schema { tool: "t".into(), error: "bad pattern".into() };
+        let e = DefinitionError::Schema {
+            tool: "t".into(),
+            error: "bad pattern".into(),
+        };
         assert_eq!(e.to_string(), "tool 't': bad pattern");
     }
 

@@ -48,7 +48,11 @@ pub struct ExitGate {
 
 impl ExitGate {
     pub const fn new() -> Self {
-        ExitGate { inside: AtomicUsize::new(0), closed: AtomicBool::new(false), closer: OnceLock::new() }
+        ExitGate {
+            inside: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            closer: OnceLock::new(),
+        }
     }
 
     /// Enter from the host. [`Entry::Park`] when the gate is closed and this is not the thread
@@ -151,7 +155,9 @@ mod tests {
         assert_eq!(g.enter(), Entry::Go);
         g.leave();
         let other = Arc::clone(&g);
-        let seen = std::thread::spawn(move || (other.enter(), other.inside())).join().unwrap();
+        let seen = std::thread::spawn(move || (other.enter(), other.inside()))
+            .join()
+            .unwrap();
         assert_eq!(seen, (Entry::Park, 0));
         assert_eq!(g.inside(), 0);
     }

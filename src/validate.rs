@@ -100,7 +100,10 @@ pub const FORMAT_PATTERNS: &[(&str, &str, &str)] = &[
 
 /// The words for a pattern of [`FORMAT_PATTERNS`].
 fn pattern_words(pattern: &str) -> Option<&'static str> {
-    FORMAT_PATTERNS.iter().find(|(_, p, _)| *p == pattern).map(|(_, _, words)| *words)
+    FORMAT_PATTERNS
+        .iter()
+        .find(|(_, p, _)| *p == pattern)
+        .map(|(_, _, words)| *words)
 }
 
 /// A schema checked at once and compiled on first use, then validated many times.
@@ -179,9 +182,10 @@ fn plain_schema(schema: &Value, depth: usize) -> bool {
             Value::Array(types) => {
                 !types.is_empty()
                     && types.len() <= SIMPLE_TYPES.len()
-                    && types.iter().enumerate().all(|(i, t)| {
-                        t.as_str().is_some_and(|t| SIMPLE_TYPES.contains(&t)) && !types[..i].contains(t)
-                    })
+                    && types
+                        .iter()
+                        .enumerate()
+                        .all(|(i, t)| t.as_str().is_some_and(|t| SIMPLE_TYPES.contains(&t)) && !types[..i].contains(t))
             }
             _ => false,
         },
@@ -192,12 +196,15 @@ fn plain_schema(schema: &Value, depth: usize) -> bool {
         "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => value.is_number(),
         "multipleOf" => value.as_f64().is_some_and(|m| m > 0.0),
         // nonNegativeInteger.
-        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
-        | "minContains" | "maxContains" => value.is_u64(),
+        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties" | "minContains"
+        | "maxContains" => value.is_u64(),
         // stringArray: distinct strings (a long list is left to the meta-schema).
         "required" => value.as_array().is_some_and(|names| {
             names.len() <= 64
-                && names.iter().enumerate().all(|(i, n)| n.is_string() && !names[..i].contains(n))
+                && names
+                    .iter()
+                    .enumerate()
+                    .all(|(i, n)| n.is_string() && !names[..i].contains(n))
         }),
         "items" | "additionalProperties" | "propertyNames" | "contains" | "not" | "if" | "then" | "else" => {
             plain_schema(value, inner)
@@ -207,7 +214,9 @@ fn plain_schema(schema: &Value, depth: usize) -> bool {
             .as_array()
             .is_some_and(|items| !items.is_empty() && items.iter().all(|s| plain_schema(s, inner))),
         "properties" | "dependentSchemas" | "$defs" => value.as_object().is_some_and(|props| {
-            props.iter().all(|(name, s)| !COMPILE_CHECKED.contains(&name.as_str()) && plain_schema(s, inner))
+            props
+                .iter()
+                .all(|(name, s)| !COMPILE_CHECKED.contains(&name.as_str()) && plain_schema(s, inner))
         }),
         _ => false,
     })
@@ -242,7 +251,10 @@ impl SchemaValidator {
     /// schema passed the meta-schema yet does not compile, which [`SchemaValidator::new`] is
     /// built to prevent; callers report it as a problem instead of panicking.
     fn validator(&self) -> Result<&Validator, &str> {
-        self.compiled.get_or_init(|| compile(&self.schema)).as_ref().map_err(String::as_str)
+        self.compiled
+            .get_or_init(|| compile(&self.schema))
+            .as_ref()
+            .map_err(String::as_str)
     }
 
     /// The schema this validator was compiled from.
@@ -271,7 +283,11 @@ impl SchemaValidator {
             .into_iter()
             .map(|e| {
                 let segs = segments(e, instance);
-                let path = if segs.is_empty() { "<root>".to_owned() } else { display_path(&segs) };
+                let path = if segs.is_empty() {
+                    "<root>".to_owned()
+                } else {
+                    display_path(&segs)
+                };
                 (path, reason(&self.schema, e))
             })
             .collect::<Vec<_>>()
@@ -432,7 +448,13 @@ impl ArgumentValidator {
         required.sort_by_key(order);
         let mut accepted_repr = String::new();
         push_capped_names(&mut accepted_repr, &accepted);
-        Ok(Self { inner: SchemaValidator::new(schema)?, accepted, required, dropped, accepted_repr })
+        Ok(Self {
+            inner: SchemaValidator::new(schema)?,
+            accepted,
+            required,
+            dropped,
+            accepted_repr,
+        })
     }
 
     /// Declared argument names, in signature order.
@@ -531,7 +553,11 @@ impl ArgumentValidator {
         // signature order. Linear in the number of keys: a hostile call may send thousands.
         if p.unexpected.len() > 1 {
             let unexpected: std::collections::HashSet<&str> = p.unexpected.iter().map(String::as_str).collect();
-            p.unexpected = map.keys().filter(|k| unexpected.contains(k.as_str())).cloned().collect();
+            p.unexpected = map
+                .keys()
+                .filter(|k| unexpected.contains(k.as_str()))
+                .cloned()
+                .collect();
         }
         p.missing.sort_by_key(|n| index_of(&self.required, n));
         p.missing.dedup();
@@ -559,7 +585,9 @@ fn specific<'a, 'i>(err: &'a ValidationError<'i>, out: &mut Vec<&'a ValidationEr
 where
     'static: 'i,
 {
-    let ValidationErrorKind::AnyOf { context } = err.kind() else { return out.push(err) };
+    let ValidationErrorKind::AnyOf { context } = err.kind() else {
+        return out.push(err);
+    };
     let here = err.instance_path().as_str();
     let type_fits = |branch: &Vec<ValidationError<'static>>| {
         !branch.iter().any(|e| {
@@ -601,7 +629,11 @@ fn segments(err: &ValidationError<'_>, root: &Value) -> Vec<Seg> {
     let mut out = Vec::with_capacity(pointer.bytes().filter(|&b| b == b'/').count());
     let mut tokens = pointer.split('/').skip(1).peekable();
     while let Some(token) = tokens.next() {
-        let key = if token.contains('~') { token.replace("~1", "/").replace("~0", "~") } else { token.to_owned() };
+        let key = if token.contains('~') {
+            token.replace("~1", "/").replace("~0", "~")
+        } else {
+            token.to_owned()
+        };
         let last = tokens.peek().is_none();
         match (here, key.parse::<usize>()) {
             (Some(Value::Array(items)), Ok(i)) => {
@@ -655,7 +687,11 @@ fn is_identifier(s: &str) -> bool {
 pub fn integral_floats_to_ints(schema: &Value, value: &mut Value) -> IntegerFix {
     let mut fix = IntegerFix::default();
     if contains_float(value) {
-        let mut walk = Walk { beyond: false, path: Vec::new(), places: Vec::new() };
+        let mut walk = Walk {
+            beyond: false,
+            path: Vec::new(),
+            places: Vec::new(),
+        };
         fix.changed = normalize_integers(schema, value, &mut walk);
         fix.beyond_64_bits = walk.beyond;
         fix.places = walk.places;
@@ -693,12 +729,22 @@ pub fn check_integer_literals(text: &str, places: &[(String, f64)]) -> Vec<(Stri
     let literals = number_literals(text);
     let mut out = Vec::new();
     for (path, f) in places {
-        let Some((_, lit)) = literals.iter().find(|(p, _)| p == path) else { continue };
+        let Some((_, lit)) = literals.iter().find(|(p, _)| p == path) else {
+            continue;
+        };
         if !lit.contains(['.', 'e', 'E']) {
             continue; // plain digits: integers beyond a float's reach are read exactly elsewhere
         }
-        let read = if f.abs() < 2f64.powi(63) { (*f as i64).to_string() } else { format!("{f:.0}") };
-        let shown_read = if read.len() <= 40 { read.clone() } else { format!("{}... ({} digits)", &read[..20], read.len()) };
+        let read = if f.abs() < 2f64.powi(63) {
+            (*f as i64).to_string()
+        } else {
+            format!("{f:.0}")
+        };
+        let shown_read = if read.len() <= 40 {
+            read.clone()
+        } else {
+            format!("{}... ({} digits)", &read[..20], read.len())
+        };
         match literal_integer(lit) {
             LiteralInteger::Exact(exact) if exact == read => {}
             LiteralInteger::Exact(_) | LiteralInteger::TooLong => out.push((
@@ -709,9 +755,10 @@ pub fn check_integer_literals(text: &str, places: &[(String, f64)]) -> Vec<(Stri
                     shown_literal(lit)
                 ),
             )),
-            LiteralInteger::Fraction => {
-                out.push((path.clone(), format!("expected integer, got number {}", shown_literal(lit))))
-            }
+            LiteralInteger::Fraction => out.push((
+                path.clone(),
+                format!("expected integer, got number {}", shown_literal(lit)),
+            )),
         }
     }
     out
@@ -757,7 +804,10 @@ pub fn arguments_text(text: &str) -> ArgumentsText {
 impl Rejection {
     /// Values the schema forbids, as `(path, reason)` pairs.
     pub fn invalid(invalid: Vec<(String, String)>) -> Self {
-        Rejection::Problems(ArgumentProblems { invalid, ..Default::default() })
+        Rejection::Problems(ArgumentProblems {
+            invalid,
+            ..Default::default()
+        })
     }
 }
 
@@ -771,7 +821,10 @@ pub fn oversized_number(text: &str, max_digits: usize) -> Option<(String, String
         if integer && digits > max_digits {
             Some((
                 path,
-                format!("{} is too long: {digits} digits, at most {max_digits}; send a smaller number", shown_literal(&lit)),
+                format!(
+                    "{} is too long: {digits} digits, at most {max_digits}; send a smaller number",
+                    shown_literal(&lit)
+                ),
             ))
         } else if !integer && lit.parse::<f64>().is_ok_and(f64::is_infinite) {
             Some((
@@ -813,7 +866,16 @@ fn literal_integer(lit: &str) -> LiteralInteger {
         None => (false, lit),
     };
     let (mantissa, exp) = match body.find(['e', 'E']) {
-        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().unwrap_or(if body[i + 1..].starts_with('-') { i64::MIN } else { i64::MAX })),
+        Some(i) => (
+            &body[..i],
+            body[i + 1..]
+                .parse::<i64>()
+                .unwrap_or(if body[i + 1..].starts_with('-') {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                }),
+        ),
         None => (body, 0),
     };
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -858,7 +920,10 @@ fn number_literals(text: &str) -> Vec<(String, String)> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'{' => stack.push(Frame::Object { key: None, want_key: true }),
+            b'{' => stack.push(Frame::Object {
+                key: None,
+                want_key: true,
+            }),
             b'[' => stack.push(Frame::Array { index: 0 }),
             b'}' | b']' => {
                 stack.pop();
@@ -874,7 +939,11 @@ fn number_literals(text: &str) -> Vec<(String, String)> {
                 while i < b.len() && b[i] != b'"' {
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
-                if let Some(Frame::Object { key, want_key: want @ true }) = stack.last_mut() {
+                if let Some(Frame::Object {
+                    key,
+                    want_key: want @ true,
+                }) = stack.last_mut()
+                {
                     *key = serde_json::from_str::<String>(&text[start..(i + 1).min(b.len())]).ok();
                     *want = false;
                 }
@@ -984,7 +1053,10 @@ pub struct PropertySchemas<'a> {
 impl<'a> PropertySchemas<'a> {
     #[inline]
     pub fn of(s: &'a Map<String, Value>) -> Self {
-        PropertySchemas { props: s.get("properties").and_then(Value::as_object), extra: s.get("additionalProperties") }
+        PropertySchemas {
+            props: s.get("properties").and_then(Value::as_object),
+            extra: s.get("additionalProperties"),
+        }
     }
 
     /// The schema of the value under `key` (None: the schema says nothing of it).
@@ -1011,7 +1083,10 @@ pub struct ItemSchemas<'a> {
 impl<'a> ItemSchemas<'a> {
     #[inline]
     pub fn of(s: &'a Map<String, Value>) -> Self {
-        ItemSchemas { prefix: s.get("prefixItems").and_then(Value::as_array), rest: s.get("items") }
+        ItemSchemas {
+            prefix: s.get("prefixItems").and_then(Value::as_array),
+            rest: s.get("items"),
+        }
     }
 
     /// The schema of item `i` (None: the schema says nothing of it).
@@ -1024,7 +1099,10 @@ impl<'a> ItemSchemas<'a> {
 /// The `anyOf` then `oneOf` branches of schema `s`, in the order a pass that changes a value
 /// tries them (the first branch that changes it decides).
 pub fn branch_schemas(s: &Map<String, Value>) -> impl Iterator<Item = &Value> {
-    ["anyOf", "oneOf"].into_iter().filter_map(|k| s.get(k).and_then(Value::as_array)).flatten()
+    ["anyOf", "oneOf"]
+        .into_iter()
+        .filter_map(|k| s.get(k).and_then(Value::as_array))
+        .flatten()
 }
 
 /// The JSON type name of a value, as the model would say it.
@@ -1111,7 +1189,11 @@ pub fn push_py_list(out: &mut String, names: &[String]) {
 }
 
 fn push_py_str(out: &mut String, s: &str) {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -1183,7 +1265,9 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
         ValidationErrorKind::Type { .. } | ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. }
             if inst.is_null() && has_default(schema, err) =>
         {
-            let default = keyword_parent(schema, err).and_then(|s| s.get("default")).map_or_else(String::new, show);
+            let default = keyword_parent(schema, err)
+                .and_then(|s| s.get("default"))
+                .map_or_else(String::new, show);
             format!("null is not accepted here; omit the argument to use its default ({default})")
         }
         ValidationErrorKind::Type { kind } => {
@@ -1208,9 +1292,7 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
             head.push_str(&json_text(options));
             then_got(head, inst)
         }
-        ValidationErrorKind::Constant { expected_value } => {
-            then_got(format!("must be {}", expected_value), inst)
-        }
+        ValidationErrorKind::Constant { expected_value } => then_got(format!("must be {}", expected_value), inst),
         ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
             let expected = keyword_parent(schema, err).map_or_else(|| "another value".to_owned(), describe);
             then_got(format!("expected {expected}"), inst)
@@ -1237,15 +1319,24 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
             then_got(format!("must be at most {limit} character(s) long"), inst)
         }
         ValidationErrorKind::MinItems { limit } => {
-            format!("must have at least {limit} item(s), got {}", inst.as_array().map_or(0, Vec::len))
+            format!(
+                "must have at least {limit} item(s), got {}",
+                inst.as_array().map_or(0, Vec::len)
+            )
         }
         ValidationErrorKind::MaxItems { limit } => {
-            format!("must have at most {limit} item(s), got {}", inst.as_array().map_or(0, Vec::len))
+            format!(
+                "must have at most {limit} item(s), got {}",
+                inst.as_array().map_or(0, Vec::len)
+            )
         }
         ValidationErrorKind::UniqueItems => "items must be unique, got duplicates".to_owned(),
         ValidationErrorKind::Pattern { pattern } => match pattern_words(pattern) {
             Some(words) => then_got(format!("expected {words}"), inst),
-            None => then_got(format!("must match the pattern {}", Value::String(pattern.clone())), inst),
+            None => then_got(
+                format!("must match the pattern {}", Value::String(pattern.clone())),
+                inst,
+            ),
         },
         ValidationErrorKind::Format { format } if format == "date-time" && lacks_offset(inst) => then_got(
             "expected a date-time with a UTC offset (RFC 3339): add an offset such as Z or +01:00 \
@@ -1256,7 +1347,11 @@ fn reason(schema: &Value, err: &ValidationError<'_>) -> String {
         ValidationErrorKind::Format { format } => {
             // A format that also has a pattern of ours: the pattern's words, which say exactly what
             // is accepted (the same reason as the pattern's own failure, which then merges with it).
-            match keyword_parent(schema, err).and_then(|s| s.get("pattern")).and_then(Value::as_str).and_then(pattern_words) {
+            match keyword_parent(schema, err)
+                .and_then(|s| s.get("pattern"))
+                .and_then(Value::as_str)
+                .and_then(pattern_words)
+            {
                 Some(words) => then_got(format!("expected {words}"), inst),
                 None => then_got(format!("expected a string in {} format", format_name(format)), inst),
             }
@@ -1306,7 +1401,11 @@ fn format_name(format: &str) -> String {
 /// `array of integer`, `integer or null`.
 pub fn describe(schema: &Value) -> String {
     let Value::Object(s) = schema else {
-        return if schema == &Value::Bool(false) { "nothing".into() } else { "any value".into() };
+        return if schema == &Value::Bool(false) {
+            "nothing".into()
+        } else {
+            "any value".into()
+        };
     };
     if let Some(options) = s.get("enum") {
         return format!("one of {options}");
@@ -1331,9 +1430,7 @@ pub fn describe(schema: &Value) -> String {
             None => "string".into(),
         },
         Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => {
-            ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or ")
-        }
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or "),
         _ if s.contains_key("properties") => "object".into(),
         _ => "any value".into(),
     }
@@ -1351,17 +1448,23 @@ mod tests {
             .err()
             .expect("refused");
         assert!(e.starts_with("invalid JSON Schema: "), "{e}");
-        let e = SchemaValidator::new(json!({"properties": {"n": {"minimum": "one"}}})).err().expect("refused");
+        let e = SchemaValidator::new(json!({"properties": {"n": {"minimum": "one"}}}))
+            .err()
+            .expect("refused");
         assert!(e.starts_with("invalid JSON Schema: "), "{e}");
         // compiled at once: a regular expression, a reference
         let e = SchemaValidator::new(json!({"properties": {"s": {"type": "string", "pattern": "(["}}}))
             .err()
             .expect("refused");
         assert!(e.starts_with("invalid JSON Schema: "), "{e}");
-        let e = SchemaValidator::new(json!({"properties": {"s": {"$ref": "#/$defs/Missing"}}})).err().expect("refused");
+        let e = SchemaValidator::new(json!({"properties": {"s": {"$ref": "#/$defs/Missing"}}}))
+            .err()
+            .expect("refused");
         assert!(e.starts_with("invalid JSON Schema: "), "{e}");
         assert!(needs_compiler(&json!({"anyOf": [{"patternProperties": {}}]})));
-        assert!(!needs_compiler(&json!({"type": "object", "properties": {"a": {"enum": ["x"]}}})));
+        assert!(!needs_compiler(
+            &json!({"type": "object", "properties": {"a": {"enum": ["x"]}}})
+        ));
     }
 
     /// The input schema of the benchmark tool (benches/compare.py), as `define` assembles it.
@@ -1401,9 +1504,18 @@ mod tests {
     fn schemas_outside_the_plain_subset_are_checked_as_before() {
         // (schema, the meta-schema's or the compiler's message), none of them plain.
         let cases = [
-            (json!({"type": "strng"}), r#""strng" is not valid under any of the schemas listed in the 'anyOf' keyword"#),
-            (json!({"type": ["string", "string"]}), r#"["string","string"] is not valid under any of the schemas listed in the 'anyOf' keyword"#),
-            (json!({"type": []}), r#"[] is not valid under any of the schemas listed in the 'anyOf' keyword"#),
+            (
+                json!({"type": "strng"}),
+                r#""strng" is not valid under any of the schemas listed in the 'anyOf' keyword"#,
+            ),
+            (
+                json!({"type": ["string", "string"]}),
+                r#"["string","string"] is not valid under any of the schemas listed in the 'anyOf' keyword"#,
+            ),
+            (
+                json!({"type": []}),
+                r#"[] is not valid under any of the schemas listed in the 'anyOf' keyword"#,
+            ),
             (json!({"description": 5}), r#"5 is not of type "string""#),
             (json!({"minimum": "0"}), r#""0" is not of type "number""#),
             (json!({"multipleOf": 0}), "0 is less than or equal to the minimum of 0"),
@@ -1412,7 +1524,10 @@ mod tests {
             (json!({"anyOf": []}), "[] has less than 1 item"),
             (json!({"items": 3}), r#"3 is not of types "boolean", "object""#),
             (json!({"enum": "a"}), r#""a" is not of type "array""#),
-            (json!({"properties": {"a": {"uniqueItems": "yes"}}}), r#""yes" is not of type "boolean""#),
+            (
+                json!({"properties": {"a": {"uniqueItems": "yes"}}}),
+                r#""yes" is not of type "boolean""#,
+            ),
         ];
         for (schema, message) in cases {
             assert!(!plain_schema(&schema, 0), "{schema}");
@@ -1420,7 +1535,11 @@ mod tests {
             assert_eq!(e, format!("invalid JSON Schema: {message}"), "{schema}");
         }
         // Valid but outside the subset: still accepted (after the meta-schema), still lazy.
-        for schema in [json!({"minItems": 2.0}), json!({"x-vendor": 1}), json!({"dependentRequired": {"a": ["b"]}})] {
+        for schema in [
+            json!({"minItems": 2.0}),
+            json!({"x-vendor": 1}),
+            json!({"dependentRequired": {"a": ["b"]}}),
+        ] {
             assert!(!plain_schema(&schema, 0), "{schema}");
             assert!(SchemaValidator::new(schema).expect("valid").compiled.get().is_none());
         }
@@ -1458,12 +1577,52 @@ mod tests {
             }
         }
         const KEYWORDS: &[&str] = &[
-            "type", "title", "description", "format", "$comment", "default", "const", "enum", "examples",
-            "uniqueItems", "deprecated", "readOnly", "writeOnly", "minimum", "maximum", "exclusiveMinimum",
-            "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "minProperties",
-            "maxProperties", "minContains", "maxContains", "required", "items", "additionalProperties",
-            "propertyNames", "contains", "not", "if", "then", "else", "prefixItems", "allOf", "anyOf", "oneOf",
-            "properties", "dependentSchemas", "$defs", "pattern", "$ref", "x-extra", "dependentRequired",
+            "type",
+            "title",
+            "description",
+            "format",
+            "$comment",
+            "default",
+            "const",
+            "enum",
+            "examples",
+            "uniqueItems",
+            "deprecated",
+            "readOnly",
+            "writeOnly",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+            "minLength",
+            "maxLength",
+            "minItems",
+            "maxItems",
+            "minProperties",
+            "maxProperties",
+            "minContains",
+            "maxContains",
+            "required",
+            "items",
+            "additionalProperties",
+            "propertyNames",
+            "contains",
+            "not",
+            "if",
+            "then",
+            "else",
+            "prefixItems",
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "properties",
+            "dependentSchemas",
+            "$defs",
+            "pattern",
+            "$ref",
+            "x-extra",
+            "dependentRequired",
         ];
         fn value(rng: &mut Rng, depth: usize) -> Value {
             match rng.below(if depth > 3 { 22 } else { 27 }) {
@@ -1518,7 +1677,10 @@ mod tests {
             let s = schema(&mut rng, 0);
             if plain_schema(&s, 0) {
                 plain += 1;
-                assert!(jsonschema::meta::is_valid(&s), "plain yet refused by the meta-schema: {s}");
+                assert!(
+                    jsonschema::meta::is_valid(&s),
+                    "plain yet refused by the meta-schema: {s}"
+                );
                 assert!(!needs_compiler(&s), "plain yet needs the compiler: {s}");
             } else {
                 other += 1;
@@ -1535,7 +1697,10 @@ mod tests {
         assert!(lazy.compiled.get().is_none());
         assert!(lazy.is_valid(&json!({"n": 2})));
         assert!(lazy.compiled.get().is_some());
-        assert_eq!(lazy.problems(&json!({"n": 0})), vec![("n".to_owned(), "must be >= 1, got integer 0".to_owned())]);
+        assert_eq!(
+            lazy.problems(&json!({"n": 0})),
+            vec![("n".to_owned(), "must be >= 1, got integer 0".to_owned())]
+        );
     }
 
     fn check_stock() -> ArgumentValidator {
@@ -1570,20 +1735,32 @@ mod tests {
     #[test]
     fn valid_call_passes() {
         let v = check_stock();
-        assert_eq!(v.check(&json!({"sku": "SKU-1", "warehouse": "AMS", "qty": null})), Ok(()));
-        assert_eq!(v.check(&json!({"sku": "SKU-1", "warehouse": "SIN", "pair": [1, "a"]})), Ok(()));
+        assert_eq!(
+            v.check(&json!({"sku": "SKU-1", "warehouse": "AMS", "qty": null})),
+            Ok(())
+        );
+        assert_eq!(
+            v.check(&json!({"sku": "SKU-1", "warehouse": "SIN", "pair": [1, "a"]})),
+            Ok(())
+        );
     }
 
     #[test]
     fn invalid_values_are_sorted_by_signature_position_stably() {
         let v = check_stock();
         // Sent in reverse signature order; two problems of `tags` keep the validator's order.
-        let p = problems(&v, json!({"when": 5, "tags": [1, 1], "qty": "x", "sku": 2, "warehouse": "AMS"}));
+        let p = problems(
+            &v,
+            json!({"when": 5, "tags": [1, 1], "qty": "x", "sku": 2, "warehouse": "AMS"}),
+        );
         assert_eq!(
             p.invalid,
             vec![
                 ("sku".to_owned(), "expected string, got integer 2".to_owned()),
-                ("qty".to_owned(), "expected integer or null, got string \"x\"".to_owned()),
+                (
+                    "qty".to_owned(),
+                    "expected integer or null, got string \"x\"".to_owned()
+                ),
                 ("tags".to_owned(), "items must be unique, got duplicates".to_owned()),
                 ("tags[0]".to_owned(), "expected string, got integer 1".to_owned()),
                 ("tags[1]".to_owned(), "expected string, got integer 1".to_owned()),
@@ -1597,7 +1774,10 @@ mod tests {
         assert_eq!(show(&json!("é".repeat(58))), format!("\"{}\"", "é".repeat(58)));
         assert_eq!(show(&json!("é".repeat(59))), format!("\"{}...", "é".repeat(56)));
         assert_eq!(show(&json!("a\"b")), r#""a\"b""#);
-        assert_eq!(check_stock().accepted_repr(), "['sku', 'warehouse', 'qty', 'tags', 'pair', 'when', 'ctx']");
+        assert_eq!(
+            check_stock().accepted_repr(),
+            "['sku', 'warehouse', 'qty', 'tags', 'pair', 'when', 'ctx']"
+        );
     }
 
     #[test]
@@ -1609,7 +1789,10 @@ mod tests {
         assert_eq!(
             p.invalid,
             vec![
-                ("warehouse".to_owned(), "must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"".to_owned()),
+                (
+                    "warehouse".to_owned(),
+                    "must be one of [\"AMS\",\"SIN\",\"any\"], got string \"LHR\"".to_owned()
+                ),
                 ("qty".to_owned(), "must be >= 1, got integer 0".to_owned()),
             ]
         );
@@ -1629,13 +1812,25 @@ mod tests {
             p.invalid,
             vec![
                 ("sku".to_owned(), "expected string, got integer 1001".to_owned()),
-                ("qty".to_owned(), "expected integer or null, got string \"5\"".to_owned()),
+                (
+                    "qty".to_owned(),
+                    "expected integer or null, got string \"5\"".to_owned()
+                ),
             ]
         );
         let p = problems(&v, json!({"sku": "a", "warehouse": "AMS", "qty": true}));
-        assert_eq!(p.invalid, vec![("qty".to_owned(), "expected integer or null, got boolean true".to_owned())]);
+        assert_eq!(
+            p.invalid,
+            vec![(
+                "qty".to_owned(),
+                "expected integer or null, got boolean true".to_owned()
+            )]
+        );
         let p = problems(&v, json!({"sku": null, "warehouse": "AMS"}));
-        assert_eq!(p.invalid, vec![("sku".to_owned(), "expected string, got null".to_owned())]);
+        assert_eq!(
+            p.invalid,
+            vec![("sku".to_owned(), "expected string, got null".to_owned())]
+        );
     }
 
     #[test]
@@ -1651,8 +1846,14 @@ mod tests {
                 ("tags".to_owned(), "items must be unique, got duplicates".to_owned()),
                 ("tags[1]".to_owned(), "expected string, got integer 3".to_owned()),
                 ("pair".to_owned(), "must have at most 2 item(s), got 3".to_owned()),
-                ("pair[2]".to_owned(), "not allowed here (no such field or position)".to_owned()),
-                ("when".to_owned(), "expected a string in date (YYYY-MM-DD) format, got string \"May 1\"".to_owned()),
+                (
+                    "pair[2]".to_owned(),
+                    "not allowed here (no such field or position)".to_owned()
+                ),
+                (
+                    "when".to_owned(),
+                    "expected a string in date (YYYY-MM-DD) format, got string \"May 1\"".to_owned()
+                ),
             ]
         );
     }
@@ -1672,7 +1873,10 @@ mod tests {
         assert_eq!(
             p.invalid,
             vec![
-                ("pair[1]".to_owned(), "not allowed here (no such field or position)".to_owned()),
+                (
+                    "pair[1]".to_owned(),
+                    "not allowed here (no such field or position)".to_owned()
+                ),
                 ("n".to_owned(), "must be >= 1, got integer 0".to_owned()),
                 ("u".to_owned(), "expected integer or string, got number 1.5".to_owned()),
             ]
@@ -1712,14 +1916,25 @@ mod tests {
 
     #[test]
     fn describe_schemas() {
-        assert_eq!(describe(&json!({"type": "array", "items": {"type": "integer"}})), "array of integer");
-        assert_eq!(describe(&json!({"anyOf": [{"enum": [1, 2]}, {"type": "null"}]})), "one of [1,2] or null");
+        assert_eq!(
+            describe(&json!({"type": "array", "items": {"type": "integer"}})),
+            "array of integer"
+        );
+        assert_eq!(
+            describe(&json!({"anyOf": [{"enum": [1, 2]}, {"type": "null"}]})),
+            "one of [1,2] or null"
+        );
         assert_eq!(describe(&json!({})), "any value");
     }
 
     #[test]
     fn python_list_repr() {
-        let names = vec!["a".to_owned(), "it's".to_owned(), "q\"'".to_owned(), "t\tb\\".to_owned()];
+        let names = vec![
+            "a".to_owned(),
+            "it's".to_owned(),
+            "q\"'".to_owned(),
+            "t\tb\\".to_owned(),
+        ];
         assert_eq!(py_list(&names), r#"['a', "it's", 'q"\'', 't\tb\\']"#);
     }
 
@@ -1739,8 +1954,14 @@ mod tests {
             vec![
                 ("d[\"\"]".to_owned(), "expected integer, got string \"x\"".to_owned()),
                 ("d[\"0\"]".to_owned(), "expected integer, got string \"y\"".to_owned()),
-                ("d[\"a/b~c\"]".to_owned(), "expected integer, got string \"z\"".to_owned()),
-                ("l[0][\"1\"]".to_owned(), "expected integer, got string \"w\"".to_owned()),
+                (
+                    "d[\"a/b~c\"]".to_owned(),
+                    "expected integer, got string \"z\"".to_owned()
+                ),
+                (
+                    "l[0][\"1\"]".to_owned(),
+                    "expected integer, got string \"w\"".to_owned()
+                ),
             ]
         );
     }
@@ -1759,13 +1980,19 @@ mod tests {
         assert_eq!((fix.changed, fix.beyond_64_bits), (true, false));
         let places: Vec<&str> = fix.places.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(places, ["n", "opt", "pairs[0][0]", "counts.a"]);
-        assert_eq!(v.to_string(), r#"{"n":1,"x":2.0,"opt":3,"pairs":[[4,5.0]],"counts":{"a":6},"big":1e+30}"#);
+        assert_eq!(
+            v.to_string(),
+            r#"{"n":1,"x":2.0,"opt":3,"pairs":[[4,5.0]],"counts":{"a":6},"big":1e+30}"#
+        );
         let mut ints = json!({"n": 1});
         assert_eq!(integral_floats_to_ints(&schema, &mut ints), IntegerFix::default());
         // At or beyond 2^63: left a float, reported for the binding to make a Python int.
         let mut huge = json!({"n": 1e300, "x": 1e300});
         let fix = integral_floats_to_ints(&schema, &mut huge);
-        assert_eq!((fix.changed, fix.beyond_64_bits, fix.places), (false, true, vec![("n".to_owned(), 1e300)]));
+        assert_eq!(
+            (fix.changed, fix.beyond_64_bits, fix.places),
+            (false, true, vec![("n".to_owned(), 1e300)])
+        );
         // An enum that lists the integer: `Literal[1, "one", 2.5]` given 1.0 gets 1; 2.5 stays.
         let lit = json!({"type": "object", "properties": {"v": {"enum": [1, "one", 2.5]}, "w": {"enum": [1.0, 2]}}});
         let mut v = json!({"v": 1.0, "w": 1.0});
@@ -1778,8 +2005,14 @@ mod tests {
         let text = r#"{"n": 1e-400, "a\"b": [1, {"x": -2.5E+3}], "s": "7, 8", "m": {"k": [0, 9.0]}}"#;
         assert_eq!(
             number_literals(text),
-            [("n", "1e-400"), ("[\"a\\\"b\"][0]", "1"), ("[\"a\\\"b\"][1].x", "-2.5E+3"), ("m.k[0]", "0"), ("m.k[1]", "9.0")]
-                .map(|(p, l)| (p.to_owned(), l.to_owned()))
+            [
+                ("n", "1e-400"),
+                ("[\"a\\\"b\"][0]", "1"),
+                ("[\"a\\\"b\"][1].x", "-2.5E+3"),
+                ("m.k[0]", "0"),
+                ("m.k[1]", "9.0")
+            ]
+            .map(|(p, l)| (p.to_owned(), l.to_owned()))
         );
     }
 
@@ -1795,22 +2028,42 @@ mod tests {
         };
         let r = |p: &str, why: &str| vec![(p.to_owned(), why.to_owned())];
         assert_eq!(check(r#"{"n": 1e-400}"#), r("n", "expected integer, got number 1e-400"));
-        assert_eq!(check(r#"{"n": 1.00000000000000000001}"#), r("n", "expected integer, got number 1.00000000000000000001"));
-        assert_eq!(check(r#"{"xs": [1, 0.0000001e-400]}"#), r("xs[1]", "expected integer, got number 0.0000001e-400"));
+        assert_eq!(
+            check(r#"{"n": 1.00000000000000000001}"#),
+            r("n", "expected integer, got number 1.00000000000000000001")
+        );
+        assert_eq!(
+            check(r#"{"xs": [1, 0.0000001e-400]}"#),
+            r("xs[1]", "expected integer, got number 0.0000001e-400")
+        );
         assert_eq!(
             check(r#"{"n": 9007199254740993.0}"#),
-            r("n", "9007199254740993.0 has more digits than a JSON float holds exactly (it would arrive as \
-                   9007199254740992); send the whole number as plain digits, without a fraction or exponent")
+            r(
+                "n",
+                "9007199254740993.0 has more digits than a JSON float holds exactly (it would arrive as \
+                   9007199254740992); send the whole number as plain digits, without a fraction or exponent"
+            )
         );
         assert_eq!(
             check(r#"{"n": 1e30}"#),
-            r("n", "1e30 has more digits than a JSON float holds exactly (it would arrive as \
+            r(
+                "n",
+                "1e30 has more digits than a JSON float holds exactly (it would arrive as \
                    1000000000000000019884624838656); send the whole number as plain digits, without a fraction or \
-                   exponent")
+                   exponent"
+            )
         );
-        for fine in [r#"{"n": 1.0}"#, r#"{"n": 1e2}"#, r#"{"n": -1.5e1}"#, r#"{"n": 0.0}"#, r#"{"n": -0.0}"#, r#"{"n": 1e22}"#,
-            r#"{"n": 9007199254740992.0}"#, r#"{"x": 1e-400}"#, r#"{"n": 5, "x": 2.5}"#]
-        {
+        for fine in [
+            r#"{"n": 1.0}"#,
+            r#"{"n": 1e2}"#,
+            r#"{"n": -1.5e1}"#,
+            r#"{"n": 0.0}"#,
+            r#"{"n": -0.0}"#,
+            r#"{"n": 1e22}"#,
+            r#"{"n": 9007199254740992.0}"#,
+            r#"{"x": 1e-400}"#,
+            r#"{"n": 5, "x": 2.5}"#,
+        ] {
             assert_eq!(check(fine), vec![], "{fine}");
         }
     }
@@ -1821,16 +2074,31 @@ mod tests {
         let big_float = format!("{}.0", "9".repeat(401));
         assert_eq!(
             oversized_number(&format!(r#"{{"a": 1, "n": {big_int}}}"#), 4300),
-            Some(("n".into(), "99999999999999999999... (5000 characters) is too long: 5000 digits, at most 4300; \
-                               send a smaller number".into()))
+            Some((
+                "n".into(),
+                "99999999999999999999... (5000 characters) is too long: 5000 digits, at most 4300; \
+                               send a smaller number"
+                    .into()
+            ))
         );
         assert_eq!(
             oversized_number(&format!(r#"{{"xs": [{big_float}]}}"#), 4300),
-            Some(("xs[0]".into(), "99999999999999999999... (403 characters) is beyond the largest JSON number this \
+            Some((
+                "xs[0]".into(),
+                "99999999999999999999... (403 characters) is beyond the largest JSON number this \
                                    tool reads (about 1.8e308); a whole number may be sent as plain digits (at most \
-                                   4300), without a fraction or exponent".into()))
+                                   4300), without a fraction or exponent"
+                    .into()
+            ))
         );
-        assert_eq!(oversized_number(r#"{"n": 1e400}"#, 4300).unwrap().1.split(" is ").next(), Some("1e400"));
+        assert_eq!(
+            oversized_number(r#"{"n": 1e400}"#, 4300)
+                .unwrap()
+                .1
+                .split(" is ")
+                .next(),
+            Some("1e400")
+        );
         assert_eq!(oversized_number(r#"{"n": 1e300, "m": 12345}"#, 4300), None);
     }
 
@@ -1848,8 +2116,8 @@ mod tests {
             (r#"{"n": 9223372036854775807}"#, ExactIntegers), // 19: may be beyond
             (r#"{"n": 123456789012345678901234567890}"#, ExactIntegers),
             (r#"{"id": "1234567890123456789"}"#, ExactIntegers), // in a string: read exactly all the same
-            (r#"{"a": 123456789, "b": 1234567890}"#, Plain), // runs are not added up across a separator
-            (r#"{"x": 1.2345678901234567890}"#, ExactIntegers), // a fraction of 19 digits too
+            (r#"{"a": 123456789, "b": 1234567890}"#, Plain),     // runs are not added up across a separator
+            (r#"{"x": 1.2345678901234567890}"#, ExactIntegers),  // a fraction of 19 digits too
         ] {
             assert_eq!(arguments_text(text), read, "{text:?}");
         }
@@ -1861,7 +2129,11 @@ mod tests {
         let r = Rejection::invalid(vec![("n".into(), "too long".into())]);
         assert_eq!(
             r.to_problems(),
-            ArgumentProblems { unexpected: vec![], missing: vec![], invalid: vec![("n".into(), "too long".into())] }
+            ArgumentProblems {
+                unexpected: vec![],
+                missing: vec![],
+                invalid: vec![("n".into(), "too long".into())]
+            }
         );
     }
 
@@ -1885,14 +2157,25 @@ mod tests {
         for s in ["2024-05-01T12:00:00", "2024-05-01t12:00", "2024-05-01 12:00:00.5"] {
             assert!(lacks_offset(&json!(s)), "{s}");
         }
-        for s in ["2024-05-01T12:00:00Z", "2024-05-01T12:00:00+01:00", "2024-05-01T12:00:00-05:00", "May 1", "2024-05-01"] {
+        for s in [
+            "2024-05-01T12:00:00Z",
+            "2024-05-01T12:00:00+01:00",
+            "2024-05-01T12:00:00-05:00",
+            "May 1",
+            "2024-05-01",
+        ] {
             assert!(!lacks_offset(&json!(s)), "{s}");
         }
     }
 
     #[test]
     fn path_notation() {
-        let segs = vec![Seg::Key("a".into()), Seg::Index(0), Seg::Key("b c".into()), Seg::Key("d".into())];
+        let segs = vec![
+            Seg::Key("a".into()),
+            Seg::Index(0),
+            Seg::Key("b c".into()),
+            Seg::Key("d".into()),
+        ];
         assert_eq!(display_path(&segs), "a[0][\"b c\"].d");
     }
 
@@ -1915,7 +2198,10 @@ mod tests {
         assert_eq!(items.get(0), Some(&json!({"type": "boolean"})));
         assert_eq!(items.get(5), Some(&json!({"type": "null"})));
         let order: Vec<&Value> = branch_schemas(s).collect();
-        assert_eq!(order, [&json!({"const": 1}), &json!({"const": 2}), &json!({"const": 3})]);
+        assert_eq!(
+            order,
+            [&json!({"const": 1}), &json!({"const": 2}), &json!({"const": 3})]
+        );
         let bare = json!({}).as_object().unwrap().clone();
         assert_eq!(PropertySchemas::of(&bare).get("a"), None);
         assert_eq!(ItemSchemas::of(&bare).get(0), None);
@@ -1924,9 +2210,18 @@ mod tests {
 
     #[test]
     fn why_a_host_value_is_not_json() {
-        assert_eq!(too_deep_message(), format!("arrays and objects are nested more than {MAX_NESTING} levels deep"));
-        assert_eq!(not_a_number_message(f64::NAN), "NaN is not a JSON number; send a finite number");
-        assert_eq!(not_a_number_message(f64::INFINITY), "inf is not a JSON number; send a finite number");
+        assert_eq!(
+            too_deep_message(),
+            format!("arrays and objects are nested more than {MAX_NESTING} levels deep")
+        );
+        assert_eq!(
+            not_a_number_message(f64::NAN),
+            "NaN is not a JSON number; send a finite number"
+        );
+        assert_eq!(
+            not_a_number_message(f64::INFINITY),
+            "inf is not a JSON number; send a finite number"
+        );
         assert_eq!(not_json_message("bytes"), "not a JSON value: bytes");
     }
 }

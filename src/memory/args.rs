@@ -1,8 +1,8 @@
 //! Per-command argument checks: turns the model's (already type-converted) arguments into a
 //! [`Command`], naming every missing or misplaced argument at once.
-use crate::errors::ErrorCode;
 use super::command::{Command, COMMANDS};
 use super::error::MemoryError;
+use crate::errors::ErrorCode;
 
 /// The model's arguments for one call of the `memory` tool. `None` means absent (an explicit
 /// JSON `null` counts as absent, so strict-mode renderings that send every key work).
@@ -52,7 +52,9 @@ impl ArgType {
     /// The type of argument `key` (None: a key the schema does not declare).
     pub fn of(key: &str) -> Option<ArgType> {
         Some(match key {
-            "command" | "path" | "file_text" | "old_str" | "new_str" | "insert_text" | "old_path" | "new_path" => ArgType::Str,
+            "command" | "path" | "file_text" | "old_str" | "new_str" | "insert_text" | "old_path" | "new_path" => {
+                ArgType::Str
+            }
             "overwrite" => ArgType::Bool,
             "insert_line" => ArgType::Int,
             "view_range" => ArgType::Range,
@@ -152,7 +154,13 @@ impl CommandArgs {
             "new_path" => self.new_path = text(&value),
             "overwrite" => self.overwrite = if let Some(V::Bool(b)) = value { Some(b) } else { None },
             "insert_line" => self.insert_line = if let Some(V::Int(i)) = value { Some(i) } else { None },
-            "view_range" => self.view_range = if let Some(V::Range(a, b)) = value { Some((a, b)) } else { None },
+            "view_range" => {
+                self.view_range = if let Some(V::Range(a, b)) = value {
+                    Some((a, b))
+                } else {
+                    None
+                }
+            }
             other => self.unknown.push(other.to_owned()),
         }
     }
@@ -161,7 +169,11 @@ impl CommandArgs {
     /// [`Command::View`]).
     pub fn into_command_numbered(self, numbered: bool) -> Result<Command, MemoryError> {
         match self.into_command()? {
-            Command::View { path, view_range, .. } => Ok(Command::View { path, view_range, numbered }),
+            Command::View { path, view_range, .. } => Ok(Command::View {
+                path,
+                view_range,
+                numbered,
+            }),
             c => Ok(c),
         }
     }
@@ -186,19 +198,13 @@ impl CommandArgs {
         let Some(command) = self.command.clone() else {
             return Err(MemoryError::invalid(
                 ErrorCode::MissingArgument,
-                format!(
-                    "missing required argument command; pass one of {}",
-                    COMMANDS.join(", ")
-                ),
+                format!("missing required argument command; pass one of {}", COMMANDS.join(", ")),
             ));
         };
         if !COMMANDS.contains(&command.as_str()) {
             return Err(MemoryError::invalid(
                 ErrorCode::InvalidArgument,
-                format!(
-                    "unknown command {command:?}; use one of {}",
-                    COMMANDS.join(", ")
-                ),
+                format!("unknown command {command:?}; use one of {}", COMMANDS.join(", ")),
             ));
         }
         let (required, optional) = signature(&command);
@@ -301,20 +307,30 @@ mod set_tests {
             assert!(ArgType::of(a).is_some(), "{a}");
         }
         let e = bad_type("insert_line", ArgType::Int.expected(), "str");
-        assert_eq!(e.message, "insert_line must be an integer, got str; send insert_line as an integer and call again");
+        assert_eq!(
+            e.message,
+            "insert_line must be an integer, got str; send insert_line as an integer and call again"
+        );
         assert_eq!(e.code, ErrorCode::InvalidArgument);
     }
 
     #[test]
     fn set_builds_the_command() {
-        let mut a = CommandArgs { command: Some("view".into()), ..Default::default() };
+        let mut a = CommandArgs {
+            command: Some("view".into()),
+            ..Default::default()
+        };
         a.set("command", None); // absent: the command given stays
         a.set("path", Some(ArgValue::Str("/memories/a.md".into())));
         a.set("view_range", Some(ArgValue::Range(1, 3)));
         a.set("old_str", None);
         assert_eq!(
             a.clone().into_command_numbered(true),
-            Ok(Command::View { path: "/memories/a.md".into(), view_range: Some((1, 3)), numbered: true })
+            Ok(Command::View {
+                path: "/memories/a.md".into(),
+                view_range: Some((1, 3)),
+                numbered: true
+            })
         );
         a.set("colour", Some(ArgValue::Str("red".into())));
         assert_eq!(a.unknown, vec!["colour".to_owned()]);
@@ -325,7 +341,11 @@ mod set_tests {
         c.set("overwrite", Some(ArgValue::Bool(true)));
         assert_eq!(
             c.into_command_numbered(true),
-            Ok(Command::Create { path: "/memories/b.md".into(), file_text: "x".into(), overwrite: true })
+            Ok(Command::Create {
+                path: "/memories/b.md".into(),
+                file_text: "x".into(),
+                overwrite: true
+            })
         );
     }
 }

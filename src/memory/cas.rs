@@ -61,7 +61,10 @@ impl CasConfig {
     /// [`MAX_ATTEMPTS_LIMIT`].
     pub fn with_max_attempts(max_attempts: i64) -> Result<CasConfig, MemoryError> {
         match u32::try_from(max_attempts) {
-            Ok(n) if (1..=MAX_ATTEMPTS_LIMIT).contains(&n) => Ok(CasConfig { max_attempts: n, ..CasConfig::default() }),
+            Ok(n) if (1..=MAX_ATTEMPTS_LIMIT).contains(&n) => Ok(CasConfig {
+                max_attempts: n,
+                ..CasConfig::default()
+            }),
             _ => Err(MemoryError::invalid(
                 ErrorCode::InvalidArgument,
                 format!("max_attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}, got {max_attempts}"),
@@ -78,10 +81,7 @@ pub enum Step {
     Get,
     /// `store.compare_and_set(key, expected, value)` (`expected: None` = only if absent), then
     /// call [`CasLoop::on_cas`].
-    CompareAndSet {
-        expected: Option<String>,
-        value: String,
-    },
+    CompareAndSet { expected: Option<String>, value: String },
     /// Wait this long, then call [`CasLoop::on_slept`].
     Sleep(Duration),
     /// Finished: every command has its answer.
@@ -128,24 +128,12 @@ pub struct CasLoop {
 impl CasLoop {
     /// A loop for one command. `seed` feeds the backoff jitter (any value; tests pass a fixed
     /// one).
-    pub fn new(
-        root: Root,
-        command: Command,
-        limits: Limits,
-        config: CasConfig,
-        seed: u64,
-    ) -> CasLoop {
+    pub fn new(root: Root, command: Command, limits: Limits, config: CasConfig, seed: u64) -> CasLoop {
         CasLoop::batch(root, vec![command], limits, config, seed)
     }
 
     /// A loop for several commands, applied in this order and written together.
-    pub fn batch(
-        root: Root,
-        commands: Vec<Command>,
-        limits: Limits,
-        config: CasConfig,
-        seed: u64,
-    ) -> CasLoop {
+    pub fn batch(root: Root, commands: Vec<Command>, limits: Limits, config: CasConfig, seed: u64) -> CasLoop {
         CasLoop {
             root,
             commands,
@@ -298,8 +286,7 @@ impl CasLoop {
     fn backoff(&mut self) -> Duration {
         let shift = (self.attempts.saturating_sub(1)).min(20);
         let base = self.config.backoff_base.as_micros() as u64;
-        let cap =
-            (base.saturating_mul(1u64 << shift)).min(self.config.backoff_cap.as_micros() as u64);
+        let cap = (base.saturating_mul(1u64 << shift)).min(self.config.backoff_cap.as_micros() as u64);
         if cap == 0 {
             return Duration::ZERO;
         }
@@ -331,7 +318,9 @@ impl CasLoop {
         self.fail(MemoryError::new(
             ErrorKind::Corrupt,
             ErrorCode::InternalError,
-            format!("memory compare-and-set loop misused: {call} called in state {state:?}; this is a bug in the driver"),
+            format!(
+                "memory compare-and-set loop misused: {call} called in state {state:?}; this is a bug in the driver"
+            ),
         ))
     }
 }

@@ -2,10 +2,10 @@
 //!
 //! `apply` validates everything and builds the new content before it mutates anything, so an
 //! error always leaves the tree exactly as it was.
-use crate::errors::ErrorCode;
 use super::error::{ErrorKind, LimitInfo, MemoryError};
 use super::path::{parent, Root};
 use super::tree::Tree;
+use crate::errors::ErrorCode;
 
 /// One command of the Anthropic memory-tool contract, with raw (unresolved) paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,12 +69,20 @@ impl Command {
     /// `memory` tool does before any command reaches a backend it did not write.
     pub fn resolved(self, root: &Root) -> Result<Command, MemoryError> {
         Ok(match self {
-            Command::View { path, view_range, numbered } => Command::View {
+            Command::View {
+                path,
+                view_range,
+                numbered,
+            } => Command::View {
                 path: root.resolve("path", &path)?,
                 view_range,
                 numbered,
             },
-            Command::Create { path, file_text, overwrite } => Command::Create {
+            Command::Create {
+                path,
+                file_text,
+                overwrite,
+            } => Command::Create {
                 path: root.resolve("path", &path)?,
                 file_text,
                 overwrite,
@@ -84,12 +92,18 @@ impl Command {
                 old_str,
                 new_str,
             },
-            Command::Insert { path, insert_line, insert_text } => Command::Insert {
+            Command::Insert {
+                path,
+                insert_line,
+                insert_text,
+            } => Command::Insert {
                 path: root.resolve("path", &path)?,
                 insert_line,
                 insert_text,
             },
-            Command::Delete { path } => Command::Delete { path: root.resolve("path", &path)? },
+            Command::Delete { path } => Command::Delete {
+                path: root.resolve("path", &path)?,
+            },
             Command::Rename { old_path, new_path } => Command::Rename {
                 old_path: root.resolve("old_path", &old_path)?,
                 new_path: root.resolve("new_path", &new_path)?,
@@ -99,14 +113,7 @@ impl Command {
 }
 
 /// The six command names, in schema order.
-pub const COMMANDS: [&str; 6] = [
-    "view",
-    "create",
-    "str_replace",
-    "insert",
-    "delete",
-    "rename",
-];
+pub const COMMANDS: [&str; 6] = ["view", "create", "str_replace", "insert", "delete", "rename"];
 
 /// Size limits of one tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,22 +194,12 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             let text = if existed {
                 format!("File {p} overwritten ({} bytes).", file_text.len())
             } else {
-                format!(
-                    "File created successfully at {p} ({} bytes).",
-                    file_text.len()
-                )
+                format!("File created successfully at {p} ({} bytes).", file_text.len())
             };
             tree.insert_file(p, file_text.clone());
-            Ok(Outcome {
-                changed: true,
-                text,
-            })
+            Ok(Outcome { changed: true, text })
         }
-        Command::StrReplace {
-            path,
-            old_str,
-            new_str,
-        } => {
+        Command::StrReplace { path, old_str, new_str } => {
             let p = root.resolve("path", path)?;
             let current = file_text(tree, &p, "str_replace")?;
             if old_str.is_empty() {
@@ -222,8 +219,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                 )),
                 1 => {
                     let at = starts[0];
-                    let mut next =
-                        String::with_capacity(current.len() - old_str.len() + new_str.len());
+                    let mut next = String::with_capacity(current.len() - old_str.len() + new_str.len());
                     next.push_str(&current[..at]);
                     next.push_str(new_str);
                     next.push_str(&current[at + old_str.len()..]);
@@ -238,10 +234,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                     })
                 }
                 n => {
-                    let lines: Vec<String> = starts
-                        .iter()
-                        .map(|&s| line_of(current, s).to_string())
-                        .collect();
+                    let lines: Vec<String> = starts.iter().map(|&s| line_of(current, s).to_string()).collect();
                     Err(MemoryError::invalid(
                         ErrorCode::AmbiguousMatch,
                         format!(
@@ -276,7 +269,12 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             let k = *insert_line as usize;
             let new_line = insert_text.trim_end_matches('\n');
             let mut next = String::with_capacity(current.len() + new_line.len() + 1);
-            for (i, l) in lines[..k].iter().chain(std::iter::once(&new_line)).chain(lines[k..].iter()).enumerate() {
+            for (i, l) in lines[..k]
+                .iter()
+                .chain(std::iter::once(&new_line))
+                .chain(lines[k..].iter())
+                .enumerate()
+            {
                 if i > 0 {
                     next.push('\n');
                 }
@@ -359,10 +357,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             }
             Ok(Outcome {
                 changed: true,
-                text: format!(
-                    "Renamed directory {old} to {new} ({} file(s)).",
-                    moved.len()
-                ),
+                text: format!("Renamed directory {old} to {new} ({} file(s)).", moved.len()),
             })
         }
     }
@@ -387,10 +382,7 @@ fn view(
             } else {
                 text.to_string()
             };
-            return Ok(Outcome {
-                changed: false,
-                text,
-            });
+            return Ok(Outcome { changed: false, text });
         };
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         let n = lines.len() as i64;
@@ -430,10 +422,7 @@ fn view(
         } else {
             listing.join("\n")
         };
-        return Ok(Outcome {
-            changed: false,
-            text,
-        });
+        return Ok(Outcome { changed: false, text });
     }
     Err(not_found(root, &p))
 }
@@ -517,21 +506,11 @@ fn occurrences(hay: &str, needle: &str) -> Vec<usize> {
 
 /// 1-based line number of byte offset `at`.
 fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// Refuses a write of `new_text` to file `p` that would grow the tree past a limit.
-fn check_write(
-    tree: &Tree,
-    limits: &Limits,
-    command: &str,
-    p: &str,
-    new_text: &str,
-) -> Result<(), MemoryError> {
+fn check_write(tree: &Tree, limits: &Limits, command: &str, p: &str, new_text: &str) -> Result<(), MemoryError> {
     let (growth, new_files) = match tree.get(p) {
         Some(old) => (new_text.len() as i64 - old.len() as i64, 0),
         None => ((p.len() + new_text.len()) as i64, 1),
@@ -554,7 +533,12 @@ fn check_size(
     let new_files = used_files + new_files;
     if new_files > limits.max_files && new_files > used_files {
         return Err(limit_error(
-            LimitInfo { limit: "max_files", maximum: limits.max_files, used: used_files, requested: new_files },
+            LimitInfo {
+                limit: "max_files",
+                maximum: limits.max_files,
+                used: used_files,
+                requested: new_files,
+            },
             format!(
                 "memory limit max_files={} exceeded: the tree holds {used_files} files and this \
                  {command} would make it {new_files}; nothing was changed. Delete or merge files under \
@@ -568,7 +552,12 @@ fn check_size(
     let new_bytes = (used_bytes as i64 + growth).max(0) as u64;
     if new_bytes > limits.max_bytes && new_bytes > used_bytes {
         return Err(limit_error(
-            LimitInfo { limit: "max_bytes", maximum: limits.max_bytes, used: used_bytes, requested: new_bytes },
+            LimitInfo {
+                limit: "max_bytes",
+                maximum: limits.max_bytes,
+                used: used_bytes,
+                requested: new_bytes,
+            },
             format!(
                 "memory limit max_bytes={} exceeded: the tree holds {used_bytes} bytes (file texts and \
                  paths) and this {command} on {p} would make it {new_bytes} bytes ({:+}); nothing was \

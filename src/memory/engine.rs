@@ -24,8 +24,14 @@ impl CasRun {
     /// The loop `machine`, started: its first step is always a read of the document.
     pub fn begin(mut machine: CasLoop) -> Result<CasRun, String> {
         match machine.start() {
-            Step::Get => Ok(CasRun { machine, outcomes: None, written: false }),
-            other => Err(format!("memory compare-and-set loop started with {other:?}; this is a bug")),
+            Step::Get => Ok(CasRun {
+                machine,
+                outcomes: None,
+                written: false,
+            }),
+            other => Err(format!(
+                "memory compare-and-set loop started with {other:?}; this is a bug"
+            )),
         }
     }
 
@@ -53,7 +59,9 @@ impl CasRun {
         match self.finish(step) {
             None => Ok(None),
             Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
-            Some(other) => Err(format!("memory compare-and-set loop asked for {other:?} after a read; this is a bug")),
+            Some(other) => Err(format!(
+                "memory compare-and-set loop asked for {other:?} after a read; this is a bug"
+            )),
         }
     }
 
@@ -64,7 +72,9 @@ impl CasRun {
         match self.finish(step) {
             None | Some(Step::Get) => Ok(None),
             Some(Step::CompareAndSet { value, .. }) => Ok(Some(value)),
-            Some(other) => Err(format!("memory compare-and-set loop asked for {other:?} after a cached copy; this is a bug")),
+            Some(other) => Err(format!(
+                "memory compare-and-set loop asked for {other:?} after a cached copy; this is a bug"
+            )),
         }
     }
 
@@ -77,9 +87,13 @@ impl CasRun {
             Some(Step::Get) => Ok(Some(Duration::ZERO)),
             Some(Step::Sleep(d)) => match self.machine.on_slept() {
                 Step::Get => Ok(Some(d)),
-                other => Err(format!("memory compare-and-set loop asked for {other:?} after a wait; this is a bug")),
+                other => Err(format!(
+                    "memory compare-and-set loop asked for {other:?} after a wait; this is a bug"
+                )),
             },
-            Some(other) => Err(format!("memory compare-and-set loop asked for {other:?} after a write; this is a bug")),
+            Some(other) => Err(format!(
+                "memory compare-and-set loop asked for {other:?} after a write; this is a bug"
+            )),
         }
     }
 
@@ -129,7 +143,9 @@ pub fn answer_once(root: &Root, doc: Option<&str>, cmd: &Command, limits: &Limit
 /// Why a store's answer cannot be used, for the driver to raise: `store.get` (or a cached copy,
 /// `source`) handed back a `got` instead of the tree document.
 pub fn not_a_document_message(source: &str, got: &str) -> String {
-    format!("{source} returned {got}, expected the tree document (str or dict) or None; fix the StorePort implementation")
+    format!(
+        "{source} returned {got}, expected the tree document (str or dict) or None; fix the StorePort implementation"
+    )
 }
 
 /// Why a stored tree document handed back as a mapping cannot be used (`why`: what is not JSON).
@@ -161,11 +177,19 @@ mod tests {
     }
 
     fn create(path: &str, text: &str) -> Command {
-        Command::Create { path: path.into(), file_text: text.into(), overwrite: false }
+        Command::Create {
+            path: path.into(),
+            file_text: text.into(),
+            overwrite: false,
+        }
     }
 
     fn view(path: &str) -> Command {
-        Command::View { path: path.into(), view_range: None, numbered: false }
+        Command::View {
+            path: path.into(),
+            view_range: None,
+            numbered: false,
+        }
     }
 
     fn run(cmds: Vec<Command>, attempts: i64) -> CasRun {
@@ -188,7 +212,12 @@ mod tests {
         assert_eq!(r.on_cas(true), Ok(None));
         let e = r.outcomes().unwrap()[0].clone().unwrap_err();
         assert_eq!(e.kind, ErrorKind::Corrupt);
-        assert!(e.message.starts_with("memory compare-and-set loop misused: on_cas called in state Finished"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("memory compare-and-set loop misused: on_cas called in state Finished"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -216,7 +245,9 @@ mod tests {
         assert_eq!(r.on_get(Some("not json".into())), Ok(None));
         let out = r.outcomes().unwrap();
         assert_eq!(out.len(), 2);
-        assert!(out.iter().all(|o| o.as_ref().is_err_and(|e| e.kind == ErrorKind::Corrupt)));
+        assert!(out
+            .iter()
+            .all(|o| o.as_ref().is_err_and(|e| e.kind == ErrorKind::Corrupt)));
     }
 
     #[test]
@@ -229,12 +260,25 @@ mod tests {
         let cmd = view("/memories/a.md");
         assert_eq!(cache.answer(&root, &doc, &cmd, &limits).unwrap(), "one");
         assert_eq!(cache.answer(&root, &doc, &cmd, &limits).unwrap(), "one");
-        apply(&mut tree, &Command::Delete { path: "/memories/a.md".into() }, &limits).unwrap();
+        apply(
+            &mut tree,
+            &Command::Delete {
+                path: "/memories/a.md".into(),
+            },
+            &limits,
+        )
+        .unwrap();
         apply(&mut tree, &create("/memories/a.md", "two"), &limits).unwrap();
         assert_eq!(cache.answer(&root, &tree.to_json(), &cmd, &limits).unwrap(), "two");
-        assert_eq!(cache.answer(&root, "[]", &cmd, &limits).unwrap_err().kind, ErrorKind::Corrupt);
+        assert_eq!(
+            cache.answer(&root, "[]", &cmd, &limits).unwrap_err().kind,
+            ErrorKind::Corrupt
+        );
         assert_eq!(answer_once(&root, Some(&doc), &cmd, &limits).unwrap(), "one");
-        assert_eq!(answer_once(&root, None, &cmd, &limits).unwrap_err().kind, ErrorKind::NotFound);
+        assert_eq!(
+            answer_once(&root, None, &cmd, &limits).unwrap_err().kind,
+            ErrorKind::NotFound
+        );
     }
 
     #[test]
@@ -243,8 +287,17 @@ mod tests {
             not_a_document_message("store.get", "int"),
             "store.get returned int, expected the tree document (str or dict) or None; fix the StorePort implementation"
         );
-        assert_eq!(mapping_not_json_message("NaN"), "the stored memory tree is a mapping that is not JSON (NaN); inspect the store key");
-        assert_eq!(cas_not_bool_message("NoneType"), "store.compare_and_set returned NoneType, expected bool; fix the StorePort implementation");
-        assert_eq!(read_writes_message("create"), "MemoryStoreEngine.read answers commands that never write; create writes: use begin");
+        assert_eq!(
+            mapping_not_json_message("NaN"),
+            "the stored memory tree is a mapping that is not JSON (NaN); inspect the store key"
+        );
+        assert_eq!(
+            cas_not_bool_message("NoneType"),
+            "store.compare_and_set returned NoneType, expected bool; fix the StorePort implementation"
+        );
+        assert_eq!(
+            read_writes_message("create"),
+            "MemoryStoreEngine.read answers commands that never write; create writes: use begin"
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! Lexical path normalisation and confinement under the memory root.
 //!
 //! Nothing here touches an operating-system file system: paths are keys of the tree document.
-use crate::errors::ErrorCode;
 use super::error::MemoryError;
+use crate::errors::ErrorCode;
 
 /// The longest path accepted, in UTF-8 bytes, both as sent and after it is joined under the
 /// root and normalised. Far above any useful note name, and it keeps one hostile name from
@@ -49,8 +49,7 @@ impl Root {
 
     /// True when `path` (already normalised) is the root or lies below it.
     pub fn contains(&self, path: &str) -> bool {
-        path == self.path
-            || (path.starts_with(&self.path) && path[self.path.len()..].starts_with('/'))
+        path == self.path || (path.starts_with(&self.path) && path[self.path.len()..].starts_with('/'))
     }
 
     /// True when `path` may be a key of a stored tree: normalised, strictly below the root, no
@@ -192,28 +191,13 @@ mod tests {
         let r = root();
         assert_eq!(r.resolve("path", "/memories").unwrap(), "/memories");
         assert_eq!(r.resolve("path", "/memories/").unwrap(), "/memories");
-        assert_eq!(
-            r.resolve("path", "/memories/a.txt").unwrap(),
-            "/memories/a.txt"
-        );
-        assert_eq!(
-            r.resolve("path", "/memories/a/../b").unwrap(),
-            "/memories/b"
-        );
-        assert_eq!(
-            r.resolve("path", "/memories/./x//y/").unwrap(),
-            "/memories/x/y"
-        );
-        assert_eq!(
-            r.resolve("path", "notes/a.md").unwrap(),
-            "/memories/notes/a.md"
-        );
+        assert_eq!(r.resolve("path", "/memories/a.txt").unwrap(), "/memories/a.txt");
+        assert_eq!(r.resolve("path", "/memories/a/../b").unwrap(), "/memories/b");
+        assert_eq!(r.resolve("path", "/memories/./x//y/").unwrap(), "/memories/x/y");
+        assert_eq!(r.resolve("path", "notes/a.md").unwrap(), "/memories/notes/a.md");
         assert_eq!(r.resolve("path", "./a").unwrap(), "/memories/a");
         assert_eq!(r.resolve("path", "a/..").unwrap(), "/memories");
-        assert_eq!(
-            r.resolve("path", "/memories/../memories/z").unwrap(),
-            "/memories/z"
-        );
+        assert_eq!(r.resolve("path", "/memories/../memories/z").unwrap(), "/memories/z");
     }
 
     #[test]
@@ -255,17 +239,32 @@ mod tests {
     #[test]
     fn control_characters_are_refused_like_escapes() {
         let r = root();
-        for bad in ["/memories/notes\n/memories/passwords.md", "a\tb", "a\rb", "a\u{7f}", "a\u{85}b"] {
+        for bad in [
+            "/memories/notes\n/memories/passwords.md",
+            "a\tb",
+            "a\rb",
+            "a\u{7f}",
+            "a\u{85}b",
+        ] {
             let e = r.resolve("path", bad).unwrap_err();
-            assert_eq!((e.kind, e.code.as_str()), (ErrorKind::PermissionDenied, "permission_denied"), "{bad:?}");
+            assert_eq!(
+                (e.kind, e.code.as_str()),
+                (ErrorKind::PermissionDenied, "permission_denied"),
+                "{bad:?}"
+            );
         }
-        let e = r.resolve("path", "/memories/notes\n/memories/passwords.md").unwrap_err();
+        let e = r
+            .resolve("path", "/memories/notes\n/memories/passwords.md")
+            .unwrap_err();
         assert_eq!(
             e.message,
             "path \"/memories/notes\\n/memories/passwords.md\" contains the control character U+000A; \
              memory paths are plain names under /memories without line breaks, tabs or other control characters"
         );
-        assert_eq!(r.resolve("path", "/memories/caf\u{e9} \u{1f600}.md").unwrap(), "/memories/caf\u{e9} \u{1f600}.md");
+        assert_eq!(
+            r.resolve("path", "/memories/caf\u{e9} \u{1f600}.md").unwrap(),
+            "/memories/caf\u{e9} \u{1f600}.md"
+        );
     }
 
     #[test]

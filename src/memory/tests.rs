@@ -94,29 +94,15 @@ fn view_lists_directories_sorted_one_per_line() {
         run(&mut t, view("a")).unwrap().text,
         "/memories/a/x.md\n/memories/a/y.md"
     );
-    assert_eq!(
-        run(&mut Tree::empty(root()), view("/memories"))
-            .unwrap()
-            .text,
-        ""
-    );
+    assert_eq!(run(&mut Tree::empty(root()), view("/memories")).unwrap().text, "");
 }
 
 #[test]
 fn view_file_and_ranges() {
     let mut t = tree_with(&[("/memories/f", "one\ntwo\nthree\n")]);
-    assert_eq!(
-        run(&mut t, view("/memories/f")).unwrap().text,
-        "one\ntwo\nthree\n"
-    );
-    assert_eq!(
-        run(&mut t, view_range("/memories/f", 2, 3)).unwrap().text,
-        "two\nthree"
-    );
-    assert_eq!(
-        run(&mut t, view_range("/memories/f", 1, 1)).unwrap().text,
-        "one"
-    );
+    assert_eq!(run(&mut t, view("/memories/f")).unwrap().text, "one\ntwo\nthree\n");
+    assert_eq!(run(&mut t, view_range("/memories/f", 2, 3)).unwrap().text, "two\nthree");
+    assert_eq!(run(&mut t, view_range("/memories/f", 1, 1)).unwrap().text, "one");
     assert_eq!(
         run(&mut t, view_range("/memories/f", 2, -1)).unwrap().text,
         "two\nthree"
@@ -136,9 +122,7 @@ fn view_file_and_ranges() {
     }
     let mut e = tree_with(&[("/memories/e", "")]);
     assert_eq!(
-        run(&mut e, view_range("/memories/e", 1, 1))
-            .unwrap_err()
-            .code.as_str(),
+        run(&mut e, view_range("/memories/e", 1, 1)).unwrap_err().code.as_str(),
         "out_of_range"
     );
 }
@@ -255,20 +239,13 @@ fn str_replace_exactly_once() {
     run(&mut t, replace("/memories/f", "BETA\n", "")).unwrap();
     assert_eq!(t.get("/memories/f"), Some("alpha\ngamma\n"));
     // A replacement that changes nothing needs no write.
-    assert!(
-        !run(&mut t, replace("/memories/f", "alpha", "alpha"))
-            .unwrap()
-            .changed
-    );
+    assert!(!run(&mut t, replace("/memories/f", "alpha", "alpha")).unwrap().changed);
     assert_eq!(t.bytes(), 12 + 11);
 }
 
 #[test]
 fn str_replace_errors_say_how_many_and_what_to_do() {
-    let mut t = tree_with(&[
-        ("/memories/f", "x = 1\ny = 1\nz = 1\n"),
-        ("/memories/aaa", "aaa"),
-    ]);
+    let mut t = tree_with(&[("/memories/f", "x = 1\ny = 1\nz = 1\n"), ("/memories/aaa", "aaa")]);
     fails(
         &mut t,
         replace("/memories/f", "= 1", "= 2"),
@@ -352,8 +329,7 @@ fn insert_adds_whole_lines() {
 #[test]
 fn insert_line_must_be_in_range() {
     let mut t = tree_with(&[("/memories/f", "a\nb\n")]);
-    let msg3 =
-        "insert_line 4 is out of range for /memories/f, which has 3 line(s) counting an empty last \
+    let msg3 = "insert_line 4 is out of range for /memories/f, which has 3 line(s) counting an empty last \
          line after a final line break; pass 0 to insert at the top or a value from 1 to 3 to insert \
          after that line";
     fails(
@@ -389,10 +365,20 @@ fn delete_files_and_directories_never_the_root() {
     );
     assert_eq!(t.files().keys().collect::<Vec<_>>(), vec!["/memories/dd"]);
     assert_eq!(t.bytes(), 1 + 12);
-    fails(&mut t, delete("/memories"), ErrorKind::PermissionDenied, "permission_denied",
-        "refusing to delete the memory root /memories; delete the files or directories below it one by one");
-    fails(&mut t, delete("/memories/x/.."), ErrorKind::PermissionDenied, "permission_denied",
-        "refusing to delete the memory root /memories; delete the files or directories below it one by one");
+    fails(
+        &mut t,
+        delete("/memories"),
+        ErrorKind::PermissionDenied,
+        "permission_denied",
+        "refusing to delete the memory root /memories; delete the files or directories below it one by one",
+    );
+    fails(
+        &mut t,
+        delete("/memories/x/.."),
+        ErrorKind::PermissionDenied,
+        "permission_denied",
+        "refusing to delete the memory root /memories; delete the files or directories below it one by one",
+    );
     fails(
         &mut t,
         delete("/memories/d"),
@@ -408,15 +394,9 @@ fn delete_files_and_directories_never_the_root() {
 
 #[test]
 fn rename_files_and_directories() {
-    let mut t = tree_with(&[
-        ("/memories/a", "1"),
-        ("/memories/d/x", "2"),
-        ("/memories/d/y/z", "3"),
-    ]);
+    let mut t = tree_with(&[("/memories/a", "1"), ("/memories/d/x", "2"), ("/memories/d/y/z", "3")]);
     assert_eq!(
-        run(&mut t, rename("/memories/a", "/memories/sub/b"))
-            .unwrap()
-            .text,
+        run(&mut t, rename("/memories/a", "/memories/sub/b")).unwrap().text,
         "Renamed /memories/a to /memories/sub/b."
     );
     assert_eq!(
@@ -439,11 +419,7 @@ fn rename_files_and_directories() {
 
 #[test]
 fn rename_refusals() {
-    let mut t = tree_with(&[
-        ("/memories/a", "1"),
-        ("/memories/b", "2"),
-        ("/memories/d/x", "3"),
-    ]);
+    let mut t = tree_with(&[("/memories/a", "1"), ("/memories/b", "2"), ("/memories/d/x", "3")]);
     fails(&mut t, rename("/memories/a", "/memories/b"), ErrorKind::AlreadyExists, "already_exists",
         "cannot rename /memories/a to /memories/b: /memories/b already exists; delete it first or choose another new_path");
     fails(&mut t, rename("/memories/a", "/memories/d"), ErrorKind::AlreadyExists, "already_exists",
@@ -457,10 +433,20 @@ fn rename_refusals() {
         "not_found",
         "no file or directory at /memories/zz; view /memories to list the existing files",
     );
-    fails(&mut t, rename("/memories", "/memories/r"), ErrorKind::PermissionDenied, "permission_denied",
-        "cannot rename /memories to /memories/r: the memory root /memories cannot be moved or replaced");
-    fails(&mut t, rename("/memories/d", "/memories/d/inner"), ErrorKind::InvalidArgument, "invalid_argument",
-        "cannot move directory /memories/d into itself (/memories/d/inner); choose a new_path outside /memories/d");
+    fails(
+        &mut t,
+        rename("/memories", "/memories/r"),
+        ErrorKind::PermissionDenied,
+        "permission_denied",
+        "cannot rename /memories to /memories/r: the memory root /memories cannot be moved or replaced",
+    );
+    fails(
+        &mut t,
+        rename("/memories/d", "/memories/d/inner"),
+        ErrorKind::InvalidArgument,
+        "invalid_argument",
+        "cannot move directory /memories/d into itself (/memories/d/inner); choose a new_path outside /memories/d",
+    );
     fails(
         &mut t,
         rename("/memories/d", "/memories/a/x"),
@@ -552,12 +538,7 @@ fn max_bytes_refuses_growth_and_changes_nothing() {
         max_bytes: 5,
         max_files: 100,
     };
-    apply(
-        &mut t,
-        &replace("/memories/x", "12345678", "1234567"),
-        &tight,
-    )
-    .unwrap();
+    apply(&mut t, &replace("/memories/x", "12345678", "1234567"), &tight).unwrap();
     assert_eq!(t.bytes(), 29);
 }
 
@@ -588,26 +569,54 @@ fn empty_files_with_long_names_cannot_outgrow_max_bytes() {
 
 #[test]
 fn numbered_view_for_the_model() {
-    let mut t = tree_with(&[("/memories/f", "one\ntwo\nthree\n"), ("/memories/e", ""), ("/memories/g", "x\n\ny")]);
+    let mut t = tree_with(&[
+        ("/memories/f", "one\ntwo\nthree\n"),
+        ("/memories/e", ""),
+        ("/memories/g", "x\n\ny"),
+    ]);
     let nv = |p: &str, r: Option<(i64, i64)>| Command::View {
         path: p.into(),
         view_range: r,
         numbered: true,
     };
-    assert_eq!(run(&mut t, nv("/memories/f", None)).unwrap().text, "     1\tone\n     2\ttwo\n     3\tthree");
-    assert_eq!(run(&mut t, nv("/memories/f", Some((2, -1)))).unwrap().text, "     2\ttwo\n     3\tthree");
-    assert_eq!(run(&mut t, nv("/memories/g", None)).unwrap().text, "     1\tx\n     2\t\n     3\ty");
-    assert_eq!(run(&mut t, nv("/memories/e", None)).unwrap().text, "The file /memories/e is empty.");
+    assert_eq!(
+        run(&mut t, nv("/memories/f", None)).unwrap().text,
+        "     1\tone\n     2\ttwo\n     3\tthree"
+    );
+    assert_eq!(
+        run(&mut t, nv("/memories/f", Some((2, -1)))).unwrap().text,
+        "     2\ttwo\n     3\tthree"
+    );
+    assert_eq!(
+        run(&mut t, nv("/memories/g", None)).unwrap().text,
+        "     1\tx\n     2\t\n     3\ty"
+    );
+    assert_eq!(
+        run(&mut t, nv("/memories/e", None)).unwrap().text,
+        "The file /memories/e is empty."
+    );
     // Directories list as the backends do; an empty one says so.
-    assert_eq!(run(&mut t, nv("/memories", None)).unwrap().text, "/memories/e\n/memories/f\n/memories/g");
+    assert_eq!(
+        run(&mut t, nv("/memories", None)).unwrap().text,
+        "/memories/e\n/memories/f\n/memories/g"
+    );
     assert_eq!(
         run(&mut Tree::empty(root()), nv("/memories", None)).unwrap().text,
         "The directory /memories is empty."
     );
     // "/" lists everything for a backend caller, never for the tool.
-    assert_eq!(run(&mut t, view("/")).unwrap().text, "/memories/e\n/memories/f\n/memories/g");
-    assert_eq!(run(&mut t, nv("/", None)).unwrap_err().code.as_str(), "permission_denied");
-    assert_eq!(number_lines("/memories/h", &"l\n".repeat(1_000_000), 1).lines().last(), Some("1000000\tl"));
+    assert_eq!(
+        run(&mut t, view("/")).unwrap().text,
+        "/memories/e\n/memories/f\n/memories/g"
+    );
+    assert_eq!(
+        run(&mut t, nv("/", None)).unwrap_err().code.as_str(),
+        "permission_denied"
+    );
+    assert_eq!(
+        number_lines("/memories/h", &"l\n".repeat(1_000_000), 1).lines().last(),
+        Some("1000000\tl")
+    );
 }
 
 #[test]
@@ -733,10 +742,7 @@ fn args_build_each_command() {
         path: Some("f".into()),
         ..args("delete")
     };
-    assert_eq!(
-        a.into_command().unwrap(),
-        Command::Delete { path: "f".into() }
-    );
+    assert_eq!(a.into_command().unwrap(), Command::Delete { path: "f".into() });
     let a = CommandArgs {
         path: Some("f".into()),
         new_path: Some("g".into()),
@@ -767,24 +773,44 @@ fn args_build_each_command() {
 #[test]
 fn args_errors_name_every_problem() {
     let e = CommandArgs::default().into_command().unwrap_err();
-    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
-        "missing required argument command; pass one of view, create, str_replace, insert, delete, rename"));
+    assert_eq!(
+        (e.code.as_str(), e.message.as_str()),
+        (
+            "missing_argument",
+            "missing required argument command; pass one of view, create, str_replace, insert, delete, rename"
+        )
+    );
     let e = args("move").into_command().unwrap_err();
-    assert_eq!((e.code.as_str(), e.message.as_str()), ("invalid_argument",
-        "unknown command \"move\"; use one of view, create, str_replace, insert, delete, rename"));
+    assert_eq!(
+        (e.code.as_str(), e.message.as_str()),
+        (
+            "invalid_argument",
+            "unknown command \"move\"; use one of view, create, str_replace, insert, delete, rename"
+        )
+    );
     let e = args("insert").into_command().unwrap_err();
-    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
-        "command \"insert\" is missing required argument(s) path, insert_line, insert_text; it takes path, \
-         insert_line, insert_text (required: path, insert_line, insert_text)"));
+    assert_eq!(
+        (e.code.as_str(), e.message.as_str()),
+        (
+            "missing_argument",
+            "command \"insert\" is missing required argument(s) path, insert_line, insert_text; it takes path, \
+         insert_line, insert_text (required: path, insert_line, insert_text)"
+        )
+    );
     let e = CommandArgs {
         path: Some("f".into()),
         ..args("str_replace")
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
-        "command \"str_replace\" is missing required argument(s) old_str, new_str; it takes path, old_str, \
-         new_str (required: path, old_str, new_str)"));
+    assert_eq!(
+        (e.code.as_str(), e.message.as_str()),
+        (
+            "missing_argument",
+            "command \"str_replace\" is missing required argument(s) old_str, new_str; it takes path, old_str, \
+         new_str (required: path, old_str, new_str)"
+        )
+    );
     let e = CommandArgs {
         path: Some("f".into()),
         file_text: Some("x".into()),
@@ -801,9 +827,14 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code.as_str(), e.message.as_str()), ("unexpected_argument",
-        "unexpected argument(s) colour; the memory tool accepts command, path, file_text, overwrite, old_str, \
-         new_str, insert_line, insert_text, view_range, old_path, new_path. Remove them and call again"));
+    assert_eq!(
+        (e.code.as_str(), e.message.as_str()),
+        (
+            "unexpected_argument",
+            "unexpected argument(s) colour; the memory tool accepts command, path, file_text, overwrite, old_str, \
+         new_str, insert_line, insert_text, view_range, old_path, new_path. Remove them and call again"
+        )
+    );
     let e = CommandArgs {
         path: Some("a".into()),
         old_path: Some("b".into()),
@@ -820,9 +851,14 @@ fn args_errors_name_every_problem() {
     }
     .into_command()
     .unwrap_err();
-    assert_eq!((e.code.as_str(), e.message.as_str()), ("missing_argument",
-        "command \"rename\" is missing required argument(s) old_path; it takes old_path, new_path, path \
-         (required: old_path, new_path)"));
+    assert_eq!(
+        (e.code.as_str(), e.message.as_str()),
+        (
+            "missing_argument",
+            "command \"rename\" is missing required argument(s) old_path; it takes old_path, new_path, path \
+         (required: old_path, new_path)"
+        )
+    );
 }
 
 // ---------------------------------------------------------------- compare-and-set loop
@@ -878,11 +914,7 @@ struct One {
 }
 
 /// Drives a one-command loop to the end against `store`, recording the sleeps.
-fn drive(
-    store: &mut FakeStore,
-    key: &str,
-    m: CasLoop,
-) -> (Result<One, MemoryError>, Vec<Duration>) {
+fn drive(store: &mut FakeStore, key: &str, m: CasLoop) -> (Result<One, MemoryError>, Vec<Duration>) {
     let (r, sleeps) = drive_batch(store, key, m);
     let r = r.and_then(|d| {
         assert_eq!(d.outcomes.len(), 1);
@@ -897,11 +929,7 @@ fn drive(
 }
 
 /// Drives a loop to the end against `store`, recording the sleeps.
-fn drive_batch(
-    store: &mut FakeStore,
-    key: &str,
-    mut m: CasLoop,
-) -> (Result<CasDone, MemoryError>, Vec<Duration>) {
+fn drive_batch(store: &mut FakeStore, key: &str, mut m: CasLoop) -> (Result<CasDone, MemoryError>, Vec<Duration>) {
     let mut sleeps = Vec::new();
     let mut step = m.start();
     loop {
@@ -974,10 +1002,8 @@ fn cas_view_and_noop_never_write() {
 #[test]
 fn cas_lost_first_race_retries_against_fresh_tree() {
     let mut s = FakeStore::new();
-    s.docs.insert(
-        "k".into(),
-        doc(&[("/memories/f", "line1: todo\nline2: todo\n")]),
-    );
+    s.docs
+        .insert("k".into(), doc(&[("/memories/f", "line1: todo\nline2: todo\n")]));
     s.lose = 1;
     // The rival edits line 2 while we edit line 1.
     s.rival = Some(Box::new(|cur| {
@@ -1009,36 +1035,23 @@ fn cas_lost_first_race_retries_against_fresh_tree() {
     assert_eq!(s.cas_calls, 2);
     assert!(sleeps.len() <= 1);
     assert!(sleeps.iter().all(|d| *d <= Duration::from_millis(1)));
-    assert_eq!(
-        s.docs["k"],
-        doc(&[("/memories/f", "line1: done\nline2: done\n")])
-    );
+    assert_eq!(s.docs["k"], doc(&[("/memories/f", "line1: done\nline2: done\n")]));
 }
 
 #[test]
 fn cas_racing_same_old_str_gets_no_match_on_retry() {
     let mut s = FakeStore::new();
-    s.docs
-        .insert("k".into(), doc(&[("/memories/f", "status: open\n")]));
+    s.docs.insert("k".into(), doc(&[("/memories/f", "status: open\n")]));
     s.lose = 1;
-    s.rival = Some(Box::new(|_| {
-        doc(&[("/memories/f", "status: closed by rival\n")])
-    }));
+    s.rival = Some(Box::new(|_| doc(&[("/memories/f", "status: closed by rival\n")])));
     let (r, _) = drive(
         &mut s,
         "k",
-        cas_loop(replace(
-            "/memories/f",
-            "status: open",
-            "status: closed by us",
-        )),
+        cas_loop(replace("/memories/f", "status: open", "status: closed by us")),
     );
     let e = r.unwrap_err();
     assert_eq!(e.code.as_str(), "no_match");
-    assert_eq!(
-        s.docs["k"],
-        doc(&[("/memories/f", "status: closed by rival\n")])
-    );
+    assert_eq!(s.docs["k"], doc(&[("/memories/f", "status: closed by rival\n")]));
 }
 
 #[test]
@@ -1077,13 +1090,7 @@ fn cas_backoff_caps_double_then_saturate() {
         backoff_base: Duration::from_millis(1),
         backoff_cap: Duration::from_millis(4),
     };
-    let mut m = CasLoop::new(
-        root(),
-        create("/memories/a", "x"),
-        Limits::default(),
-        cfg,
-        7,
-    );
+    let mut m = CasLoop::new(root(), create("/memories/a", "x"), Limits::default(), cfg, 7);
     let mut step = m.start();
     let mut caps_ok = true;
     for attempt in 1..=9u32 {
@@ -1109,8 +1116,10 @@ fn cas_backoff_caps_double_then_saturate() {
             value: doc(&[("/memories/a", "x")])
         }
     );
-    assert!(matches!(m.on_cas(false), Step::Done(CasDone { ref outcomes, written: false, .. })
-        if matches!(outcomes[..], [Err(ref e)] if e.kind == ErrorKind::Conflict)));
+    assert!(
+        matches!(m.on_cas(false), Step::Done(CasDone { ref outcomes, written: false, .. })
+        if matches!(outcomes[..], [Err(ref e)] if e.kind == ErrorKind::Conflict))
+    );
     assert_eq!(m.attempts(), 10);
 }
 
@@ -1168,9 +1177,7 @@ fn cas_misuse_is_an_error_not_a_panic() {
 fn many_sequential_edits_on_distinct_lines_all_land() {
     let mut s = FakeStore::new();
     let text: String = (0..20).map(|i| format!("line {i:02}: todo\n")).collect();
-    drive(&mut s, "k", cas_loop(create("/memories/f", &text)))
-        .0
-        .unwrap();
+    drive(&mut s, "k", cas_loop(create("/memories/f", &text))).0.unwrap();
     for i in 0..20 {
         s.lose = (i % 3) as u32;
         let (r, _) = drive(
@@ -1204,11 +1211,7 @@ fn cas_cached_copy_that_changes_goes_straight_to_the_write() {
             value: after.clone()
         }
     );
-    assert!(s.cas(
-        "k",
-        Some(&doc(&[("/memories/f", "a: todo\n")])),
-        &after
-    ));
+    assert!(s.cas("k", Some(&doc(&[("/memories/f", "a: todo\n")])), &after));
     assert_eq!(
         m.on_cas(true),
         Step::Done(CasDone {
@@ -1263,7 +1266,14 @@ fn cas_stale_cached_copy_loses_and_the_edit_lands_on_the_fresh_tree() {
         panic!("expected a write")
     };
     assert!(s.cas("k", expected.as_deref(), &value));
-    assert!(matches!(m.on_cas(true), Step::Done(CasDone { attempts: 2, written: true, .. })));
+    assert!(matches!(
+        m.on_cas(true),
+        Step::Done(CasDone {
+            attempts: 2,
+            written: true,
+            ..
+        })
+    ));
     assert_eq!(s.docs["k"], doc(&[("/memories/f", "1: done\n2: done\n")]));
 }
 
@@ -1290,13 +1300,13 @@ fn cas_batch_applies_in_order_with_one_write_and_one_answer_each() {
     assert_eq!(s.cas_calls, 1);
     assert_eq!(d.outcomes[0], Ok("The file /memories/f has been edited.".into()));
     assert_eq!(d.outcomes[1].as_ref().unwrap_err().code.as_str(), "no_match");
-    assert_eq!(d.outcomes[2], Ok("File created successfully at /memories/g (3 bytes).".into()));
+    assert_eq!(
+        d.outcomes[2],
+        Ok("File created successfully at /memories/g (3 bytes).".into())
+    );
     assert_eq!(d.outcomes[3], Ok("b\n".into()));
     assert_eq!(d.outcomes[4].as_ref().unwrap_err().code.as_str(), "already_exists");
-    assert_eq!(
-        s.docs["k"],
-        doc(&[("/memories/f", "b\n"), ("/memories/g", "new")])
-    );
+    assert_eq!(s.docs["k"], doc(&[("/memories/f", "b\n"), ("/memories/g", "new")]));
 }
 
 #[test]
@@ -1346,17 +1356,32 @@ fn cas_batch_exhausted_gives_each_command_its_own_conflict() {
 
 #[test]
 fn options_are_checked_by_the_core() {
-    assert_eq!(Limits::new(0, 0).unwrap(), Limits { max_bytes: 0, max_files: 0 });
+    assert_eq!(
+        Limits::new(0, 0).unwrap(),
+        Limits {
+            max_bytes: 0,
+            max_files: 0
+        }
+    );
     assert_eq!(Limits::new(8_388_608, 4096).unwrap(), Limits::default());
     assert_eq!(Limits::new(i64::MAX, 1).unwrap().max_bytes, i64::MAX as u64);
     for (b, f) in [(-1, 0), (0, -1), (i64::MIN, i64::MIN)] {
         let e = Limits::new(b, f).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidArgument);
-        assert_eq!(e.message, format!("max_bytes and max_files must be >= 0, got max_bytes={b}, max_files={f}"));
+        assert_eq!(
+            e.message,
+            format!("max_bytes and max_files must be >= 0, got max_bytes={b}, max_files={f}")
+        );
     }
     for n in [1, 32, 100_000] {
         let c = CasConfig::with_max_attempts(n).unwrap();
-        assert_eq!(c, CasConfig { max_attempts: n as u32, ..CasConfig::default() });
+        assert_eq!(
+            c,
+            CasConfig {
+                max_attempts: n as u32,
+                ..CasConfig::default()
+            }
+        );
     }
     for n in [0, -1, 100_001, i64::from(u32::MAX) + 1, i64::MIN] {
         let e = CasConfig::with_max_attempts(n).unwrap_err();

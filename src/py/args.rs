@@ -5,9 +5,9 @@
 //! the integers that were sent.
 
 use pyo3::prelude::*;
-use pyo3::PyTypeInfo;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PyMapping, PySet, PyString, PyTuple};
+use pyo3::PyTypeInfo;
 use serde_json::{Map, Value};
 
 use crate::arguments::Found;
@@ -40,7 +40,9 @@ static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 fn json_loads<'py>(text: &Bound<'py, PyString>) -> Result<Bound<'py, PyAny>, Rejection> {
     let py = text.py();
     let loads = JSON_LOADS
-        .get_or_try_init(py, || py.import("json").and_then(|m| m.getattr("loads")).map(Bound::unbind))
+        .get_or_try_init(py, || {
+            py.import("json").and_then(|m| m.getattr("loads")).map(Bound::unbind)
+        })
         .map_err(|e| Rejection::NotJson(e.to_string()))?;
     loads.bind(py).call1((text,)).map_err(|e| {
         let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
@@ -111,7 +113,8 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
             }
             ArgumentsText::Plain if s.len() > DETACH_TEXT_BYTES => {
                 as_sent = true;
-                py.detach(|| serde_json::from_str::<Value>(s)).map_err(|e| not_json(e.to_string()))?
+                py.detach(|| serde_json::from_str::<Value>(s))
+                    .map_err(|e| not_json(e.to_string()))?
             }
             ArgumentsText::Plain => {
                 as_sent = true;
@@ -133,9 +136,16 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
     };
     let dropped = validator.drop_injected(&mut value);
     let large = value.as_object().is_some_and(|m| m.len() > DETACH_KEYS);
-    let checked = if large { py.detach(|| validator.check(&value)) } else { validator.check(&value) };
+    let checked = if large {
+        py.detach(|| validator.check(&value))
+    } else {
+        validator.check(&value)
+    };
     if let Err(rejection) = checked {
-        return Err(Refused { rejection, raw: (as_sent && !dropped).then_some(value) });
+        return Err(Refused {
+            rejection,
+            raw: (as_sent && !dropped).then_some(value),
+        });
     }
     let fix = if large {
         py.detach(|| validate::integral_floats_to_ints(validator.schema(), &mut value))
@@ -145,10 +155,20 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
     if let Some(text) = source_text {
         let invalid = validate::check_integer_literals(text, &fix.places);
         if !invalid.is_empty() {
-            return Err(Refused { rejection: Rejection::invalid(invalid), raw: None });
+            return Err(Refused {
+                rejection: Rejection::invalid(invalid),
+                raw: None,
+            });
         }
     }
-    let found = Found::of(dropped, fix.changed, fix.beyond_64_bits, other_containers, exact.is_some(), containers_at);
+    let found = Found::of(
+        dropped,
+        fix.changed,
+        fix.beyond_64_bits,
+        other_containers,
+        exact.is_some(),
+        containers_at,
+    );
     Ok(Checked { value, found, exact })
 }
 
@@ -227,7 +247,11 @@ fn conform<'py>(py: Python<'py>, schema: &Value, obj: &Bound<'py, PyAny>) -> PyR
         };
     }
     let is_list = obj.is_instance_of::<PyList>();
-    if is_list || obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PySet>() || obj.is_instance_of::<PyFrozenSet>() {
+    if is_list
+        || obj.is_instance_of::<PyTuple>()
+        || obj.is_instance_of::<PySet>()
+        || obj.is_instance_of::<PyFrozenSet>()
+    {
         let subs = validate::ItemSchemas::of(s);
         let mut changed = !is_list;
         let items = PyList::empty(py);
@@ -249,7 +273,11 @@ fn conform<'py>(py: Python<'py>, schema: &Value, obj: &Bound<'py, PyAny>) -> PyR
 }
 
 /// The first `anyOf`/`oneOf` branch that changes the value decides (as the core's own pass).
-fn branches<'py>(py: Python<'py>, s: &Map<String, Value>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+fn branches<'py>(
+    py: Python<'py>,
+    s: &Map<String, Value>,
+    obj: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     for b in validate::branch_schemas(s) {
         if let Some(new) = conform(py, b, obj)? {
             return Ok(Some(new));

@@ -139,7 +139,10 @@ impl BodyTask {
         if let Some(n) = &self.name {
             return Ok(n.clone());
         }
-        let q = helpers(py)?.getattr.bind(py).call1((self.coro.bind(py), intern!(py, "__qualname__"), "?"))?;
+        let q = helpers(py)?
+            .getattr
+            .bind(py)
+            .call1((self.coro.bind(py), intern!(py, "__qualname__"), "?"))?;
         Ok(format!("tool body {}", q.str()?))
     }
 
@@ -182,7 +185,9 @@ impl BodyTask {
         };
         if let Some(w) = waiter {
             let w = w.bind(py);
-            if helpers(py)?.isfuture.bind(py).call1((w,))?.is_truthy()? && w.call_method1(intern!(py, "cancel"), (&msg,))?.is_truthy()? {
+            if helpers(py)?.isfuture.bind(py).call1((w,))?.is_truthy()?
+                && w.call_method1(intern!(py, "cancel"), (&msg,))?.is_truthy()?
+            {
                 slf.try_borrow_mut()?.requests.cancelled_waiter();
                 return Ok(true);
             }
@@ -194,7 +199,11 @@ impl BodyTask {
     }
 
     #[pyo3(signature = (f, *, context=None))]
-    fn add_done_callback(slf: &Bound<'_, Self>, f: Bound<'_, PyAny>, context: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    fn add_done_callback(
+        slf: &Bound<'_, Self>,
+        f: Bound<'_, PyAny>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let lp = {
@@ -255,12 +264,20 @@ impl BodyTask {
     #[getter(_callbacks)]
     fn pending_callbacks(&self, py: Python<'_>) -> Option<Vec<(Py<PyAny>, Option<Py<PyAny>>)>> {
         let _in = super::shutdown::inside(py);
-        self.callbacks.as_ref().map(|c| c.iter().map(|(f, x)| (f.clone_ref(py), x.as_ref().map(|x| x.clone_ref(py)))).collect())
+        self.callbacks.as_ref().map(|c| {
+            c.iter()
+                .map(|(f, x)| (f.clone_ref(py), x.as_ref().map(|x| x.clone_ref(py))))
+                .collect()
+        })
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let _in = super::shutdown::inside(py);
-        Ok(format!("<BodyTask {} {}>", self.get_name(py)?, if self.is_done(py)? { "done" } else { "pending" }))
+        Ok(format!(
+            "<BodyTask {} {}>",
+            self.get_name(py)?,
+            if self.is_done(py)? { "done" } else { "pending" }
+        ))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -299,7 +316,11 @@ static SEND_IN: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new(
 /// `coro.send(value)` through `PyIter_Send`, called in the body's context (`Context.run`):
 /// `(returned, value)`, what it yielded or returned; what it raised propagates.
 #[pyfunction]
-fn send_in<'py>(py: Python<'py>, coro: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+fn send_in<'py>(
+    py: Python<'py>,
+    coro: &Bound<'py, PyAny>,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<(bool, Bound<'py, PyAny>)> {
     let _in = super::shutdown::inside(py);
     let mut out: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
     // SAFETY: both objects are alive; `out` receives a new reference unless an error is set.
@@ -329,7 +350,12 @@ impl Body {
     /// The body `coro` about to take its first step on the running loop, in a copy of the
     /// caller's context: `within`, the one its function was called in (a sync prelude before
     /// the coroutine is the body's too), else a fresh one.
-    pub(super) fn new<'py>(py: Python<'py>, h: &Helpers, coro: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Self> {
+    pub(super) fn new<'py>(
+        py: Python<'py>,
+        h: &Helpers,
+        coro: &Bound<'py, PyAny>,
+        within: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Self> {
         let lp = h.get_running_loop.bind(py).call0()?;
         let context = match within {
             Some(w) => w.clone(),
@@ -340,7 +366,10 @@ impl Body {
         let (send, throw) = if unbound {
             (h.coro_send.clone_ref(py), h.coro_throw.clone_ref(py))
         } else {
-            (coro.getattr(intern!(py, "send"))?.unbind(), coro.getattr(intern!(py, "throw"))?.unbind())
+            (
+                coro.getattr(intern!(py, "send"))?.unbind(),
+                coro.getattr(intern!(py, "throw"))?.unbind(),
+            )
         };
         Ok(Body {
             task: task.unbind(),
@@ -368,7 +397,13 @@ impl Body {
     /// One step of the body (`throw`: `arg` is raised in it, else sent) in its context, as its
     /// own task. Returns what it yielded; raises what it raised (`StopIteration` when it
     /// returned), its task ended then.
-    pub(super) fn step<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    pub(super) fn step<'py>(
+        &self,
+        py: Python<'py>,
+        h: &Helpers,
+        throw: bool,
+        arg: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         match self.step_sent(py, h, throw, arg)? {
             Sent::Yielded(y) => Ok(y),
             Sent::Returned(v) => Err(PyStopIteration::new_err((v.unbind(),))),
@@ -377,7 +412,13 @@ impl Body {
 
     /// `step`, a body that returned answered as `Sent::Returned` (an exact coroutine sent a
     /// value is stepped through `PyIter_Send`: no `StopIteration` made and caught).
-    pub(super) fn step_sent<'py>(&self, py: Python<'py>, h: &Helpers, throw: bool, arg: Bound<'py, PyAny>) -> PyResult<Sent<'py>> {
+    pub(super) fn step_sent<'py>(
+        &self,
+        py: Python<'py>,
+        h: &Helpers,
+        throw: bool,
+        arg: Bound<'py, PyAny>,
+    ) -> PyResult<Sent<'py>> {
         let t = self.task.bind(py);
         let (mut throw, mut arg) = (throw, arg);
         {
@@ -397,13 +438,18 @@ impl Body {
         let run = h.context_run.bind(py);
         let out = if self.unbound && !throw {
             let send = SEND_IN.get_or_try_init(py, || wrap_pyfunction!(send_in, py).map(|f| f.into_any().unbind()))?;
-            run.call1((self.context.bind(py), send.bind(py), self.coro.bind(py), arg)).and_then(|r| {
-                let (returned, v): (bool, Bound<'py, PyAny>) = r.extract()?;
-                Ok(if returned { Sent::Returned(v) } else { Sent::Yielded(v) })
-            })
+            run.call1((self.context.bind(py), send.bind(py), self.coro.bind(py), arg))
+                .and_then(|r| {
+                    let (returned, v): (bool, Bound<'py, PyAny>) = r.extract()?;
+                    Ok(if returned { Sent::Returned(v) } else { Sent::Yielded(v) })
+                })
         } else {
             let f = if throw { &self.throw } else { &self.send };
-            let out = if self.unbound { run.call1((self.context.bind(py), f.bind(py), self.coro.bind(py), arg)) } else { run.call1((self.context.bind(py), f.bind(py), arg)) };
+            let out = if self.unbound {
+                run.call1((self.context.bind(py), f.bind(py), self.coro.bind(py), arg))
+            } else {
+                run.call1((self.context.bind(py), f.bind(py), arg))
+            };
             match out {
                 Ok(y) => Ok(Sent::Yielded(y)),
                 Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
@@ -427,10 +473,14 @@ impl Body {
                 let message = {
                     let mut b = t.try_borrow_mut()?;
                     b.waiter = Some(y.clone().unbind());
-                    b.requests.pending().then(|| b.message.as_ref().map(|m| m.clone_ref(py)))
+                    b.requests
+                        .pending()
+                        .then(|| b.message.as_ref().map(|m| m.clone_ref(py)))
                 };
                 if let Some(message) = message {
-                    if h.isfuture.bind(py).call1((&y,))?.is_truthy()? && y.call_method1(intern!(py, "cancel"), (message,))?.is_truthy()? {
+                    if h.isfuture.bind(py).call1((&y,))?.is_truthy()?
+                        && y.call_method1(intern!(py, "cancel"), (message,))?.is_truthy()?
+                    {
                         // it cancelled itself during this step
                         t.try_borrow_mut()?.requests.deferred_reached_waiter();
                     }
@@ -450,7 +500,11 @@ impl Body {
         let t = self.task.bind(py);
         let lp = self.lp.bind(py);
         let prev = swap_task(py, h, lp, t.as_any())?;
-        let out = self.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| h.context_run.bind(py).call1((self.context.bind(py), c)));
+        let out = self
+            .coro
+            .bind(py)
+            .getattr(intern!(py, "close"))
+            .and_then(|c| h.context_run.bind(py).call1((self.context.bind(py), c)));
         let swapped = swap_task(py, h, lp, &prev);
         let ended = BodyTask::ended(t, &new_exception::<PyGeneratorExit>(py, ()));
         out?;
@@ -485,7 +539,12 @@ impl Body {
             };
         };
         let w = Waiting::new(self.clone_ref(py), y, None, None, py.None().into_bound(py), true);
-        let clean_up = Bound::new(py, BodyAwait { state: State::Waiting(Box::new(w)) })?;
+        let clean_up = Bound::new(
+            py,
+            BodyAwait {
+                state: State::Waiting(Box::new(w)),
+            },
+        )?;
         let task = lp.call_method1(intern!(py, "create_task"), (clean_up,))?;
         h.hold_clean_up.bind(py).call1((task,))?;
         Ok(())
@@ -506,7 +565,8 @@ static WATCHED: Mutex<Option<Watched>> = Mutex::new(None);
 fn bodies_of<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PySet>> {
     let last = {
         let g = WATCHED.lock().unwrap_or_else(PoisonError::into_inner);
-        g.as_ref().map(|w| (w.lp.clone_ref(py), w.holder.clone_ref(py), w.set.clone_ref(py)))
+        g.as_ref()
+            .map(|w| (w.lp.clone_ref(py), w.holder.clone_ref(py), w.set.clone_ref(py)))
     };
     if let Some((l, holder, set)) = last {
         if l.bind(py).upgrade().is_some_and(|l| l.is(lp)) && holder.bind(py).upgrade().is_some() {
@@ -514,7 +574,11 @@ fn bodies_of<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>) -> PyRes
         }
     }
     let (holder, set): (Bound<'py, PyAny>, Bound<'py, PySet>) = h.bodies_of.bind(py).call1((lp,))?.extract()?;
-    let w = Watched { lp: PyWeakrefReference::new(lp)?.unbind(), holder: PyWeakrefReference::new(&holder)?.unbind(), set: set.clone().unbind() };
+    let w = Watched {
+        lp: PyWeakrefReference::new(lp)?.unbind(),
+        holder: PyWeakrefReference::new(&holder)?.unbind(),
+        set: set.clone().unbind(),
+    };
     *WATCHED.lock().unwrap_or_else(PoisonError::into_inner) = Some(w);
     Ok(set)
 }
@@ -570,7 +634,13 @@ struct Waiting {
 
 enum State {
     /// Not started: the body's first step is taken when the caller first awaits.
-    Fresh { coro: Py<PyAny>, limit: Option<f64>, name: Py<PyAny>, end: Option<f64>, within: Option<Py<PyAny>> },
+    Fresh {
+        coro: Py<PyAny>,
+        limit: Option<f64>,
+        name: Py<PyAny>,
+        end: Option<f64>,
+        within: Option<Py<PyAny>>,
+    },
     Waiting(Box<Waiting>),
     Done,
 }
@@ -584,8 +654,13 @@ pub(super) enum Input<'py> {
 /// A new `T(*args)` exception instance, made by calling the type. (An error made with `new_err`
 /// and read as a value later is normalized by releasing and re-taking the interpreter lock,
 /// which panics once the interpreter is finalizing: a call closed by the collector at exit.)
-pub(super) fn new_exception<'py, T: PyTypeInfo>(py: Python<'py>, args: impl pyo3::call::PyCallArgs<'py>) -> Bound<'py, PyAny> {
-    py.get_type::<T>().call1(args).unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any())
+pub(super) fn new_exception<'py, T: PyTypeInfo>(
+    py: Python<'py>,
+    args: impl pyo3::call::PyCallArgs<'py>,
+) -> Bound<'py, PyAny> {
+    py.get_type::<T>()
+        .call1(args)
+        .unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any())
 }
 
 /// What leaves a coroutine of ours when `e` is raised inside it: as CPython does for a
@@ -608,7 +683,14 @@ pub(super) fn raised_inside(py: Python<'_>, e: PyErr) -> PyErr {
 pub(super) type Stepped<'py> = PyResult<Bound<'py, PyAny>>;
 
 impl Waiting {
-    fn new<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, name: Bound<'py, PyAny>, clean_up: bool) -> Self {
+    fn new<'py>(
+        body: Body,
+        y: Bound<'py, PyAny>,
+        end: Option<f64>,
+        limit: Option<f64>,
+        name: Bound<'py, PyAny>,
+        clean_up: bool,
+    ) -> Self {
         Waiting {
             body,
             wait: y.clone().unbind(),
@@ -656,7 +738,14 @@ impl Waiting {
             return Err(timeout(py, h, self.name.bind(py), self.limit));
         }
         if let Some(task) = task {
-            self.deadline = deadline::enter_for(self.body.lp.bind(py), &task, self.before, end, self.limit, self.name.bind(py))?;
+            self.deadline = deadline::enter_for(
+                self.body.lp.bind(py),
+                &task,
+                self.before,
+                end,
+                self.limit,
+                self.name.bind(py),
+            )?;
         }
         Ok(())
     }
@@ -690,7 +779,8 @@ impl Waiting {
                 _ => Err(PyStopIteration::new_err(())),
             };
         }
-        self.deadline.leave(py, out.as_ref().err().map(|e| e.value(py).as_any()))?;
+        self.deadline
+            .leave(py, out.as_ref().err().map(|e| e.value(py).as_any()))?;
         match out {
             Ok(v) => Err(PyStopIteration::new_err((v.unbind(),))),
             Err(e) => Err(e),
@@ -712,7 +802,12 @@ pub(super) fn waited<'py>(py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) ->
         None => y.getattr(intern!(py, "_loop"))?,
     };
     let wait = lp.call_method0(intern!(py, "create_future"))?;
-    let woken = Bound::new(py, Woken { wait: wait.clone().unbind() })?;
+    let woken = Bound::new(
+        py,
+        Woken {
+            wait: wait.clone().unbind(),
+        },
+    )?;
     y.call_method1(intern!(py, "add_done_callback"), (woken,))?;
     y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
     wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
@@ -755,28 +850,73 @@ pub struct BodyAwait {
 impl BodyAwait {
     /// The rest of a body whose first step the core took (it yielded `y`; `end`: its deadline
     /// on `time.monotonic`, None: none; `tool`: whose `name` a timeout names).
-    pub(super) fn suspended<'py>(body: Body, y: Bound<'py, PyAny>, end: Option<f64>, limit: Option<f64>, tool: Bound<'py, PyAny>) -> PyResult<Self> {
-        Ok(BodyAwait { state: State::Waiting(Box::new(Waiting::new(body, y, end, limit, tool, false))) })
+    pub(super) fn suspended<'py>(
+        body: Body,
+        y: Bound<'py, PyAny>,
+        end: Option<f64>,
+        limit: Option<f64>,
+        tool: Bound<'py, PyAny>,
+    ) -> PyResult<Self> {
+        Ok(BodyAwait {
+            state: State::Waiting(Box::new(Waiting::new(body, y, end, limit, tool, false))),
+        })
     }
 
     /// A body not started yet (an awaitable that is no coroutine is awaited through its
     /// `__await__`, by `_runner._as_coro`).
-    pub(super) fn fresh<'py>(py: Python<'py>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, within: Option<Bound<'py, PyAny>>) -> PyResult<Self> {
+    pub(super) fn fresh<'py>(
+        py: Python<'py>,
+        coro: Bound<'py, PyAny>,
+        limit: Option<f64>,
+        name: Bound<'py, PyAny>,
+        end: Option<f64>,
+        within: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Self> {
         let h = helpers(py)?;
-        let coro = if coro.get_type().is(h.coroutine.bind(py)) { coro } else { h.as_coro.bind(py).call1((coro,))? };
-        Ok(BodyAwait { state: State::Fresh { coro: coro.unbind(), limit, name: name.unbind(), end, within: within.map(Bound::unbind) } })
+        let coro = if coro.get_type().is(h.coroutine.bind(py)) {
+            coro
+        } else {
+            h.as_coro.bind(py).call1((coro,))?
+        };
+        Ok(BodyAwait {
+            state: State::Fresh {
+                coro: coro.unbind(),
+                limit,
+                name: name.unbind(),
+                end,
+                within: within.map(Bound::unbind),
+            },
+        })
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, me: &Bound<'py, PyAny>, input: Input<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Fresh { coro, limit, name, end, within } => {
+            State::Fresh {
+                coro,
+                limit,
+                name,
+                end,
+                within,
+            } => {
                 let within = within.map(|w| w.into_bound(py));
-                self.start(py, h, me, coro.into_bound(py), limit, name.into_bound(py), end, within.as_ref(), input)
+                self.start(
+                    py,
+                    h,
+                    me,
+                    coro.into_bound(py),
+                    limit,
+                    name.into_bound(py),
+                    end,
+                    within.as_ref(),
+                    input,
+                )
             }
             State::Waiting(w) => self.go_on(py, h, me, w, input),
             State::Done => match input {
-                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited body")),
+                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "cannot reuse already awaited body",
+                )),
                 Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
             },
         }
@@ -785,7 +925,18 @@ impl BodyAwait {
     /// The caller's first await of a body not started: its first step, in a copy of the
     /// caller's context; a body that finishes at once needs no deadline timer.
     #[allow(clippy::too_many_arguments)]
-    fn start<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, coro: Bound<'py, PyAny>, limit: Option<f64>, name: Bound<'py, PyAny>, end: Option<f64>, within: Option<&Bound<'py, PyAny>>, input: Input<'py>) -> Stepped<'py> {
+    fn start<'py>(
+        &mut self,
+        py: Python<'py>,
+        h: &Helpers,
+        me: &Bound<'py, PyAny>,
+        coro: Bound<'py, PyAny>,
+        limit: Option<f64>,
+        name: Bound<'py, PyAny>,
+        end: Option<f64>,
+        within: Option<&Bound<'py, PyAny>>,
+        input: Input<'py>,
+    ) -> Stepped<'py> {
         if let Input::Throw(exc) = input {
             drop(coro.call_method0(intern!(py, "close"))); // never started
             return Err(raised_inside(py, PyErr::from_value(exc)));
@@ -811,7 +962,14 @@ impl BodyAwait {
     }
 
     /// A step of the suspended body.
-    fn go_on<'py>(&mut self, py: Python<'py>, h: &Helpers, me: &Bound<'py, PyAny>, mut w: Box<Waiting>, input: Input<'py>) -> Stepped<'py> {
+    fn go_on<'py>(
+        &mut self,
+        py: Python<'py>,
+        h: &Helpers,
+        me: &Bound<'py, PyAny>,
+        mut w: Box<Waiting>,
+        input: Input<'py>,
+    ) -> Stepped<'py> {
         if !w.entered {
             if w.clean_up {
                 if let Input::Throw(_) = input {
@@ -840,7 +998,11 @@ impl BodyAwait {
             Input::Throw(exc) if exc.is_instance(h.cancelled_error.bind(py))? => {
                 let (y, wait) = (w.y.bind(py).clone(), w.wait.bind(py).clone());
                 let count = match &w.task {
-                    Some(task) => Some(task.bind(py).call_method0(intern!(py, "cancelling"))?.extract::<isize>()?),
+                    Some(task) => Some(
+                        task.bind(py)
+                            .call_method0(intern!(py, "cancelling"))?
+                            .extract::<isize>()?,
+                    ),
                     None => None, // a task that does not count (Python 3.10's)
                 };
                 callers = cancel::thrown_is_callers(count, &mut w.seen, wait.is(&y), w.body.waiter_cancelled(py));
@@ -892,7 +1054,14 @@ impl BodyAwait {
             }
             Err(e) if e.is_instance(py, h.cancelled_error.bind(py)) => {
                 let count = || -> PyResult<Option<isize>> {
-                    w.task.as_ref().map(|task| task.bind(py).call_method0(intern!(py, "cancelling"))?.extract::<isize>()).transpose()
+                    w.task
+                        .as_ref()
+                        .map(|task| {
+                            task.bind(py)
+                                .call_method0(intern!(py, "cancelling"))?
+                                .extract::<isize>()
+                        })
+                        .transpose()
                 };
                 let callers = cancel::ended_by_callers(w.delivered, count, w.before)?;
                 // The caller's cancellation, else the body cancelled itself.
@@ -909,7 +1078,13 @@ impl BodyAwait {
     /// What is awaiting this is closed (`exc`: the `GeneratorExit`): a clean-up's body is closed;
     /// a call's body is abandoned (its clean-up goes on in a task of its own if its loop still
     /// runs, else it is closed).
-    fn closed<'py>(&mut self, py: Python<'py>, h: &Helpers, mut w: Box<Waiting>, exc: &Bound<'py, PyAny>) -> PyResult<()> {
+    fn closed<'py>(
+        &mut self,
+        py: Python<'py>,
+        h: &Helpers,
+        mut w: Box<Waiting>,
+        exc: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
         self.state = State::Done;
         w.unwatch(py);
         if w.clean_up {
@@ -918,7 +1093,11 @@ impl BodyAwait {
                 _ => Ok(()),
             };
         }
-        let abandoned = h.cancelled_error.bind(py).call0().and_then(|c| w.body.abandon(py, h, c, false));
+        let abandoned = h
+            .cancelled_error
+            .bind(py)
+            .call0()
+            .and_then(|c| w.body.abandon(py, h, c, false));
         w.deadline.leave(py, Some(exc))?;
         abandoned
     }

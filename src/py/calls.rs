@@ -47,7 +47,9 @@ impl<'py> CallMap for PyCall<'py> {
 }
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "another type".to_owned(), |t| t.to_string())
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "another type".to_owned(), |t| t.to_string())
 }
 
 /// A malformed call as the `TypeError` the registry's `prepare`/`admit` raise (its text is the
@@ -80,7 +82,14 @@ pub(super) fn call_parts<'py>(py: Python<'py>, call: &Bound<'py, PyAny>) -> PyRe
     };
     let parts = calls::all_parts(&PyCall(d.clone()))?;
     let name = parts.name.filter(|n| n.is_instance_of::<PyString>());
-    PyTuple::new(py, [parts.id.unwrap_or_else(none), name.unwrap_or_else(none), parts.args.unwrap_or_else(none)])
+    PyTuple::new(
+        py,
+        [
+            parts.id.unwrap_or_else(none),
+            name.unwrap_or_else(none),
+            parts.args.unwrap_or_else(none),
+        ],
+    )
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -43,8 +43,11 @@ pub(super) trait Coroutine: PyClass {
 
 /// `slf` borrowed for a step; during a step of its own (a body stepping what its caller awaits,
 /// or the coroutine of the task running it) the `ValueError` a running coroutine raises.
-pub(super) fn running<'py, T: PyClass<Frozen = pyo3::pyclass::boolean_struct::False>>(slf: &Bound<'py, T>) -> PyResult<PyRefMut<'py, T>> {
-    slf.try_borrow_mut().map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
+pub(super) fn running<'py, T: PyClass<Frozen = pyo3::pyclass::boolean_struct::False>>(
+    slf: &Bound<'py, T>,
+) -> PyResult<PyRefMut<'py, T>> {
+    slf.try_borrow_mut()
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("coroutine already executing"))
 }
 
 /// `slf` borrowed for a moment, if it is [`Coroutine::BORROWED_TO_AWAIT`]: the `RuntimeError`
@@ -63,7 +66,11 @@ pub(super) fn borrowed_to_await<T: Coroutine>(slf: &Bound<'_, T>) -> PyResult<()
 pub(super) fn thrown<'py>(exc: Bound<'py, PyAny>, value: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
         Some(v) if exc.is_instance_of::<PyType>() && !v.is_none() => {
-            if v.is_instance(&exc)? { v } else { exc.call1((v,))? }
+            if v.is_instance(&exc)? {
+                v
+            } else {
+                exc.call1((v,))?
+            }
         }
         _ if exc.is_instance_of::<PyType>() => exc.call0()?,
         _ => exc,
@@ -122,8 +129,13 @@ pub(super) fn entered(counter: usize) {
 #[pyfunction]
 fn protocol_entries(py: Python<'_>) -> std::collections::HashMap<String, u64> {
     let _in = super::shutdown::inside(py);
-    let names = CLASSES.iter().flat_map(|c| SLOTS.iter().map(move |s| format!("{c}.{s}")));
-    names.zip(&ENTRIES).map(|(n, c)| (n, c.load(Ordering::Relaxed))).collect()
+    let names = CLASSES
+        .iter()
+        .flat_map(|c| SLOTS.iter().map(move |s| format!("{c}.{s}")));
+    names
+        .zip(&ENTRIES)
+        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
+        .collect()
 }
 
 /// The `#[pymethods]` block of a [`Coroutine`] class, the protocol added to the methods given:

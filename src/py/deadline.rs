@@ -47,7 +47,12 @@ pub(super) fn end_of(py: Python<'_>, h: &Helpers, limit: Option<f64>) -> PyResul
 /// [`end_of`] a call that started at `started` (`Instant` reads the clock `time.monotonic`
 /// reads, without a call into Python): for a body the core stepped itself, whose end is only
 /// needed when it did not finish in that step.
-pub(super) fn end_since(py: Python<'_>, h: &Helpers, limit: Option<f64>, started: std::time::Instant) -> PyResult<Option<f64>> {
+pub(super) fn end_since(
+    py: Python<'_>,
+    h: &Helpers,
+    limit: Option<f64>,
+    started: std::time::Instant,
+) -> PyResult<Option<f64>> {
     match limit {
         Some(_) => Ok(core::end_since(now(py, h)?, started.elapsed().as_secs_f64(), limit)),
         None => Ok(None),
@@ -98,7 +103,11 @@ pub(super) fn cancels_delivered(py: Python<'_>, h: &Helpers, task: &Bound<'_, Py
         return Ok(0);
     }
     let n: isize = task.call_method0(intern!(py, "cancelling"))?.extract()?;
-    let pending = h.getattr.bind(py).call1((task, intern!(py, "_must_cancel"), false))?.is_truthy()?;
+    let pending = h
+        .getattr
+        .bind(py)
+        .call1((task, intern!(py, "_must_cancel"), false))?
+        .is_truthy()?;
     Ok(core::delivered(n, pending))
 }
 
@@ -133,9 +142,24 @@ fn timer_of<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py,
     if let Some(t) = find(py, lp) {
         return Ok(t);
     }
-    let resolution: f64 = py.import("time")?.call_method1("get_clock_info", ("monotonic",))?.getattr("resolution")?.extract()?;
-    let t = Bound::new(py, LoopDeadlines { lp: PyWeakrefReference::new(lp)?.unbind(), timers: Timers::new(), handle: None, resolution })?;
-    let entry = (PyWeakrefReference::new(lp)?.unbind(), PyWeakrefReference::new(&t)?.unbind());
+    let resolution: f64 = py
+        .import("time")?
+        .call_method1("get_clock_info", ("monotonic",))?
+        .getattr("resolution")?
+        .extract()?;
+    let t = Bound::new(
+        py,
+        LoopDeadlines {
+            lp: PyWeakrefReference::new(lp)?.unbind(),
+            timers: Timers::new(),
+            handle: None,
+            resolution,
+        },
+    )?;
+    let entry = (
+        PyWeakrefReference::new(lp)?.unbind(),
+        PyWeakrefReference::new(&t)?.unbind(),
+    );
     let mut g = LOOPS.lock().unwrap_or_else(PoisonError::into_inner);
     // Loops gone, or whose timer is gone, are forgotten (the latter replaced by this one).
     g.retain(|(l, t)| t.bind(py).upgrade().is_some() && l.bind(py).upgrade().is_some_and(|l| !l.is(lp)));
@@ -266,17 +290,38 @@ pub(super) struct Entered(Option<Held>);
 /// Enter the deadline `end` (on `time.monotonic`; `limit`: its length, `name`: the tool's name,
 /// or the tool, for `ToolTimeoutError`) for `task` on loop `lp`; `cancelling`: the task's
 /// delivered cancellations now ([`cancels_delivered`]).
-pub(super) fn enter_for(lp: &Bound<'_, PyAny>, task: &Bound<'_, PyAny>, cancelling: isize, end: f64, limit: Option<f64>, name: &Bound<'_, PyAny>) -> PyResult<Entered> {
+pub(super) fn enter_for(
+    lp: &Bound<'_, PyAny>,
+    task: &Bound<'_, PyAny>,
+    cancelling: isize,
+    end: f64,
+    limit: Option<f64>,
+    name: &Bound<'_, PyAny>,
+) -> PyResult<Entered> {
     let py = lp.py();
     let timer = timer_of(py, lp)?;
     let seq = LoopDeadlines::add(&timer, end, task)?;
     let counts = counts_cancels(py, helpers(py)?, task);
-    Ok(Entered(Some(Held { timer: timer.unbind(), seq, task: task.clone().unbind(), cancelling, counts, limit, name: name.clone().unbind() })))
+    Ok(Entered(Some(Held {
+        timer: timer.unbind(),
+        seq,
+        task: task.clone().unbind(),
+        cancelling,
+        counts,
+        limit,
+        name: name.clone().unbind(),
+    })))
 }
 
 /// Enter the deadline `end` for the current task of the running loop (see [`enter_for`]); none
 /// when there is no current task.
-pub(super) fn enter(py: Python<'_>, h: &Helpers, end: f64, limit: Option<f64>, name: &Bound<'_, PyAny>) -> PyResult<Entered> {
+pub(super) fn enter(
+    py: Python<'_>,
+    h: &Helpers,
+    end: f64,
+    limit: Option<f64>,
+    name: &Bound<'_, PyAny>,
+) -> PyResult<Entered> {
     let task = h.current_task.bind(py).call0()?;
     if task.is_none() {
         return Ok(Entered::none());
@@ -293,7 +338,9 @@ impl Entered {
 
     /// Whether it expired (its task was cancelled by it).
     pub(super) fn expired(&self, py: Python<'_>) -> bool {
-        self.0.as_ref().is_some_and(|d| d.timer.borrow(py).timers.expired(d.seq))
+        self.0
+            .as_ref()
+            .is_some_and(|d| d.timer.borrow(py).timers.expired(d.seq))
     }
 
     /// Leave it, the await ending by `exc` (None: a success). At the deadline this raises
@@ -308,13 +355,27 @@ impl Entered {
     /// does not count its cancellation requests (Python 3.10's) what a counting task's count
     /// tells: the caller's cancellation reached it, delivered before the deadline and swallowed
     /// by the body, or requested in the same pass; it is still pending and propagates.
-    pub(super) fn leave_cancelled(&mut self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>, cancelled_by_caller: bool) -> PyResult<()> {
+    pub(super) fn leave_cancelled(
+        &mut self,
+        py: Python<'_>,
+        exc: Option<&Bound<'_, PyAny>>,
+        cancelled_by_caller: bool,
+    ) -> PyResult<()> {
         let Some(d) = self.0.take() else { return Ok(()) };
         if !d.timer.bind(py).try_borrow_mut()?.timers.remove(d.seq) {
             return Ok(());
         }
         let h = helpers(py)?;
-        let remaining = if d.counts { Some(d.task.bind(py).call_method0(intern!(py, "uncancel"))?.extract::<isize>()?) } else { None };
+        let remaining = if d.counts {
+            Some(
+                d.task
+                    .bind(py)
+                    .call_method0(intern!(py, "uncancel"))?
+                    .extract::<isize>()?,
+            )
+        } else {
+            None
+        };
         let ended = match exc {
             None => Ended::Success,
             Some(e) if e.is_instance(h.cancelled_error.bind(py))? => Ended::Cancelled,

@@ -32,11 +32,12 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::awaiting::{is_stop, raised_inside, BodyAwait, Input, Stepped};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::handoff::{JobAwait, WorkerPool};
-use super::pipeline::{
-    helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED, EV_WOKEN, STEP_APPROVE, STEP_AWAIT,
-    STEP_CAS, STEP_DONE, STEP_FAILING, STEP_GET, STEP_OPEN, STEP_RAISE, STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
-};
 use super::observe;
+use super::pipeline::{
+    helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED,
+    EV_WOKEN, STEP_APPROVE, STEP_AWAIT, STEP_CAS, STEP_DONE, STEP_FAILING, STEP_GET, STEP_OPEN, STEP_RAISE,
+    STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
+};
 use super::registry::CoreRegistry;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -83,7 +84,9 @@ pub(super) fn own(py: Python<'_>) -> PyResult<&Helpers> {
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             generator: py.import("types")?.getattr("GeneratorType")?.unbind(),
             invoker_log: logging.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
-            middleware_log: logging.call_method1("getLogger", ("agentkit_tools.middleware",))?.unbind(),
+            middleware_log: logging
+                .call_method1("getLogger", ("agentkit_tools.middleware",))?
+                .unbind(),
         })
     })
 }
@@ -97,11 +100,15 @@ fn value_of<'py>(py: Python<'py>, e: &PyErr) -> Bound<'py, PyAny> {
 /// caller's; no task: it does).
 fn caller_cancelled(py: Python<'_>) -> bool {
     let Ok(h) = helpers(py) else { return true };
-    let Ok(task) = h.current_task.bind(py).call0() else { return false }; // no running loop
+    let Ok(task) = h.current_task.bind(py).call0() else {
+        return false;
+    }; // no running loop
     if task.is_none() || !super::deadline::counts_cancels(py, h, &task) {
         return true;
     }
-    task.call_method0(intern!(py, "cancelling")).and_then(|n| n.extract::<isize>()).map_or(true, |n| n > 0)
+    task.call_method0(intern!(py, "cancelling"))
+        .and_then(|n| n.extract::<isize>())
+        .map_or(true, |n| n > 0)
 }
 
 /// Whether `e`, raised by a host callback or at the `await` of it, propagates: the process is
@@ -117,14 +124,26 @@ pub(super) fn propagates(py: Python<'_>, e: &PyErr) -> bool {
 /// raised again instead. (A `GeneratorExit` that closes a drive never reaches here: one seen here
 /// is a callback's own failure.)
 #[pyfunction]
-pub(super) fn call_fault<'py>(py: Python<'py>, exc: Bound<'py, PyAny>, call: Bound<'py, PyAny>, caller_cancelled: bool) -> PyResult<Bound<'py, PyDict>> {
+pub(super) fn call_fault<'py>(
+    py: Python<'py>,
+    exc: Bound<'py, PyAny>,
+    call: Bound<'py, PyAny>,
+    caller_cancelled: bool,
+) -> PyResult<Bound<'py, PyDict>> {
     let _in = super::shutdown::inside(py);
     let err = PyErr::from_value(exc.clone());
     if is_stop(py, &err) || (caller_cancelled && err.is_instance(py, helpers(py)?.cancelled_error.bind(py))) {
         return Err(err);
     }
     let name = super::calls::call_parts(py, &call)?.get_item(1)?;
-    log(py, &own(py)?.invoker_log, "error", "Invoker failed on a call of %r", vec![name], Some(&err));
+    log(
+        py,
+        &own(py)?.invoker_log,
+        "error",
+        "Invoker failed on a call of %r",
+        vec![name],
+        Some(&err),
+    );
     super::tools::fault_envelope(py, &exc)
 }
 
@@ -133,7 +152,13 @@ pub(super) fn call_fault<'py>(py: Python<'py>, exc: Bound<'py, PyAny>, call: Bou
 /// answered it at once (a refusal, a body the core ran itself), else its `Drive` to await. A
 /// fault answers it with the fault envelope (see `call_fault`).
 #[pyfunction]
-fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py, CoreRegistry>, call: Bound<'py, PyAny>, ctx: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+fn drive<'py>(
+    py: Python<'py>,
+    pipe: &Bound<'py, Pipeline>,
+    registry: &Bound<'py, CoreRegistry>,
+    call: Bound<'py, PyAny>,
+    ctx: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let _in = super::shutdown::inside(py);
     match Pipeline::begin(pipe, registry, &call, &ctx, true) {
         Ok(env) if env.is_instance_of::<PyDict>() => Ok(env),
@@ -166,7 +191,14 @@ fn drive<'py>(py: Python<'py>, pipe: &Bound<'py, Pipeline>, registry: &Bound<'py
 /// `logger.<level>(msg, *args, exc_info=exc)` (no `exc_info` when `exc` is None). Logging never
 /// changes what a call does: a logger, filter or handler that raises (anything, a
 /// `KeyboardInterrupt` included) is reported to `sys.unraisablehook` and dropped.
-pub(super) fn log<'py>(py: Python<'py>, logger: &Py<PyAny>, level: &str, msg: &str, args: Vec<Bound<'py, PyAny>>, exc: Option<&PyErr>) {
+pub(super) fn log<'py>(
+    py: Python<'py>,
+    logger: &Py<PyAny>,
+    level: &str,
+    msg: &str,
+    args: Vec<Bound<'py, PyAny>>,
+    exc: Option<&PyErr>,
+) {
     let logged = (|| -> PyResult<()> {
         let kw = PyDict::new(py);
         if let Some(exc) = exc {
@@ -236,7 +268,9 @@ impl Awaited {
         let it = method.call1((&obj,))?;
         if unsafe { ffi::PyIter_Check(it.as_ptr()) } == 0 {
             let name = it.get_type().qualname()?;
-            return Err(PyTypeError::new_err(format!("__await__() returned non-iterator of type '{name}'")));
+            return Err(PyTypeError::new_err(format!(
+                "__await__() returned non-iterator of type '{name}'"
+            )));
         }
         if is_coroutine(py, &it)? {
             return Err(PyTypeError::new_err("__await__() returned a coroutine"));
@@ -316,7 +350,10 @@ fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     if !kind.is(own(py)?.generator.bind(py)) {
         return Ok(false);
     }
-    let flags: u32 = obj.getattr(intern!(py, "gi_code"))?.getattr(intern!(py, "co_flags"))?.extract()?;
+    let flags: u32 = obj
+        .getattr(intern!(py, "gi_code"))?
+        .getattr(intern!(py, "co_flags"))?
+        .extract()?;
     Ok(flags & CO_ITERABLE_COROUTINE != 0)
 }
 
@@ -325,15 +362,25 @@ fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// goes on without sharing; a `None` read as "not written" would claim again forever).
 fn promised(event: u8, answer: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     let (method, expected, ok) = match event {
-        EV_GOT => ("get", "str or None", answer.is_none() || answer.is_instance_of::<pyo3::types::PyString>()),
-        EV_CAS => ("compare_and_set", "bool", answer.is_instance_of::<pyo3::types::PyBool>()),
+        EV_GOT => (
+            "get",
+            "str or None",
+            answer.is_none() || answer.is_instance_of::<pyo3::types::PyString>(),
+        ),
+        EV_CAS => (
+            "compare_and_set",
+            "bool",
+            answer.is_instance_of::<pyo3::types::PyBool>(),
+        ),
         _ => return Ok(answer),
     };
     if ok {
         return Ok(answer);
     }
     let kind = answer.get_type().qualname()?;
-    Err(PyTypeError::new_err(format!("store.{method} returned {kind}, expected {expected}; fix the StorePort implementation")))
+    Err(PyTypeError::new_err(format!(
+        "store.{method} returned {kind}, expected {expected}; fix the StorePort implementation"
+    )))
 }
 
 /// What a user middleware answered, when it is an envelope (a dict); else the `TypeError` of a
@@ -343,20 +390,33 @@ fn envelope_of(env: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
         return Ok(env);
     }
     let kind = env.get_type().qualname()?;
-    Err(PyTypeError::new_err(format!("a middleware returned {kind}, not an envelope dict")))
+    Err(PyTypeError::new_err(format!(
+        "a middleware returned {kind}, not an envelope dict"
+    )))
 }
 
 /// What the outcome of the awaited is for.
 enum For {
     /// The body (`check`: a value it returned is checked here, an async body's; else it was
     /// checked already: a worker's, a settled `Later`).
-    Body { limit: Option<f64>, end: Option<f64>, check: bool },
-    Approve { approver: Py<PyAny>, tool: Py<PyAny> },
+    Body {
+        limit: Option<f64>,
+        end: Option<f64>,
+        check: bool,
+    },
+    Approve {
+        approver: Py<PyAny>,
+        tool: Py<PyAny>,
+    },
     Slept,
     Woken,
     /// The audit sink's awaitable (`sink` returned it): then the rest of record `rec` (`attrs`:
     /// its span attributes when a span is open, see `observe::span_attributes`).
-    Recorded { rec: Py<PyAny>, sink: Py<PyAny>, attrs: Option<Py<PyAny>> },
+    Recorded {
+        rec: Py<PyAny>,
+        sink: Py<PyAny>,
+        attrs: Option<Py<PyAny>>,
+    },
     /// The release of an aborted call's shared claim on `key` (a drive of the release alone).
     Released(Py<PyAny>),
     Store(u8, Py<PyAny>),
@@ -369,7 +429,13 @@ enum For {
     /// `step`: the task of the step in progress, `doing` that step (awaited with `asyncio.wait`:
     /// the caller's cancellation does not reach it, and the caller waits for it at most until
     /// the abort's bound, see `ABORT_WAIT_S`).
-    Aborting { exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>, doing: (u8, Py<PyTuple>) },
+    Aborting {
+        exc: Py<PyAny>,
+        steps: std::vec::IntoIter<(u8, Py<PyTuple>)>,
+        attrs: Option<Py<PyAny>>,
+        step: Py<PyAny>,
+        doing: (u8, Py<PyTuple>),
+    },
 }
 
 impl For {
@@ -385,7 +451,13 @@ impl For {
                 visit.call(attrs)
             }
             For::Released(r) | For::Store(_, r) => visit.call(r),
-            For::Aborting { exc, steps, attrs, step, doing } => {
+            For::Aborting {
+                exc,
+                steps,
+                attrs,
+                step,
+                doing,
+            } => {
                 visit.call(exc)?;
                 visit.call(step)?;
                 visit.call(&doing.1)?;
@@ -462,14 +534,33 @@ fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
 impl Drive {
     /// `Drive.abort`, its caller waiting for the steps at most until `until` (a turn aborting its
     /// calls one after another: one bound for them all).
-    pub(super) fn abort_within(py: Python<'_>, m: Py<Call>, exc: Py<PyAny>, ctx: Py<PyAny>, until: std::time::Instant) -> Self {
+    pub(super) fn abort_within(
+        py: Python<'_>,
+        m: Py<Call>,
+        exc: Py<PyAny>,
+        ctx: Py<PyAny>,
+        until: std::time::Instant,
+    ) -> Self {
         let mut d = Drive::abort(py, m, exc, ctx);
         d.abort_until = Some(until);
         d
     }
 
     fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
-        Drive { begin, m: None, ctx, nxt: None, tc: None, call: None, span: None, awaiting: None, aborting: None, abort_until: None, step_of_abort: false, closed: false }
+        Drive {
+            begin,
+            m: None,
+            ctx,
+            nxt: None,
+            tc: None,
+            call: None,
+            span: None,
+            awaiting: None,
+            aborting: None,
+            abort_until: None,
+            step_of_abort: false,
+            closed: false,
+        }
     }
 
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
@@ -478,7 +569,9 @@ impl Drive {
                 Input::Throw(exc) => return Err(raised_inside(py, PyErr::from_value(exc))), // never started
                 Input::Send(v) if !v.is_none() => {
                     self.begin = Some(begin);
-                    return Err(PyTypeError::new_err("can't send non-None value to a just-started coroutine"));
+                    return Err(PyTypeError::new_err(
+                        "can't send non-None value to a just-started coroutine",
+                    ));
                 }
                 Input::Send(_) => self.start(py, begin),
             }
@@ -499,7 +592,13 @@ impl Drive {
 
     /// A step of what is awaited (`aw`, for `then`): what it ended with, or (`Err`) what it
     /// yielded, the drive then awaiting it.
-    fn step<'py>(&mut self, py: Python<'py>, aw: Awaited, then: For, input: Input<'py>) -> Result<Next<'py>, Bound<'py, PyAny>> {
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        aw: Awaited,
+        then: For,
+        input: Input<'py>,
+    ) -> Result<Next<'py>, Bound<'py, PyAny>> {
         match aw.step(py, input) {
             Out::Yield(y) => {
                 self.awaiting = Some((aw, then));
@@ -512,7 +611,9 @@ impl Drive {
 
     /// The `ToolCall` a user middleware passed on to this segment (None: no middleware before).
     fn tc<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.tc.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone())
+        self.tc
+            .as_ref()
+            .map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone())
     }
 
     fn start<'py>(&mut self, py: Python<'py>, begin: Begin) -> Next<'py> {
@@ -526,7 +627,10 @@ impl Drive {
                 })
             }
             Begin::Chain(start) => {
-                let call = self.call.as_ref().map_or_else(|| py.None().into_bound(py), |c| c.bind(py).clone());
+                let call = self
+                    .call
+                    .as_ref()
+                    .map_or_else(|| py.None().into_bound(py), |c| c.bind(py).clone());
                 return match start.bind(py).call1((call, ctx)) {
                     Ok(aw) => Next::Await(aw, For::Chained),
                     Err(e) => Next::End(e),
@@ -541,12 +645,22 @@ impl Drive {
                 self.aborting = Some(exc.clone_ref(py));
                 return Next::Fail(PyErr::from_value(exc.into_bound(py)));
             }
-            Begin::Record(cfg, rec) => return self.record(py, cfg.bind(py), rec.into_bound(py)).unwrap_or_else(Next::End),
+            Begin::Record(cfg, rec) => {
+                return self
+                    .record(py, cfg.bind(py), rec.into_bound(py))
+                    .unwrap_or_else(Next::End)
+            }
             Begin::Release(arg) => {
                 let arg = arg.into_bound(py);
                 let released = (|| -> PyResult<(Bound<'py, PyAny>, PyResult<Bound<'py, PyAny>>)> {
                     let key = arg.get_item(1)?;
-                    Ok((key.clone(), arg.get_item(0)?.call_method1(intern!(py, "compare_and_set"), (key, arg.get_item(2)?, arg.get_item(3)?))))
+                    Ok((
+                        key.clone(),
+                        arg.get_item(0)?.call_method1(
+                            intern!(py, "compare_and_set"),
+                            (key, arg.get_item(2)?, arg.get_item(3)?),
+                        ),
+                    ))
                 })();
                 return match released {
                     Ok((key, Ok(aw))) => Next::Await(aw, For::Released(key.unbind())),
@@ -607,11 +721,20 @@ impl Drive {
                     tc.setattr(intern!(py, "timeout_s"), limit)?;
                 }
                 tc.setattr(intern!(py, "exc"), py.None())?;
-                let nxt = self.nxt.as_ref().map(|n| n.bind(py).clone()).unwrap_or_else(|| py.None().into_bound(py));
+                let nxt = self
+                    .nxt
+                    .as_ref()
+                    .map(|n| n.bind(py).clone())
+                    .unwrap_or_else(|| py.None().into_bound(py));
                 Next::Await(nxt.call1((tc,))?, For::Passed)
             }
             STEP_RUN => {
-                let (tool, args, limit, kind) = (arg.get_item(0)?, arg.get_item(1)?, arg.get_item(2)?, arg.get_item(3)?.extract::<u8>()?);
+                let (tool, args, limit, kind) = (
+                    arg.get_item(0)?,
+                    arg.get_item(1)?,
+                    arg.get_item(2)?,
+                    arg.get_item(3)?.extract::<u8>()?,
+                );
                 let mut limit: Option<f64> = limit.extract()?;
                 if let Some(tc) = &self.tc {
                     let tc = tc.bind(py);
@@ -626,15 +749,27 @@ impl Drive {
                 // outcome awaited, right here.
                 let end = super::deadline::end_of(py, helpers(py)?, limit)?;
                 if kind == crate::pipeline::BodyKind::Inline as u8 {
-                    let body = For::Body { limit, end, check: false };
+                    let body = For::Body {
+                        limit,
+                        end,
+                        check: false,
+                    };
                     match o.run_inline.bind(py).call1((&tool, &args, &ctx, limit, end)) {
                         Ok(v) => Next::Outcome(body, Ok(v)),
                         Err(e) => Next::Outcome(body, Err(e)),
                     }
                 } else if kind == crate::pipeline::BodyKind::Worker as u8 {
-                    let then = For::Body { limit, end, check: true };
+                    let then = For::Body {
+                        limit,
+                        end,
+                        check: true,
+                    };
                     let started = (|| -> PyResult<(bool, Bound<'py, PyAny>)> {
-                        let pool = o.runner.bind(py).getattr(intern!(py, "_POOL"))?.cast_into::<WorkerPool>()?;
+                        let pool = o
+                            .runner
+                            .bind(py)
+                            .getattr(intern!(py, "_POOL"))?
+                            .cast_into::<WorkerPool>()?;
                         let (func, name) = (tool.getattr(intern!(py, "fn"))?, tool.getattr(intern!(py, "name"))?);
                         WorkerPool::start_job(&pool, func, args.clone(), ctx.clone(), limit, end, name, None)
                     })();
@@ -644,7 +779,11 @@ impl Drive {
                         Err(e) => Next::Outcome(then, Err(e)),
                     }
                 } else if kind == crate::pipeline::BodyKind::Async as u8 {
-                    let then = For::Body { limit, end, check: true };
+                    let then = For::Body {
+                        limit,
+                        end,
+                        check: true,
+                    };
                     match o.start_async.bind(py).call1((&tool, &args, &ctx, limit)) {
                         Ok(started) => {
                             let (coro, within) = (started.get_item(0)?, started.get_item(1)?);
@@ -655,23 +794,55 @@ impl Drive {
                         Err(e) => Next::Outcome(then, Err(e)),
                     }
                 } else {
-                    let body = For::Body { limit, end, check: false };
+                    let body = For::Body {
+                        limit,
+                        end,
+                        check: false,
+                    };
                     Next::Await(o.run_body.bind(py).call1((&tool, &args, &ctx, limit, kind, end))?, body)
                 }
             }
             STEP_AWAIT => {
                 // An async body the core started and that suspended: await the rest.
-                let (awaiting, end, limit) = (arg.get_item(1)?, arg.get_item(2)?.extract()?, arg.get_item(3)?.extract()?);
-                Next::Await(awaiting, For::Body { limit, end, check: true })
+                let (awaiting, end, limit) = (
+                    arg.get_item(1)?,
+                    arg.get_item(2)?.extract()?,
+                    arg.get_item(3)?.extract()?,
+                );
+                Next::Await(
+                    awaiting,
+                    For::Body {
+                        limit,
+                        end,
+                        check: true,
+                    },
+                )
             }
             STEP_SETTLE => match arg.call_method0(intern!(py, "settle")) {
-                Ok(aw) => Next::Await(aw, For::Body { limit: None, end: None, check: false }),
-                Err(e) => Next::Outcome(For::Body { limit: None, end: None, check: false }, Err(e)),
+                Ok(aw) => Next::Await(
+                    aw,
+                    For::Body {
+                        limit: None,
+                        end: None,
+                        check: false,
+                    },
+                ),
+                Err(e) => Next::Outcome(
+                    For::Body {
+                        limit: None,
+                        end: None,
+                        check: false,
+                    },
+                    Err(e),
+                ),
             },
             STEP_RAISE => Next::Fail(PyErr::from_value(arg)),
             STEP_APPROVE => {
                 let (approver, tool, args) = (arg.get_item(0)?, arg.get_item(1)?, arg.get_item(2)?);
-                let then = For::Approve { approver: approver.clone().unbind(), tool: tool.clone().unbind() };
+                let then = For::Approve {
+                    approver: approver.clone().unbind(),
+                    tool: tool.clone().unbind(),
+                };
                 match approver.call1((&tool, args, &ctx)) {
                     Ok(answer) if o.isawaitable.bind(py).call1((&answer,))?.is_truthy()? => Next::Await(answer, then),
                     out => Next::Outcome(then, out),
@@ -679,7 +850,11 @@ impl Drive {
             }
             STEP_SLEEP => {
                 let (sleep, delay) = (arg.get_item(0)?, arg.get_item(1)?);
-                let sleep = if sleep.is_none() { o.sleep.bind(py).clone() } else { sleep };
+                let sleep = if sleep.is_none() {
+                    o.sleep.bind(py).clone()
+                } else {
+                    sleep
+                };
                 Next::Await(sleep.call1((delay,))?, For::Slept)
             }
             STEP_WAIT => Next::Await(o.shield.bind(py).call1((arg,))?, For::Woken), // an identical call runs: wait, then look again
@@ -693,7 +868,13 @@ impl Drive {
                 let (event, called) = match step {
                     STEP_GET => (EV_GOT, store.call_method1(intern!(py, "get"), (&key,))),
                     STEP_SET => (EV_SET, store.call_method1(intern!(py, "set"), (&key, arg.get_item(2)?))),
-                    _ => (EV_CAS, store.call_method1(intern!(py, "compare_and_set"), (&key, arg.get_item(2)?, arg.get_item(3)?))),
+                    _ => (
+                        EV_CAS,
+                        store.call_method1(
+                            intern!(py, "compare_and_set"),
+                            (&key, arg.get_item(2)?, arg.get_item(3)?),
+                        ),
+                    ),
                 };
                 let then = For::Store(event, key.unbind());
                 match called {
@@ -714,7 +895,14 @@ impl Drive {
     /// The shared store failed on `key` (`e`: how): logged, and fed to the call, which goes on
     /// without sharing.
     fn store_failed<'py>(&mut self, py: Python<'py>, key: Bound<'py, PyAny>, e: &PyErr) -> PyResult<Next<'py>> {
-        log(py, &own(py)?.middleware_log, "warning", "idempotency store failed on %s; going on without it", vec![key], Some(e));
+        log(
+            py,
+            &own(py)?.middleware_log,
+            "warning",
+            "idempotency store failed on %s; going on without it",
+            vec![key],
+            Some(e),
+        );
         Ok(Next::fed(self.call(py)?.feed(py, EV_STORE_FAILED, None)?))
     }
 
@@ -746,11 +934,22 @@ impl Drive {
                         Err(e) if propagates(py, &e) => return Err(e),
                         Err(e) => {
                             let name = tool.bind(py).getattr(intern!(py, "name"))?;
-                            log(py, &own(py)?.middleware_log, "error", "approver %r failed: the call of %s is refused", vec![approver.into_bound(py), name], Some(&e));
+                            log(
+                                py,
+                                &own(py)?.middleware_log,
+                                "error",
+                                "approver %r failed: the call of %s is refused",
+                                vec![approver.into_bound(py), name],
+                                Some(&e),
+                            );
                             false
                         }
                     };
-                    Next::fed(self.call(py)?.feed(py, EV_APPROVED, Some(pyo3::types::PyBool::new(py, approved).to_owned().into_any()))?)
+                    Next::fed(self.call(py)?.feed(
+                        py,
+                        EV_APPROVED,
+                        Some(pyo3::types::PyBool::new(py, approved).to_owned().into_any()),
+                    )?)
                 }
                 For::Slept => {
                     out?;
@@ -769,8 +968,16 @@ impl Drive {
                 For::Released(key) => match out {
                     Err(e) if propagates(py, &e) => return Err(e),
                     Err(e) => {
-                        let msg = "idempotency store failed to release the claim on %s; it is held until its lease runs out";
-                        log(py, &own(py)?.middleware_log, "warning", msg, vec![key.into_bound(py)], Some(&e));
+                        let msg =
+                            "idempotency store failed to release the claim on %s; it is held until its lease runs out";
+                        log(
+                            py,
+                            &own(py)?.middleware_log,
+                            "warning",
+                            msg,
+                            vec![key.into_bound(py)],
+                            Some(&e),
+                        );
                         Next::Step(STEP_DONE, py.None().into_bound(py))
                     }
                     Ok(_) => Next::Step(STEP_DONE, py.None().into_bound(py)),
@@ -785,17 +992,30 @@ impl Drive {
                     let tc = self.tc(py);
                     let exc = tc.getattr(intern!(py, "exc"))?;
                     let attempts: u32 = tc.getattr(intern!(py, "attempts"))?.extract()?;
-                    Next::fed(self.call(py)?.passed(py, env, (!exc.is_none()).then_some(exc), attempts)?)
+                    Next::fed(
+                        self.call(py)?
+                            .passed(py, env, (!exc.is_none()).then_some(exc), attempts)?,
+                    )
                 }
                 For::Chained => match out.and_then(envelope_of) {
                     Ok(env) => Next::Step(STEP_DONE, env),
                     Err(e) => Next::End(e),
                 },
-                For::Aborting { exc, steps, attrs, step, doing } => match out {
+                For::Aborting {
+                    exc,
+                    steps,
+                    attrs,
+                    step,
+                    doing,
+                } => match out {
                     Ok(_) if step.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? => {
                         // (its own cancellation ended it: its failure, logged by it)
                         let cancelled = step.bind(py).call_method0(intern!(py, "cancelled"))?.is_truthy()?;
-                        match if cancelled { Ok(py.None().into_bound(py)) } else { step.bind(py).call_method0(intern!(py, "result")) } {
+                        match if cancelled {
+                            Ok(py.None().into_bound(py))
+                        } else {
+                            step.bind(py).call_method0(intern!(py, "result"))
+                        } {
                             // Its store or sink stopped the process: the abort goes on, then
                             // that stop propagates in place of what aborted the call (unless
                             // that was a stop already).
@@ -821,7 +1041,11 @@ impl Drive {
                     Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => {
                         let stopping = is_stop(py, &PyErr::from_value(exc.bind(py).clone()));
                         self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
-                        Next::End(if stopping { PyErr::from_value(exc.into_bound(py)) } else { e })
+                        Next::End(if stopping {
+                            PyErr::from_value(exc.into_bound(py))
+                        } else {
+                            e
+                        })
                     }
                     Err(e) => Next::End(e),
                 },
@@ -890,7 +1114,9 @@ impl Drive {
     /// The abort goes on by `stop`, which a store or a sink raised: the segments around this one,
     /// which `stop` reaches next, keep its bound (see `bound_of`).
     fn stopped_by(&self, py: Python<'_>, stop: &Bound<'_, PyAny>) {
-        let (Some(tc), Some(until)) = (&self.tc, self.abort_until) else { return };
+        let (Some(tc), Some(until)) = (&self.tc, self.abort_until) else {
+            return;
+        };
         if let Ok(bound) = Bound::new(py, AbortBound(until)) {
             drop(tc.bind(py).setattr(intern!(py, "_abort"), (stop, bound)));
         }
@@ -899,9 +1125,17 @@ impl Drive {
     /// The next release or record step of an abort by `exc`, in a task of its own awaited with
     /// `asyncio.wait` (until the abort's bound, if any); when none is left, the span is closed and
     /// the drive ends with `exc`.
-    fn abort_next<'py>(&mut self, py: Python<'py>, exc: Bound<'py, PyAny>, mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, mut attrs: Option<Py<PyAny>>) -> Next<'py> {
+    fn abort_next<'py>(
+        &mut self,
+        py: Python<'py>,
+        exc: Bound<'py, PyAny>,
+        mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>,
+        mut attrs: Option<Py<PyAny>>,
+    ) -> Next<'py> {
         let started = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>))>> {
-            let Some((step, arg)) = steps.next() else { return Ok(None) };
+            let Some((step, arg)) = steps.next() else {
+                return Ok(None);
+            };
             let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
             let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
             // Held as a clean-up is: a loop closed first drops it without asyncio's report (its
@@ -910,7 +1144,16 @@ impl Drive {
             Ok(Some((self.wait_for_step(py, &task)?, task, (step, arg))))
         })();
         match started {
-            Ok(Some((aw, step, doing))) => Next::Await(aw, For::Aborting { exc: exc.unbind(), steps, attrs, step: step.unbind(), doing }),
+            Ok(Some((aw, step, doing))) => Next::Await(
+                aw,
+                For::Aborting {
+                    exc: exc.unbind(),
+                    steps,
+                    attrs,
+                    step: step.unbind(),
+                    doing,
+                },
+            ),
             Ok(None) => match self.close_span(py, attrs, &exc) {
                 Ok(()) => Next::End(PyErr::from_value(exc)),
                 Err(e) => Next::End(e),
@@ -923,7 +1166,15 @@ impl Drive {
     /// `step`, the steps left, the span) goes on without the caller: a drive of its own in a task
     /// of its own, held until it ends (its outcome dropped), each step awaited as here but with
     /// no bound.
-    fn abort_later(&mut self, py: Python<'_>, exc: Py<PyAny>, steps: std::vec::IntoIter<(u8, Py<PyTuple>)>, attrs: Option<Py<PyAny>>, step: Py<PyAny>, doing: (u8, Py<PyTuple>)) -> PyResult<()> {
+    fn abort_later(
+        &mut self,
+        py: Python<'_>,
+        exc: Py<PyAny>,
+        steps: std::vec::IntoIter<(u8, Py<PyTuple>)>,
+        attrs: Option<Py<PyAny>>,
+        step: Py<PyAny>,
+        doing: (u8, Py<PyTuple>),
+    ) -> PyResult<()> {
         let h = helpers(py)?;
         let mut rest = Drive::new(None, self.ctx.clone_ref(py));
         // The span's context is restored here, in the caller's task; the rest ends the span.
@@ -933,7 +1184,16 @@ impl Drive {
         };
         rest.aborting = Some(exc.clone_ref(py));
         let aw = rest.wait_for_step(py, step.bind(py))?;
-        rest.awaiting = Some((Awaited::of(py, aw)?, For::Aborting { exc, steps, attrs, step, doing }));
+        rest.awaiting = Some((
+            Awaited::of(py, aw)?,
+            For::Aborting {
+                exc,
+                steps,
+                attrs,
+                step,
+                doing,
+            },
+        ));
         let lp = h.get_running_loop.bind(py).call0()?;
         let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, rest)?,))?;
         h.hold_clean_up.bind(py).call1((task,))?;
@@ -944,7 +1204,9 @@ impl Drive {
     /// ends): `asyncio.wait((step,), timeout=left)`, which cancels the step neither at the bound
     /// nor with the awaiting task.
     fn wait_for_step<'py>(&self, py: Python<'py>, step: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let left = self.abort_until.map(|until| until.saturating_duration_since(std::time::Instant::now()).as_secs_f64());
+        let left = self
+            .abort_until
+            .map(|until| until.saturating_duration_since(std::time::Instant::now()).as_secs_f64());
         let kw = [("timeout", left)].into_py_dict(py)?;
         own(py)?.wait.bind(py).call((PyTuple::new(py, [step])?,), Some(&kw))
     }
@@ -959,7 +1221,11 @@ impl Drive {
             (true, false) => "idempotency store could not release the claim on %s of an aborted call: its event loop is closed (the claim's lease bounds it)",
             (false, false) => "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)",
         };
-        let what = if step == STEP_CAS { arg.get_item(1)? } else { arg.get_item(0)?.getattr(intern!(py, "sink"))? };
+        let what = if step == STEP_CAS {
+            arg.get_item(1)?
+        } else {
+            arg.get_item(0)?.getattr(intern!(py, "sink"))?
+        };
         let mut args = vec![what];
         if going_on {
             args.push(pyo3::types::PyFloat::new(py, ABORT_WAIT_S).into_any());
@@ -970,7 +1236,13 @@ impl Drive {
 
     /// The drive of an abort's step (a coroutine): release the shared claim, or emit the record
     /// (its span attributes, when a span is open, to `attrs`: see `observe::span_attributes`).
-    fn abort_step<'py>(&self, py: Python<'py>, step: u8, arg: &Bound<'py, PyTuple>, attrs: &mut Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn abort_step<'py>(
+        &self,
+        py: Python<'py>,
+        step: u8,
+        arg: &Bound<'py, PyTuple>,
+        attrs: &mut Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let ctx = self.ctx.clone_ref(py);
         let begin = if step == STEP_CAS {
             Begin::Release(arg.clone().unbind())
@@ -994,7 +1266,14 @@ impl Drive {
             _ => None,
         };
         match observe::record(py, cfg, &rec)? {
-            Some((aw, sink)) => Ok(Next::Await(aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind(), attrs })),
+            Some((aw, sink)) => Ok(Next::Await(
+                aw,
+                For::Recorded {
+                    rec: rec.unbind(),
+                    sink: sink.unbind(),
+                    attrs,
+                },
+            )),
             None => self.recorded(py, rec, attrs),
         }
     }
@@ -1002,13 +1281,25 @@ impl Drive {
     /// Step `(STEP_RECORD, arg)` of call `m` before the drive starts (no span is open: a drive
     /// opens it): the call's next step once the record is emitted, or None when the drive is to
     /// await the sink's awaitable first (it then holds the call).
-    fn record_here<'py>(&mut self, py: Python<'py>, m: &Py<Call>, arg: &Bound<'py, PyAny>) -> PyResult<Option<(u8, Bound<'py, PyAny>)>> {
+    fn record_here<'py>(
+        &mut self,
+        py: Python<'py>,
+        m: &Py<Call>,
+        arg: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<(u8, Bound<'py, PyAny>)>> {
         let (cfg, rec) = (arg.get_item(0)?, arg.get_item(1)?);
         if let Some((aw, sink)) = observe::record(py, &cfg, &rec)? {
             match Awaited::of(py, aw) {
                 Ok(aw) => {
                     self.m = Some(m.clone_ref(py));
-                    self.awaiting = Some((aw, For::Recorded { rec: rec.unbind(), sink: sink.unbind(), attrs: None }));
+                    self.awaiting = Some((
+                        aw,
+                        For::Recorded {
+                            rec: rec.unbind(),
+                            sink: sink.unbind(),
+                            attrs: None,
+                        },
+                    ));
                     return Ok(None);
                 }
                 Err(e) => observe::sink_failed(py, &sink, e)?,
@@ -1021,7 +1312,12 @@ impl Drive {
     /// The sink has record `rec`: it goes to `ctx.trace`, then the span is closed (with `attrs`,
     /// the record's span attributes) and the call goes on (a drive of the record alone, an
     /// abort's, has no call: it ends).
-    fn recorded<'py>(&mut self, py: Python<'py>, rec: Bound<'py, PyAny>, attrs: Option<Py<PyAny>>) -> PyResult<Next<'py>> {
+    fn recorded<'py>(
+        &mut self,
+        py: Python<'py>,
+        rec: Bound<'py, PyAny>,
+        attrs: Option<Py<PyAny>>,
+    ) -> PyResult<Next<'py>> {
         observe::traced(py, &rec, self.ctx.bind(py))?;
         if self.m.is_none() {
             return Ok(Next::Step(STEP_DONE, py.None().into_bound(py)));
@@ -1086,7 +1382,9 @@ impl Drive {
     fn close_now(&mut self, py: Python<'_>) -> PyResult<()> {
         self.begin = None;
         self.closed = true;
-        let Some((aw, then)) = self.awaiting.take() else { return Ok(()) };
+        let Some((aw, then)) = self.awaiting.take() else {
+            return Ok(());
+        };
         let exc = match aw.close(py) {
             Ok(()) => PyErr::from_value(super::awaiting::new_exception::<PyGeneratorExit>(py, ())),
             Err(e) => e,
@@ -1095,7 +1393,10 @@ impl Drive {
             // The rest of an abort dropped with its closed loop: what it had left is lost, logged.
             let step = step.bind(py);
             let lost = || -> PyResult<bool> {
-                let closed = step.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "is_closed"))?.is_truthy()?;
+                let closed = step
+                    .call_method0(intern!(py, "get_loop"))?
+                    .call_method0(intern!(py, "is_closed"))?
+                    .is_truthy()?;
                 Ok(closed && !step.call_method0(intern!(py, "done"))?.is_truthy()?)
             };
             if lost().unwrap_or(false) {

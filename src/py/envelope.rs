@@ -108,7 +108,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     let all: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     codes.add("ALL", pyo3::types::PyTuple::new(py, &all)?)?;
-    let retriable: Vec<&str> = ErrorCode::ALL.iter().filter(|c| c.retriable()).map(|c| c.as_str()).collect();
+    let retriable: Vec<&str> = ErrorCode::ALL
+        .iter()
+        .filter(|c| c.retriable())
+        .map(|c| c.as_str())
+        .collect();
     codes.add("RETRIABLE", pyo3::types::PyFrozenSet::new(py, &retriable)?)?;
     m.add("codes", codes)?;
     Ok(())

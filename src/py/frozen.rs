@@ -19,7 +19,9 @@ pub(crate) fn freeze<'py>(
     depth: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     if depth > MAX_DEPTH {
-        return Err(PyRecursionError::new_err("maximum recursion depth exceeded while freezing a value"));
+        return Err(PyRecursionError::new_err(
+            "maximum recursion depth exceeded while freezing a value",
+        ));
     }
     if let Ok(d) = value.cast::<PyDict>() {
         // An exact dict cannot be a frozen one (the instance check is the slow part).
@@ -62,7 +64,10 @@ pub(crate) fn freeze<'py>(
         if value.hasattr("_fields")? {
             return Ok(value.clone()); // a named tuple keeps its class and items
         }
-        let items = t.iter().map(|v| freeze(&v, fdict, flist, depth + 1)).collect::<PyResult<Vec<_>>>()?;
+        let items = t
+            .iter()
+            .map(|v| freeze(&v, fdict, flist, depth + 1))
+            .collect::<PyResult<Vec<_>>>()?;
         return Ok(PyTuple::new(value.py(), items)?.into_any());
     }
     Ok(value.clone())
@@ -144,7 +149,10 @@ pub(crate) fn new_empty<'py>(ty: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyA
     let py = ty.py();
     static PLAIN: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
     let (dict_init, list_init) = PLAIN.get_or_try_init(py, || -> PyResult<_> {
-        Ok((py.get_type::<PyDict>().getattr("__init__")?.unbind(), py.get_type::<PyList>().getattr("__init__")?.unbind()))
+        Ok((
+            py.get_type::<PyDict>().getattr("__init__")?.unbind(),
+            py.get_type::<PyList>().getattr("__init__")?.unbind(),
+        ))
     })?;
     let plain = |t: &Bound<'py, PyType>| -> PyResult<bool> {
         let init = t.getattr(pyo3::intern!(py, "__init__"))?;
@@ -198,9 +206,15 @@ fn is_atom(value: &Bound<'_, PyAny>) -> bool {
         || value.is_exact_instance_of::<PyBool>()
 }
 
-fn copy_tree<'py>(value: &Bound<'py, PyAny>, deepcopy: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+fn copy_tree<'py>(
+    value: &Bound<'py, PyAny>,
+    deepcopy: &Bound<'py, PyAny>,
+    depth: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     if depth > MAX_DEPTH {
-        return Err(PyRecursionError::new_err("maximum recursion depth exceeded while copying a value"));
+        return Err(PyRecursionError::new_err(
+            "maximum recursion depth exceeded while copying a value",
+        ));
     }
     if is_atom(value) {
         return Ok(value.clone());

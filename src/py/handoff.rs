@@ -44,7 +44,8 @@ fn raisable<'py>(py: Python<'py>, exc: Bound<'py, PyAny>) -> PyErr {
     if !exc.is_instance_of::<PyStopIteration>() {
         return PyErr::from_value(exc);
     }
-    let err = PyRuntimeError::new_err("StopIteration interacts badly with generators and cannot be raised into a Future");
+    let err =
+        PyRuntimeError::new_err("StopIteration interacts badly with generators and cannot be raised into a Future");
     err.set_cause(py, Some(PyErr::from_value(exc)));
     err
 }
@@ -124,7 +125,11 @@ impl JobAwait {
                 }
                 let started = (|| -> PyResult<Bound<'py, PyAny>> {
                     let job = this.job.get();
-                    let fut = job.later.as_ref().map(|(_, f)| f.bind(py).clone()).ok_or_else(|| PyRuntimeError::new_err("the job has no future"))?;
+                    let fut = job
+                        .later
+                        .as_ref()
+                        .map(|(_, f)| f.bind(py).clone())
+                        .ok_or_else(|| PyRuntimeError::new_err("the job has no future"))?;
                     let it = fut.call_method0(intern!(py, "__await__"))?;
                     if let Some(end) = job.end {
                         this.entered = deadline::enter(py, helpers(py)?, end, this.limit, this.name.bind(py))?;
@@ -295,7 +300,15 @@ impl WorkerPool {
         Ok(false)
     }
 
-    fn job<'py>(py: Python<'py>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>, later: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, Job>> {
+    fn job<'py>(
+        py: Python<'py>,
+        func: Bound<'py, PyAny>,
+        a: Bound<'py, PyAny>,
+        b: Bound<'py, PyAny>,
+        limit: Option<f64>,
+        end: Option<f64>,
+        later: Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    ) -> PyResult<Bound<'py, Job>> {
         let context = helpers(py)?.copy_context.bind(py).call0()?;
         let job = Job {
             call: Mutex::new(Some([context.unbind(), func.unbind(), a.unbind(), b.unbind()])),
@@ -312,7 +325,16 @@ impl WorkerPool {
     /// caller; `gate`: the caller's count at the exit gate, released while this thread waits
     /// (None: the caller holds its own through the brief wait).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn start_job<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, end: Option<f64>, name: Bound<'py, PyAny>, gate: Option<Inside>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+    pub(super) fn start_job<'py>(
+        slf: &Bound<'py, Self>,
+        func: Bound<'py, PyAny>,
+        a: Bound<'py, PyAny>,
+        b: Bound<'py, PyAny>,
+        limit_s: Option<f64>,
+        end: Option<f64>,
+        name: Bound<'py, PyAny>,
+        gate: Option<Inside>,
+    ) -> PyResult<(bool, Bound<'py, PyAny>)> {
         let held = gate.is_some();
         let mut gate = gate;
         let py = slf.py();
@@ -357,20 +379,32 @@ impl WorkerPool {
         }
         pool.later.fetch_add(1, Ordering::Relaxed);
         drop(gate);
-        let awaiting = JobAwait { pool: slf.clone().unbind(), job: job.unbind(), it: None, entered: Entered::none(), limit: limit_s, name: name.unbind(), done: false };
+        let awaiting = JobAwait {
+            pool: slf.clone().unbind(),
+            job: job.unbind(),
+            it: None,
+            entered: Entered::none(),
+            limit: limit_s,
+            name: name.unbind(),
+            done: false,
+        };
         Ok((false, Bound::new(py, awaiting)?.into_any()))
     }
 
     /// The outcome taken out of `job`'s slot (published to this waiter).
     fn taken(job: &Job) -> PyResult<Outcome> {
-        job.slot.take().ok_or_else(|| PyRuntimeError::new_err("the result slot holds no outcome"))
+        job.slot
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("the result slot holds no outcome"))
     }
 }
 
 /// True when `lp` has nothing to run now nor a timer due within `bound` seconds: no ready
 /// callback, no timer due. Known only for asyncio's own loops (any other loop: false).
 fn loop_idle(py: Python<'_>, lp: &Bound<'_, PyAny>, bound: f64) -> PyResult<bool> {
-    let Some(ready) = lp.getattr_opt(intern!(py, "_ready"))? else { return Ok(false) };
+    let Some(ready) = lp.getattr_opt(intern!(py, "_ready"))? else {
+        return Ok(false);
+    };
     if ready.is_none() || ready.is_truthy()? {
         return Ok(false);
     }
@@ -403,9 +437,15 @@ fn _resolve_future(fut: &Bound<'_, PyAny>, ok: bool, value: Bound<'_, PyAny>) ->
 /// Hand `job`'s outcome, published to nobody, to its future through its loop (nothing when its
 /// loop is gone).
 fn deliver_later(py: Python<'_>, job: &Job) {
-    let (Some((call_soon, fut)), Some((ok, value))) = (&job.later, job.slot.take()) else { return };
+    let (Some((call_soon, fut)), Some((ok, value))) = (&job.later, job.slot.take()) else {
+        return;
+    };
     static RESOLVE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    let Ok(resolve) = RESOLVE.get_or_try_init(py, || wrap_pyfunction!(_resolve_future, py).map(|f| f.into_any().unbind())) else { return };
+    let Ok(resolve) = RESOLVE.get_or_try_init(py, || {
+        wrap_pyfunction!(_resolve_future, py).map(|f| f.into_any().unbind())
+    }) else {
+        return;
+    };
     // The caller's loop is closed: nobody waits for it.
     drop(call_soon.bind(py).call1((resolve, fut, ok, value)));
 }
@@ -443,7 +483,14 @@ impl WorkerPool {
     /// outcome is not there by then, the worker completes the job's future with
     /// `loop.call_soon_threadsafe`.
     #[pyo3(signature = (func, a, b, limit_s, name))]
-    fn start<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, name: Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyAny>)> {
+    fn start<'py>(
+        slf: &Bound<'py, Self>,
+        func: Bound<'py, PyAny>,
+        a: Bound<'py, PyAny>,
+        b: Bound<'py, PyAny>,
+        limit_s: Option<f64>,
+        name: Bound<'py, PyAny>,
+    ) -> PyResult<(bool, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(slf.py());
         let end = deadline::end_of(slf.py(), helpers(slf.py())?, limit_s)?;
         Self::start_job(slf, func, a, b, limit_s, end, name, Some(_in))
@@ -456,7 +503,14 @@ impl WorkerPool {
     /// thread has released the interpreter lock; this thread waits spinning first (at most the
     /// result spin bound, 50 µs), then parked, waking every 50 ms so that a signal is handled.
     #[pyo3(signature = (func, a, b, limit_s, name))]
-    fn run<'py>(slf: &Bound<'py, Self>, func: Bound<'py, PyAny>, a: Bound<'py, PyAny>, b: Bound<'py, PyAny>, limit_s: Option<f64>, name: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn run<'py>(
+        slf: &Bound<'py, Self>,
+        func: Bound<'py, PyAny>,
+        a: Bound<'py, PyAny>,
+        b: Bound<'py, PyAny>,
+        limit_s: Option<f64>,
+        name: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let _in = super::shutdown::inside(slf.py());
         let mut gate: Option<Inside> = Some(_in);
         let py = slf.py();

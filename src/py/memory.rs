@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pyo3::exceptions::{
-    PyFileNotFoundError, PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyFileNotFoundError, PyPermissionError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
@@ -53,23 +51,23 @@ fn to_py_err(py: Python<'_>, e: MemoryError) -> PyErr {
             kwargs.set_item("used", l.used)?;
             kwargs.set_item("requested", l.requested)?;
         }
-        let exc = module
-            .getattr(class)?
-            .call((e.message.as_str(),), Some(&kwargs))?;
+        let exc = module.getattr(class)?.call((e.message.as_str(),), Some(&kwargs))?;
         Ok(PyErr::from_value(exc))
     };
     build().unwrap_or_else(|_| match e.kind {
         ErrorKind::PermissionDenied => PyPermissionError::new_err(e.message),
         ErrorKind::NotFound => PyFileNotFoundError::new_err(e.message),
-        ErrorKind::AlreadyExists | ErrorKind::InvalidArgument | ErrorKind::Limit => {
-            PyValueError::new_err(e.message)
-        }
+        ErrorKind::AlreadyExists | ErrorKind::InvalidArgument | ErrorKind::Limit => PyValueError::new_err(e.message),
         ErrorKind::Conflict | ErrorKind::Corrupt => PyRuntimeError::new_err(e.message),
     })
 }
 
 fn bad_type(py: Python<'_>, name: &str, expected: &str, v: &Bound<'_, PyAny>) -> PyErr {
-    let ty = v.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    let ty = v
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
     to_py_err(py, margs::bad_type(name, expected, &ty))
 }
 
@@ -93,7 +91,9 @@ fn arg_value(name: &str, ty: ArgType, v: &Bound<'_, PyAny>) -> PyResult<Option<A
             }
             ArgValue::Bool(v.is_truthy()?)
         }
-        ArgType::Int => ArgValue::Int(int_of(v).map_err(|within| bad(if within { margs::EXPECTED_INT_64 } else { ty.expected() }))?),
+        ArgType::Int => {
+            ArgValue::Int(int_of(v).map_err(|within| bad(if within { margs::EXPECTED_INT_64 } else { ty.expected() }))?)
+        }
         ArgType::Range => {
             if v.is_instance_of::<PyString>() {
                 return Err(bad(ty.expected()));
@@ -129,10 +129,14 @@ fn parse_command<'py>(
     items: impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     numbered: bool,
 ) -> PyResult<Command> {
-    let mut a = CommandArgs { command, ..Default::default() };
+    let mut a = CommandArgs {
+        command,
+        ..Default::default()
+    };
     for (k, v) in items {
         let Ok(key) = k.cast::<PyString>() else {
-            a.unknown.push(k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()));
+            a.unknown
+                .push(k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()));
             continue;
         };
         let key = key.to_str()?;
@@ -145,9 +149,7 @@ fn parse_command<'py>(
     a.into_command_numbered(numbered).map_err(|e| to_py_err(py, e))
 }
 
-fn kwargs_items<'py>(
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+fn kwargs_items<'py>(kwargs: Option<&Bound<'py, PyDict>>) -> Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     kwargs.map(|d| d.iter().collect()).unwrap_or_default()
 }
 
@@ -165,30 +167,22 @@ fn memory_parse_call<'py>(
     root: &str,
 ) -> PyResult<(String, Bound<'py, PyTuple>)> {
     let _in = super::shutdown::inside(py);
-    let d = args.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(
-            "memory tool arguments must be a dict (a JSON object); pass them as one",
-        )
-    })?;
+    let d = args
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err("memory tool arguments must be a dict (a JSON object); pass them as one"))?;
     let root = self::root(root)?;
     let cmd = parse_command(py, None, d.iter(), false)?
         .resolved(&root)
         .map_err(|e| to_py_err(py, e))?;
     let name = cmd.name().to_string();
     let params = match cmd {
-        Command::View {
-            path, view_range, ..
-        } => (path, view_range).into_pyobject(py)?,
+        Command::View { path, view_range, .. } => (path, view_range).into_pyobject(py)?,
         Command::Create {
             path,
             file_text,
             overwrite,
         } => (path, file_text, overwrite).into_pyobject(py)?,
-        Command::StrReplace {
-            path,
-            old_str,
-            new_str,
-        } => (path, old_str, new_str).into_pyobject(py)?,
+        Command::StrReplace { path, old_str, new_str } => (path, old_str, new_str).into_pyobject(py)?,
         Command::Insert {
             path,
             insert_line,
@@ -256,20 +250,13 @@ impl PyMemoryTree {
 
     /// The tree document (JSON text, format version 1).
     fn to_json(&self) -> String {
-        self.tree
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .to_json()
+        self.tree.lock().unwrap_or_else(|p| p.into_inner()).to_json()
     }
 
     /// A copy of the files: `{path: text}` sorted by path.
     fn files(&self, py: Python<'_>) -> BTreeMap<String, String> {
         let _in = super::shutdown::inside(py);
-        self.tree
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .files()
-            .clone()
+        self.tree.lock().unwrap_or_else(|p| p.into_inner()).files().clone()
     }
 
     /// Total UTF-8 bytes of all file paths and texts (what `max_bytes` bounds).
@@ -281,10 +268,7 @@ impl PyMemoryTree {
     /// Number of files.
     #[getter]
     fn file_count(&self) -> u64 {
-        self.tree
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .file_count()
+        self.tree.lock().unwrap_or_else(|p| p.into_inner()).file_count()
     }
 
     /// The normalised root.
@@ -329,15 +313,8 @@ impl PyMemoryStoreEngine {
     /// `StoreConflictError` (1 to 100000).
     #[new]
     #[pyo3(signature = (key, *, root = "/memories", max_bytes = 8_388_608, max_files = 4096, max_attempts = 32))]
-    fn new(
-        key: String,
-        root: &str,
-        max_bytes: i64,
-        max_files: i64,
-        max_attempts: i64,
-    ) -> PyResult<Self> {
-        let config = CasConfig::with_max_attempts(max_attempts)
-            .map_err(|e| PyValueError::new_err(e.message))?;
+    fn new(key: String, root: &str, max_bytes: i64, max_files: i64, max_attempts: i64) -> PyResult<Self> {
+        let config = CasConfig::with_max_attempts(max_attempts).map_err(|e| PyValueError::new_err(e.message))?;
         Ok(PyMemoryStoreEngine {
             key,
             root: self::root(root)?,
@@ -397,7 +374,9 @@ impl PyMemoryStoreEngine {
         };
         let s = s.to_str()?;
         let mut cache = self.last_read.lock().unwrap_or_else(|p| p.into_inner());
-        cache.answer(&self.root, s, &cmd, &self.limits).map_err(|e| to_py_err(py, e))
+        cache
+            .answer(&self.root, s, &cmd, &self.limits)
+            .map_err(|e| to_py_err(py, e))
     }
 
     /// Starts the compare-and-set loop of a batch of commands (from `command`), applied in
@@ -407,7 +386,9 @@ impl PyMemoryStoreEngine {
         let _in = super::shutdown::inside(py);
         let cmds = commands.iter().map(|c| c.cmd.clone()).collect();
         let machine = CasLoop::batch(self.root.clone(), cmds, self.limits, self.config, next_seed());
-        CasRun::begin(machine).map(|run| PyMemoryCasLoop { run }).map_err(PyRuntimeError::new_err)
+        CasRun::begin(machine)
+            .map(|run| PyMemoryCasLoop { run })
+            .map_err(PyRuntimeError::new_err)
     }
 
     /// The store key of the tree document.
@@ -439,10 +420,7 @@ struct PyMemoryCasLoop {
 }
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_default()
+    v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
 }
 
 /// The tree document a store handed back: `None` (absent), its JSON text, or a decoded object.
@@ -453,11 +431,14 @@ fn doc_text(doc: &Bound<'_, PyAny>, source: &str) -> PyResult<Option<String>> {
     } else if let Ok(s) = doc.cast::<PyString>() {
         Ok(Some(s.to_str()?.to_owned()))
     } else if doc.is_instance_of::<PyDict>() {
-        let v: serde_json::Value =
-            pythonize::depythonize(doc).map_err(|e| PyTypeError::new_err(engine::mapping_not_json_message(&e.to_string())))?;
+        let v: serde_json::Value = pythonize::depythonize(doc)
+            .map_err(|e| PyTypeError::new_err(engine::mapping_not_json_message(&e.to_string())))?;
         Ok(Some(v.to_string()))
     } else {
-        Err(PyTypeError::new_err(engine::not_a_document_message(source, &type_name(doc))))
+        Err(PyTypeError::new_err(engine::not_a_document_message(
+            source,
+            &type_name(doc),
+        )))
     }
 }
 
@@ -496,7 +477,11 @@ impl PyMemoryCasLoop {
             return Err(PyTypeError::new_err(engine::cas_not_bool_message(&type_name(won))));
         }
         // Seconds, as Python's `asyncio.sleep` takes them.
-        Ok(self.run.on_cas(won.is_truthy()?).map_err(PyRuntimeError::new_err)?.map(|d| d.as_secs_f64()))
+        Ok(self
+            .run
+            .on_cas(won.is_truthy()?)
+            .map_err(PyRuntimeError::new_err)?
+            .map(|d| d.as_secs_f64()))
     }
 
     /// Once finished, one outcome per command in order: the answer text, or the exception

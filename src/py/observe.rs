@@ -39,7 +39,13 @@ fn otel(py: Python<'_>) -> PyResult<Option<&Otel>> {
             let context = py.import("opentelemetry.context")?;
             let trace = py.import("opentelemetry.trace")?;
             let status_code = trace.getattr("StatusCode")?;
-            let no_ops = PyTuple::new(py, [trace.getattr("NoOpTracerProvider")?, trace.getattr("ProxyTracerProvider")?])?;
+            let no_ops = PyTuple::new(
+                py,
+                [
+                    trace.getattr("NoOpTracerProvider")?,
+                    trace.getattr("ProxyTracerProvider")?,
+                ],
+            )?;
             Ok(Otel {
                 trace_dict: trace.dict().unbind(),
                 get_tracer_provider: trace.getattr("get_tracer_provider")?.unbind(),
@@ -51,7 +57,10 @@ fn otel(py: Python<'_>) -> PyResult<Option<&Otel>> {
                 status_error: status_code.getattr("ERROR")?.unbind(),
                 attach: context.getattr("attach")?.unbind(),
                 detach: context.getattr("detach")?.unbind(),
-                from_env: py.import("os")?.getattr("environ")?.contains("OTEL_PYTHON_TRACER_PROVIDER")?,
+                from_env: py
+                    .import("os")?
+                    .getattr("environ")?
+                    .contains("OTEL_PYTHON_TRACER_PROVIDER")?,
             })
         })();
         match found {
@@ -68,14 +77,22 @@ fn otel(py: Python<'_>) -> PyResult<Option<&Otel>> {
 fn tracer(py: Python<'_>) -> PyResult<Option<&Otel>> {
     let Some(o) = otel(py)? else { return Ok(None) };
     let provider = o.get_tracer_provider.bind(py).call0()?;
-    Ok(if provider.is_instance(o.no_ops.bind(py))? { None } else { Some(o) })
+    Ok(if provider.is_instance(o.no_ops.bind(py))? {
+        None
+    } else {
+        Some(o)
+    })
 }
 
 /// Whether a tracer provider is installed. Without a provider set yet (the global is only ever
 /// set once) and none named by the environment, the answer is read from one attribute.
 pub(super) fn tracing_on(py: Python<'_>) -> PyResult<bool> {
     let Some(o) = otel(py)? else { return Ok(false) }; // opentelemetry-api is not installed
-    let unset = o.trace_dict.bind(py).get_item(intern!(py, "_TRACER_PROVIDER"))?.is_some_and(|p| p.is_none());
+    let unset = o
+        .trace_dict
+        .bind(py)
+        .get_item(intern!(py, "_TRACER_PROVIDER"))?
+        .is_some_and(|p| p.is_none());
     if unset && !o.from_env {
         return Ok(false);
     }
@@ -85,11 +102,19 @@ pub(super) fn tracing_on(py: Python<'_>) -> PyResult<bool> {
 /// Start the `execute_tool` span of call `call_id` of tool `name` and make it the current span:
 /// the span and the token that makes the context before it current again (None: no tracer
 /// provider is installed).
-pub(super) fn open_span(py: Python<'_>, name: &Bound<'_, PyAny>, call_id: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyTuple>>> {
+pub(super) fn open_span(
+    py: Python<'_>,
+    name: &Bound<'_, PyAny>,
+    call_id: &Bound<'_, PyAny>,
+) -> PyResult<Option<Py<PyTuple>>> {
     let Some(o) = tracer(py)? else { return Ok(None) };
     let attributes = PyDict::new(py);
     attributes.set_item(intern!(py, rules::ATTR_OPERATION), intern!(py, rules::SPAN_NAME))?;
-    let name = if name.is_truthy()? { name.clone() } else { PyString::new(py, "").into_any() };
+    let name = if name.is_truthy()? {
+        name.clone()
+    } else {
+        PyString::new(py, "").into_any()
+    };
     attributes.set_item(intern!(py, rules::ATTR_TOOL_NAME), name)?;
     if !call_id.is_none() {
         attributes.set_item(intern!(py, rules::ATTR_CALL_ID), call_id.str()?)?;
@@ -98,8 +123,14 @@ pub(super) fn open_span(py: Python<'_>, name: &Bound<'_, PyAny>, call_id: &Bound
     kw.set_item(intern!(py, "attributes"), attributes)?;
     kw.set_item(intern!(py, "record_exception"), false)?;
     kw.set_item(intern!(py, "set_status_on_exception"), false)?;
-    let span = o.tracer.bind(py).call_method(intern!(py, "start_span"), (intern!(py, rules::SPAN_NAME),), Some(&kw))?;
-    let token = o.attach.bind(py).call1((o.set_span_in_context.bind(py).call1((&span,))?,))?;
+    let span = o
+        .tracer
+        .bind(py)
+        .call_method(intern!(py, "start_span"), (intern!(py, rules::SPAN_NAME),), Some(&kw))?;
+    let token = o
+        .attach
+        .bind(py)
+        .call1((o.set_span_in_context.bind(py).call1((&span,))?,))?;
     Ok(Some(PyTuple::new(py, [span, token])?.unbind()))
 }
 
@@ -109,7 +140,10 @@ pub(super) fn span_attributes<'py>(py: Python<'py>, rec: &Bound<'py, PyAny>) -> 
     // The names as interned strings, made once.
     static NAMES: PyOnceLock<Vec<(Py<PyString>, Py<PyString>)>> = PyOnceLock::new();
     let names = NAMES.get_or_init(py, || {
-        rules::RECORD_ATTRIBUTES.iter().map(|(f, a)| (PyString::intern(py, f).unbind(), PyString::intern(py, a).unbind())).collect()
+        rules::RECORD_ATTRIBUTES
+            .iter()
+            .map(|(f, a)| (PyString::intern(py, f).unbind(), PyString::intern(py, a).unbind()))
+            .collect()
     });
     let a = PyDict::new(py);
     for (field, attribute) in names {
@@ -125,7 +159,12 @@ pub(super) fn span_attributes<'py>(py: Python<'py>, rec: &Bound<'py, PyAny>) -> 
 /// current there, not in its task's: its span is ended but the context it was made current in is
 /// not restored (that context goes with the task, and restoring it elsewhere fails and would be
 /// logged as an error).
-pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, attrs: Option<&Bound<'_, PyAny>>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+pub(super) fn close_span(
+    py: Python<'_>,
+    opened: &Bound<'_, PyTuple>,
+    attrs: Option<&Bound<'_, PyAny>>,
+    exc: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
     let (span, token) = (opened.get_item(0)?, opened.get_item(1)?);
     let o = otel(py)?.ok_or_else(|| PyImportError::new_err("opentelemetry"))?;
     let attributes = (|| -> PyResult<()> {
@@ -135,9 +174,15 @@ pub(super) fn close_span(py: Python<'_>, opened: &Bound<'_, PyTuple>, attrs: Opt
         // (an outcome that is not text is no success)
         if outcome.extract::<&str>().map_or(true, rules::span_failed) {
             let traced = tracer(py)?.is_some();
-            span.call_method1(intern!(py, "set_attribute"), (intern!(py, rules::ATTR_ERROR_TYPE), &outcome))?;
+            span.call_method1(
+                intern!(py, "set_attribute"),
+                (intern!(py, rules::ATTR_ERROR_TYPE), &outcome),
+            )?;
             if traced {
-                span.call_method1(intern!(py, "set_status"), (o.status.bind(py).call1((o.status_error.bind(py), &outcome))?,))?;
+                span.call_method1(
+                    intern!(py, "set_status"),
+                    (o.status.bind(py).call1((o.status_error.bind(py), &outcome))?,),
+                )?;
             }
         }
         Ok(())
@@ -169,7 +214,11 @@ pub(super) fn restore_context<'py>(py: Python<'py>, opened: &Bound<'py, PyTuple>
 
 /// The record `rec` of a call in `ctx` to the DEBUG log and the sink of the audit rule `cfg`:
 /// the sink's awaitable (and the sink) when it returned one, to await (see `sink_failed`).
-pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+pub(super) fn record<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyAny>,
+    rec: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
     let h = helpers(py)?;
     let logged = (|| -> PyResult<()> {
         if !debug_logged(py, h)? {
@@ -180,12 +229,19 @@ pub(super) fn record<'py>(py: Python<'py>, cfg: &Bound<'py, PyAny>, rec: &Bound<
         extra.set_item(intern!(py, "audit"), rec)?;
         kw.set_item(intern!(py, "extra"), extra)?;
         static FIELDS: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
-        let fields = FIELDS.get_or_init(py, || rules::LOG_FIELDS.iter().map(|f| PyString::intern(py, f).unbind()).collect());
+        let fields = FIELDS.get_or_init(py, || {
+            rules::LOG_FIELDS
+                .iter()
+                .map(|f| PyString::intern(py, f).unbind())
+                .collect()
+        });
         let mut args = vec![intern!(py, rules::LOG_LINE).clone().into_any()];
         for field in fields {
             args.push(rec.get_item(field.bind(py))?);
         }
-        h.audit_log.bind(py).call_method(intern!(py, "debug"), PyTuple::new(py, args)?, Some(&kw))?;
+        h.audit_log
+            .bind(py)
+            .call_method(intern!(py, "debug"), PyTuple::new(py, args)?, Some(&kw))?;
         Ok(())
     })();
     if let Err(e) = logged {
@@ -238,7 +294,12 @@ pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
         }
         let mut emit = None;
         static METHODS: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
-        let methods = METHODS.get_or_init(py, || rules::TRACE_METHODS.iter().map(|m| PyString::intern(py, m).unbind()).collect());
+        let methods = METHODS.get_or_init(py, || {
+            rules::TRACE_METHODS
+                .iter()
+                .map(|m| PyString::intern(py, m).unbind())
+                .collect()
+        });
         for name in methods.iter().map(|m| m.bind(py)) {
             let m = getattr.call1((&trace, name, py.None()))?;
             if m.is_truthy()? {
@@ -246,7 +307,8 @@ pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
                 break;
             }
         }
-        emit.unwrap_or_else(|| trace.clone()).call1((intern!(py, rules::TRACE_EVENT), rec))?;
+        emit.unwrap_or_else(|| trace.clone())
+            .call1((intern!(py, rules::TRACE_EVENT), rec))?;
         Ok(())
     })();
     match sent {

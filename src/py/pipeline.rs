@@ -8,17 +8,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError, PyValueError,
+};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::envelope::{Code, Success};
 use crate::errors::ErrorCode;
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
-use crate::pipeline::{self as core, AuditRecord, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed, Refusal, Rule, Step, Time, Val};
+use crate::pipeline::{
+    self as core, AuditRecord, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed, Refusal, Rule, Step, Time,
+    Val,
+};
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
@@ -130,7 +135,12 @@ fn refusal_envelope<'py>(py: Python<'py>, r: &Refusal, facts: &Facts) -> PyResul
 
 /// The error code of an envelope dict (`internal_error` when it has none).
 fn code_of(env: &Bound<'_, PyDict>) -> Code {
-    let code = env.get_item("error").ok().flatten().and_then(|e| e.get_item("code").ok()).map(|c| c.to_string());
+    let code = env
+        .get_item("error")
+        .ok()
+        .flatten()
+        .and_then(|e| e.get_item("code").ok())
+        .map(|c| c.to_string());
     code.map_or(Code::Known(ErrorCode::InternalError), Code::of)
 }
 
@@ -145,15 +155,24 @@ fn failure_envelope<'py>(
     match error_envelope(py, name, exc, core) {
         Ok(env) => Ok(env),
         Err(_) => {
-            let qualname = exc.get_type().qualname().map_or_else(|_| "exception".to_owned(), |q| q.to_string());
-            let broken = super::awaiting::new_exception::<PyRuntimeError>(py, (format!("{qualname} (its details cannot be read)"),));
+            let qualname = exc
+                .get_type()
+                .qualname()
+                .map_or_else(|_| "exception".to_owned(), |q| q.to_string());
+            let broken = super::awaiting::new_exception::<PyRuntimeError>(
+                py,
+                (format!("{qualname} (its details cannot be read)"),),
+            );
             error_envelope(py, name, &broken, None)
         }
     }
 }
 
 fn internal_envelope<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    envelope::failure(py, &Failure::internal_error(name, "RuntimeError", "the call pipeline lost its state"))
+    envelope::failure(
+        py,
+        &Failure::internal_error(name, "RuntimeError", "the call pipeline lost its state"),
+    )
 }
 
 // ------------------------------------------------------------------ arguments
@@ -191,7 +210,10 @@ fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
 /// arguments that cannot even be printed, a placeholder naming their type.
 fn raw_canonical(args: &Bound<'_, PyAny>) -> String {
     canonical_text(args).unwrap_or_else(|_| {
-        let ty = args.get_type().qualname().map_or_else(|_| "object".to_owned(), |q| q.to_string());
+        let ty = args
+            .get_type()
+            .qualname()
+            .map_or_else(|_| "object".to_owned(), |q| q.to_string());
         format!("<unreadable {ty}>")
     })
 }
@@ -254,7 +276,11 @@ pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
             answer
         };
         if disabled.is_truthy()? {
-            return Ok(if disabled.is_exact_instance_of::<PyBool>() { keep(false) } else { false });
+            return Ok(if disabled.is_exact_instance_of::<PyBool>() {
+                keep(false)
+            } else {
+                false
+            });
         }
         if let Some(known) = cache.get_item(DEBUG)? {
             return Ok(match known.cast::<PyBool>() {
@@ -324,10 +350,19 @@ impl RetryPolicy {
     /// extra exception classes to retry. Raises `ValueError` on out-of-range values.
     #[new]
     #[pyo3(signature = (max_attempts=3, base_s=0.5, cap_s=30.0, transient=None))]
-    fn new(py: Python<'_>, max_attempts: u32, base_s: f64, cap_s: f64, transient: Option<Bound<'_, PyTuple>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        max_attempts: u32,
+        base_s: f64,
+        cap_s: f64,
+        transient: Option<Bound<'_, PyTuple>>,
+    ) -> PyResult<Self> {
         let _in = super::shutdown::inside(py);
         let policy = rules::RetryPolicy::new(max_attempts, base_s, cap_s).map_err(PyValueError::new_err)?;
-        Ok(Self { policy, transient: transient.unwrap_or_else(|| PyTuple::empty(py)).unbind() })
+        Ok(Self {
+            policy,
+            transient: transient.unwrap_or_else(|| PyTuple::empty(py)).unbind(),
+        })
     }
 
     #[getter]
@@ -338,10 +373,19 @@ impl RetryPolicy {
     /// After failed attempt `attempt` (1-based) with `exc`: `(kind, delay_s)` where `kind` is
     /// `"transient"`, `"deadline"` or `"permanent"` and `delay_s` the full-jitter wait before
     /// the next attempt, or None when the call is not retried.
-    fn decide(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, retry_safe: bool, attempt: u32) -> PyResult<(&'static str, Option<f64>)> {
+    fn decide(
+        &self,
+        py: Python<'_>,
+        exc: &Bound<'_, PyAny>,
+        retry_safe: bool,
+        attempt: u32,
+    ) -> PyResult<(&'static str, Option<f64>)> {
         let _in = super::shutdown::inside(py);
         let kind = self.classify(py, exc)?;
-        let delay = self.policy.should_retry(kind, retry_safe, attempt).then(|| self.delay_s(attempt));
+        let delay = self
+            .policy
+            .should_retry(kind, retry_safe, attempt)
+            .then(|| self.delay_s(attempt));
         Ok((kind.as_str(), delay))
     }
 
@@ -369,7 +413,13 @@ fn mono() -> f64 {
 /// The clocks now; the wall clock only when `unix` (a rule reads it: a shared store's leases),
 /// else 0.
 fn now(unix: bool) -> Time {
-    let unix = if unix { std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()) } else { 0.0 };
+    let unix = if unix {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    } else {
+        0.0
+    };
     Time { mono: mono(), unix }
 }
 
@@ -455,7 +505,9 @@ static HELPERS: PyOnceLock<Helpers> = PyOnceLock::new();
 pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
     HELPERS.get_or_try_init(py, || {
         let mw = py.import("agentkit_tools.middleware")?;
-        let audit_log = py.import("logging")?.call_method1("getLogger", ("agentkit_tools.audit",))?;
+        let audit_log = py
+            .import("logging")?
+            .call_method1("getLogger", ("agentkit_tools.audit",))?;
         let frozen = py.import("agentkit_tools.frozen")?;
         Ok(Helpers {
             read_only: mw.getattr("call_is_read_only")?.unbind(),
@@ -464,7 +516,10 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             frozen_dict: frozen.getattr("FrozenDict")?.cast_into::<PyType>()?.unbind(),
             frozen_list: frozen.getattr("FrozenList")?.cast_into::<PyType>()?.unbind(),
             getattr: py.import("builtins")?.getattr("getattr")?.unbind(),
-            audit_cache: audit_log.getattr_opt("_cache")?.and_then(|c| c.cast_into::<PyDict>().ok()).map(Bound::unbind),
+            audit_cache: audit_log
+                .getattr_opt("_cache")?
+                .and_then(|c| c.cast_into::<PyDict>().ok())
+                .map(Bound::unbind),
             audit_log_dict: {
                 let log = &audit_log;
                 if log.get_type().is(py.import("logging")?.getattr("Logger")?) {
@@ -475,7 +530,10 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             },
             audit_log: audit_log.clone().unbind(),
             later: py.import("agentkit_tools._runner")?.getattr("Later")?.unbind(),
-            timeout_error: py.import("agentkit_tools.errors")?.getattr("ToolTimeoutError")?.unbind(),
+            timeout_error: py
+                .import("agentkit_tools.errors")?
+                .getattr("ToolTimeoutError")?
+                .unbind(),
             isawaitable: py.import("inspect")?.getattr("isawaitable")?.unbind(),
             copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
             context_run: py.import("contextvars")?.getattr("Context")?.getattr("run")?.unbind(),
@@ -490,18 +548,32 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
             body_failed: py.import("agentkit_tools._runner")?.getattr("BodyFailed")?.unbind(),
             bodies_of: py.import("agentkit_tools._runner")?.getattr("bodies_of")?.unbind(),
             counts_cancels: py.import("asyncio")?.getattr("Task")?.hasattr("cancelling")?,
-            swap_task: py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")?.map(Bound::unbind),
+            swap_task: py
+                .import("asyncio.tasks")?
+                .getattr_opt("_swap_current_task")?
+                .map(Bound::unbind),
             current_tasks: match py.import("asyncio.tasks")?.getattr_opt("_swap_current_task")? {
                 Some(_) => None,
-                None => py.import("asyncio.tasks")?.getattr_opt("_current_tasks")?.and_then(|d| d.cast_into::<PyDict>().ok()).map(Bound::unbind),
+                None => py
+                    .import("asyncio.tasks")?
+                    .getattr_opt("_current_tasks")?
+                    .and_then(|d| d.cast_into::<PyDict>().ok())
+                    .map(Bound::unbind),
             },
             current_task: py.import("asyncio.tasks")?.getattr("current_task")?.unbind(),
             enter_task: py.import("asyncio.tasks")?.getattr("_enter_task")?.unbind(),
             leave_task: py.import("asyncio.tasks")?.getattr("_leave_task")?.unbind(),
             function_tool: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.unbind(),
-            check_output: py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.getattr("check_output")?.unbind(),
+            check_output: py
+                .import("agentkit_tools.tools")?
+                .getattr("FunctionTool")?
+                .getattr("check_output")?
+                .unbind(),
             function_type: py.import("types")?.getattr("FunctionType")?.unbind(),
-            args_unpacked: py.import("agentkit_tools.tools")?.getattr("_ARGS_UNPACKED")?.extract()?,
+            args_unpacked: py
+                .import("agentkit_tools.tools")?
+                .getattr("_ARGS_UNPACKED")?
+                .extract()?,
             invoke_plain: {
                 let codes = py.import("agentkit_tools.tools")?.getattr("_ARGS_UNPACKED")?;
                 let mut plain = None;
@@ -518,7 +590,12 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
                 // collector sees it refer to.
                 let referents = py.import("gc")?.getattr("get_referents")?;
                 let mut dicts = Vec::new();
-                for cls in py.import("agentkit_tools.tools")?.getattr("FunctionTool")?.getattr("__mro__")?.try_iter()? {
+                for cls in py
+                    .import("agentkit_tools.tools")?
+                    .getattr("FunctionTool")?
+                    .getattr("__mro__")?
+                    .try_iter()?
+                {
                     let cls = cls?.cast_into::<PyType>()?;
                     if cls.is(&py.get_type::<PyAny>()) {
                         continue; // `object`: nothing can be set on it
@@ -526,7 +603,9 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
                     let view = cls.getattr("__dict__")?;
                     let dict = referents.call1((&view,))?.get_item(0)?.cast_into::<PyDict>()?;
                     if dict.len() != view.len()? {
-                        return Err(PyRuntimeError::new_err("a class's __dict__ does not show the dict it refers to"));
+                        return Err(PyRuntimeError::new_err(
+                            "a class's __dict__ does not show the dict it refers to",
+                        ));
                     }
                     dicts.push(dict.unbind());
                 }
@@ -612,10 +691,21 @@ impl Pipeline {
                     // gets it; else the driver gets the arguments sealed.
                     let (body_args, canonical) = if this.frozen {
                         let h = helpers(py)?;
-                        let frozen = frozen_args(py, entry, &args, &checked, h.frozen_dict.bind(py), h.frozen_list.bind(py), !unsealed)?;
+                        let frozen = frozen_args(
+                            py,
+                            entry,
+                            &args,
+                            &checked,
+                            h.frozen_dict.bind(py),
+                            h.frozen_list.bind(py),
+                            !unsealed,
+                        )?;
                         (frozen, Canonical::Of(checked.value))
                     } else {
-                        (entry.core.get().kwargs(py, &args, &checked)?.into_any(), Canonical::FromArgs)
+                        (
+                            entry.core.get().kwargs(py, &args, &checked)?.into_any(),
+                            Canonical::FromArgs,
+                        )
                     };
                     Admitted::Tool {
                         tool: entry.tool.bind(py).clone(),
@@ -625,7 +715,14 @@ impl Pipeline {
                         canonical,
                     }
                 }
-                Admission::Refused { env, code, raw } => Admitted::Rejected { env, code: Some(code), raw, name: None, args: None, call_id: None },
+                Admission::Refused { env, code, raw } => Admitted::Rejected {
+                    env,
+                    code: Some(code),
+                    raw,
+                    name: None,
+                    args: None,
+                    call_id: None,
+                },
             })
         })();
         let parts = match admitted {
@@ -634,13 +731,27 @@ impl Pipeline {
                 let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
                 let f = Failure::invalid_call(&msg);
                 let env = envelope::failure(py, &f)?;
-                Admitted::Rejected { env, code: Some(f.code), raw: None, name: None, args: None, call_id: None }
+                Admitted::Rejected {
+                    env,
+                    code: Some(f.code),
+                    raw: None,
+                    name: None,
+                    args: None,
+                    call_id: None,
+                }
             }
         };
         let parts = match parts {
             Admitted::Rejected { env, code, raw, .. } if call.is_instance_of::<PyDict>() => {
                 let (name, args) = call_parts(call);
-                Admitted::Rejected { env, code, raw, name, args, call_id: call_id(call) }
+                Admitted::Rejected {
+                    env,
+                    code,
+                    raw,
+                    name,
+                    args,
+                    call_id: call_id(call),
+                }
             }
             other => other,
         };
@@ -694,22 +805,32 @@ impl Pipeline {
         for (kind, cfg) in rules {
             let rule = match kind.as_str() {
                 "audit" => Rule::Audit,
-                "approval" => Rule::Approval { approver: !cfg.getattr("approver")?.is_none() },
-                "repeat_guard" => Rule::Repeat { limit: cfg.getattr("limit")?.extract()? },
-                "idempotency" => {
-                    Rule::Idempotency { shared: !cfg.getattr("store")?.is_none(), lease_s: cfg.getattr("lease_s")?.extract()? }
-                }
+                "approval" => Rule::Approval {
+                    approver: !cfg.getattr("approver")?.is_none(),
+                },
+                "repeat_guard" => Rule::Repeat {
+                    limit: cfg.getattr("limit")?.extract()?,
+                },
+                "idempotency" => Rule::Idempotency {
+                    shared: !cfg.getattr("store")?.is_none(),
+                    lease_s: cfg.getattr("lease_s")?.extract()?,
+                },
                 "retry" => {
                     let policy = cfg.getattr("policy")?.cast_into::<RetryPolicy>()?;
                     transient.get_or_insert_with(|| policy.get().transient.clone_ref(py));
                     let threshold: Option<u32> = cfg.getattr("breaker_threshold")?.extract()?;
                     let cooldown: f64 = cfg.getattr("breaker_cooldown_s")?.extract()?;
-                    Rule::Retry { policy: policy.get().policy, breaker: threshold.map(|t| (t, cooldown)) }
+                    Rule::Retry {
+                        policy: policy.get().policy,
+                        breaker: threshold.map(|t| (t, cooldown)),
+                    }
                 }
-                "timeout" => Rule::Timeout { default_s: cfg.getattr("default_s")?.extract()? },
-                "egress" => {
-                    Rule::Egress { allow: HostAllowList::new(cfg.getattr("allowed")?.extract::<Vec<String>>()?) }
-                }
+                "timeout" => Rule::Timeout {
+                    default_s: cfg.getattr("default_s")?.extract()?,
+                },
+                "egress" => Rule::Egress {
+                    allow: HostAllowList::new(cfg.getattr("allowed")?.extract::<Vec<String>>()?),
+                },
                 other => return Err(PyValueError::new_err(format!("unknown pipeline rule {other:?}"))),
             };
             compiled.push(rule);
@@ -717,7 +838,9 @@ impl Pipeline {
         }
         let needs = Needs::of(&compiled);
         let audits = core::audit_rules(&compiled);
-        let unix = compiled.iter().any(|r| matches!(r, Rule::Idempotency { shared: true, .. }));
+        let unix = compiled
+            .iter()
+            .any(|r| matches!(r, Rule::Idempotency { shared: true, .. }));
         Ok(Self {
             inner: Mutex::new(core::Pipeline::new(compiled)),
             configs,
@@ -751,13 +874,20 @@ impl Pipeline {
         let (c, code, payload) = Self::admit(slf, registry, call, ctx, here)?;
         if code == STEP_DONE {
             // A call answered already needs no state of its own on the Python side.
-            return if here { Ok(payload) } else { (None::<Call>, code, payload).into_pyobject(py).map(Bound::into_any) };
+            return if here {
+                Ok(payload)
+            } else {
+                (None::<Call>, code, payload).into_pyobject(py).map(Bound::into_any)
+            };
         }
         (c, code, payload).into_pyobject(py).map(Bound::into_any)
     }
 
     /// Start a call a user middleware passed on (a `ToolCall`): `(call_state, code, payload)`.
-    pub(super) fn begin_call<'py>(slf: &Bound<'py, Self>, tc: &Bound<'py, PyAny>) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
+    pub(super) fn begin_call<'py>(
+        slf: &Bound<'py, Self>,
+        tc: &Bound<'py, PyAny>,
+    ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
         let tool = tc.getattr(intern!(py, "tool"))?;
@@ -828,7 +958,13 @@ enum Canonical {
 enum Admitted<'py> {
     /// `sealed` false: `args` is a plain dict of frozen values, for a wrapper that only unpacks
     /// it (see `Call::sealed_args`).
-    Tool { tool: Bound<'py, PyAny>, args: Bound<'py, PyAny>, sealed: bool, core: Option<Bound<'py, CoreTool>>, canonical: Canonical },
+    Tool {
+        tool: Bound<'py, PyAny>,
+        args: Bound<'py, PyAny>,
+        sealed: bool,
+        core: Option<Bound<'py, CoreTool>>,
+        canonical: Canonical,
+    },
     /// `code`: the envelope's error code when known (else read from it); `raw`: the arguments
     /// as read, when exactly what was sent (their canonical text is the raw arguments').
     Rejected {
@@ -843,7 +979,9 @@ enum Admitted<'py> {
 
 /// The name (a string) and arguments of a call, read through the core's call-shape rule.
 fn call_parts<'py>(call: &Bound<'py, PyAny>) -> (Option<Bound<'py, PyAny>>, Option<Bound<'py, PyAny>>) {
-    let Ok(d) = call.cast::<PyDict>() else { return (None, None) };
+    let Ok(d) = call.cast::<PyDict>() else {
+        return (None, None);
+    };
     match crate::calls::parts(&PyCall(d.clone())) {
         Ok(p) => (p.name.filter(|n| n.is_instance_of::<PyString>()), p.args),
         Err(_) => (None, None),
@@ -862,11 +1000,15 @@ fn call_id<'py>(call: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
 fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
     let py = call.py();
     if let Ok(d) = call.cast::<PyDict>() {
-        if d.get_item(intern!(py, "approved"))?.is_some_and(|v| v.is(PyBool::new(py, true))) {
+        if d.get_item(intern!(py, "approved"))?
+            .is_some_and(|v| v.is(PyBool::new(py, true)))
+        {
             return Ok(true);
         }
     }
-    let Some(approvals) = ctx.getattr_opt(intern!(py, "approvals"))? else { return Ok(false) };
+    let Some(approvals) = ctx.getattr_opt(intern!(py, "approvals"))? else {
+        return Ok(false);
+    };
     if approvals.is_instance_of::<PyString>() || approvals.is_instance_of::<PyBytes>() || !approvals.is_truthy()? {
         return Ok(false);
     }
@@ -885,7 +1027,16 @@ static NAMES: PyOnceLock<[Py<PyString>; 7]> = PyOnceLock::new();
 
 fn names(py: Python<'_>) -> &[Py<PyString>; 7] {
     NAMES.get_or_init(py, || {
-        ["name", "requires_approval", "side_effecting", "idempotent", "effects_declared", "timeout_s", "url_arg"].map(|n| PyString::intern(py, n).unbind())
+        [
+            "name",
+            "requires_approval",
+            "side_effecting",
+            "idempotent",
+            "effects_declared",
+            "timeout_s",
+            "url_arg",
+        ]
+        .map(|n| PyString::intern(py, n).unbind())
     })
 }
 
@@ -934,7 +1085,15 @@ static VIEW_NAMES: PyOnceLock<[Py<PyString>; 6]> = PyOnceLock::new();
 
 fn view_names(py: Python<'_>) -> [&Bound<'_, PyString>; 6] {
     let n = VIEW_NAMES.get_or_init(py, || {
-        ["fn", "_is_async", "non_blocking", "_output", "check_output", "is_read_only_call"].map(|n| PyString::intern(py, n).unbind())
+        [
+            "fn",
+            "_is_async",
+            "non_blocking",
+            "_output",
+            "check_output",
+            "is_read_only_call",
+        ]
+        .map(|n| PyString::intern(py, n).unbind())
     });
     std::array::from_fn(|i| n[i].bind(py))
 }
@@ -968,7 +1127,9 @@ impl ToolView {
         if !super::watch::on(py) {
             return Ok(None);
         }
-        let Some(classes) = class_view(py)? else { return Ok(None) };
+        let Some(classes) = class_view(py)? else {
+            return Ok(None);
+        };
         let seen = super::watch::Seen::of(d);
         // Exact `str` keys only: looking a name up runs no code, and no key can come to equal
         // a name without a change of the dict.
@@ -981,15 +1142,33 @@ impl ToolView {
             }
         }
         let [fn_, is_async, non_blocking, output, check_output, hook] = view_names(py);
-        let (Some(f), Some(a), Some(nb), Some(o)) = (d.get_item(fn_)?, d.get_item(is_async)?, d.get_item(non_blocking)?, d.get_item(output)?) else {
+        let (Some(f), Some(a), Some(nb), Some(o)) = (
+            d.get_item(fn_)?,
+            d.get_item(is_async)?,
+            d.get_item(non_blocking)?,
+            d.get_item(output)?,
+        ) else {
             return Ok(None);
         };
         if d.contains(check_output)? || d.contains(hook)? {
             return Ok(None);
         }
         // `_is_async`'s truth value, when it is one that cannot change.
-        let is_async = if a.is_none() { false } else if let Ok(b) = a.cast::<PyBool>() { b.is_true() } else { return Ok(None) };
-        let view = ToolView { dict: seen, classes, function: !f.is_none(), is_async, non_blocking: nb.is(PyBool::new(py, true)), plain_output: o.is_none() };
+        let is_async = if a.is_none() {
+            false
+        } else if let Ok(b) = a.cast::<PyBool>() {
+            b.is_true()
+        } else {
+            return Ok(None);
+        };
+        let view = ToolView {
+            dict: seen,
+            classes,
+            function: !f.is_none(),
+            is_async,
+            non_blocking: nb.is(PyBool::new(py, true)),
+            plain_output: o.is_none(),
+        };
         // Nothing above changed it (no code ran).
         Ok(super::watch::Seen::of(d).eq(&seen).then_some(view))
     }
@@ -1016,7 +1195,11 @@ static CLASSES: Mutex<Option<(Arc<[super::watch::Seen]>, bool)>> = Mutex::new(No
 /// only when one of those dicts changed.
 fn class_view(py: Python<'_>) -> PyResult<Option<Arc<[super::watch::Seen]>>> {
     let h = helpers(py)?;
-    let now: Vec<super::watch::Seen> = h.class_dicts.iter().map(|d| super::watch::Seen::of(d.bind(py))).collect();
+    let now: Vec<super::watch::Seen> = h
+        .class_dicts
+        .iter()
+        .map(|d| super::watch::Seen::of(d.bind(py)))
+        .collect();
     if let Some((seen, clean)) = &*lock(&CLASSES) {
         if **seen == *now {
             return Ok(clean.then(|| seen.clone()));
@@ -1027,14 +1210,20 @@ fn class_view(py: Python<'_>) -> PyResult<Option<Arc<[super::watch::Seen]>>> {
         // SAFETY: a live type; the slot is only compared.
         !unsafe { pyo3::ffi::PyType_GetSlot(v.get_type().as_ptr().cast(), pyo3::ffi::Py_tp_descr_set) }.is_null()
     };
-    let mut clean = h.class_attr(py, intern!(py, "check_output"))?.is_some_and(|c| c.is(h.check_output.bind(py)))
+    let mut clean = h
+        .class_attr(py, intern!(py, "check_output"))?
+        .is_some_and(|c| c.is(h.check_output.bind(py)))
         && h.class_attr(py, intern!(py, "is_read_only_call"))?.is_none();
     for name in kept_names(py).into_iter().chain(view_names(py).into_iter().take(4)) {
         if h.class_attr(py, name)?.is_some_and(|v| data_descriptor(&v)) {
             clean = false;
         }
     }
-    let after: Vec<super::watch::Seen> = h.class_dicts.iter().map(|d| super::watch::Seen::of(d.bind(py))).collect();
+    let after: Vec<super::watch::Seen> = h
+        .class_dicts
+        .iter()
+        .map(|d| super::watch::Seen::of(d.bind(py)))
+        .collect();
     if after != now {
         return Ok(None);
     }
@@ -1051,11 +1240,25 @@ impl ToolFlags {
         let names = kept_names(py);
         let mut values: Vec<Bound<'_, PyAny>> = Vec::with_capacity(names.len());
         // `None` or a bool (bool cannot be subclassed): its truth value.
-        let flag = |v: &Bound<'_, PyAny>| if v.is_none() { Some(false) } else { v.cast::<PyBool>().ok().map(|b| b.is_true()) };
-        let text = |v: &Bound<'_, PyAny>| if v.is_exact_instance_of::<PyString>() { v.extract::<String>().ok() } else { None };
+        let flag = |v: &Bound<'_, PyAny>| {
+            if v.is_none() {
+                Some(false)
+            } else {
+                v.cast::<PyBool>().ok().map(|b| b.is_true())
+            }
+        };
+        let text = |v: &Bound<'_, PyAny>| {
+            if v.is_exact_instance_of::<PyString>() {
+                v.extract::<String>().ok()
+            } else {
+                None
+            }
+        };
         let number = |v: &Bound<'_, PyAny>| v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyInt>();
         for (index, name) in names.into_iter().enumerate() {
-            let Some(v) = attr(tool, name)? else { return Ok(Err(Kept::Unkept { index, at: 0 })) };
+            let Some(v) = attr(tool, name)? else {
+                return Ok(Err(Kept::Unkept { index, at: 0 }));
+            };
             // Each in turn: the first that cannot be kept ends the reading.
             let plain = match index {
                 0 => text(&v).is_some(),
@@ -1064,24 +1267,42 @@ impl ToolFlags {
                 _ => flag(&v).is_some(),
             };
             if !plain {
-                return Ok(Err(Kept::Unkept { index, at: v.as_ptr() as usize }));
+                return Ok(Err(Kept::Unkept {
+                    index,
+                    at: v.as_ptr() as usize,
+                }));
             }
             values.push(v);
         }
         let unkept = || Kept::Unkept { index: 0, at: 0 };
         let t = &values[5];
         let u = &values[6];
-        let read = || -> Result<Self, Kept> { Ok(ToolFlags {
-            name: text(&values[0]).ok_or_else(unkept)?,
-            requires_approval: flag(&values[1]).ok_or_else(unkept)?,
-            side_effecting: flag(&values[2]).ok_or_else(unkept)?,
-            idempotent: flag(&values[3]).ok_or_else(unkept)?,
-            undeclared: values[4].is(PyBool::new(py, false)),
-            timeout_s: if t.is_none() { None } else { t.extract::<f64>().ok().filter(|t| *t > 0.0) },
-            url_arg: if u.is_none() { None } else { text(u).filter(|u| !u.is_empty()) },
-            view: None,
-            values: values.iter().map(|v| v.clone().unbind()).collect::<Vec<_>>().try_into().map_err(|_| unkept())?,
-        }) };
+        let read = || -> Result<Self, Kept> {
+            Ok(ToolFlags {
+                name: text(&values[0]).ok_or_else(unkept)?,
+                requires_approval: flag(&values[1]).ok_or_else(unkept)?,
+                side_effecting: flag(&values[2]).ok_or_else(unkept)?,
+                idempotent: flag(&values[3]).ok_or_else(unkept)?,
+                undeclared: values[4].is(PyBool::new(py, false)),
+                timeout_s: if t.is_none() {
+                    None
+                } else {
+                    t.extract::<f64>().ok().filter(|t| *t > 0.0)
+                },
+                url_arg: if u.is_none() {
+                    None
+                } else {
+                    text(u).filter(|u| !u.is_empty())
+                },
+                view: None,
+                values: values
+                    .iter()
+                    .map(|v| v.clone().unbind())
+                    .collect::<Vec<_>>()
+                    .try_into()
+                    .map_err(|_| unkept())?,
+            })
+        };
         Ok(read())
     }
 
@@ -1142,7 +1363,10 @@ pub(crate) enum Kept {
     /// `at`, not a plain value: while it still answers the same, the flags are read, not kept,
     /// without trying to keep them first. Only the address is kept (no
     /// reference): another object at that address later only has its flags read at each call.
-    Unkept { index: usize, at: usize },
+    Unkept {
+        index: usize,
+        at: usize,
+    },
 }
 
 /// Attribute access on instances of `ty` is Python's generic lookup (`object.__getattribute__`):
@@ -1157,7 +1381,12 @@ fn generic_getattr(ty: &Bound<'_, PyType>) -> bool {
 /// The instance `__dict__` of `tool` (`object.__dict__`'s answer: made when it has none yet).
 fn instance_dict<'py>(tool: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     // SAFETY: `tool` is a live object; the result is a new reference or NULL with an exception set.
-    let d = unsafe { Bound::from_owned_ptr_or_err(tool.py(), pyo3::ffi::PyObject_GenericGetDict(tool.as_ptr(), std::ptr::null_mut())) }?;
+    let d = unsafe {
+        Bound::from_owned_ptr_or_err(
+            tool.py(),
+            pyo3::ffi::PyObject_GenericGetDict(tool.as_ptr(), std::ptr::null_mut()),
+        )
+    }?;
     Ok(d.cast_into::<PyDict>().ok())
 }
 
@@ -1184,18 +1413,35 @@ struct Flags<'py> {
 impl<'py> Flags<'py> {
     fn of(py: Python<'py>, tool: &Bound<'py, PyAny>) -> PyResult<Self> {
         let ty = tool.get_type();
-        let dict = if ty.is(helpers(py)?.function_tool.bind(py)) && generic_getattr(&ty) { instance_dict(tool)? } else { None };
-        Ok(Flags { tool: tool.clone(), dict, body: std::cell::OnceCell::new(), snap: None, view: None })
+        let dict = if ty.is(helpers(py)?.function_tool.bind(py)) && generic_getattr(&ty) {
+            instance_dict(tool)?
+        } else {
+            None
+        };
+        Ok(Flags {
+            tool: tool.clone(),
+            dict,
+            body: std::cell::OnceCell::new(),
+            snap: None,
+            view: None,
+        })
     }
 
     /// The flags of `tool` at its admission under the rules `n`, the snapshot kept on its `core`
     /// used while `getattr` still answers what the flags those rules read were read from (else
     /// read again, and kept when it can be): only those flags are asked of it.
-    fn of_tool(py: Python<'py>, tool: &Bound<'py, PyAny>, core: Option<&Bound<'py, CoreTool>>, n: Needs) -> PyResult<Self> {
+    fn of_tool(
+        py: Python<'py>,
+        tool: &Bound<'py, PyAny>,
+        core: Option<&Bound<'py, CoreTool>>,
+        n: Needs,
+    ) -> PyResult<Self> {
         let mut flags = Self::of(py, tool)?;
         if let (Some(d), Some(core)) = (&flags.dict, core) {
             // Another thread reading or replacing it: this call reads the tool itself.
-            let Ok(mut slot) = core.get().flags.try_lock() else { return Ok(flags) };
+            let Ok(mut slot) = core.get().flags.try_lock() else {
+                return Ok(flags);
+            };
             match &*slot {
                 // Its dicts unchanged: nothing is read.
                 Kept::Flags(s) if s.view.as_ref().is_some_and(|v| v.holds(py, d)) => {
@@ -1208,7 +1454,11 @@ impl<'py> Flags<'py> {
                     flags.snap = Some(s.clone());
                     return Ok(flags);
                 }
-                Kept::Unkept { index, at } if attr(tool, kept_names(py)[*index])?.map_or(0, |v| v.as_ptr() as usize) == *at => return Ok(flags),
+                Kept::Unkept { index, at }
+                    if attr(tool, kept_names(py)[*index])?.map_or(0, |v| v.as_ptr() as usize) == *at =>
+                {
+                    return Ok(flags)
+                }
                 _ => {}
             }
             *slot = match ToolFlags::read(py, tool)? {
@@ -1230,9 +1480,18 @@ impl<'py> Flags<'py> {
     /// The flags of the call's tool: its instance dict as `Call::new` found it (the object
     /// stays the same through the call), else read.
     fn of_call(py: Python<'py>, c: &Call) -> PyResult<Self> {
-        let tool = c.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
+        let tool = c
+            .tool
+            .as_ref()
+            .map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone());
         match &c.flags {
-            Some(d) => Ok(Flags { tool, dict: Some(d.bind(py).clone()), body: std::cell::OnceCell::new(), snap: None, view: c.kept.clone() }),
+            Some(d) => Ok(Flags {
+                tool,
+                dict: Some(d.bind(py).clone()),
+                body: std::cell::OnceCell::new(),
+                snap: None,
+                view: c.kept.clone(),
+            }),
             None => Self::of(py, &tool),
         }
     }
@@ -1295,7 +1554,10 @@ impl<'py> Flags<'py> {
         if let Some(s) = &self.snap {
             return Ok(s.url_arg.clone());
         }
-        match self.get(intern!(self.tool.py(), "url_arg"))?.filter(|a| a.is_truthy().unwrap_or(false)) {
+        match self
+            .get(intern!(self.tool.py(), "url_arg"))?
+            .filter(|a| a.is_truthy().unwrap_or(false))
+        {
             Some(a) => Ok(Some(a.extract()?)),
             None => Ok(None),
         }
@@ -1431,7 +1693,12 @@ enum Here<'py> {
 
 /// Make `task` the current task of loop `lp` (as `asyncio.tasks._swap_current_task`); returns
 /// the previous one (None when there was none; `task` None leaves none current).
-pub(super) fn swap_task<'py>(py: Python<'py>, h: &Helpers, lp: &Bound<'py, PyAny>, task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn swap_task<'py>(
+    py: Python<'py>,
+    h: &Helpers,
+    lp: &Bound<'py, PyAny>,
+    task: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     if let Some(swap) = &h.swap_task {
         return swap.bind(py).call1((lp, task));
     }
@@ -1519,7 +1786,12 @@ pub struct Call {
 }
 
 impl Call {
-    fn new<'py>(pipe: &Bound<'py, Pipeline>, parts: Admitted<'py>, call: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Self> {
+    fn new<'py>(
+        pipe: &Bound<'py, Pipeline>,
+        parts: Admitted<'py>,
+        call: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+    ) -> PyResult<Self> {
         let py = pipe.py();
         let p = pipe.get();
         let n = p.needs;
@@ -1545,7 +1817,11 @@ impl Call {
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call).
         {
-            f.scope = match has_ctx.then(|| ctx.getattr_opt(intern!(py, "run_id"))).transpose()?.flatten() {
+            f.scope = match has_ctx
+                .then(|| ctx.getattr_opt(intern!(py, "run_id")))
+                .transpose()?
+                .flatten()
+            {
                 Some(r) if !r.is_none() => r.str()?.to_string_lossy().as_ref().into(),
                 _ => p.default_scope.clone(),
             };
@@ -1566,7 +1842,14 @@ impl Call {
             }
         }
         match parts {
-            Admitted::Rejected { env, code, raw, name, args, call_id } => {
+            Admitted::Rejected {
+                env,
+                code,
+                raw,
+                name,
+                args,
+                call_id,
+            } => {
                 f.rejection_code = Some(code.unwrap_or_else(|| code_of(&env)));
                 f.name = name.as_ref().map(|n| n.to_string());
                 if n.canonical_of_rejected(f.name.is_some(), observed) {
@@ -1579,7 +1862,13 @@ impl Call {
                 me.call_id = call_id.map(Bound::unbind);
                 me.held = Some(env.unbind());
             }
-            Admitted::Tool { tool, mut args, sealed, core, canonical } => {
+            Admitted::Tool {
+                tool,
+                mut args,
+                sealed,
+                core,
+                canonical,
+            } => {
                 me.sealed = sealed;
                 f.admitted = true;
                 // Read here, no registry borrowed: what reading a flag raises is the call's failure.
@@ -1687,7 +1976,9 @@ impl Call {
     /// a step that needs the driver.
     fn advance<'py>(&mut self, py: Python<'py>, mut step: Step<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         loop {
-            let Step::RunBody { timeout_s } = step else { return self.render(py, step) };
+            let Step::RunBody { timeout_s } = step else {
+                return self.render(py, step);
+            };
             let flags = Flags::of_call(py, self)?;
             let tool = flags.tool.clone();
             let kind = self.body_kind(py, &flags)?;
@@ -1699,7 +1990,11 @@ impl Call {
             }
             self.wake(py)?;
             self.seal_for(py, &flags)?;
-            let outcome = if kind == BodyKind::Inline { self.run_here(py, &flags, timeout_s)? } else { self.start_here(py, &flags, timeout_s)? };
+            let outcome = if kind == BodyKind::Inline {
+                self.run_here(py, &flags, timeout_s)?
+            } else {
+                self.start_here(py, &flags, timeout_s)?
+            };
             step = match outcome {
                 Here::Ok(value) => self.ok_step(py, value)?,
                 Here::Failed(exc) => self.failed_step(py, exc)?,
@@ -1710,7 +2005,10 @@ impl Call {
 
     /// The arguments as any code may get them (a `FrozenDict`, sealed now if need be).
     fn sealed_args<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let args = self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
+        let args = self
+            .args
+            .as_ref()
+            .map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
         if self.sealed {
             return Ok(args);
         }
@@ -1727,7 +2025,14 @@ impl Call {
     /// body's copy of the caller's context (`Context.run(within, ...)`, the method unbound: no
     /// bound method made per call): every body runs in one. `within` None: the body's copy is
     /// the context this runs in already (a turn's task made with it).
-    fn call_body<'py>(&self, py: Python<'py>, flags: &Flags<'py>, args: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn call_body<'py>(
+        &self,
+        py: Python<'py>,
+        flags: &Flags<'py>,
+        args: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        within: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let body = flags.body()?;
         let h = helpers(py)?;
         let run = h.context_run.bind(py);
@@ -1747,16 +2052,26 @@ impl Call {
 
     /// The call's tool (None for a call refused at admission).
     pub(super) fn tool_object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.tool.as_ref().map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone())
+        self.tool
+            .as_ref()
+            .map_or_else(|| py.None().into_bound(py), |t| t.bind(py).clone())
     }
 
     /// The call's body called with its arguments and `ctx` in `within` (see `call_body`): how a
     /// turn's relay starts an `async` body in its task. The arguments are sealed first unless
     /// the body unpacks them (see `seal_for`).
-    pub(super) fn start_body<'py>(&mut self, py: Python<'py>, ctx: &Bound<'py, PyAny>, within: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    pub(super) fn start_body<'py>(
+        &mut self,
+        py: Python<'py>,
+        ctx: &Bound<'py, PyAny>,
+        within: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let flags = Flags::of_call(py, self)?;
         self.seal_for(py, &flags)?;
-        let args = self.args.as_ref().map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
+        let args = self
+            .args
+            .as_ref()
+            .map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
         self.call_body(py, &flags, &args, ctx, within)
     }
 
@@ -1775,7 +2090,10 @@ impl Call {
             let code = body.getattr(intern!(py, "__code__"))?;
             unpacks = h.args_unpacked.iter().any(|c| c.bind(py).is(&code));
             if code.is(h.invoke_plain.bind(py)) {
-                let func = body.getattr(intern!(py, "__closure__"))?.get_item(0)?.getattr(intern!(py, "cell_contents"))?;
+                let func = body
+                    .getattr(intern!(py, "__closure__"))?
+                    .get_item(0)?
+                    .getattr(intern!(py, "cell_contents"))?;
                 if func.get_type().is(h.function_type.bind(py)) {
                     plain = Some(func);
                 }
@@ -1804,7 +2122,13 @@ impl Call {
         Ok(())
     }
 
-    fn run_step<'py>(&mut self, py: Python<'py>, tool: Bound<'py, PyAny>, timeout_s: Option<f64>, kind: BodyKind) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    fn run_step<'py>(
+        &mut self,
+        py: Python<'py>,
+        tool: Bound<'py, PyAny>,
+        timeout_s: Option<f64>,
+        kind: BodyKind,
+    ) -> PyResult<(u8, Bound<'py, PyAny>)> {
         if self.lend && kind == BodyKind::Async {
             self.lent = Some(timeout_s);
             return Ok((STEP_RUN, py.None().into_bound(py)));
@@ -1829,7 +2153,12 @@ impl Call {
         let started = Instant::now();
         // In a copy of the caller's context, as every other body: its changes never reach the
         // caller.
-        let value = match h.copy_context.bind(py).call0().and_then(|within| self.call_body(py, flags, &args, &ctx, Some(&within))) {
+        let value = match h
+            .copy_context
+            .bind(py)
+            .call0()
+            .and_then(|within| self.call_body(py, flags, &args, &ctx, Some(&within)))
+        {
             Ok(v) => v,
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -1846,7 +2175,11 @@ impl Call {
         };
         let after = |e: PyErr| {
             let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
+            if exc.is_instance_of::<PyException>() {
+                Here::Failed(exc)
+            } else {
+                Here::Out(STEP_RAISE, exc)
+            }
         };
         if let Some(l) = limit {
             if started.elapsed().as_secs_f64() > l {
@@ -1916,19 +2249,32 @@ impl Call {
             Err(e) => {
                 drop(coro.call_method0(intern!(py, "close"))); // never started: no warning it was never awaited
                 let exc = e.into_value(py).into_bound(py).into_any();
-                return Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) });
+                return Ok(if exc.is_instance_of::<PyException>() {
+                    Here::Failed(exc)
+                } else {
+                    Here::Out(STEP_RAISE, exc)
+                });
             }
         };
         let after = |e: PyErr| {
             let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
+            if exc.is_instance_of::<PyException>() {
+                Here::Failed(exc)
+            } else {
+                Here::Out(STEP_RAISE, exc)
+            }
         };
         // Its first step, as its own stand-in task (see `super::awaiting`).
         match body.step_sent(py, h, false, py.None().into_bound(py)) {
             Ok(super::awaiting::Sent::Yielded(y)) => {
                 // It suspended on `y`: the driver awaits the rest.
                 let awaiting = super::deadline::end_since(py, h, limit, started)
-                    .and_then(|end| Ok((end, super::awaiting::BodyAwait::suspended(body, y, end, limit, tool.clone())?)))
+                    .and_then(|end| {
+                        Ok((
+                            end,
+                            super::awaiting::BodyAwait::suspended(body, y, end, limit, tool.clone())?,
+                        ))
+                    })
                     .and_then(|(end, a)| Ok((end, Bound::new(py, a)?)));
                 let (end, awaiting) = match awaiting {
                     Ok((end, a)) => (end, a.into_any()),
@@ -1958,7 +2304,11 @@ impl Call {
             }
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
-                Ok(if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { failed(PyErr::from_value(exc)) })
+                Ok(if exc.is_instance_of::<PyException>() {
+                    Here::Failed(exc)
+                } else {
+                    failed(PyErr::from_value(exc))
+                })
             }
         }
     }
@@ -1967,7 +2317,14 @@ impl Call {
     /// `start_here` checks a body that finished at once (`ctx`: the call's context, `limit`: its
     /// deadline in seconds, `end`: that deadline on `time.monotonic`), fed in; returns the next
     /// step for the driver.
-    pub(crate) fn returned<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(crate) fn returned<'py>(
+        &mut self,
+        py: Python<'py>,
+        value: Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        limit: Option<f64>,
+        end: Option<f64>,
+    ) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let flags = Flags::of_call(py, self)?;
         let step = match self.checked(py, &flags, value, ctx, limit, end) {
             Here::Ok(v) => self.ok_step(py, v)?,
@@ -1980,11 +2337,23 @@ impl Call {
     /// A body's result checked as `_runner.checked` does: an awaitable one goes to the driver as
     /// a `Later` to settle (`STEP_SETTLE`) within what is left of the deadline (`end`, on
     /// `time.monotonic`), any other against the output schema.
-    fn checked<'py>(&self, py: Python<'py>, flags: &Flags<'py>, value: Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>, limit: Option<f64>, end: Option<f64>) -> Here<'py> {
+    fn checked<'py>(
+        &self,
+        py: Python<'py>,
+        flags: &Flags<'py>,
+        value: Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        limit: Option<f64>,
+        end: Option<f64>,
+    ) -> Here<'py> {
         let tool = &flags.tool;
         let after = |e: PyErr| {
             let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyException>() { Here::Failed(exc) } else { Here::Out(STEP_RAISE, exc) }
+            if exc.is_instance_of::<PyException>() {
+                Here::Failed(exc)
+            } else {
+                Here::Out(STEP_RAISE, exc)
+            }
         };
         let h = match helpers(py) {
             Ok(h) => h,
@@ -2075,7 +2444,13 @@ impl Call {
         }
         let is_async = flags.is_async()?;
         let non_blocking = !is_async
-            && (flags.non_blocking()? || self.pipe.bind(py).get().inline.contains(self.m.facts().name.as_deref().unwrap_or("")));
+            && (flags.non_blocking()?
+                || self
+                    .pipe
+                    .bind(py)
+                    .get()
+                    .inline
+                    .contains(self.m.facts().name.as_deref().unwrap_or("")));
         Ok(BodyKind::of(true, is_async, non_blocking))
     }
 
@@ -2116,7 +2491,10 @@ impl Call {
                     Some(s) => s,
                     None => none(),
                 };
-                (STEP_SLEEP, PyTuple::new(py, [sleep, d.into_pyobject(py)?.into_any()])?.into_any())
+                (
+                    STEP_SLEEP,
+                    PyTuple::new(py, [sleep, d.into_pyobject(py)?.into_any()])?.into_any(),
+                )
             }
             Step::WaitInFlight(ticket) => {
                 let pipe = self.pipe.bind(py).get();
@@ -2124,16 +2502,27 @@ impl Call {
                 let fut = match existing {
                     Some(f) => f.into_bound(py),
                     None => {
-                        let fut = helpers(py)?.get_running_loop.bind(py).call0()?.call_method0(intern!(py, "create_future"))?;
+                        let fut = helpers(py)?
+                            .get_running_loop
+                            .bind(py)
+                            .call0()?
+                            .call_method0(intern!(py, "create_future"))?;
                         lock(&pipe.waiters).insert(ticket, fut.clone().unbind());
                         fut
                     }
                 };
                 (STEP_WAIT, fut)
             }
-            Step::StoreGet(key) => (STEP_GET, PyTuple::new(py, [self.store(py)?, PyString::new(py, &key).into_any()])?.into_any()),
+            Step::StoreGet(key) => (
+                STEP_GET,
+                PyTuple::new(py, [self.store(py)?, PyString::new(py, &key).into_any()])?.into_any(),
+            ),
             Step::StoreSet(key, value) => {
-                let items = [self.store(py)?, PyString::new(py, &key).into_any(), PyString::new(py, &value).into_any()];
+                let items = [
+                    self.store(py)?,
+                    PyString::new(py, &key).into_any(),
+                    PyString::new(py, &value).into_any(),
+                ];
                 (STEP_SET, PyTuple::new(py, items)?.into_any())
             }
             Step::StoreCas { key, expected, value } => {
@@ -2145,7 +2534,10 @@ impl Call {
                 ];
                 (STEP_CAS, PyTuple::new(py, items)?.into_any())
             }
-            Step::StoreFailing { key, why } => (STEP_FAILING, PyTuple::new(py, [PyString::new(py, &key), PyString::new(py, &why)])?.into_any()),
+            Step::StoreFailing { key, why } => (
+                STEP_FAILING,
+                PyTuple::new(py, [PyString::new(py, &key), PyString::new(py, &why)])?.into_any(),
+            ),
             Step::AuditOpen => {
                 let name = PyString::new(py, self.m.facts().name.as_deref().unwrap_or("")).into_any();
                 let cid = self.call_id.as_ref().map_or_else(none, |c| c.bind(py).clone());
@@ -2153,7 +2545,10 @@ impl Call {
             }
             Step::Record(rec) => {
                 let rec = self.record(py, &rec)?;
-                (STEP_RECORD, PyTuple::new(py, [self.config(py), rec.into_any()])?.into_any())
+                (
+                    STEP_RECORD,
+                    PyTuple::new(py, [self.config(py), rec.into_any()])?.into_any(),
+                )
             }
         })
     }
@@ -2186,12 +2581,20 @@ impl Call {
 
     fn envelope<'py>(&mut self, py: Python<'py>, env: Env<V>) -> PyResult<Bound<'py, PyDict>> {
         match env {
-            Env::Ok { value, elapsed_ms, deduplicated } => {
+            Env::Ok {
+                value,
+                elapsed_ms,
+                deduplicated,
+            } => {
                 let value = match value {
                     Val::Obj(v) => v.bind(py).clone(),
                     Val::Json(j) => super::tools::to_py(py, &j)?,
                 };
-                let elapsed = if deduplicated { (mono() - self.started) * 1000.0 } else { elapsed_ms };
+                let elapsed = if deduplicated {
+                    (mono() - self.started) * 1000.0
+                } else {
+                    elapsed_ms
+                };
                 let mut s = Success::new(value, elapsed);
                 s.deduplicated = deduplicated;
                 envelope::success(py, s)
@@ -2244,7 +2647,13 @@ impl Call {
 
     /// The next handler (a user middleware) answered `env`; `exc`: the exception of the failed
     /// attempt it saw (None when it refused or succeeded); `attempts`: body starts so far.
-    pub(super) fn passed<'py>(&mut self, py: Python<'py>, env: Bound<'py, PyAny>, exc: Option<Bound<'py, PyAny>>, attempts: u32) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(super) fn passed<'py>(
+        &mut self,
+        py: Python<'py>,
+        env: Bound<'py, PyAny>,
+        exc: Option<Bound<'py, PyAny>>,
+        attempts: u32,
+    ) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let pipe = self.pipe.bind(py).get();
         let kind = match &exc {
@@ -2256,7 +2665,11 @@ impl Call {
         let ok = get("ok").is_some_and(|v| v.is_truthy().unwrap_or(false));
         let deduplicated = get("deduplicated").is_some_and(|v| v.is_truthy().unwrap_or(false));
         let code = d.map_or(Code::Known(ErrorCode::InternalError), code_of);
-        let value = if ok { get("value").map(|v| Arc::new(v.unbind())) } else { None };
+        let value = if ok {
+            get("value").map(|v| Arc::new(v.unbind()))
+        } else {
+            None
+        };
         if ok && self.m.wants_value_json() {
             let v = get("value").unwrap_or_else(|| py.None().into_bound(py));
             self.m.set_value_json(stored_text(py, &v)?);
@@ -2266,13 +2679,27 @@ impl Call {
             Err(_) => internal_envelope(py, self.m.facts().name.as_deref().unwrap_or(""))?.unbind(),
         });
         self.m.set_attempts(attempts);
-        self.feed_event(py, Event::Passed(Env::Passed { ok, deduplicated, code, kind, value }))
+        self.feed_event(
+            py,
+            Event::Passed(Env::Passed {
+                ok,
+                deduplicated,
+                code,
+                kind,
+                value,
+            }),
+        )
     }
 
     /// Feed the outcome of the step the driver performed (`EV_*`; `value`: the approver's
     /// answer, the store's document or compare-and-set result).
     #[pyo3(signature = (event, value=None))]
-    pub(super) fn feed<'py>(&mut self, py: Python<'py>, event: u8, value: Option<Bound<'py, PyAny>>) -> PyResult<(u8, Bound<'py, PyAny>)> {
+    pub(super) fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        event: u8,
+        value: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let ev = match event {
             EV_APPROVED => Event::Approved(value.is_some_and(|v| v.is(PyBool::new(py, true)))),
@@ -2299,7 +2726,12 @@ impl Call {
     /// record))` (outcome `cancelled`, else `internal_error`).
     /// `attempts`: body starts so far, when a user middleware after this segment counts them.
     #[pyo3(signature = (cancelled, attempts=None))]
-    pub(super) fn abort<'py>(&mut self, py: Python<'py>, cancelled: bool, attempts: Option<u32>) -> PyResult<Vec<(u8, Bound<'py, PyTuple>)>> {
+    pub(super) fn abort<'py>(
+        &mut self,
+        py: Python<'py>,
+        cancelled: bool,
+        attempts: Option<u32>,
+    ) -> PyResult<Vec<(u8, Bound<'py, PyTuple>)>> {
         let _in = super::shutdown::inside(py);
         if let Some(a) = attempts {
             self.m.set_attempts(a);
@@ -2314,11 +2746,23 @@ impl Call {
             out.push(match step {
                 Step::StoreCas { key, expected, value } => {
                     let store = config.getattr(intern!(py, "store"))?;
-                    let items = [store, PyString::new(py, &key).into_any(), expected.into_pyobject(py)?.into_any(), PyString::new(py, &value).into_any()];
+                    let items = [
+                        store,
+                        PyString::new(py, &key).into_any(),
+                        expected.into_pyobject(py)?.into_any(),
+                        PyString::new(py, &value).into_any(),
+                    ];
                     (STEP_CAS, PyTuple::new(py, items)?)
                 }
-                Step::Record(r) => (STEP_RECORD, PyTuple::new(py, [config.clone(), self.record(py, &r)?.into_any()])?),
-                _ => return Err(PyRuntimeError::new_err("the pipeline's abort asked for a step other than a release or a record")),
+                Step::Record(r) => (
+                    STEP_RECORD,
+                    PyTuple::new(py, [config.clone(), self.record(py, &r)?.into_any()])?,
+                ),
+                _ => {
+                    return Err(PyRuntimeError::new_err(
+                        "the pipeline's abort asked for a step other than a release or a record",
+                    ))
+                }
             });
         }
         Ok(out)
@@ -2336,7 +2780,6 @@ impl Call {
         self.tool.as_ref().map(|t| t.clone_ref(py))
     }
 }
-
 
 // ------------------------------------------------------------------ idempotency: a result's stored text
 
@@ -2362,19 +2805,34 @@ fn stored_json(py: Python<'_>) -> PyResult<&StoredJson> {
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyImportError>(py) => None,
             Err(e) => return Err(e),
         };
-        Ok(StoredJson { encode: encoder.getattr("encode")?.unbind(), to_jsonable })
+        Ok(StoredJson {
+            encode: encoder.getattr("encode")?.unbind(),
+            to_jsonable,
+        })
     })
 }
 
 /// The JSON text a shared store keeps of a result; None (logged) when it cannot be made (not
 /// JSON, a conversion of it raised, a lone surrogate in it) unless what was raised propagates.
 fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    match stored_json(py)?.encode.bind(py).call1((value,)).and_then(|text| text.extract::<String>()) {
+    match stored_json(py)?
+        .encode
+        .bind(py)
+        .call1((value,))
+        .and_then(|text| text.extract::<String>())
+    {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) && !super::drive::propagates(py, &e) => {
             let kind = value.get_type().name()?;
             let msg = "a result of type %s cannot be stored as JSON; not shared for deduplication";
-            super::drive::log(py, &super::drive::own(py)?.middleware_log, "warning", msg, vec![kind.into_any()], None);
+            super::drive::log(
+                py,
+                &super::drive::own(py)?.middleware_log,
+                "warning",
+                msg,
+                vec![kind.into_any()],
+                None,
+            );
             Ok(None)
         }
         Err(e) => Err(e),
@@ -2392,7 +2850,11 @@ fn json_default<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Boun
         return to_jsonable.bind(py).call((value,), Some(&kw));
     }
     let dataclasses = py.import("dataclasses")?;
-    if dataclasses.call_method1(intern!(py, "is_dataclass"), (&value,))?.is_truthy()? && !value.is_instance_of::<PyType>() {
+    if dataclasses
+        .call_method1(intern!(py, "is_dataclass"), (&value,))?
+        .is_truthy()?
+        && !value.is_instance_of::<PyType>()
+    {
         return dataclasses.call_method1(intern!(py, "asdict"), (&value,));
     }
     match value.getattr_opt(intern!(py, "isoformat"))? {

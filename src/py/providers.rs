@@ -27,7 +27,8 @@ fn render_tool<'py>(
     flags: Option<(bool, bool, Option<bool>, Option<bool>)>,
 ) -> PyResult<(Bound<'py, PyAny>, Vec<PyFinding>)> {
     let _in = super::shutdown::inside(py);
-    let which = Provider::parse(provider).ok_or_else(|| PyValueError::new_err(providers::unknown_provider_message(provider)))?;
+    let which = Provider::parse(provider)
+        .ok_or_else(|| PyValueError::new_err(providers::unknown_provider_message(provider)))?;
     let input = to_value(parameters)?;
     let output = match output_schema {
         Some(o) if !o.is_none() => Some(to_value(o)?),
@@ -38,15 +39,21 @@ fn render_tool<'py>(
         description,
         input_schema: &input,
         output_schema: output.as_ref(),
-        flags: flags.map(|(side_effecting, idempotent, declared, destructive)| crate::providers::Effects {
-            side_effecting,
-            idempotent,
-            declared: declared.unwrap_or(true),
-            destructive,
-        }),
+        flags: flags.map(
+            |(side_effecting, idempotent, declared, destructive)| crate::providers::Effects {
+                side_effecting,
+                idempotent,
+                declared: declared.unwrap_or(true),
+                destructive,
+            },
+        ),
     };
     let r = py.detach(|| providers::render(which, &spec));
-    let findings = r.findings.into_iter().map(|f| (f.provider.to_owned(), f.path, f.message)).collect();
+    let findings = r
+        .findings
+        .into_iter()
+        .map(|f| (f.provider.to_owned(), f.path, f.message))
+        .collect();
     Ok((to_py(py, &r.value)?, findings))
 }
 

@@ -4,8 +4,8 @@
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
+use pyo3::{PyTraverseError, PyVisit};
 
 use super::args::Checked;
 use super::calls::{type_error, PyCall};
@@ -15,8 +15,8 @@ use crate::arguments::Source;
 use crate::calls::CallError;
 use crate::envelope::Code;
 use crate::errors::ErrorCode;
-use serde_json::Value;
 use crate::registry::{self, Registry, RegistryError};
+use serde_json::Value;
 
 /// What the registry stores per tool.
 pub(crate) struct Entry {
@@ -26,7 +26,9 @@ pub(crate) struct Entry {
 
 /// `ToolDefinitionError` for a name the rule refuses, quoted as Python's `repr`.
 fn bad_name(name: &Bound<'_, PyAny>) -> PyErr {
-    let shown = name.repr().map_or_else(|_| "<unprintable>".to_owned(), |r| r.to_string());
+    let shown = name
+        .repr()
+        .map_or_else(|_| "<unprintable>".to_owned(), |r| r.to_string());
     definition_error(name.py(), registry::tool_name_message(&shown))
 }
 
@@ -43,8 +45,16 @@ fn registry_error(py: Python<'_>, e: RegistryError) -> PyErr {
 #[pyfunction]
 fn check_tool_name(name: &Bound<'_, PyAny>) -> PyResult<()> {
     let _in = super::shutdown::inside(name.py());
-    let ok = name.cast::<PyString>().ok().and_then(|s| s.to_str().ok()).is_some_and(registry::valid_tool_name);
-    if ok { Ok(()) } else { Err(bad_name(name)) }
+    let ok = name
+        .cast::<PyString>()
+        .ok()
+        .and_then(|s| s.to_str().ok())
+        .is_some_and(registry::valid_tool_name);
+    if ok {
+        Ok(())
+    } else {
+        Err(bad_name(name))
+    }
 }
 
 /// Whether `name` passes the tool-name rule.
@@ -70,7 +80,9 @@ pub struct CoreRegistry {
 impl CoreRegistry {
     #[new]
     fn new() -> Self {
-        Self { inner: Registry::default() }
+        Self {
+            inner: Registry::default(),
+        }
     }
 
     // The garbage collector sees the tools a registry holds: a tool whose body refers to its
@@ -92,7 +104,9 @@ impl CoreRegistry {
     #[pyo3(signature = (name, tool, core, replace=false))]
     fn add(&mut self, py: Python<'_>, name: &str, tool: Py<PyAny>, core: Py<CoreTool>, replace: bool) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
-        self.inner.add(name, Entry { tool, core }, replace).map_err(|e| registry_error(py, e))
+        self.inner
+            .add(name, Entry { tool, core }, replace)
+            .map_err(|e| registry_error(py, e))
     }
 
     /// Remove a tool by name (`KeyError` when absent).
@@ -102,11 +116,17 @@ impl CoreRegistry {
     }
 
     fn get(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
-        self.inner.get(name).map(|e| e.tool.clone_ref(py)).map_err(|e| registry_error(py, e))
+        self.inner
+            .get(name)
+            .map(|e| e.tool.clone_ref(py))
+            .map_err(|e| registry_error(py, e))
     }
 
     fn core(&self, py: Python<'_>, name: &str) -> PyResult<Py<CoreTool>> {
-        self.inner.get(name).map(|e| e.core.clone_ref(py)).map_err(|e| registry_error(py, e))
+        self.inner
+            .get(name)
+            .map(|e| e.core.clone_ref(py))
+            .map_err(|e| registry_error(py, e))
     }
 
     /// Names, sorted (byte order).
@@ -149,12 +169,23 @@ impl CoreRegistry {
         match self.admit_call(py, call)? {
             Admission::Tool { entry, args, checked } => {
                 let kwargs = entry.core.get().kwargs(py, &args, &checked)?;
-                let items = [PyBool::new(py, true).to_owned().into_any(), entry.tool.bind(py).clone(), kwargs.into_any(), entry.core.bind(py).clone().into_any()];
+                let items = [
+                    PyBool::new(py, true).to_owned().into_any(),
+                    entry.tool.bind(py).clone(),
+                    kwargs.into_any(),
+                    entry.core.bind(py).clone().into_any(),
+                ];
                 PyTuple::new(py, items)
             }
-            Admission::Refused { env, .. } => {
-                PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none()])
-            }
+            Admission::Refused { env, .. } => PyTuple::new(
+                py,
+                [
+                    PyBool::new(py, false).to_owned().into_any(),
+                    env.into_any(),
+                    none(),
+                    none(),
+                ],
+            ),
         }
     }
 
@@ -185,9 +216,16 @@ impl CoreRegistry {
                 ];
                 PyTuple::new(py, items)
             }
-            Admission::Refused { env, .. } => {
-                PyTuple::new(py, [PyBool::new(py, false).to_owned().into_any(), env.into_any(), none(), none(), none()])
-            }
+            Admission::Refused { env, .. } => PyTuple::new(
+                py,
+                [
+                    PyBool::new(py, false).to_owned().into_any(),
+                    env.into_any(),
+                    none(),
+                    none(),
+                    none(),
+                ],
+            ),
         }
     }
 
@@ -201,10 +239,18 @@ impl CoreRegistry {
 /// A call the registry admitted (a registered tool, arguments that pass its schema), or the
 /// `unknown_tool` / `invalid_call` / `invalid_arguments` envelope refusing it.
 pub(crate) enum Admission<'a, 'py> {
-    Tool { entry: &'a Entry, args: Bound<'py, PyAny>, checked: Checked },
+    Tool {
+        entry: &'a Entry,
+        args: Bound<'py, PyAny>,
+        checked: Checked,
+    },
     /// The envelope, its error code, and the arguments as read when they are exactly what was
     /// sent (their canonical text is the raw arguments').
-    Refused { env: Bound<'py, PyDict>, code: Code, raw: Option<Value> },
+    Refused {
+        env: Bound<'py, PyDict>,
+        code: Code,
+        raw: Option<Value>,
+    },
 }
 
 /// The body's arguments deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`): the
@@ -229,7 +275,9 @@ pub(crate) fn frozen_args<'py>(
     let callers = args.cast::<PyDict>().ok();
     match (checked.found.source(callers.is_some(), sealed), callers) {
         // Only the entries validation found containers in are looked at again.
-        (Source::CallersAt(at), Some(d)) => super::frozen::freeze_values_at(d, at, frozen_dict, frozen_list).map(Bound::into_any),
+        (Source::CallersAt(at), Some(d)) => {
+            super::frozen::freeze_values_at(d, at, frozen_dict, frozen_list).map(Bound::into_any)
+        }
         (Source::Callers, Some(d)) => freeze(d),
         (Source::Python, _) => freeze(&entry.core.get().kwargs(py, args, checked)?),
         _ if sealed => json_to_frozen(py, &checked.value, (frozen_dict, frozen_list)),
@@ -240,14 +288,22 @@ pub(crate) fn frozen_args<'py>(
 impl CoreRegistry {
     /// Look `call` up and check its arguments (see `prepare`). Raises `TypeError` for a call
     /// that is not a dict or whose name is not a string (the text is the `invalid_call` problem).
-    pub(crate) fn admit_call<'a, 'py>(&'a self, py: Python<'py>, call: &Bound<'py, PyAny>) -> PyResult<Admission<'a, 'py>> {
+    pub(crate) fn admit_call<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+        call: &Bound<'py, PyAny>,
+    ) -> PyResult<Admission<'a, 'py>> {
         let Ok(d) = call.cast::<PyDict>() else {
             return Err(type_error(&CallError::NotAMapping(super::calls::type_name(call))));
         };
         let (entry, args) = match self.inner.lookup(&PyCall(d.clone()))? {
             registry::Lookup::Found(entry, args) => (entry, args.unwrap_or_else(|| py.None().into_bound(py))),
             registry::Lookup::Refused(f) => {
-                return Ok(Admission::Refused { env: envelope::failure(py, &f)?, code: f.code, raw: None });
+                return Ok(Admission::Refused {
+                    env: envelope::failure(py, &f)?,
+                    code: f.code,
+                    raw: None,
+                });
             }
             registry::Lookup::Malformed(e) => return Err(type_error(&e)),
         };

@@ -57,7 +57,13 @@ pub(super) enum After {
     /// the other (a failure logged, the next one aborted all the same). `stop`: the first request
     /// to stop a store or a sink raised meanwhile, the relay's value once all are aborted (the
     /// turn then raises it).
-    Aborts { calls: std::vec::IntoIter<Py<Call>>, exc: Py<PyAny>, ctx: Py<PyAny>, until: std::time::Instant, stop: Option<Py<PyAny>> },
+    Aborts {
+        calls: std::vec::IntoIter<Py<Call>>,
+        exc: Py<PyAny>,
+        ctx: Py<PyAny>,
+        until: std::time::Instant,
+        stop: Option<Py<PyAny>>,
+    },
 }
 
 impl After {
@@ -68,7 +74,9 @@ impl After {
                 o.visit(visit)?;
                 visit.call(e)
             }
-            After::Aborts { calls, exc, ctx, stop, .. } => {
+            After::Aborts {
+                calls, exc, ctx, stop, ..
+            } => {
                 for m in calls.as_slice() {
                     visit.call(m)?;
                 }
@@ -115,7 +123,6 @@ enum State {
     Done,
 }
 
-
 /// The coroutine of a task of a turn (see the module).
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Relay {
@@ -159,7 +166,9 @@ fn is_stopped(py: Python<'_>, e: &PyErr) -> bool {
 /// none, it has no such attribute, or the relay is in one of its own steps.
 fn inner_attr<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
-    let Ok(relay) = slf.try_borrow() else { return Ok(py.None().into_bound(py)) };
+    let Ok(relay) = slf.try_borrow() else {
+        return Ok(py.None().into_bound(py));
+    };
     let inner = match &relay.state {
         State::Body(b) => b.coro.bind(py).clone(),
         State::Then(c, _) => c.object(py),
@@ -178,7 +187,9 @@ fn inner_attr<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyStr
 fn named<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyString>) -> PyResult<Bound<'py, PyAny>> {
     let value = inner_attr(slf, name)?;
     if value.is_none() {
-        return Err(pyo3::exceptions::PyAttributeError::new_err(format!("this Relay steps no coroutine now: no {name}")));
+        return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+            "this Relay steps no coroutine now: no {name}"
+        )));
     }
     Ok(value)
 }
@@ -190,13 +201,31 @@ impl Relay {
     /// steps, if any, go on in a task of their own (in a fresh copy of the caller's); None: the
     /// body gets a copy of the task's context, each of its steps entering it, and the later steps
     /// go on in this task.
-    pub(super) fn body(tool: Py<PyAny>, limit: Option<f64>, ctx: Py<PyAny>, mine: Mine, within: Option<Py<PyAny>>) -> Self {
-        Relay { state: State::Start, call: Some(Start { tool, limit, ctx, mine, within }) }
+    pub(super) fn body(
+        tool: Py<PyAny>,
+        limit: Option<f64>,
+        ctx: Py<PyAny>,
+        mine: Mine,
+        within: Option<Py<PyAny>>,
+    ) -> Self {
+        Relay {
+            state: State::Start,
+            call: Some(Start {
+                tool,
+                limit,
+                ctx,
+                mine,
+                within,
+            }),
+        }
     }
 
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
     pub(super) fn driving(drive: Bound<'_, PyAny>, after: After) -> Self {
-        Relay { state: State::Pending(drive.unbind(), after), call: None }
+        Relay {
+            state: State::Pending(drive.unbind(), after),
+            call: None,
+        }
     }
 
     /// A step of the task. Whichever way the relay ends, its call is handed to the turn: a fault
@@ -229,7 +258,9 @@ impl Relay {
             State::Then(then, after) => self.then(py, then, after, input),
             State::CleanUp(coro, first) => self.clean_up(py, coro, first, input),
             State::Done => match input {
-                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("cannot reuse already awaited relay")),
+                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "cannot reuse already awaited relay",
+                )),
                 Input::Throw(exc) => Err(super::awaiting::raised_inside(py, PyErr::from_value(exc))),
             },
         }
@@ -238,7 +269,9 @@ impl Relay {
     /// The task's first step: start the body within its deadline and take its first step.
     fn start<'py>(&mut self, py: Python<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
-        let Some(start) = &mut self.call else { return Err(stopped(py)) };
+        let Some(start) = &mut self.call else {
+            return Err(stopped(py));
+        };
         let ctx = start.ctx.bind(py).clone();
         let (tool, limit) = (start.tool.bind(py).clone(), start.limit);
         if let Some(l) = limit {
@@ -269,7 +302,10 @@ impl Relay {
         let (send, throw) = if unbound {
             (h.coro_send.clone_ref(py), h.coro_throw.clone_ref(py))
         } else {
-            (coro.getattr(intern!(py, "send"))?.unbind(), coro.getattr(intern!(py, "throw"))?.unbind())
+            (
+                coro.getattr(intern!(py, "send"))?.unbind(),
+                coro.getattr(intern!(py, "throw"))?.unbind(),
+            )
         };
         let deadline = match end {
             // Entered as the task's, in its first step: no cancellation of it was delivered yet
@@ -285,7 +321,18 @@ impl Relay {
             },
             None => Entered::none(),
         };
-        let body = Body { coro: coro.unbind(), send, throw, unbound, within: within.unbind(), entered, deadline, end, started, y: None };
+        let body = Body {
+            coro: coro.unbind(),
+            send,
+            throw,
+            unbound,
+            within: within.unbind(),
+            entered,
+            deadline,
+            end,
+            started,
+            y: None,
+        };
         self.step(py, body, Input::Send(py.None().into_bound(py)))
     }
 
@@ -297,7 +344,10 @@ impl Relay {
             // the body gets the cancellation at once; else once that task has ended.
             let (y, wait) = (y.into_bound(py), wait.into_bound(py));
             let h = helpers(py)?;
-            if !wait.is(&y) && exc.is_instance(h.cancelled_error.bind(py))? && !y.call_method0(intern!(py, "done"))?.is_truthy()? {
+            if !wait.is(&y)
+                && exc.is_instance(h.cancelled_error.bind(py))?
+                && !y.call_method0(intern!(py, "done"))?.is_truthy()?
+            {
                 y.call_method0(intern!(py, "cancel"))?;
                 if !body.deadline.expired(py) {
                     let wait = super::awaiting::waited(py, h, y.clone())?;
@@ -307,7 +357,11 @@ impl Relay {
                 }
             }
         }
-        let (run, within, coro) = (helpers(py)?.context_run.bind(py), body.within.bind(py), body.coro.bind(py));
+        let (run, within, coro) = (
+            helpers(py)?.context_run.bind(py),
+            body.within.bind(py),
+            body.coro.bind(py),
+        );
         let (f, v, thrown) = match input {
             Input::Send(v) => (body.send.bind(py), v, None),
             Input::Throw(e) => (body.throw.bind(py), e.clone(), Some(e)),
@@ -324,7 +378,9 @@ impl Relay {
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
         // outcome is the deadline's (`timeout`), as for a call alone.
         let at_deadline = match &thrown {
-            Some(exc) if body.deadline.expired(py) => (|| -> PyResult<bool> { exc.is_instance(helpers(py)?.cancelled_error.bind(py)) })(),
+            Some(exc) if body.deadline.expired(py) => {
+                (|| -> PyResult<bool> { exc.is_instance(helpers(py)?.cancelled_error.bind(py)) })()
+            }
             _ => Ok(false),
         };
         let at_deadline = match at_deadline {
@@ -343,10 +399,20 @@ impl Relay {
                     let held = (|| -> PyResult<()> {
                         let h = helpers(py)?;
                         let lp = h.get_running_loop.bind(py).call0()?;
-                        let clean_up = Bound::new(py, Relay { state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())), call: None })?;
+                        let clean_up = Bound::new(
+                            py,
+                            Relay {
+                                state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())),
+                                call: None,
+                            },
+                        )?;
                         let create_task = lp.getattr(intern!(py, "create_task"))?;
                         // (made here, in the body's context, it gets a copy of that)
-                        let task = if body.entered { create_task.call1((clean_up,))? } else { run.call1((within, create_task, clean_up))? };
+                        let task = if body.entered {
+                            create_task.call1((clean_up,))?
+                        } else {
+                            run.call1((within, create_task, clean_up))?
+                        };
                         h.hold_clean_up.bind(py).call1((task,))?;
                         Ok(())
                     })();
@@ -376,7 +442,13 @@ impl Relay {
     }
 
     /// The body ended (`value` returned, or `exc` raised): leave its deadline, then the call.
-    fn finish<'py>(&mut self, py: Python<'py>, mut body: Body, mut value: Option<Bound<'py, PyAny>>, mut exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
+    fn finish<'py>(
+        &mut self,
+        py: Python<'py>,
+        mut body: Body,
+        mut value: Option<Bound<'py, PyAny>>,
+        mut exc: Option<Bound<'py, PyAny>>,
+    ) -> Stepped<'py> {
         // The turn cancels its calls' tasks: when it was cancelled, so was this task.
         let by_turn = match &self.call {
             Some(start) => start.mine.cancelled(py)?,
@@ -397,7 +469,12 @@ impl Relay {
                     Some(start) => (start.tool.bind(py).clone(), start.limit),
                     None => (py.None().into_bound(py), None),
                 };
-                exc = Some(deadline::timeout(py, h, &tool, limit).into_value(py).into_bound(py).into_any());
+                exc = Some(
+                    deadline::timeout(py, h, &tool, limit)
+                        .into_value(py)
+                        .into_bound(py)
+                        .into_any(),
+                );
                 value = None;
             }
         }
@@ -408,8 +485,23 @@ impl Relay {
     /// the call, or says how it goes on: `Owed::then`; an awaitable value is settled within
     /// what is left of the deadline, `end` on `time.monotonic`); what it raised goes to
     /// `Owed::failed`. The task goes on with the call's drive the turn returns, if any.
-    fn ended<'py>(&mut self, py: Python<'py>, value: Option<Bound<'py, PyAny>>, end: Option<f64>, exc: Option<Bound<'py, PyAny>>) -> Stepped<'py> {
-        let Some(Start { limit, ctx, mut mine, within, .. }) = self.call.take() else { return Err(stopped(py)) };
+    fn ended<'py>(
+        &mut self,
+        py: Python<'py>,
+        value: Option<Bound<'py, PyAny>>,
+        end: Option<f64>,
+        exc: Option<Bound<'py, PyAny>>,
+    ) -> Stepped<'py> {
+        let Some(Start {
+            limit,
+            ctx,
+            mut mine,
+            within,
+            ..
+        }) = self.call.take()
+        else {
+            return Err(stopped(py));
+        };
         let then = match (exc, value) {
             (Some(exc), _) => mine.owed(py)?.failed(py, exc)?,
             (None, value) => {
@@ -433,13 +525,24 @@ impl Relay {
                 Owed::respawn(py, drive, after)?;
                 Err(stopped(py))
             }
-            Some((drive, after)) => self.then(py, Awaited::of(py, drive)?, after, Input::Send(py.None().into_bound(py))),
+            Some((drive, after)) => self.then(
+                py,
+                Awaited::of(py, drive)?,
+                after,
+                Input::Send(py.None().into_bound(py)),
+            ),
         }
     }
 
     /// A step of the call's drive (`then`); when it ends, its end goes to `after` (the next
     /// abort of a cancelled turn is taken at once).
-    fn then<'py>(&mut self, py: Python<'py>, mut then: Awaited, mut after: After, mut input: Input<'py>) -> Stepped<'py> {
+    fn then<'py>(
+        &mut self,
+        py: Python<'py>,
+        mut then: Awaited,
+        mut after: After,
+        mut input: Input<'py>,
+    ) -> Stepped<'py> {
         loop {
             let out = match then.step(py, input) {
                 Out::Yield(y) => {
@@ -466,7 +569,13 @@ impl Relay {
                     owed.aborted(py, exc)?;
                     return Err(stopped(py));
                 }
-                After::Aborts { mut calls, exc, ctx, until, mut stop } => {
+                After::Aborts {
+                    mut calls,
+                    exc,
+                    ctx,
+                    until,
+                    mut stop,
+                } => {
                     match out {
                         Ok(_) => {}
                         Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) => abort_failed(py, &e),
@@ -475,10 +584,18 @@ impl Relay {
                         }
                         Err(e) => return Err(super::awaiting::raised_inside(py, e)),
                     }
-                    let Some(m) = calls.next() else { return Err(PyStopIteration::new_err((stop,))) };
+                    let Some(m) = calls.next() else {
+                        return Err(PyStopIteration::new_err((stop,)));
+                    };
                     let drive = Drive::abort_within(py, m, exc.clone_ref(py), ctx.clone_ref(py), until);
                     then = Awaited::of(py, Bound::new(py, drive)?.into_any())?;
-                    after = After::Aborts { calls, exc, ctx, until, stop };
+                    after = After::Aborts {
+                        calls,
+                        exc,
+                        ctx,
+                        until,
+                        stop,
+                    };
                     input = Input::Send(py.None().into_bound(py));
                 }
             }
@@ -493,7 +610,11 @@ impl Relay {
             State::Body(body) => {
                 // The task's coroutine is closed (its loop was closed, or something closed it): so
                 // is the body; one that awaits while closed is dropped.
-                let closed = body.coro.bind(py).getattr(intern!(py, "close")).and_then(|c| helpers(py)?.context_run.bind(py).call1((body.within.bind(py), c)));
+                let closed = body
+                    .coro
+                    .bind(py)
+                    .getattr(intern!(py, "close"))
+                    .and_then(|c| helpers(py)?.context_run.bind(py).call1((body.within.bind(py), c)));
                 let mut body = body;
                 if let Err(e) = body.deadline.leave(py, Some(&generator_exit())) {
                     raised = Some(e);
@@ -522,7 +643,11 @@ impl Relay {
                         for m in calls {
                             Drive::closed(py, m, ctx.clone_ref(py))?;
                         }
-                        if out.is_instance_of::<PyGeneratorExit>(py) { Ok(()) } else { Err(out) }
+                        if out.is_instance_of::<PyGeneratorExit>(py) {
+                            Ok(())
+                        } else {
+                            Err(out)
+                        }
                     }
                 };
             }
@@ -530,7 +655,9 @@ impl Relay {
             State::Start | State::Pending(..) | State::Done => {}
         }
         if let Some(start) = self.call.take() {
-            let exc = raised.as_ref().map_or_else(generator_exit, |e| e.value(py).clone().into_any());
+            let exc = raised
+                .as_ref()
+                .map_or_else(generator_exit, |e| e.value(py).clone().into_any());
             start.mine.owed(py)?.closed(py, exc)?;
         }
         raised.map_or(Ok(()), Err)
@@ -538,7 +665,13 @@ impl Relay {
 
     /// One step of a body's clean-up past its deadline, its outcome dropped: a cancellation of
     /// this task (its loop shutting down) that the body swallows closes the body.
-    fn clean_up<'py>(&mut self, py: Python<'py>, coro: Py<PyAny>, first: Option<Py<PyAny>>, input: Input<'py>) -> Stepped<'py> {
+    fn clean_up<'py>(
+        &mut self,
+        py: Python<'py>,
+        coro: Py<PyAny>,
+        first: Option<Py<PyAny>>,
+        input: Input<'py>,
+    ) -> Stepped<'py> {
         let c = coro.bind(py);
         if let Some(y) = first {
             match input {

@@ -48,7 +48,11 @@ pub(crate) fn errors(py: Python<'_>) -> PyResult<&Errors> {
 /// class, never by message: `ToolArgumentError`, `ToolTimeoutError`, `ToolError` (its
 /// `retriable`, read defensively), `ToolShapeError`, else other; an other exception is
 /// transient when it is a `ConnectionError`, a `TimeoutError` or an instance of `transient`.
-pub(crate) fn classify(py: Python<'_>, exc: &Bound<'_, PyAny>, transient: Option<&Bound<'_, PyTuple>>) -> PyResult<Raised> {
+pub(crate) fn classify(
+    py: Python<'_>,
+    exc: &Bound<'_, PyAny>,
+    transient: Option<&Bound<'_, PyTuple>>,
+) -> PyResult<Raised> {
     let c = errors(py)?;
     if exc.is_instance(c.argument.bind(py))? {
         return Ok(Raised::Arguments);
@@ -103,7 +107,11 @@ fn note(f: impl FnOnce(&mut Met)) {
 fn big_int_value(obj: &Bound<'_, PyAny>) -> Value {
     note(|m| m.big_ints = true);
     let f = obj.extract::<f64>().unwrap_or_else(|_| {
-        if obj.lt(0i64).unwrap_or(false) { -f64::MAX } else { f64::MAX }
+        if obj.lt(0i64).unwrap_or(false) {
+            -f64::MAX
+        } else {
+            f64::MAX
+        }
     });
     serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
 }
@@ -124,7 +132,13 @@ fn json_value(obj: &Bound<'_, PyAny>) -> Result<Value, pythonize::PythonizeError
     if let Some(value) = top_json(obj) {
         return Ok(value);
     }
-    MET.with(|m| m.set(Met { big_ints: false, other_containers: true, containers_at: None }));
+    MET.with(|m| {
+        m.set(Met {
+            big_ints: false,
+            other_containers: true,
+            containers_at: None,
+        })
+    });
     JsonSeed { depth: 0 }.deserialize(&mut pythonize::Depythonizer::from_object(obj))
 }
 
@@ -136,7 +150,9 @@ pub(crate) fn last_met() -> Met {
 /// [`plain_json`] of a call's arguments; an exact `dict` of at most 64 entries is walked by
 /// position, noting where its containers are ([`Met::containers_at`]).
 fn top_json(obj: &Bound<'_, PyAny>) -> Option<Value> {
-    let Ok(d) = obj.cast_exact::<PyDict>() else { return plain_json(obj, 0) };
+    let Ok(d) = obj.cast_exact::<PyDict>() else {
+        return plain_json(obj, 0);
+    };
     if d.len() > 64 {
         return plain_json(obj, 0);
     }
@@ -157,7 +173,8 @@ fn top_json(obj: &Bound<'_, PyAny>) -> Option<Value> {
             return None;
         }
         let key = k.cast::<PyString>().ok()?.to_str().ok()?.to_owned();
-        if here < 64 && (v.is_instance_of::<PyDict>() || v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
+        if here < 64 && (v.is_instance_of::<PyDict>() || v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>())
+        {
             at |= 1u64 << here;
         }
         map.insert(key, plain_json(&v, 1)?);
@@ -178,7 +195,12 @@ fn plain_json(obj: &Bound<'_, PyAny>, depth: usize) -> Option<Value> {
         return Some(Value::Null);
     }
     if obj.is_exact_instance_of::<PyString>() {
-        return obj.cast::<PyString>().ok()?.to_str().ok().map(|s| Value::String(s.to_owned()));
+        return obj
+            .cast::<PyString>()
+            .ok()?
+            .to_str()
+            .ok()
+            .map(|s| Value::String(s.to_owned()));
     }
     if obj.is_exact_instance_of::<PyBool>() {
         return Some(Value::Bool(obj.is_truthy().ok()?));
@@ -433,7 +455,11 @@ impl BodyPlan {
             Some(f) => Some(PyWeakrefReference::new(f).ok()?.unbind()),
             None => None,
         };
-        Some(BodyPlan { body: weak, unpacks, plain })
+        Some(BodyPlan {
+            body: weak,
+            unpacks,
+            plain,
+        })
     }
 
     /// The plain function, alive (see `plain`).
@@ -513,7 +539,11 @@ impl CoreTool {
 
     fn argument_error(&self, py: Python<'_>, rejection: &Rejection) -> PyErr {
         let build = || -> PyResult<PyErr> {
-            let validate::ArgumentProblems { unexpected, missing, invalid } = rejection.to_problems();
+            let validate::ArgumentProblems {
+                unexpected,
+                missing,
+                invalid,
+            } = rejection.to_problems();
             let kwargs = PyDict::new(py);
             kwargs.set_item("unexpected", PyTuple::new(py, unexpected)?)?;
             kwargs.set_item("missing", PyTuple::new(py, missing)?)?;
@@ -526,9 +556,20 @@ impl CoreTool {
     }
 
     /// The `invalid_arguments` envelope for a rejection.
-    pub(crate) fn rejection_envelope<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<Bound<'py, PyDict>> {
-        let f = Failure::invalid_arguments(&self.name, rejection, self.validator.accepted_repr(), self.validator.schema());
-        let schema = self.envelope_schema.get_or_try_init(py, || to_py(py, self.validator.schema()).map(Bound::unbind))?;
+    pub(crate) fn rejection_envelope<'py>(
+        &self,
+        py: Python<'py>,
+        rejection: &Rejection,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let f = Failure::invalid_arguments(
+            &self.name,
+            rejection,
+            self.validator.accepted_repr(),
+            self.validator.schema(),
+        );
+        let schema = self
+            .envelope_schema
+            .get_or_try_init(py, || to_py(py, self.validator.schema()).map(Bound::unbind))?;
         envelope::failure_with_schema(py, &f, Some(schema.bind(py)))
     }
 }
@@ -619,9 +660,11 @@ fn define_tool(
     defs: Option<Bound<'_, PyAny>>,
 ) -> PyResult<CoreTool> {
     let _in = super::shutdown::inside(py);
-    let params = params.into_iter().map(|(n, fragment, required, default, desc, has_default)| {
-        (n, fragment, required, has_default.then_some(default), desc)
-    });
+    let params = params
+        .into_iter()
+        .map(|(n, fragment, required, default, desc, has_default)| {
+            (n, fragment, required, has_default.then_some(default), desc)
+        });
     let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
     CoreTool::build(py, name, def.description, def.documented, def.parameters, dropped)
 }
@@ -634,7 +677,15 @@ fn assemble<'py>(
     name: &str,
     description: Option<String>,
     doc: Option<String>,
-    params: impl ExactSizeIterator<Item = (String, Bound<'py, PyAny>, bool, Option<Bound<'py, PyAny>>, Option<String>)>,
+    params: impl ExactSizeIterator<
+        Item = (
+            String,
+            Bound<'py, PyAny>,
+            bool,
+            Option<Bound<'py, PyAny>>,
+            Option<String>,
+        ),
+    >,
     allow_extra: bool,
     defs: Option<Bound<'py, PyAny>>,
 ) -> PyResult<schema::Definition> {
@@ -703,7 +754,9 @@ pub(crate) fn json_to_body_args<'py>(
     value: &Value,
     frozen: (&Bound<'py, PyType>, &Bound<'py, PyType>),
 ) -> PyResult<Bound<'py, PyAny>> {
-    let Value::Object(map) = value else { return json_to_frozen(py, value, frozen) };
+    let Value::Object(map) = value else {
+        return json_to_frozen(py, value, frozen);
+    };
     let dict = PyDict::new(py);
     for (k, v) in map {
         dict.set_item(py_str(py, k), json_to_frozen(py, v, frozen)?)?;
@@ -768,29 +821,34 @@ fn define_function_tool<'py>(
         (n, fragment, required, advertised.then_some(default), desc)
     });
     let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
-    let validator = ArgumentValidator::new(def.parameters, dropped)
-        .map_err(|error| schema_error(py, &name, error))?;
+    let validator = ArgumentValidator::new(def.parameters, dropped).map_err(|error| schema_error(py, &name, error))?;
     // One Python copy of the schema, frozen: the `ToolSchema`'s and the core's (`parameters`,
     // documented read-only; error envelopes show it).
     let frozen = json_to_frozen(py, validator.schema(), (&frozen_dict, &frozen_list))?;
     let py_params = frozen.clone().unbind();
-    let core =
-        CoreTool {
-            name,
-            description: def.description,
-            documented: def.documented,
-            validator,
-            parameters: py_params,
-            envelope_schema: PyOnceLock::new(),
-            body_plan: std::sync::Mutex::new(None),
-            flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
-        };
+    let core = CoreTool {
+        name,
+        description: def.description,
+        documented: def.documented,
+        validator,
+        parameters: py_params,
+        envelope_schema: PyOnceLock::new(),
+        body_plan: std::sync::Mutex::new(None),
+        flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
+    };
     Ok((core, frozen))
 }
 
 /// The `ToolDefinitionError` of tool `name` whose input schema does not compile (`error`).
 fn schema_error(py: Python<'_>, name: &str, error: String) -> PyErr {
-    definition_error(py, schema::DefinitionError::Schema { tool: name.to_owned(), error }.to_string())
+    definition_error(
+        py,
+        schema::DefinitionError::Schema {
+            tool: name.to_owned(),
+            error,
+        }
+        .to_string(),
+    )
 }
 
 /// A `ToolDefinitionError(message)` (or the error met while building it).
@@ -820,13 +878,16 @@ pub(crate) fn error_envelope<'py>(
     let _in = super::shutdown::inside(py);
     // A tool's own exception is read defensively (a code that is not a str, a broken
     // `__str__`) so that describing the failure can never fail.
-    let text = |o: PyResult<Bound<'py, PyAny>>| -> Option<String> { o.and_then(|v| v.str()).and_then(|v| v.extract()).ok() };
+    let text =
+        |o: PyResult<Bound<'py, PyAny>>| -> Option<String> { o.and_then(|v| v.str()).and_then(|v| v.extract()).ok() };
     let raised = classify(py, exc, None)?;
     if let (Raised::Arguments, Some(core)) = (raised, core) {
         return core.get().argument_error_envelope(py, exc);
     }
     let described = match raised {
-        Raised::Deadline => Described::Deadline { limit_s: exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0) },
+        Raised::Deadline => Described::Deadline {
+            limit_s: exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0),
+        },
         Raised::Tool { retriable } => Described::Tool {
             code: text(exc.getattr("code")),
             message: exc.str().and_then(|s| s.extract()).unwrap_or_default(),

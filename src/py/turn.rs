@@ -59,7 +59,10 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
         Ok(Helpers {
             wait: asyncio.getattr("wait")?.unbind(),
             shield: asyncio.getattr("shield")?.unbind(),
-            log: py.import("logging")?.call_method1("getLogger", ("agentkit_tools.invoker",))?.unbind(),
+            log: py
+                .import("logging")?
+                .call_method1("getLogger", ("agentkit_tools.invoker",))?
+                .unbind(),
             task: asyncio.getattr("Task")?.unbind(),
             create_task: if py.version_info() >= (3, 11) {
                 Some(asyncio.getattr("BaseEventLoop")?.getattr("create_task")?.unbind())
@@ -92,8 +95,13 @@ struct Direct {
 impl Direct {
     /// Where the loop `lp`'s tasks can be made so (see the type).
     fn of(py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
-        let Some(create_task) = &own(py)?.create_task else { return Ok(None) };
-        if !lp.get_type().getattr(intern!(py, "create_task"))?.is(create_task.bind(py))
+        let Some(create_task) = &own(py)?.create_task else {
+            return Ok(None);
+        };
+        if !lp
+            .get_type()
+            .getattr(intern!(py, "create_task"))?
+            .is(create_task.bind(py))
             || !lp.call_method0(intern!(py, "get_task_factory"))?.is_none()
             || lp.call_method0(intern!(py, "get_debug"))?.is_truthy()?
         {
@@ -101,7 +109,10 @@ impl Direct {
         }
         let kw = PyDict::new(py);
         kw.set_item(intern!(py, "loop"), lp)?;
-        Ok(Some(Direct { kw: kw.unbind(), base: helpers(py)?.copy_context.bind(py).call0()?.unbind() }))
+        Ok(Some(Direct {
+            kw: kw.unbind(),
+            base: helpers(py)?.copy_context.bind(py).call0()?.unbind(),
+        }))
     }
 
     /// A task whose coroutine is `relay`, run in `context` (see `spawn`). (`kw` keeps the last
@@ -121,7 +132,10 @@ impl Direct {
     }
 
     fn clone_ref(&self, py: Python<'_>) -> Self {
-        Direct { kw: self.kw.clone_ref(py), base: self.base.clone_ref(py) }
+        Direct {
+            kw: self.kw.clone_ref(py),
+            base: self.base.clone_ref(py),
+        }
     }
 
     fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -137,9 +151,17 @@ enum Phase {
     /// Waiting on `waiter` for the last call to be answered.
     Waiting,
     /// Cancelled by `exc`: waiting (`asyncio.wait`) for the tasks still running to end.
-    Cancelling { exc: Py<PyAny>, running: Vec<Py<PyAny>>, wait: Awaited },
+    Cancelling {
+        exc: Py<PyAny>,
+        running: Vec<Py<PyAny>>,
+        wait: Awaited,
+    },
     /// The calls left are aborted in task `aborts`, awaited shielded.
-    Aborting { exc: Py<PyAny>, aborts: Py<PyAny>, shield: Awaited },
+    Aborting {
+        exc: Py<PyAny>,
+        aborts: Py<PyAny>,
+        shield: Awaited,
+    },
     Done,
 }
 
@@ -181,7 +203,15 @@ fn answer_at(turn: &Bound<'_, Turn>, i: usize, env: Bound<'_, PyAny>) -> PyResul
         t.envs[i] = Some(env.unbind());
         let dropped = (t.tasks[i].take(), t.machines[i].take());
         t.pending = t.pending.saturating_sub(1);
-        (if t.pending == 0 { t.waiter.as_ref().map(|w| w.clone_ref(py)) } else { None }, dropped.0, dropped.1)
+        (
+            if t.pending == 0 {
+                t.waiter.as_ref().map(|w| w.clone_ref(py))
+            } else {
+                None
+            },
+            dropped.0,
+            dropped.1,
+        )
     };
     if let Some(w) = waiter {
         let w = w.bind(py);
@@ -215,7 +245,11 @@ impl Mine {
         let m = Py::new(py, self.call)?;
         let old = self.turn.bind(py).try_borrow_mut()?.machines[self.i].replace(m.clone_ref(py));
         drop(old);
-        Ok(Owed { turn: self.turn, i: self.i, m })
+        Ok(Owed {
+            turn: self.turn,
+            i: self.i,
+            m,
+        })
     }
 
     /// The call is answered with `env`.
@@ -229,7 +263,10 @@ impl Mine {
     }
 
     /// The call's task and the turn's loop, once the turn has started.
-    pub(super) fn task_and_loop<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    pub(super) fn task_and_loop<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
         let t = self.turn.bind(py).try_borrow()?;
         Ok(match (&t.tasks[self.i], &t.lp) {
             (Some(task), Some(lp)) => Some((task.bind(py).clone(), lp.bind(py).clone())),
@@ -316,7 +353,12 @@ impl Owed {
         let (m, ctx) = (self.m.clone_ref(py), self.ctx(py)?.unbind());
         let drive = if is_stop(py, &PyErr::from_value(exc.clone())) {
             // The turn's cancellation follows once this call is aborted: one bound for both.
-            let until = *self.turn.bind(py).try_borrow_mut()?.abort_until.get_or_insert_with(super::drive::abort_deadline);
+            let until = *self
+                .turn
+                .bind(py)
+                .try_borrow_mut()?
+                .abort_until
+                .get_or_insert_with(super::drive::abort_deadline);
             Drive::abort_within(py, m, exc.clone().unbind(), ctx, until)
         } else {
             Drive::abort(py, m, exc.clone().unbind(), ctx)
@@ -347,15 +389,27 @@ impl Owed {
     /// relay ran the body in the body's context.
     pub(super) fn respawn<'py>(py: Python<'py>, drive: Bound<'py, PyAny>, after: After) -> PyResult<()> {
         let me = match &after {
-            After::Drive(o) | After::Abort(o, _) => Owed { turn: o.turn.clone_ref(py), i: o.i, m: o.m.clone_ref(py) },
-            After::Aborts { .. } => return Err(PyRuntimeError::new_err("the aborts of a turn go on in a task of their own")),
+            After::Drive(o) | After::Abort(o, _) => Owed {
+                turn: o.turn.clone_ref(py),
+                i: o.i,
+                m: o.m.clone_ref(py),
+            },
+            After::Aborts { .. } => {
+                return Err(PyRuntimeError::new_err(
+                    "the aborts of a turn go on in a task of their own",
+                ))
+            }
         };
         me.spawn(py, (drive, after))
     }
 
     /// The call's body raised `exc` in its relay (its deadline's `ToolTimeoutError` included):
     /// None when the call is settled, else what the relay goes on with.
-    pub(super) fn failed<'py>(self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
+    pub(super) fn failed<'py>(
+        self,
+        py: Python<'py>,
+        exc: Bound<'py, PyAny>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
         let e = PyErr::from_value(exc.clone());
         if is_stop(py, &e) {
             return self.abort(py, exc).map(Some);
@@ -364,7 +418,12 @@ impl Owed {
             return Ok(None); // ended by the caller's cancellation: the turn aborts it
         }
         // an exception of the body's, a BaseException of its own too
-        let fed = self.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.failed(py, exc));
+        let fed = self
+            .m
+            .bind(py)
+            .try_borrow_mut()
+            .map_err(PyErr::from)
+            .and_then(|mut c| c.failed(py, exc));
         match fed {
             Ok((step, arg)) => self.then(py, step, arg),
             Err(e) => self.abort(py, value_of(py, e)).map(Some),
@@ -373,7 +432,12 @@ impl Owed {
 
     /// The call goes on from `(step, arg)` after its body: answered at once, else the drive the
     /// relay goes on with (returned), or a task of its own.
-    pub(super) fn then<'py>(self, py: Python<'py>, step: u8, arg: Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
+    pub(super) fn then<'py>(
+        self,
+        py: Python<'py>,
+        step: u8,
+        arg: Bound<'py, PyAny>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
         if step == STEP_DONE {
             self.answer(py, arg)?;
             return Ok(None);
@@ -383,7 +447,11 @@ impl Owed {
             // The body cancelled its own task and returned: as for a call alone, that
             // cancellation was the body's; the call's later steps (settling an awaitable it
             // returned included) go on in a task of their own.
-            let me = Owed { turn: self.turn.clone_ref(py), i: self.i, m: self.m.clone_ref(py) };
+            let me = Owed {
+                turn: self.turn.clone_ref(py),
+                i: self.i,
+                m: self.m.clone_ref(py),
+            };
             me.spawn(py, self.drive(py, step, arg)?)?;
             return Ok(None);
         }
@@ -396,7 +464,12 @@ impl Owed {
     }
 
     /// The call's drive ended with `out` (`drive`: it).
-    pub(super) fn driven(self, py: Python<'_>, out: PyResult<Bound<'_, PyAny>>, drive: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(super) fn driven(
+        self,
+        py: Python<'_>,
+        out: PyResult<Bound<'_, PyAny>>,
+        drive: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let env = match out {
             Ok(env) => env,
             Err(e) => {
@@ -453,9 +526,17 @@ impl Owed {
         let fed = if is_stop(py, &e) {
             Err(e)
         } else {
-            self.m.bind(py).try_borrow_mut().map_err(PyErr::from).and_then(|mut c| c.failed(py, exc))
+            self.m
+                .bind(py)
+                .try_borrow_mut()
+                .map_err(PyErr::from)
+                .and_then(|mut c| c.failed(py, exc))
         };
-        let me = Owed { turn: self.turn.clone_ref(py), i: self.i, m: self.m.clone_ref(py) };
+        let me = Owed {
+            turn: self.turn.clone_ref(py),
+            i: self.i,
+            m: self.m.clone_ref(py),
+        };
         match fed {
             Ok((STEP_DONE, env)) => self.answer(py, env),
             Ok((step, arg)) => me.spawn(py, self.drive(py, step, arg)?),
@@ -476,7 +557,14 @@ fn spawn<'py>(py: Python<'py>, create_task: &Bound<'py, PyAny>, relay: Relay) ->
 /// The aborts of a cancelled turn's calls failed on `e`: logged (the next call is aborted).
 pub(super) fn abort_failed(py: Python<'_>, e: &PyErr) {
     if let Ok(h) = own(py) {
-        super::drive::log(py, &h.log, "error", "Invoker failed to abort a call of a cancelled turn", Vec::new(), Some(e));
+        super::drive::log(
+            py,
+            &h.log,
+            "error",
+            "Invoker failed to abort a call of a cancelled turn",
+            Vec::new(),
+            Some(e),
+        );
     }
 }
 
@@ -516,7 +604,9 @@ impl Turn {
             Phase::Begin => match input {
                 Input::Send(v) if !v.is_none() => {
                     state(slf)?.phase = Phase::Begin;
-                    Err(PyTypeError::new_err("can't send non-None value to a just-started coroutine"))
+                    Err(PyTypeError::new_err(
+                        "can't send non-None value to a just-started coroutine",
+                    ))
                 }
                 Input::Send(_) => Self::start(slf),
                 Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))), // never started
@@ -524,14 +614,18 @@ impl Turn {
             Phase::Waiting => match input {
                 Input::Send(_) => {
                     let waiter = state(slf)?.waiter.as_ref().map(|w| w.clone_ref(py));
-                    let waiter = waiter.ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?.into_bound(py);
+                    let waiter = waiter
+                        .ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?
+                        .into_bound(py);
                     if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
                         // Woken with the waiter pending: as an asyncio future's await does, the
                         // waiter is yielded again once its task took it; stepped again before
                         // that, it is a misuse.
                         let blocking = intern!(py, "_asyncio_future_blocking");
                         if waiter.getattr(blocking)?.is_truthy()? {
-                            let misuse = py.get_type::<PyRuntimeError>().call1(("await wasn't used with future",))?;
+                            let misuse = py
+                                .get_type::<PyRuntimeError>()
+                                .call1(("await wasn't used with future",))?;
                             return Self::cancel(slf, misuse);
                         }
                         waiter.setattr(blocking, true)?;
@@ -582,7 +676,12 @@ impl Turn {
             t.lp = Some(lp.clone().unbind());
             t.waiter = Some(waiter.clone().unbind());
             let calls: Vec<Py<PyAny>> = t.calls.iter().map(|c| c.clone_ref(py)).collect();
-            (t.pipe.clone_ref(py), t.registry.clone_ref(py), calls, t.ctx.clone_ref(py))
+            (
+                t.pipe.clone_ref(py),
+                t.registry.clone_ref(py),
+                calls,
+                t.ctx.clone_ref(py),
+            )
         };
         let (pipe, registry, ctx) = (pipe.bind(py), registry.bind(py), ctx.bind(py));
         let turn = slf.clone().unbind();
@@ -595,13 +694,25 @@ impl Turn {
             let task = match begun {
                 Ok(Begun::Body(m, limit)) => {
                     let tool = m.tool_object(py).unbind();
-                    let mine = Mine { turn: turn.clone_ref(py), i, call: m };
+                    let mine = Mine {
+                        turn: turn.clone_ref(py),
+                        i,
+                        call: m,
+                    };
                     match &direct {
                         Some(d) => {
                             let within = helpers(py)?.copy_context.bind(py).call0()?;
-                            d.spawn(py, Relay::body(tool, limit, ctx.clone().unbind(), mine, Some(within.clone().unbind())), &within)?
+                            d.spawn(
+                                py,
+                                Relay::body(tool, limit, ctx.clone().unbind(), mine, Some(within.clone().unbind())),
+                                &within,
+                            )?
                         }
-                        None => spawn(py, &create_task, Relay::body(tool, limit, ctx.clone().unbind(), mine, None))?,
+                        None => spawn(
+                            py,
+                            &create_task,
+                            Relay::body(tool, limit, ctx.clone().unbind(), mine, None),
+                        )?,
                     }
                 }
                 Ok(Begun::Step(m, step, arg)) => {
@@ -612,7 +723,11 @@ impl Turn {
                     }
                     let m = Py::new(py, m)?;
                     state(slf)?.machines[i] = Some(m.clone_ref(py));
-                    let owed = Owed { turn: turn.clone_ref(py), i, m: m.clone_ref(py) };
+                    let owed = Owed {
+                        turn: turn.clone_ref(py),
+                        i,
+                        m: m.clone_ref(py),
+                    };
                     let (drive, after) = owed.drive(py, step, arg)?;
                     spawn(py, &create_task, Relay::driving(drive, after))?
                 }
@@ -642,7 +757,11 @@ impl Turn {
             let mut t = state(slf)?;
             t.envs[i] = Some(env.unbind());
             t.pending = t.pending.saturating_sub(1);
-            if t.pending == 0 { t.waiter.as_ref().map(|w| w.clone_ref(py)) } else { None }
+            if t.pending == 0 {
+                t.waiter.as_ref().map(|w| w.clone_ref(py))
+            } else {
+                None
+            }
         };
         if let Some(w) = waiter {
             let w = w.bind(py);
@@ -692,7 +811,11 @@ impl Turn {
             let wait = Awaited::of(py, own(py)?.wait.bind(py).call1((PyList::new(py, &left)?,))?)?;
             match wait.step(py, Input::Send(py.None().into_bound(py))) {
                 Out::Yield(y) => {
-                    state(slf)?.phase = Phase::Cancelling { exc: exc.unbind(), running: left, wait };
+                    state(slf)?.phase = Phase::Cancelling {
+                        exc: exc.unbind(),
+                        running: left,
+                        wait,
+                    };
                     return Ok(y);
                 }
                 Out::Return(_) => {}
@@ -713,9 +836,28 @@ impl Turn {
             (rest, t.ctx.clone_ref(py), t.lp.as_ref().map(|l| l.clone_ref(py)), until)
         };
         let mut rest = rest.into_iter();
-        let (Some(first), Some(lp)) = (rest.next(), lp) else { return Self::raise(slf, exc) };
-        let drive = Bound::new(py, Drive::abort_within(py, first, exc.clone().unbind(), ctx.clone_ref(py), until))?.into_any();
-        let aborts = spawn(py, &lp.bind(py).getattr(intern!(py, "create_task"))?, Relay::driving(drive, After::Aborts { calls: rest, exc: exc.clone().unbind(), ctx, until, stop: None }))?;
+        let (Some(first), Some(lp)) = (rest.next(), lp) else {
+            return Self::raise(slf, exc);
+        };
+        let drive = Bound::new(
+            py,
+            Drive::abort_within(py, first, exc.clone().unbind(), ctx.clone_ref(py), until),
+        )?
+        .into_any();
+        let aborts = spawn(
+            py,
+            &lp.bind(py).getattr(intern!(py, "create_task"))?,
+            Relay::driving(
+                drive,
+                After::Aborts {
+                    calls: rest,
+                    exc: exc.clone().unbind(),
+                    ctx,
+                    until,
+                    stop: None,
+                },
+            ),
+        )?;
         Self::shielding(slf, exc, aborts)
     }
 
@@ -725,7 +867,11 @@ impl Turn {
             let shield = Awaited::of(py, own(py)?.shield.bind(py).call1((&aborts,))?)?;
             match shield.step(py, Input::Send(py.None().into_bound(py))) {
                 Out::Yield(y) => {
-                    state(slf)?.phase = Phase::Aborting { exc: exc.unbind(), aborts: aborts.unbind(), shield };
+                    state(slf)?.phase = Phase::Aborting {
+                        exc: exc.unbind(),
+                        aborts: aborts.unbind(),
+                        shield,
+                    };
                     return Ok(y);
                 }
                 Out::Return(_) => {}
@@ -771,7 +917,10 @@ impl Turn {
                 // The aborts go on by themselves while their loop runs.
                 drop(shield.close(py));
                 let aborts = aborts.bind(py);
-                let closed = aborts.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "is_closed"))?.is_truthy()?;
+                let closed = aborts
+                    .call_method0(intern!(py, "get_loop"))?
+                    .call_method0(intern!(py, "is_closed"))?
+                    .is_truthy()?;
                 return if closed { close_task(py, aborts) } else { Ok(()) };
             }
         }
@@ -803,11 +952,18 @@ fn close_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
     if task.call_method0(intern!(py, "done"))?.is_truthy()? {
         return Ok(());
     }
-    match task.call_method0(intern!(py, "get_coro")).and_then(|c| c.call_method0(intern!(py, "close"))) {
+    match task
+        .call_method0(intern!(py, "get_coro"))
+        .and_then(|c| c.call_method0(intern!(py, "close")))
+    {
         Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => return Err(e),
         _ => {}
     }
-    if !task.call_method0(intern!(py, "get_loop"))?.call_method0(intern!(py, "is_closed"))?.is_truthy()? {
+    if !task
+        .call_method0(intern!(py, "get_loop"))?
+        .call_method0(intern!(py, "is_closed"))?
+        .is_truthy()?
+    {
         task.call_method0(intern!(py, "cancel"))?;
     }
     Ok(())

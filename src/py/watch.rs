@@ -30,7 +30,10 @@ fn raw(d: &Bound<'_, PyDict>) -> (isize, u64) {
     // least that large: its header, `ma_used`, `ma_version_tag`, `ma_keys`, `ma_values`).
     unsafe {
         let p = d.as_ptr().cast::<u8>();
-        (p.add(USED_AT).cast::<isize>().read(), p.add(VERSION_AT).cast::<u64>().read())
+        (
+            p.add(USED_AT).cast::<isize>().read(),
+            p.add(VERSION_AT).cast::<u64>().read(),
+        )
     }
 }
 
@@ -39,7 +42,12 @@ fn works(py: Python<'_>) -> PyResult<bool> {
     if sys.getattr("implementation")?.getattr("name")?.extract::<String>()? != "cpython" {
         return Ok(false);
     }
-    let (major, minor): (u32, u32) = sys.getattr("version_info")?.cast_into::<PyTuple>().map_err(PyErr::from)?.get_slice(0, 2).extract()?;
+    let (major, minor): (u32, u32) = sys
+        .getattr("version_info")?
+        .cast_into::<PyTuple>()
+        .map_err(PyErr::from)?
+        .get_slice(0, 2)
+        .extract()?;
     if major != 3 || !(10..=12).contains(&minor) {
         return Ok(false);
     }
@@ -84,7 +92,10 @@ pub(crate) struct Seen {
 
 impl Seen {
     pub(crate) fn of(d: &Bound<'_, PyDict>) -> Self {
-        Seen { at: d.as_ptr() as usize, version: raw(d).1 }
+        Seen {
+            at: d.as_ptr() as usize,
+            version: raw(d).1,
+        }
     }
 
     #[inline]
