@@ -192,6 +192,35 @@ class CountingStore:
         return await self.inner.compare_and_set(key, expected, value)
 
 
+class ReleaseHeld:
+    """Wraps a store for the idempotency tests; its compare-and-set from a claim (the release of
+    a call's claim, ``{"s": "running"}``) waits for ``finish``, or never answers without one."""
+
+    def __init__(self, inner: object, finish: Optional[asyncio.Event] = None) -> None:
+        self.inner = inner
+        self.finish = finish
+
+    async def get(self, key: str) -> object:
+        return await self.inner.get(key)
+
+    async def set(self, key: str, value: object) -> None:
+        await self.inner.set(key, value)
+
+    async def compare_and_set(self, key: str, expected: object, value: object) -> bool:
+        if expected is not None and store_doc(expected).get("s") == "running":
+            await (self.finish or asyncio.Event()).wait()
+        return await self.inner.compare_and_set(key, expected, value)
+
+    def claims(self) -> list:
+        """The state of every claim the wrapped in-memory store holds."""
+        return [store_doc(v)["s"] for v in self.inner._data.values()]
+
+
+def store_doc(value: object) -> dict:
+    """A store document as JSON (stores hand back the text they were given, or parsed JSON)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def lines_file(n: int, prefix: str = "line") -> str:
     """``line 00: todo\\n`` ... one line per index."""
     return "".join(f"{prefix} {i:02d}: todo\n" for i in range(n))

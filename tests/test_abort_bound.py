@@ -18,6 +18,8 @@ from agentkit_tools import Invoker, ToolContext, ToolRegistry, middleware as mw,
 from agentkit_tools.middleware import Middleware
 from agentkit_tools.stores import InMemoryStore
 
+from memory_fixtures import ReleaseHeld, store_doc as doc
+
 
 def call(name: str, cid: str = "c1", **args: Any) -> dict:
     return {"id": cid, "name": name, "input": args}
@@ -31,32 +33,6 @@ class Passthrough(Middleware):
             return await nxt(tc)
 
         return handler
-
-
-def doc(v: Any) -> dict:
-    return json.loads(v) if isinstance(v, str) else v
-
-
-class ReleaseWaits:
-    """Wraps a store; its compare-and-set from a claim (the release) waits for ``finish``."""
-
-    def __init__(self, finish: asyncio.Event) -> None:
-        self.inner = InMemoryStore()
-        self.finish = finish
-
-    async def get(self, key: str) -> Any:
-        return await self.inner.get(key)
-
-    async def set(self, key: str, value: Any) -> None:
-        await self.inner.set(key, value)
-
-    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
-        if expected is not None and doc(expected).get("s") == "running":
-            await self.finish.wait()
-        return await self.inner.compare_and_set(key, expected, value)
-
-    def claims(self) -> list[str]:
-        return [doc(v)["s"] for v in self.inner._data.values()]  # type: ignore[attr-defined]
 
 
 @tool(side_effecting=True)
@@ -95,7 +71,7 @@ async def test_a_user_middleware_between_segments_does_not_restart_the_abort_bou
 
         return sink
 
-    store = ReleaseWaits(finish)
+    store = ReleaseHeld(InMemoryStore(), finish)
     rules: list[Any] = []
     sinks: list[str] = []
     for part in shape.split(" | "):
@@ -178,7 +154,7 @@ async def test_a_logging_filter_that_raises_does_not_change_what_an_aborted_call
             await finish.wait()
         got.append(rec["outcome"])
 
-    store = ReleaseWaits(finish) if what == "store" else ReleaseWaits(asyncio.Event())
+    store = ReleaseHeld(InMemoryStore(), finish) if what == "store" else ReleaseHeld(InMemoryStore(), asyncio.Event())
     if what == "sink":
         store.finish.set()
     inv = Invoker(ToolRegistry([charge]), middleware=[mw.audit(sink), mw.approval(), mw.repeat_guard(), mw.idempotency(store=store, lease_s=30), mw.retry(), mw.timeout()])
@@ -253,9 +229,12 @@ async def test_a_sync_sink_that_blocks_holds_the_cancelled_caller_as_long_as_it_
     cancelled caller that long, gets the record, and no warning says it was left behind."""
     got: list[str] = []
 
+    returned: list[float] = []
+
     def sink(rec: dict) -> None:
         time.sleep(1.3)
         got.append(rec["outcome"])
+        returned.append(time.monotonic())
 
     inv = Invoker(ToolRegistry([charge]), middleware=[mw.audit(sink), *mw.default_chain()[1:]])
     task = asyncio.ensure_future(inv.invoke(call("charge", card="4", cents=1)))
@@ -268,6 +247,7 @@ async def test_a_sync_sink_that_blocks_holds_the_cancelled_caller_as_long_as_it_
     assert task.cancelled() is True
     assert 1.3 <= took < 2.5, took
     assert (got, caplog.records) == (["cancelled"], [])
+    assert len(returned) == 1 and returned[0] <= t0 + took  # the caller resumed after the sink returned
 
 
 
@@ -331,7 +311,7 @@ def test_a_stop_raised_by_a_sink_or_a_store_during_an_abort_propagates_once_the_
             return raising()
         return None
 
-    class Store(ReleaseWaits):
+    class Store(ReleaseHeld):
         stopped = False
 
         def compare_and_set(self, key: str, expected: Any, value: Any) -> Any:  # type: ignore[override]
@@ -342,7 +322,7 @@ def test_a_stop_raised_by_a_sink_or_a_store_during_an_abort_propagates_once_the_
                 return raising()
             return self.inner.compare_and_set(key, expected, value)
 
-    store = Store(asyncio.Event())
+    store = Store(InMemoryStore(), asyncio.Event())
     inv = Invoker(ToolRegistry([charge]), middleware=[mw.audit(sink), mw.approval(), mw.repeat_guard(), mw.idempotency(store=store, lease_s=30), mw.retry(), mw.timeout()])
     ids = ["c0"] if how == "invoke" else ["c0", "c1"]
 

@@ -27,7 +27,7 @@ import pytest
 
 from agentkit_tools import Invoker, ToolContext, ToolRegistry, _core, middleware as mw, tool
 
-from memory_fixtures import PG_TABLE, POSTGRES_DSN, REDIS_URL, SERVER_KINDS, STORE_KINDS, open_store
+from memory_fixtures import PG_TABLE, POSTGRES_DSN, REDIS_URL, SERVER_KINDS, STORE_KINDS, ReleaseHeld, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -554,24 +554,6 @@ def test_a_stop_raised_by_the_body_releases_its_claim_before_it_propagates(kind,
     assert waited < PROMPT_S, waited
 
 
-class NeverReleases:
-    """Wraps a store; its compare-and-set from a claim (the release) never answers."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def get(self, key: str) -> Any:
-        return await self.inner.get(key)
-
-    async def set(self, key: str, value: Any) -> None:
-        await self.inner.set(key, value)
-
-    async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
-        if expected is not None and doc(expected).get("s") == "running":
-            await asyncio.Event().wait()
-        return await self.inner.compare_and_set(key, expected, value)
-
-
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
 def test_a_stop_whose_release_never_ends_propagates_after_the_bound_and_says_so(stop, caplog):
     """The store never answers the release of a stopped call: the stop comes out of
@@ -581,7 +563,7 @@ def test_a_stop_whose_release_never_ends_propagates_after_the_bound_and_says_so(
 
     runs: list[str] = []
     run_id = f"conv-{uuid.uuid4().hex}"
-    store = NeverReleases(InMemoryStore())
+    store = ReleaseHeld(InMemoryStore())
 
     @tool(side_effecting=True)
     async def charge(card: str, cents: int) -> str:
@@ -618,13 +600,7 @@ async def test_a_release_that_does_not_finish_does_not_hold_the_callers_cancella
     finish = asyncio.Event()
     records: list[tuple[str, str]] = []
 
-    class SlowRelease(NeverReleases):
-        async def compare_and_set(self, key: str, expected: Any, value: Any) -> bool:
-            if expected is not None and doc(expected).get("s") == "running":
-                await finish.wait()
-            return await self.inner.compare_and_set(key, expected, value)
-
-    store = SlowRelease(InMemoryStore())
+    store = ReleaseHeld(InMemoryStore(), finish)
     inv = Invoker(
         ToolRegistry([charging(runs, started)]),
         middleware=[mw.audit(sink=lambda r: records.append((r["call_id"], r["outcome"]))), *chain(store)[1:]],
