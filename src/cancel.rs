@@ -109,9 +109,95 @@ pub fn ended_by_callers<E>(
     Ok(count()?.is_none_or(|n| n > before))
 }
 
+/// What a host callback (an approver, a store, an audit sink), a body or the await of one raised,
+/// as the binding classifies it for the decisions below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Raised {
+    /// `KeyboardInterrupt` / `SystemExit`: the process is being stopped.
+    Stop,
+    /// A cancellation (`asyncio.CancelledError`): the caller's, or one of the callback's own.
+    Cancelled,
+    /// Anything else.
+    Other,
+}
+
+impl Raised {
+    /// Whether it propagates rather than being the failure of what raised it: a stop always, a
+    /// cancellation when it is the caller's (`callers`, asked only for a cancellation: see
+    /// [`caller_cancelled`]). The same rule ends a call that faulted: what propagates is raised,
+    /// anything else answers the call with the fault envelope.
+    #[inline]
+    pub fn propagates(self, callers: impl FnOnce() -> bool) -> bool {
+        match self {
+            Raised::Stop => true,
+            Raised::Cancelled => callers(),
+            Raised::Other => false,
+        }
+    }
+
+    /// Whether a call it aborts is aborted as cancelled (its record's outcome `cancelled`) rather
+    /// than as a fault (`internal_error`): a cancellation, or a stop (the process being stopped
+    /// ends the call as its caller's cancellation does).
+    #[inline]
+    pub fn aborts_as_cancelled(self) -> bool {
+        !matches!(self, Raised::Other)
+    }
+}
+
+/// The task running now, as the binding reads it to ask [`caller_cancelled`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Current {
+    /// No event loop runs.
+    NoLoop,
+    /// A loop runs, outside any task.
+    NoTask,
+    /// A task that does not count its cancellation requests (one of Python 3.10's).
+    Uncounted,
+    /// A task that counts them: its `cancelling()`.
+    Counting(isize),
+    /// What runs now could not be read.
+    Unknown,
+}
+
+/// Whether the task running now was asked to cancel, so that a cancellation raised now is its
+/// caller's: a task that counts the requests, by its count; one that does not, any cancellation
+/// counts as the caller's; outside a task too, and when what runs could not be read (a
+/// cancellation is never swallowed for want of knowing); with no loop running, none is.
+#[inline]
+pub fn caller_cancelled(current: Current) -> bool {
+    match current {
+        Current::NoLoop => false,
+        Current::NoTask | Current::Uncounted | Current::Unknown => true,
+        Current::Counting(n) => n > 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_propagates_a_cancellation_when_the_callers() {
+        let never = || -> bool { panic!("not asked") };
+        assert!(Raised::Stop.propagates(never));
+        assert!(!Raised::Other.propagates(never));
+        assert!(Raised::Cancelled.propagates(|| true));
+        assert!(!Raised::Cancelled.propagates(|| false));
+        assert!(Raised::Stop.aborts_as_cancelled());
+        assert!(Raised::Cancelled.aborts_as_cancelled());
+        assert!(!Raised::Other.aborts_as_cancelled());
+    }
+
+    #[test]
+    fn whose_cancellation_by_the_task_running_now() {
+        assert!(!caller_cancelled(Current::NoLoop));
+        assert!(caller_cancelled(Current::NoTask));
+        assert!(caller_cancelled(Current::Uncounted));
+        assert!(caller_cancelled(Current::Unknown));
+        assert!(caller_cancelled(Current::Counting(1)));
+        assert!(caller_cancelled(Current::Counting(2)));
+        assert!(!caller_cancelled(Current::Counting(0)));
+    }
 
     #[test]
     fn requests_count_as_a_task_does() {

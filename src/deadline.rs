@@ -1,6 +1,7 @@
 //! Call deadlines, with no event loop in sight: the arithmetic of a call's end on the monotonic
 //! clock, the timer of one event loop ([`Timers`]: every pending deadline behind one armed
-//! timer), and what leaving a deadline means for the await that entered it ([`left`]).
+//! timer), what leaving a deadline means for the await that entered it ([`left`]), and the
+//! bound of an abort's wait ([`ABORT_WAIT_S`]).
 //!
 //! Times are seconds on the clock every call's deadline is on (Python's `time.monotonic`); the
 //! binding reads the clock and performs what [`Timers`] asks for (arm a timer, cancel a task).
@@ -41,6 +42,33 @@ pub fn instant_after(now: Instant, timeout: Option<f64>) -> Option<Instant> {
     let t = timeout?;
     let t = if t > 0.0 { t } else { 0.0 };
     now.checked_add(Duration::try_from_secs_f64(t).ok()?)
+}
+
+/// How long a caller waits for the release and record steps of what it aborts (seconds), from
+/// when its abort starts: one bound for every segment of a call and for every call of a turn
+/// ([`abort_bound`]). An awaitable a store or an audit sink returns that is not done by then goes
+/// on without the caller (logged); a sync callback that blocks cannot be cut short and holds the
+/// caller as long as it blocks.
+pub const ABORT_WAIT_S: f64 = 1.0;
+
+/// When the caller of an abort starting at `now` stops waiting for its steps.
+#[inline]
+pub fn abort_until(now: Instant) -> Instant {
+    now + Duration::from_secs_f64(ABORT_WAIT_S)
+}
+
+/// The bound of a caller's abort: `held`, the bound a segment around this one started for the
+/// same exception (a user middleware between segments passes it on), else a new one from `now`:
+/// the caller of a chain of segments waits no longer than for one.
+#[inline]
+pub fn abort_bound(held: Option<Instant>, now: Instant) -> Instant {
+    held.unwrap_or_else(|| abort_until(now))
+}
+
+/// What is left at `now` of a wait until `until` (seconds; 0 once it passed).
+#[inline]
+pub fn left_until(until: Instant, now: Instant) -> f64 {
+    until.saturating_duration_since(now).as_secs_f64()
 }
 
 /// A task's cancellation requests that were delivered: `cancelling` (what the task counts) less
@@ -228,6 +256,18 @@ impl<T> Timers<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_abort_waits_one_bound_shared_by_its_segments() {
+        let now = Instant::now();
+        let until = abort_until(now);
+        assert_eq!(until - now, Duration::from_secs(1));
+        assert_eq!(abort_bound(None, now), until);
+        let held = now + Duration::from_millis(300);
+        assert_eq!(abort_bound(Some(held), now + Duration::from_millis(900)), held);
+        assert_eq!(left_until(until, now + Duration::from_millis(250)), 0.75);
+        assert_eq!(left_until(until, until + Duration::from_millis(1)), 0.0);
+    }
 
     #[test]
     fn end_arithmetic() {

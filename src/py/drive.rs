@@ -15,12 +15,15 @@
 //! (logged); a store that fails is logged and the call goes on without sharing. Any other
 //! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
 //! emitted, each in a task of its own that the caller's cancellation does not reach, the caller
-//! waiting for them until the abort's bound, see `ABORT_WAIT_S`; without awaiting when the drive
-//! is being closed), then propagates. A drive made by
-//! `Invoker.invoke` (`call` given) answers it with the fault envelope instead (logged), unless it
-//! is `KeyboardInterrupt`/`SystemExit` or the cancellation of the awaiting task. A `GeneratorExit`
+//! waiting for them until the abort's bound, see `crate::deadline::ABORT_WAIT_S`; without
+//! awaiting when the drive is being closed), then propagates. A drive made by `Invoker.invoke`
+//! (`call` given) answers it with the fault envelope instead (logged), unless it is
+//! `KeyboardInterrupt`/`SystemExit` or the cancellation of the awaiting task. A `GeneratorExit`
 //! thrown in closes the drive; one a callback raised itself is that callback's own failure,
 //! answered as any other.
+//!
+//! What it makes of each outcome is the core's (`crate::drive`, `crate::cancel`): the drive
+//! classifies what Python answered or raised, asks, and performs the answer.
 use pyo3::exceptions::{PyException, PyGeneratorExit, PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
@@ -39,6 +42,11 @@ use super::pipeline::{
     STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
 };
 use super::registry::CoreRegistry;
+use crate::cancel::{Current, Raised};
+use crate::drive::{
+    after_abort_step, approval, body_end, ending, AfterAbortStep, Answer, Approval, BodyEnd, Ending, LeftBehind,
+    Segment, StoreAsked, Waited,
+};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Drive>()?;
@@ -95,28 +103,49 @@ fn value_of<'py>(py: Python<'py>, e: &PyErr) -> Bound<'py, PyAny> {
     e.value(py).clone().into_any()
 }
 
-/// Whether the task running now was asked to cancel (a task that counts the requests, every
-/// one on Python 3.11+: by its count; one that does not: any cancellation counts as the
-/// caller's; no task: it does).
-fn caller_cancelled(py: Python<'_>) -> bool {
-    let Ok(h) = helpers(py) else { return true };
+/// The task running now, as the core's `cancel::caller_cancelled` asks.
+fn current(py: Python<'_>) -> Current {
+    let Ok(h) = helpers(py) else { return Current::Unknown };
     let Ok(task) = h.current_task.bind(py).call0() else {
-        return false;
-    }; // no running loop
-    if task.is_none() || !super::deadline::counts_cancels(py, h, &task) {
-        return true;
+        return Current::NoLoop;
+    };
+    if task.is_none() {
+        return Current::NoTask;
     }
-    task.call_method0(intern!(py, "cancelling"))
+    if !super::deadline::counts_cancels(py, h, &task) {
+        return Current::Uncounted;
+    }
+    match task
+        .call_method0(intern!(py, "cancelling"))
         .and_then(|n| n.extract::<isize>())
-        .map_or(true, |n| n > 0)
+    {
+        Ok(n) => Current::Counting(n),
+        Err(_) => Current::Unknown,
+    }
 }
 
-/// Whether `e`, raised by a host callback or at the `await` of it, propagates: the process is
-/// being stopped, or it is the cancellation of the awaiting task. (A `GeneratorExit` thrown in
-/// closes the drive and never reaches here: one seen here is the callback's own failure.)
+/// Whether the task running now was asked to cancel (see `crate::cancel::caller_cancelled`).
+fn caller_cancelled(py: Python<'_>) -> bool {
+    crate::cancel::caller_cancelled(current(py))
+}
+
+/// What `e` is to the core's decisions: a stop, a cancellation or anything else (helpers that
+/// cannot be read: a cancellation, whose caller is then asked).
+pub(super) fn raised(py: Python<'_>, e: &PyErr) -> Raised {
+    if is_stop(py, e) {
+        return Raised::Stop;
+    }
+    match helpers(py) {
+        Ok(h) if !e.is_instance(py, h.cancelled_error.bind(py)) => Raised::Other,
+        _ => Raised::Cancelled,
+    }
+}
+
+/// Whether `e`, raised by a host callback or at the `await` of it, propagates (see
+/// `crate::cancel::Raised::propagates`). (A `GeneratorExit` thrown in closes the drive and never
+/// reaches here: one seen here is the callback's own failure.)
 pub(super) fn propagates(py: Python<'_>, e: &PyErr) -> bool {
-    let Ok(h) = helpers(py) else { return true };
-    is_stop(py, e) || (e.is_instance(py, h.cancelled_error.bind(py)) && caller_cancelled(py))
+    raised(py, e).propagates(|| caller_cancelled(py))
 }
 
 /// The envelope of call `call` whose driver raised `exc` (a fault around the tool, not in it),
@@ -131,20 +160,25 @@ pub(super) fn call_fault<'py>(
     caller_cancelled: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let _in = super::shutdown::inside(py);
-    let err = PyErr::from_value(exc.clone());
-    if is_stop(py, &err) || (caller_cancelled && err.is_instance(py, helpers(py)?.cancelled_error.bind(py))) {
+    let err = PyErr::from_value(exc);
+    if raised(py, &err).propagates(|| caller_cancelled) {
         return Err(err);
     }
+    fault_envelope(py, err, call)
+}
+
+/// The fault envelope of call `call` whose driver raised `err`, logged.
+fn fault_envelope<'py>(py: Python<'py>, err: PyErr, call: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let name = super::calls::call_parts(py, &call)?.get_item(1)?;
     log(
         py,
         &own(py)?.invoker_log,
         "error",
-        "Invoker failed on a call of %r",
+        crate::drive::INVOKER_FAILED,
         vec![name],
         Some(&err),
     );
-    super::tools::fault_envelope(py, &exc)
+    super::tools::fault_envelope(py, err.value(py).as_any())
 }
 
 /// `Invoker.invoke` through a chain of built-in rules only: `call` admitted and begun in `pipe`
@@ -181,10 +215,8 @@ fn drive<'py>(
             d.begin = Some(Begin::From(m, step, arg.unbind()));
             Ok(Bound::new(py, d)?.into_any())
         }
-        Err(e) => {
-            let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) && caller_cancelled(py);
-            call_fault(py, value_of(py, &e), call, cancelled).map(Bound::into_any)
-        }
+        Err(e) if propagates(py, &e) => Err(e),
+        Err(e) => fault_envelope(py, e, call).map(Bound::into_any),
     }
 }
 
@@ -214,19 +246,13 @@ pub(super) fn log<'py>(
     }
 }
 
-/// How long a caller waits for the release and record steps of what it aborts (seconds), from
-/// when its abort starts: one bound for every segment of a call (see `Drive::bound_of`) and for
-/// every call of a turn. An awaitable a store or an audit sink returns that is not done by then
-/// goes on without the caller (logged); a sync callback that blocks cannot be cut short and
-/// holds the caller as long as it blocks.
-const ABORT_WAIT_S: f64 = 1.0;
-
-/// When the caller of an abort starting now stops waiting for its steps (see `ABORT_WAIT_S`).
+/// When the caller of an abort starting now stops waiting for its steps (see
+/// `crate::deadline::abort_until`).
 pub(super) fn abort_deadline() -> std::time::Instant {
-    std::time::Instant::now() + std::time::Duration::from_secs_f64(ABORT_WAIT_S)
+    crate::deadline::abort_until(std::time::Instant::now())
 }
 
-/// The bound of one caller's abort (see `ABORT_WAIT_S`), as a call's `ToolCall` carries it
+/// The bound of one caller's abort (see `crate::deadline::ABORT_WAIT_S`), as a call's `ToolCall` carries it
 /// (`_abort`: `(exception, AbortBound)`) from the segment that aborts first to the segments
 /// around it, which abort by the same exception once it reaches them.
 #[pyclass(frozen, module = "agentkit_tools._core")]
@@ -357,30 +383,28 @@ fn is_coroutine(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(flags & CO_ITERABLE_COROUTINE != 0)
 }
 
-/// The store's answer to step `event` when it is what the store port promises (`get`: a str or
-/// None; `compare_and_set`: a bool), else the `TypeError` of a failing store (logged, the call
-/// goes on without sharing; a `None` read as "not written" would claim again forever).
+/// The store's answer to step `event` when it is what the store port promises (see
+/// `crate::drive::StoreAsked::promised`), else the `TypeError` of a failing store.
 fn promised(event: u8, answer: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
-    let (method, expected, ok) = match event {
-        EV_GOT => (
-            "get",
-            "str or None",
-            answer.is_none() || answer.is_instance_of::<pyo3::types::PyString>(),
-        ),
-        EV_CAS => (
-            "compare_and_set",
-            "bool",
-            answer.is_instance_of::<pyo3::types::PyBool>(),
-        ),
+    let asked = match event {
+        EV_GOT => StoreAsked::Get,
+        EV_CAS => StoreAsked::CompareAndSet,
         _ => return Ok(answer),
     };
-    if ok {
+    let kind = if answer.is_none() {
+        Answer::None
+    } else if answer.is_instance_of::<pyo3::types::PyString>() {
+        Answer::Str
+    } else if answer.is_instance_of::<pyo3::types::PyBool>() {
+        Answer::Bool
+    } else {
+        Answer::Other
+    };
+    if asked.promised(kind) {
         return Ok(answer);
     }
-    let kind = answer.get_type().qualname()?;
-    Err(PyTypeError::new_err(format!(
-        "store.{method} returned {kind}, expected {expected}; fix the StorePort implementation"
-    )))
+    let got = answer.get_type().qualname()?;
+    Err(PyTypeError::new_err(asked.broken_message(got.to_str()?)))
 }
 
 /// What a user middleware answered, when it is an envelope (a dict); else the `TypeError` of a
@@ -389,9 +413,9 @@ fn envelope_of(env: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     if env.is_instance_of::<PyDict>() {
         return Ok(env);
     }
-    let kind = env.get_type().qualname()?;
-    Err(PyTypeError::new_err(format!(
-        "a middleware returned {kind}, not an envelope dict"
+    let got = env.get_type().qualname()?;
+    Err(PyTypeError::new_err(crate::drive::not_an_envelope_message(
+        got.to_str()?,
     )))
 }
 
@@ -714,7 +738,7 @@ impl Drive {
         let ctx = self.ctx.bind(py).clone();
         let o = own(py)?;
         Ok(match step {
-            STEP_RUN if self.nxt.is_some() => {
+            STEP_RUN if self.place() == Segment::Before => {
                 let tc = self.tc(py);
                 let limit = arg.get_item(2)?;
                 if !limit.is_none() {
@@ -736,13 +760,12 @@ impl Drive {
                     arg.get_item(3)?.extract::<u8>()?,
                 );
                 let mut limit: Option<f64> = limit.extract()?;
-                if let Some(tc) = &self.tc {
-                    let tc = tc.bind(py);
+                let segment = self.place();
+                if segment.counts_attempts() {
+                    let tc = self.tc(py);
                     let n: u32 = tc.getattr(intern!(py, "attempts"))?.extract()?;
-                    tc.setattr(intern!(py, "attempts"), n + 1)?;
-                    if limit.is_none() {
-                        limit = tc.getattr(intern!(py, "timeout_s"))?.extract()?;
-                    }
+                    tc.setattr(intern!(py, "attempts"), Segment::next_attempt(n))?;
+                    limit = segment.attempt_limit(limit, || tc.getattr(intern!(py, "timeout_s"))?.extract())?;
                 }
                 // The attempt's end, computed once for all it does. A non-blocking sync body is
                 // called, an async one awaited, a sync one handed to the worker pool and its
@@ -899,7 +922,7 @@ impl Drive {
             py,
             &own(py)?.middleware_log,
             "warning",
-            "idempotency store failed on %s; going on without it",
+            crate::drive::STORE_FAILED,
             vec![key],
             Some(e),
         );
@@ -910,40 +933,47 @@ impl Drive {
     fn outcome<'py>(&mut self, py: Python<'py>, then: For, out: PyResult<Bound<'py, PyAny>>) -> Next<'py> {
         let fed = (|| -> PyResult<Next<'py>> {
             Ok(match then {
-                For::Body { limit, end, check } => match out {
-                    Ok(v) if check => {
-                        let ctx = self.ctx.bind(py).clone();
-                        Next::fed(self.call(py)?.returned(py, v, &ctx, limit, end)?)
-                    }
+                For::Body { limit, end, check } => {
                     // An awaitable result (a `Later`) is settled first.
-                    Ok(v) if v.get_type().is(own(py)?.later.bind(py)) => Next::Step(STEP_SETTLE, v),
-                    Ok(v) => Next::fed(self.call(py)?.ok(py, v)?),
-                    Err(e) if e.is_instance_of::<PyException>(py) => {
-                        let mut exc = value_of(py, &e);
-                        if exc.get_type().is(helpers(py)?.body_failed.bind(py)) {
-                            exc = exc.getattr(intern!(py, "exc"))?;
+                    let later = own(py)?.later.bind(py);
+                    let awaitable = |v: &Bound<'py, PyAny>| v.get_type().is(later);
+                    match body_end(out, check, awaitable, |e| e.is_instance_of::<PyException>(py)) {
+                        BodyEnd::Check(v) => {
+                            let ctx = self.ctx.bind(py).clone();
+                            Next::fed(self.call(py)?.returned(py, v, &ctx, limit, end)?)
                         }
-                        Next::fed(self.call(py)?.failed(py, exc)?)
+                        BodyEnd::Settle(v) => Next::Step(STEP_SETTLE, v),
+                        BodyEnd::Ok(v) => Next::fed(self.call(py)?.ok(py, v)?),
+                        BodyEnd::Failed(e) => {
+                            let mut exc = value_of(py, &e);
+                            if exc.get_type().is(helpers(py)?.body_failed.bind(py)) {
+                                exc = exc.getattr(intern!(py, "exc"))?;
+                            }
+                            Next::fed(self.call(py)?.failed(py, exc)?)
+                        }
+                        BodyEnd::Fault(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
-                },
+                }
                 For::Approve { approver, tool } => {
-                    let approved = match out {
-                        // Only the boolean True approves: a truthy "no" must not fail open.
-                        Ok(answer) => answer.is(pyo3::types::PyBool::new(py, true)),
-                        Err(e) if propagates(py, &e) => return Err(e),
-                        Err(e) => {
+                    let answer = match out {
+                        Ok(answer) => Ok(answer.is(pyo3::types::PyBool::new(py, true))),
+                        Err(e) => Err((raised(py, &e), e)),
+                    };
+                    let approved = match approval(answer, || caller_cancelled(py)) {
+                        Approval::Propagates(e) => return Err(e),
+                        Approval::Failed(e) => {
                             let name = tool.bind(py).getattr(intern!(py, "name"))?;
                             log(
                                 py,
                                 &own(py)?.middleware_log,
                                 "error",
-                                "approver %r failed: the call of %s is refused",
+                                crate::drive::APPROVER_FAILED,
                                 vec![approver.into_bound(py), name],
                                 Some(&e),
                             );
                             false
                         }
+                        answered => answered.approved(),
                     };
                     Next::fed(self.call(py)?.feed(
                         py,
@@ -968,13 +998,11 @@ impl Drive {
                 For::Released(key) => match out {
                     Err(e) if propagates(py, &e) => return Err(e),
                     Err(e) => {
-                        let msg =
-                            "idempotency store failed to release the claim on %s; it is held until its lease runs out";
                         log(
                             py,
                             &own(py)?.middleware_log,
                             "warning",
-                            msg,
+                            crate::drive::RELEASE_FAILED,
                             vec![key.into_bound(py)],
                             Some(&e),
                         );
@@ -1007,57 +1035,59 @@ impl Drive {
                     attrs,
                     step,
                     doing,
-                } => match out {
-                    Ok(_) if step.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? => {
-                        // (its own cancellation ended it: its failure, logged by it)
-                        let cancelled = step.bind(py).call_method0(intern!(py, "cancelled"))?.is_truthy()?;
-                        match if cancelled {
-                            Ok(py.None().into_bound(py))
-                        } else {
-                            step.bind(py).call_method0(intern!(py, "result"))
-                        } {
-                            // Its store or sink stopped the process: the abort goes on, then
-                            // that stop propagates in place of what aborted the call (unless
-                            // that was a stop already).
-                            Ok(stop) if !stop.is_none() && !is_stop(py, &PyErr::from_value(exc.bind(py).clone())) => {
-                                self.stopped_by(py, &stop);
-                                self.abort_next(py, stop, steps, attrs)
+                } => {
+                    let task = step.bind(py);
+                    let waited = match out {
+                        Ok(_) if task.call_method0(intern!(py, "done"))?.is_truthy()? => {
+                            // (its own cancellation ended it: its failure, logged by it)
+                            if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
+                                Waited::Done(None)
+                            } else {
+                                match task.call_method0(intern!(py, "result")) {
+                                    Ok(stop) => Waited::Done((!stop.is_none()).then_some(stop)),
+                                    Err(e) => Waited::Failed(e),
+                                }
                             }
-                            Ok(_) => self.abort_next(py, exc.into_bound(py), steps, attrs),
-                            Err(e) => Next::End(e),
                         }
+                        Ok(_) => Waited::BoundPassed,
+                        Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => Waited::Cancelled(e),
+                        Err(e) => Waited::Failed(e),
+                    };
+                    let by_stop = is_stop(py, &PyErr::from_value(exc.bind(py).clone()));
+                    match after_abort_step(waited, by_stop) {
+                        AfterAbortStep::Next => self.abort_next(py, exc.into_bound(py), steps, attrs),
+                        AfterAbortStep::NextByStop(stop) => {
+                            self.stopped_by(py, &stop);
+                            self.abort_next(py, stop, steps, attrs)
+                        }
+                        // The caller's abort ends now (logged), the rest of it (the step in
+                        // progress, the steps left, the span) goes on in a task of its own.
+                        AfterAbortStep::LeaveBehind => {
+                            self.left_behind(py, &doing, true)?;
+                            self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
+                            Next::End(PyErr::from_value(exc.into_bound(py)))
+                        }
+                        AfterAbortStep::Detach(again) => {
+                            self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
+                            Next::End(again.unwrap_or_else(|| PyErr::from_value(exc.into_bound(py))))
+                        }
+                        AfterAbortStep::Fail(e) => Next::End(e),
                     }
-                    // The bound passed: the caller's abort ends now (logged), the rest of it (the
-                    // step in progress, the steps left, the span) goes on in a task of its own.
-                    Ok(_) => {
-                        self.left_behind(py, &doing, true)?;
-                        self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
-                        Next::End(PyErr::from_value(exc.into_bound(py)))
-                    }
-                    // Cancelled again while aborting: that propagates at once (a stop being
-                    // propagated goes on instead), and the rest of the abort (the step in
-                    // progress, the steps left, the span) goes on in a task of its own. A stop
-                    // propagates alone.
-                    Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => {
-                        let stopping = is_stop(py, &PyErr::from_value(exc.bind(py).clone()));
-                        self.abort_later(py, exc.clone_ref(py), steps, attrs, step, doing)?;
-                        Next::End(if stopping {
-                            PyErr::from_value(exc.into_bound(py))
-                        } else {
-                            e
-                        })
-                    }
-                    Err(e) => Next::End(e),
-                },
+                }
             })
         })();
         fed.unwrap_or_else(Next::Fail)
     }
 
-    /// The call's attempts so far, when a user middleware after this segment counts them.
+    /// Where the drive sits in a chain with user middleware.
+    fn place(&self) -> Segment {
+        Segment::of(self.tc.is_some(), self.nxt.is_some())
+    }
+
+    /// The call's attempts so far, when the `ToolCall` counts them (see `Segment::reads_attempts`).
     fn attempts(&self, py: Python<'_>) -> PyResult<Option<u32>> {
-        match (&self.nxt, &self.tc) {
-            (Some(_), Some(tc)) => tc.bind(py).getattr(intern!(py, "attempts"))?.extract(),
+        match &self.tc {
+            Some(tc) if self.place().reads_attempts() => tc.bind(py).getattr(intern!(py, "attempts"))?.extract(),
             _ => Ok(None),
         }
     }
@@ -1071,7 +1101,7 @@ impl Drive {
     fn fail<'py>(&mut self, py: Python<'py>, e: PyErr) -> Next<'py> {
         let Some(m) = self.m.take() else { return Next::End(e) };
         let steps = (|| -> PyResult<Vec<(u8, Py<PyTuple>)>> {
-            let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) || is_stop(py, &e);
+            let cancelled = raised(py, &e).aborts_as_cancelled();
             let attempts = self.attempts(py)?;
             let steps = m.bind(py).try_borrow_mut()?.abort(py, cancelled, attempts)?;
             Ok(steps.into_iter().map(|(s, a)| (s, a.unbind())).collect())
@@ -1097,16 +1127,18 @@ impl Drive {
     fn bound_of(&self, py: Python<'_>, e: &PyErr) -> std::time::Instant {
         let Some(tc) = &self.tc else { return abort_deadline() };
         let (tc, exc) = (tc.bind(py), e.value(py));
-        if let Ok(Some(held)) = tc.getattr_opt(intern!(py, "_abort")) {
-            if let Ok((by, bound)) = held.extract::<(Bound<'_, PyAny>, Bound<'_, AbortBound>)>() {
-                if by.is(exc) {
-                    return bound.get().0;
-                }
+        let held = match tc.getattr_opt(intern!(py, "_abort")) {
+            Ok(Some(held)) => match held.extract::<(Bound<'_, PyAny>, Bound<'_, AbortBound>)>() {
+                Ok((by, bound)) if by.is(exc) => Some(bound.get().0),
+                _ => None,
+            },
+            _ => None,
+        };
+        let until = crate::deadline::abort_bound(held, std::time::Instant::now());
+        if held.is_none() {
+            if let Ok(bound) = Bound::new(py, AbortBound(until)) {
+                drop(tc.setattr(intern!(py, "_abort"), (exc, bound)));
             }
-        }
-        let until = abort_deadline();
-        if let Ok(bound) = Bound::new(py, AbortBound(until)) {
-            drop(tc.setattr(intern!(py, "_abort"), (exc, bound)));
         }
         until
     }
@@ -1206,7 +1238,7 @@ impl Drive {
     fn wait_for_step<'py>(&self, py: Python<'py>, step: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let left = self
             .abort_until
-            .map(|until| until.saturating_duration_since(std::time::Instant::now()).as_secs_f64());
+            .map(|until| crate::deadline::left_until(until, std::time::Instant::now()));
         let kw = [("timeout", left)].into_py_dict(py)?;
         own(py)?.wait.bind(py).call((PyTuple::new(py, [step])?,), Some(&kw))
     }
@@ -1215,22 +1247,23 @@ impl Drive {
     /// it (`going_on`: its bound passed), or it cannot go on (its event loop is closed).
     fn left_behind(&self, py: Python<'_>, doing: &(u8, Py<PyTuple>), going_on: bool) -> PyResult<()> {
         let (step, arg) = (doing.0, doing.1.bind(py));
-        let msg = match (step == STEP_CAS, going_on) {
-            (true, true) => "idempotency store has not released the claim on %s of an aborted call when the abort's wait ended (at most %.1f s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the release goes on by itself (the claim's lease bounds it)",
-            (false, true) => "audit sink %r has not taken the record of an aborted call when the abort's wait ended (at most %.1f s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the sink gets the record when it is done (it is lost if its event loop is closed first)",
-            (true, false) => "idempotency store could not release the claim on %s of an aborted call: its event loop is closed (the claim's lease bounds it)",
-            (false, false) => "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)",
-        };
-        let what = if step == STEP_CAS {
-            arg.get_item(1)?
+        let (left, what) = if step == STEP_CAS {
+            (LeftBehind::Release, arg.get_item(1)?)
         } else {
-            arg.get_item(0)?.getattr(intern!(py, "sink"))?
+            (LeftBehind::Record, arg.get_item(0)?.getattr(intern!(py, "sink"))?)
         };
         let mut args = vec![what];
         if going_on {
-            args.push(pyo3::types::PyFloat::new(py, ABORT_WAIT_S).into_any());
+            args.push(pyo3::types::PyFloat::new(py, crate::deadline::ABORT_WAIT_S).into_any());
         }
-        log(py, &own(py)?.middleware_log, "warning", msg, args, None);
+        log(
+            py,
+            &own(py)?.middleware_log,
+            "warning",
+            left.message(going_on),
+            args,
+            None,
+        );
         Ok(())
     }
 
@@ -1341,20 +1374,22 @@ impl Drive {
     /// coroutine: `RuntimeError("coroutine raised StopIteration")`.
     fn end<'py>(&mut self, py: Python<'py>, e: PyErr) -> Stepped<'py> {
         self.m = None;
-        if self.step_of_abort && is_stop(py, &e) {
-            return stop_with(value_of(py, &e));
-        }
-        if let Some(exc) = self.aborting.take() {
-            if e.value(py).is(exc.bind(py)) {
-                return stop_with(py.None().into_bound(py));
-            }
-        }
-        let e = raised_inside(py, e);
-        let Some(call) = self.call.take() else { return Err(e) };
-        let cancelled = e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) && caller_cancelled(py);
-        match call_fault(py, value_of(py, &e), call.into_bound(py), cancelled) {
-            Ok(env) => stop_with(env.into_any()),
-            Err(e) => Err(e),
+        let its_abort = self.aborting.take().is_some_and(|exc| e.value(py).is(exc.bind(py)));
+        let how = ending(
+            raised(py, &e),
+            self.step_of_abort,
+            its_abort,
+            self.call.is_some(),
+            || caller_cancelled(py),
+        );
+        match (how, self.call.take()) {
+            (Ending::StopAsValue, _) => stop_with(value_of(py, &e)),
+            (Ending::Aborted, _) => stop_with(py.None().into_bound(py)),
+            (Ending::Envelope, Some(call)) => match fault_envelope(py, raised_inside(py, e), call.into_bound(py)) {
+                Ok(env) => stop_with(env.into_any()),
+                Err(e) => Err(e),
+            },
+            _ => Err(raised_inside(py, e)),
         }
     }
 
@@ -1406,10 +1441,7 @@ impl Drive {
             }
         }
         if !matches!(then, For::Aborting { .. } | For::Chained) {
-            let value = value_of(py, &exc);
-            if let Err(e) = self.abort_closing(py, &value) {
-                return Err(e);
-            }
+            self.abort_closing(py, &value_of(py, &exc))?;
         }
         self.m = None;
         if exc.is_instance_of::<PyGeneratorExit>(py) {

@@ -186,7 +186,7 @@ pub struct Turn {
     cancelled: bool,
     /// The first `KeyboardInterrupt`/`SystemExit` of a call.
     stop: Option<Py<PyAny>>,
-    /// The bound of the turn's aborts (see `super::drive::ABORT_WAIT_S`), one for them all:
+    /// The bound of the turn's aborts (see `crate::deadline::ABORT_WAIT_S`), one for them all:
     /// started by the first call whose body stopped the process, else by the caller's
     /// cancellation.
     abort_until: Option<std::time::Instant>,

@@ -1,0 +1,438 @@
+//! What the driver of a call decides about the steps it performs for the pipeline
+//! (`crate::pipeline`), with no Python in sight: what a body's outcome is fed as ([`body_end`]),
+//! what an approver's answer means ([`approval`]), which answers a store keeps its promise with
+//! ([`StoreAsked::promised`]), who counts a call's attempts ([`Segment`]), how an abort goes on
+//! after each of its steps ([`after_abort_step`]) and how a drive ends ([`ending`]); and the
+//! words it logs.
+//!
+//! The binding classifies what Python raised into a [`Raised`] (see `crate::cancel`) and what a
+//! callback answered into the plain facts each decision takes, asks here, then performs.
+use crate::cancel::Raised;
+
+/// What a body's outcome is fed to the call as (`V`: a value, `E`: what was raised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyEnd<V, E> {
+    /// The value, checked against the output schema here first (an `async` body's, a worker's).
+    Check(V),
+    /// The awaitable value, settled first within what is left of the deadline.
+    Settle(V),
+    /// The value as it is (checked already).
+    Ok(V),
+    /// A failure of the body: it raised an `Exception` (a `BaseException` the body raised itself
+    /// comes wrapped in one).
+    Failed(E),
+    /// A fault of the call, not of the tool (anything else: a stop, the caller's cancellation):
+    /// the call is aborted.
+    Fault(E),
+}
+
+/// What the outcome `out` of a body's step is fed as. `check`: a value it returns is checked
+/// here (an `async` body's, a worker's), else it was checked already (an inline body's, a
+/// settled `Later`'s), and only such a value may be awaitable (`awaitable`, asked only then);
+/// `exception`: whether what it raised is an `Exception`.
+#[inline]
+pub fn body_end<V, E>(
+    out: Result<V, E>,
+    check: bool,
+    awaitable: impl FnOnce(&V) -> bool,
+    exception: impl FnOnce(&E) -> bool,
+) -> BodyEnd<V, E> {
+    match out {
+        Ok(v) if check => BodyEnd::Check(v),
+        Ok(v) if awaitable(&v) => BodyEnd::Settle(v),
+        Ok(v) => BodyEnd::Ok(v),
+        Err(e) if exception(&e) => BodyEnd::Failed(e),
+        Err(e) => BodyEnd::Fault(e),
+    }
+}
+
+/// What an approver's answer means for the call (`E`: what it raised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Approval<E> {
+    Approved,
+    Refused,
+    /// The approver failed: the call is refused and the failure logged ([`APPROVER_FAILED`]).
+    Failed(E),
+    /// What the approver raised propagates (see [`Raised::propagates`]).
+    Propagates(E),
+}
+
+impl<E> Approval<E> {
+    /// Whether the call goes on approved (a failed approver refuses it).
+    pub fn approved(&self) -> bool {
+        matches!(self, Approval::Approved)
+    }
+}
+
+/// What the approver answered: `Ok(true)` when it returned exactly the boolean `True` (a truthy
+/// "no" must not fail open), else what it raised, classified; `callers`: whether a cancellation
+/// it raised is the caller's (asked only then).
+#[inline]
+pub fn approval<E>(answer: Result<bool, (Raised, E)>, callers: impl FnOnce() -> bool) -> Approval<E> {
+    match answer {
+        Ok(true) => Approval::Approved,
+        Ok(false) => Approval::Refused,
+        Err((raised, e)) if raised.propagates(callers) => Approval::Propagates(e),
+        Err((_, e)) => Approval::Failed(e),
+    }
+}
+
+/// A store call whose answer the call goes on with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreAsked {
+    Get,
+    CompareAndSet,
+}
+
+/// A store's answer, as the binding sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    None,
+    Str,
+    Bool,
+    Other,
+}
+
+impl StoreAsked {
+    /// Whether `answer` is what the store port promises: `get`, a str or None; `compare_and_set`,
+    /// a bool. Anything else is a failing store (logged, the call goes on without sharing): a
+    /// `None` read as "not written" would claim again forever.
+    #[inline]
+    pub fn promised(self, answer: Answer) -> bool {
+        match self {
+            StoreAsked::Get => matches!(answer, Answer::None | Answer::Str),
+            StoreAsked::CompareAndSet => answer == Answer::Bool,
+        }
+    }
+
+    /// Why the store's answer, a `got`, cannot be used.
+    pub fn broken_message(self, got: &str) -> String {
+        match self {
+            StoreAsked::Get => {
+                format!("store.get returned {got}, expected str or None; fix the StorePort implementation")
+            }
+            StoreAsked::CompareAndSet => crate::memory::engine::cas_not_bool_message(got),
+        }
+    }
+}
+
+/// Where a drive sits in a chain of `Invoker` with user middleware between pipeline segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Segment {
+    /// The whole pipeline, no user middleware (`Invoker.invoke` of built-in rules, a turn's call).
+    Whole,
+    /// The segment a user middleware passed the call's `ToolCall` on to, the body next: it counts
+    /// each attempt of the body on the `ToolCall`, and an attempt with no limit of its own has
+    /// the `ToolCall`'s `timeout_s` (a user middleware may have set it).
+    Last,
+    /// A segment a user middleware follows: its body step calls that middleware; the call's
+    /// attempts are what the `ToolCall` counts.
+    Before,
+}
+
+impl Segment {
+    /// The segment of a drive given a `ToolCall` (`tool_call`) and a handler after it (`next`).
+    #[inline]
+    pub fn of(tool_call: bool, next: bool) -> Segment {
+        match (tool_call, next) {
+            (true, true) => Segment::Before,
+            (true, false) => Segment::Last,
+            (false, _) => Segment::Whole,
+        }
+    }
+
+    /// Whether each attempt of the body is counted here (see [`Segment::Last`]).
+    #[inline]
+    pub fn counts_attempts(self) -> bool {
+        self == Segment::Last
+    }
+
+    /// Whether the call's attempts are the `ToolCall`'s count (see [`Segment::Before`]; else the
+    /// pipeline counts them itself).
+    #[inline]
+    pub fn reads_attempts(self) -> bool {
+        self == Segment::Before
+    }
+
+    /// The `ToolCall`'s attempts once the body is run again (`attempts`: so far).
+    #[inline]
+    pub fn next_attempt(attempts: u32) -> u32 {
+        attempts.saturating_add(1)
+    }
+
+    /// The limit of an attempt: the pipeline's (`own`), else, in the last segment, the
+    /// `ToolCall`'s `timeout_s` (`tool_calls`, read only then).
+    #[inline]
+    pub fn attempt_limit<E>(
+        self,
+        own: Option<f64>,
+        tool_calls: impl FnOnce() -> Result<Option<f64>, E>,
+    ) -> Result<Option<f64>, E> {
+        match own {
+            None if self == Segment::Last => tool_calls(),
+            own => Ok(own),
+        }
+    }
+}
+
+/// How the caller's wait for an abort's step (a task of its own) ended (`S`: a stop, `E`: what
+/// was raised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited<S, E> {
+    /// The step is done: with the stop its store or sink raised (the step's value), or None.
+    Done(Option<S>),
+    /// The abort's bound passed first.
+    BoundPassed,
+    /// The caller was cancelled again while it waited (`E`: that cancellation).
+    Cancelled(E),
+    /// The wait itself failed.
+    Failed(E),
+}
+
+/// How an abort goes on after the wait for one of its steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterAbortStep<S, E> {
+    /// The next step, by what the call is aborted with.
+    Next,
+    /// The next step, the abort now going on by the stop the step raised: that propagates in
+    /// place of what aborted the call, and the segments around this one keep the bound.
+    NextByStop(S),
+    /// The caller stops waiting (the step left behind, logged): the rest of the abort goes on
+    /// in a task of its own, and the drive ends with what aborted the call.
+    LeaveBehind,
+    /// The rest of the abort goes on in a task of its own and the drive ends: with the new
+    /// cancellation, or (None) with what aborted the call: a stop propagates alone.
+    Detach(Option<E>),
+    /// The drive ends with what the wait raised.
+    Fail(E),
+}
+
+/// How an abort by a stop (`by_stop`) or by anything else goes on once the wait for a step
+/// ended.
+#[inline]
+pub fn after_abort_step<S, E>(waited: Waited<S, E>, by_stop: bool) -> AfterAbortStep<S, E> {
+    match waited {
+        Waited::Done(Some(stop)) if !by_stop => AfterAbortStep::NextByStop(stop),
+        Waited::Done(_) => AfterAbortStep::Next,
+        Waited::BoundPassed => AfterAbortStep::LeaveBehind,
+        Waited::Cancelled(_) if by_stop => AfterAbortStep::Detach(None),
+        Waited::Cancelled(e) => AfterAbortStep::Detach(Some(e)),
+        Waited::Failed(e) => AfterAbortStep::Fail(e),
+    }
+}
+
+/// How a drive ends by an exception.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// A step of an abort (a release or a record in a task of its own) ends with the stop its
+    /// store or sink raised as its value, for the abort awaiting it to go on with and then
+    /// propagate (raised in its task, asyncio would raise it out of the loop at once).
+    StopAsValue,
+    /// An abort-only drive ends with None once its call is aborted by what it was given.
+    Aborted,
+    /// The exception is raised.
+    Raise,
+    /// The call of `Invoker.invoke` is answered with the fault envelope (logged).
+    Envelope,
+}
+
+/// How a drive ends by `raised`. `step_of_abort`: the drive is a step of an abort; `its_abort`:
+/// `raised` is what an abort-only drive was given; `invoked`: the drive answers a call of
+/// `Invoker.invoke`; `callers`: whether a cancellation is the caller's (asked only then).
+#[inline]
+pub fn ending(
+    raised: Raised,
+    step_of_abort: bool,
+    its_abort: bool,
+    invoked: bool,
+    callers: impl FnOnce() -> bool,
+) -> Ending {
+    if step_of_abort && raised == Raised::Stop {
+        Ending::StopAsValue
+    } else if its_abort {
+        Ending::Aborted
+    } else if !invoked || raised.propagates(callers) {
+        Ending::Raise
+    } else {
+        Ending::Envelope
+    }
+}
+
+/// A step of an abort left behind by the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeftBehind {
+    /// The release of the call's shared claim (the log names its key).
+    Release,
+    /// The audit record (the log names the sink).
+    Record,
+}
+
+impl LeftBehind {
+    /// The log line (`%`-format) of a step left behind: `going_on`, the caller stops waiting at
+    /// the abort's bound (its second argument: [`crate::deadline::ABORT_WAIT_S`]), and the step
+    /// goes on by itself; else it cannot go on (its event loop is closed).
+    pub fn message(self, going_on: bool) -> &'static str {
+        match (self, going_on) {
+            (LeftBehind::Release, true) => "idempotency store has not released the claim on %s of an aborted call when the abort's wait ended (at most %.1f s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the release goes on by itself (the claim's lease bounds it)",
+            (LeftBehind::Record, true) => "audit sink %r has not taken the record of an aborted call when the abort's wait ended (at most %.1f s from the caller's cancellation or stop, for all the releases and records it waits for); the caller goes on without it and the sink gets the record when it is done (it is lost if its event loop is closed first)",
+            (LeftBehind::Release, false) => "idempotency store could not release the claim on %s of an aborted call: its event loop is closed (the claim's lease bounds it)",
+            (LeftBehind::Record, false) => "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)",
+        }
+    }
+}
+
+/// The log line of an approver that failed (arguments: the approver, the tool's name).
+pub const APPROVER_FAILED: &str = "approver %r failed: the call of %s is refused";
+/// The log line of a shared store that failed (argument: the key); the call goes on.
+pub const STORE_FAILED: &str = "idempotency store failed on %s; going on without it";
+/// The log line of a store that failed to release an aborted call's claim (argument: the key).
+pub const RELEASE_FAILED: &str =
+    "idempotency store failed to release the claim on %s; it is held until its lease runs out";
+/// The log line of a call of `Invoker.invoke` answered with the fault envelope (argument: the
+/// tool's name).
+pub const INVOKER_FAILED: &str = "Invoker failed on a call of %r";
+
+/// Why what a user middleware answered (a `got`) is no envelope: a fault of that middleware,
+/// not of the tool.
+pub fn not_an_envelope_message(got: &str) -> String {
+    format!("a middleware returned {got}, not an envelope dict")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn never() -> bool {
+        panic!("not asked")
+    }
+
+    #[test]
+    fn a_body_value_is_checked_settled_or_taken() {
+        let unasked = |_: &u8| -> bool { panic!("not asked") };
+        let exception = |e: &&str| *e == "ValueError";
+        assert_eq!(body_end(Ok::<u8, &str>(1), true, unasked, exception), BodyEnd::Check(1));
+        assert_eq!(
+            body_end(Ok::<u8, &str>(1), false, |_| true, exception),
+            BodyEnd::Settle(1)
+        );
+        assert_eq!(body_end(Ok::<u8, &str>(1), false, |_| false, exception), BodyEnd::Ok(1));
+        for check in [true, false] {
+            let failed = body_end(Err::<u8, _>("ValueError"), check, unasked, exception);
+            assert_eq!(failed, BodyEnd::Failed("ValueError"));
+            let fault = body_end(Err::<u8, _>("KeyboardInterrupt"), check, unasked, exception);
+            assert_eq!(fault, BodyEnd::Fault("KeyboardInterrupt"));
+        }
+    }
+
+    #[test]
+    fn only_true_approves_a_failing_approver_refuses() {
+        assert_eq!(approval::<u8>(Ok(true), never), Approval::Approved);
+        assert_eq!(approval::<u8>(Ok(false), never), Approval::Refused);
+        assert_eq!(approval(Err((Raised::Other, 1)), never), Approval::Failed(1));
+        assert_eq!(approval(Err((Raised::Stop, 2)), never), Approval::Propagates(2));
+        assert_eq!(approval(Err((Raised::Cancelled, 3)), || true), Approval::Propagates(3));
+        assert_eq!(approval(Err((Raised::Cancelled, 4)), || false), Approval::Failed(4));
+        let approved = [
+            Approval::Approved,
+            Approval::Refused,
+            Approval::Failed(0),
+            Approval::Propagates(0),
+        ];
+        assert_eq!(approved.map(|a| a.approved()), [true, false, false, false]);
+    }
+
+    #[test]
+    fn a_store_keeps_its_promise_or_is_failing() {
+        use Answer::*;
+        let get = [None, Str, Bool, Other].map(|a| StoreAsked::Get.promised(a));
+        assert_eq!(get, [true, true, false, false]);
+        let cas = [None, Str, Bool, Other].map(|a| StoreAsked::CompareAndSet.promised(a));
+        assert_eq!(cas, [false, false, true, false]);
+        assert_eq!(
+            StoreAsked::Get.broken_message("int"),
+            "store.get returned int, expected str or None; fix the StorePort implementation"
+        );
+        assert_eq!(
+            StoreAsked::CompareAndSet.broken_message("NoneType"),
+            "store.compare_and_set returned NoneType, expected bool; fix the StorePort implementation"
+        );
+    }
+
+    #[test]
+    fn the_last_segment_counts_attempts_the_one_before_middleware_reads_them() {
+        assert_eq!(Segment::of(false, false), Segment::Whole);
+        assert_eq!(Segment::of(false, true), Segment::Whole);
+        assert_eq!(Segment::of(true, false), Segment::Last);
+        assert_eq!(Segment::of(true, true), Segment::Before);
+        let counts =
+            [Segment::Whole, Segment::Last, Segment::Before].map(|s| (s.counts_attempts(), s.reads_attempts()));
+        assert_eq!(counts, [(false, false), (true, false), (false, true)]);
+        assert_eq!(Segment::next_attempt(2), 3);
+        assert_eq!(Segment::next_attempt(u32::MAX), u32::MAX);
+        let unread = || -> Result<Option<f64>, ()> { panic!("not read") };
+        assert_eq!(Segment::Last.attempt_limit(Some(2.0), unread), Ok(Some(2.0)));
+        assert_eq!(
+            Segment::Last.attempt_limit(None, || Ok::<_, ()>(Some(5.0))),
+            Ok(Some(5.0))
+        );
+        assert_eq!(
+            Segment::Last.attempt_limit(None, || Err::<Option<f64>, _>("bad")),
+            Err("bad")
+        );
+        assert_eq!(Segment::Whole.attempt_limit(None, unread), Ok(None));
+        assert_eq!(Segment::Before.attempt_limit(None, unread), Ok(None));
+    }
+
+    #[test]
+    fn an_abort_goes_on_by_a_stop_its_step_raised_unless_stopping_already() {
+        use AfterAbortStep::*;
+        type W = Waited<&'static str, &'static str>;
+        assert_eq!(after_abort_step(W::Done(None), false), Next);
+        assert_eq!(
+            after_abort_step(W::Done(Some("SystemExit")), false),
+            NextByStop("SystemExit")
+        );
+        assert_eq!(after_abort_step(W::Done(Some("SystemExit")), true), Next);
+        assert_eq!(after_abort_step(W::Done(None), true), Next);
+        assert_eq!(after_abort_step(W::Cancelled("again"), false), Detach(Some("again")));
+        assert_eq!(after_abort_step(W::Cancelled("again"), true), Detach(None));
+        for by_stop in [false, true] {
+            assert_eq!(after_abort_step(W::BoundPassed, by_stop), LeaveBehind);
+            assert_eq!(after_abort_step(W::Failed("wait"), by_stop), Fail("wait"));
+        }
+    }
+
+    #[test]
+    fn a_drive_ends_by_raising_unless_an_envelope_answers_it() {
+        use Ending::*;
+        use Raised::*;
+        assert_eq!(ending(Stop, true, true, true, never), StopAsValue);
+        assert_eq!(ending(Cancelled, true, true, true, never), Aborted);
+        assert_eq!(ending(Stop, false, true, true, never), Aborted);
+        assert_eq!(ending(Other, false, false, false, never), Raise);
+        assert_eq!(ending(Other, false, false, true, never), Envelope);
+        assert_eq!(ending(Stop, false, false, true, never), Raise);
+        assert_eq!(ending(Cancelled, false, false, true, || true), Raise);
+        assert_eq!(ending(Cancelled, false, false, true, || false), Envelope);
+        assert_eq!(ending(Other, true, false, true, never), Envelope);
+    }
+
+    #[test]
+    fn the_words_of_the_driver() {
+        assert_eq!(
+            LeftBehind::Release.message(false),
+            "idempotency store could not release the claim on %s of an aborted call: its event loop is closed (the claim's lease bounds it)"
+        );
+        assert_eq!(
+            LeftBehind::Record.message(false),
+            "audit sink %r could not take the record of an aborted call: its event loop is closed (the record is lost)"
+        );
+        let going_on = [LeftBehind::Release, LeftBehind::Record].map(|l| l.message(true));
+        assert!(going_on[0].starts_with("idempotency store has not released the claim on %s of an aborted call when the abort's wait ended (at most %.1f s from"));
+        assert!(going_on[1].starts_with("audit sink %r has not taken the record of an aborted call when the abort's wait ended (at most %.1f s from"));
+        assert_eq!(
+            not_an_envelope_message("int"),
+            "a middleware returned int, not an envelope dict"
+        );
+    }
+}
