@@ -97,42 +97,95 @@ fn key_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+// The nodes of an [`args_key`], one function each: [`key_value`] writes a `Value` with them, and a
+// binding that walks its own values (`crate::flat`) writes the same bytes with them.
+
+/// JSON `null`.
+pub fn key_null(out: &mut Vec<u8>) {
+    out.push(0);
+}
+
+pub fn key_bool(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(&[1, u8::from(b)]);
+}
+
+/// A non-negative integer (as the text writes it: unsigned).
+pub fn key_u64(out: &mut Vec<u8>, u: u64) {
+    out.push(2);
+    out.extend_from_slice(&u.to_le_bytes());
+}
+
+/// An integer: unsigned when it is not negative (see [`key_u64`]), else signed.
+pub fn key_int(out: &mut Vec<u8>, i: i64) {
+    if let Ok(u) = u64::try_from(i) {
+        return key_u64(out, u);
+    }
+    out.push(3);
+    out.extend_from_slice(&i.to_le_bytes());
+}
+
+/// A float (a number the text writes with a fraction or an exponent).
+pub fn key_float(out: &mut Vec<u8>, f: f64) {
+    out.push(4);
+    out.extend_from_slice(&f.to_bits().to_le_bytes());
+}
+
+pub fn key_string(out: &mut Vec<u8>, s: &str) {
+    out.push(5);
+    key_str(out, s);
+}
+
+/// An array of `len` items; the items follow.
+pub fn key_array(out: &mut Vec<u8>, len: usize) {
+    out.push(6);
+    key_len(out, len);
+}
+
+/// An object of `len` entries; they follow, each a [`key_entry_name`] then its value, in the
+/// order [`key_sorted`] gives.
+pub fn key_object(out: &mut Vec<u8>, len: usize) {
+    out.push(7);
+    key_len(out, len);
+}
+
+/// The name of an object's entry.
+pub fn key_entry_name(out: &mut Vec<u8>, name: &str) {
+    key_str(out, name);
+}
+
+/// The order of an object's entries in its key (and its canonical text).
+pub fn key_sorted(a: &str, b: &str) -> std::cmp::Ordering {
+    key_order(a, b)
+}
+
 fn key_value(out: &mut Vec<u8>, value: &Value) {
     match value {
-        Value::Null => out.push(0),
-        Value::Bool(b) => out.extend_from_slice(&[1, u8::from(*b)]),
+        Value::Null => key_null(out),
+        Value::Bool(b) => key_bool(out, *b),
         // As the text writes a number: an unsigned integer, else a signed one, else a float.
         Value::Number(n) => {
             if let Some(u) = n.as_u64() {
-                out.push(2);
-                out.extend_from_slice(&u.to_le_bytes());
+                key_u64(out, u);
             } else if let Some(i) = n.as_i64() {
-                out.push(3);
-                out.extend_from_slice(&i.to_le_bytes());
+                key_int(out, i);
             } else {
-                out.push(4);
-                out.extend_from_slice(&n.as_f64().unwrap_or(f64::NAN).to_bits().to_le_bytes());
+                key_float(out, n.as_f64().unwrap_or(f64::NAN));
             }
         }
-        Value::String(s) => {
-            out.push(5);
-            key_str(out, s);
-        }
+        Value::String(s) => key_string(out, s),
         Value::Array(items) => {
-            out.push(6);
-            key_len(out, items.len());
+            key_array(out, items.len());
             for v in items {
                 key_value(out, v);
             }
         }
         Value::Object(map) => {
-            out.push(7);
-            key_len(out, map.len());
+            key_object(out, map.len());
             const NULL: Value = Value::Null;
             let mut each = |entries: &mut [(&str, &Value)]| {
                 entries.sort_unstable_by(|a, b| key_order(a.0, b.0));
                 for (k, v) in entries.iter() {
-                    key_str(out, k);
+                    key_entry_name(out, k);
                     key_value(out, v);
                 }
             };
@@ -161,14 +214,13 @@ pub fn canonical_and_key(value: &Value) -> (String, Vec<u8>) {
 fn both(w: &mut Canonical, key: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Object(map) => {
-            key.push(7);
-            key_len(key, map.len());
+            key_object(key, map.len());
             // Each entry carries its key to the value's writer: `Canonical::object` sorts the
             // entries, then writes each one's key and calls back for its value, so the key
             // encoding gets the entries in the text's order.
             let mut each = |entries: &mut [(&str, (&str, &Value))]| {
                 let _: Result<(), std::convert::Infallible> = w.object(entries, |w, (k, v)| {
-                    key_str(key, k);
+                    key_entry_name(key, k);
                     both(w, key, v);
                     Ok(())
                 });
@@ -190,8 +242,7 @@ fn both(w: &mut Canonical, key: &mut Vec<u8>, value: &Value) {
             }
         }
         Value::Array(items) => {
-            key.push(6);
-            key_len(key, items.len());
+            key_array(key, items.len());
             let _: Result<(), std::convert::Infallible> = w.array(items, |w, v| {
                 both(w, key, v);
                 Ok(())

@@ -424,6 +424,9 @@ pub struct ArgumentValidator {
     /// `accepted` written as a Python list (what every rejection message quotes; `<none>` when
     /// the tool takes no arguments), built once.
     accepted_repr: String,
+    /// The schema's flat form, when it has one and no dropped name is one of its properties
+    /// (see `crate::flat`: which plain calls are accepted without converting them first).
+    flat: Option<crate::flat::Flat>,
 }
 
 impl ArgumentValidator {
@@ -448,13 +451,20 @@ impl ArgumentValidator {
         required.sort_by_key(order);
         let mut accepted_repr = String::new();
         push_capped_names(&mut accepted_repr, &accepted);
+        let flat = crate::flat::Flat::of(&schema).filter(|f| dropped.iter().all(|d| f.find(d).is_none()));
         Ok(Self {
             inner: SchemaValidator::new(schema)?,
             accepted,
             required,
             dropped,
             accepted_repr,
+            flat,
         })
+    }
+
+    /// The schema's flat form (see `crate::flat`), if it has one.
+    pub fn flat(&self) -> Option<&crate::flat::Flat> {
+        self.flat.as_ref()
     }
 
     /// Declared argument names, in signature order.

@@ -11,6 +11,7 @@ use pyo3::PyTypeInfo;
 use serde_json::{Map, Value};
 
 use crate::arguments::Found;
+use crate::flat::Atom;
 use crate::validate::{self, ArgumentValidator, ArgumentsText, Rejection};
 
 /// Arguments larger than this (bytes of JSON text, or top-level keys of a mapping) are parsed
@@ -339,4 +340,122 @@ fn write_canonical(w: &mut crate::middleware::Canonical, obj: &Bound<'_, PyAny>)
         return Err(pyo3::exceptions::PyValueError::new_err("not a JSON value"));
     }
     Ok(())
+}
+
+// ------------------------------------------------------------------ plain calls of a flat schema
+
+/// `obj` as an atom of `crate::flat`, when it is one (exact built-in types only: nothing of the
+/// caller's runs while reading it).
+fn atom_of<'a>(obj: &'a Bound<'_, PyAny>) -> Option<Atom<'a>> {
+    use pyo3::types::PyBool;
+    if obj.is_none() {
+        return Some(Atom::Null);
+    }
+    if obj.is_exact_instance_of::<PyString>() {
+        return obj.cast::<PyString>().ok()?.to_str().ok().map(Atom::Str);
+    }
+    if obj.is_exact_instance_of::<PyBool>() {
+        return Some(Atom::Bool(obj.is_truthy().ok()?));
+    }
+    if obj.is_exact_instance_of::<PyInt>() {
+        return obj.extract::<i64>().ok().map(Atom::Int);
+    }
+    if obj.is_exact_instance_of::<PyFloat>() {
+        let f = obj.cast::<PyFloat>().ok()?.value();
+        return f.is_finite().then_some(Atom::Float(f));
+    }
+    None
+}
+
+/// The arguments of a call whose tool's schema is flat (`crate::flat`), accepted in one walk of
+/// the caller's exact `dict`: the body's arguments (a new dict with the caller's entries, its
+/// lists frozen as `frozen_list`; a `frozen_dict` when `sealed`, else a plain `dict`, as
+/// `frozen::freeze_values` makes it) and their key (`crate::middleware::args_key` of the same
+/// arguments). None when the flat schema does not accept them as they are: the full check
+/// (`check_call`) decides then.
+pub(crate) fn plain_call<'py>(
+    validator: &ArgumentValidator,
+    args: &Bound<'py, PyAny>,
+    frozen_dict: &Bound<'py, pyo3::types::PyType>,
+    frozen_list: &Bound<'py, pyo3::types::PyType>,
+    sealed: bool,
+) -> PyResult<Option<(Bound<'py, PyAny>, Vec<u8>)>> {
+    let Some(flat) = validator.flat() else {
+        return Ok(None);
+    };
+    let Ok(d) = args.cast_exact::<PyDict>() else {
+        return Ok(None);
+    };
+    if d.len() > crate::flat::MAX_PROPERTIES {
+        return Ok(None);
+    }
+    let py = args.py();
+    let mut present = 0u64;
+    // Each entry's part of the key (its name and value), at `spans[i]` of `parts` for property
+    // `i`, joined in the key's order once all are read; the lists, held for freezing.
+    let mut parts: Vec<u8> = Vec::with_capacity(256);
+    let mut spans = [(0u32, 0u32); crate::flat::MAX_PROPERTIES];
+    let mut lists: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
+    for (k, v) in d.iter() {
+        let Some(i) = k
+            .cast::<PyString>()
+            .ok()
+            .filter(|_| k.is_exact_instance_of::<PyString>())
+            .and_then(|s| s.to_str().ok())
+            .and_then(|name| flat.find(name))
+        else {
+            return Ok(None);
+        };
+        let kind = flat.kind(i);
+        let start = parts.len();
+        crate::middleware::key_entry_name(&mut parts, flat.name(i));
+        let ok = match atom_of(&v) {
+            Some(a) => {
+                a.key(&mut parts);
+                kind.accepts(a)
+            }
+            None => match v.cast_exact::<PyList>() {
+                Ok(l) => {
+                    crate::middleware::key_array(&mut parts, l.len());
+                    let ok =
+                        kind.accepts_list(&mut |item| l.iter().all(|x| atom_of(&x).is_some_and(|a| item.accepts(a))));
+                    for x in l.iter() {
+                        if let Some(a) = atom_of(&x) {
+                            a.key(&mut parts);
+                        }
+                    }
+                    lists.push((k.clone(), v.clone()));
+                    ok
+                }
+                Err(_) => false,
+            },
+        };
+        if !ok {
+            return Ok(None);
+        }
+        present |= 1 << i;
+        spans[i] = (start as u32, parts.len() as u32);
+    }
+    if !flat.has_required(present) {
+        return Ok(None);
+    }
+    let mut key = Vec::with_capacity(parts.len() + 4);
+    crate::middleware::key_object(&mut key, present.count_ones() as usize);
+    for i in flat.key_order(present) {
+        let (a, b) = spans[i];
+        key.extend_from_slice(&parts[a as usize..b as usize]);
+    }
+    let target = if sealed {
+        super::frozen::new_empty(frozen_dict)?.cast_into::<PyDict>()?
+    } else {
+        PyDict::new(py)
+    };
+    // SAFETY: both are live dicts; the interpreter lock is held.
+    if unsafe { pyo3::ffi::PyDict_Merge(target.as_ptr(), d.as_ptr(), 1) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    for (k, v) in &lists {
+        target.set_item(k, super::frozen::freeze(v, frozen_dict, frozen_list, 1)?)?;
+    }
+    Ok(Some((target.into_any(), key)))
 }

@@ -27,7 +27,7 @@ use crate::pipeline::{
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
-use super::registry::{frozen_args, Admission, CoreRegistry};
+use super::registry::{frozen_args, Admission, CoreRegistry, Frozen};
 use super::tools::{classify as raised, error_envelope, CoreTool};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -651,7 +651,30 @@ impl Pipeline {
         ctx: &Bound<'py, PyAny>,
         here: bool,
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
-        Self::admit_with(slf, registry, call, ctx, here, here)
+        Self::admit_with(slf, registry, call, ctx, here, here, None)
+    }
+
+    /// What the calls of a turn in `ctx` share, read once for the turn (see `Shared`).
+    pub(super) fn shared(slf: &Bound<'_, Self>, ctx: &Bound<'_, PyAny>) -> Shared {
+        let py = slf.py();
+        let p = slf.get();
+        let scope = match ctx.is_none() {
+            true => Some(p.default_scope.clone()),
+            false => match ctx.getattr_opt(intern!(py, "run_id")) {
+                Ok(Some(r)) if !r.is_none() => r.str().ok().map(|s| s.to_string_lossy().as_ref().into()),
+                Ok(_) => Some(p.default_scope.clone()),
+                Err(_) => None,
+            },
+        };
+        let observed = if p.needs.audit {
+            p.audits
+                .iter()
+                .map(|&i| observed_by(py, p.configs[i].bind(py), ctx).ok())
+                .collect::<Option<Vec<_>>>()
+        } else {
+            Some(Vec::new())
+        };
+        Shared { scope, observed }
     }
 
     /// `admit` for a turn's call (no `here`): a call whose first step is to run its `async`
@@ -664,8 +687,9 @@ impl Pipeline {
         registry: &Bound<'py, CoreRegistry>,
         call: &Bound<'py, PyAny>,
         ctx: &Bound<'py, PyAny>,
+        shared: &Shared,
     ) -> PyResult<Begun<'py>> {
-        let (mut c, code, payload) = Self::admit_with(slf, registry, call, ctx, false, true)?;
+        let (mut c, code, payload) = Self::admit_with(slf, registry, call, ctx, false, true, Some(shared))?;
         Ok(match c.lent.take() {
             Some(limit) => Begun::Body(c, limit),
             None => Begun::Step(c, code, payload),
@@ -679,16 +703,35 @@ impl Pipeline {
         ctx: &Bound<'py, PyAny>,
         here: bool,
         unsealed: bool,
+        shared: Option<&Shared>,
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         let py = slf.py();
         let this = slf.get();
         let admitted = (|| -> PyResult<Admitted<'py>> {
             let reg = registry.borrow();
-            Ok(match reg.admit_call(py, call)? {
+            let admission = if this.frozen {
+                // The core calls the body itself (`here`), or a turn's relay does
+                // (`unsealed`): a plain dict of frozen values, sealed only if something else
+                // gets it; else the driver gets the arguments sealed.
+                let h = helpers(py)?;
+                let (fdict, flist) = (h.frozen_dict.bind(py), h.frozen_list.bind(py));
+                match reg.admit_frozen(py, call, fdict, flist, !unsealed)? {
+                    Frozen::Plain { entry, args, key } => {
+                        return Ok(Admitted::Tool {
+                            tool: entry.tool.bind(py).clone(),
+                            args,
+                            sealed: !unsealed,
+                            core: Some(entry.core.bind(py).clone()),
+                            canonical: Canonical::Key(key),
+                        })
+                    }
+                    Frozen::Other(admission) => admission,
+                }
+            } else {
+                reg.admit_call(py, call)?
+            };
+            Ok(match admission {
                 Admission::Tool { entry, args, checked } => {
-                    // The core calls the body itself (`here`), or a turn's relay does
-                    // (`unsealed`): a plain dict of frozen values, sealed only if something else
-                    // gets it; else the driver gets the arguments sealed.
                     let (body_args, canonical) = if this.frozen {
                         let h = helpers(py)?;
                         let frozen = frozen_args(
@@ -755,7 +798,7 @@ impl Pipeline {
             }
             other => other,
         };
-        let mut c = Call::new(slf, parts, call, ctx)?;
+        let mut c = Call::new(slf, parts, call, ctx, shared)?;
         if here && c.tool.is_some() {
             c.here = true;
             c.ctx = Some(ctx.clone().unbind());
@@ -914,7 +957,7 @@ impl Pipeline {
         };
         let call = tc.getattr(intern!(py, "call"))?;
         let ctx = tc.getattr(intern!(py, "ctx"))?;
-        let mut c = Call::new(slf, parts, &call, &ctx)?;
+        let mut c = Call::new(slf, parts, &call, &ctx, None)?;
         c.tc = Some(tc.clone().unbind());
         let (code, payload) = c.start(py)?;
         Ok((c, code, payload))
@@ -946,11 +989,23 @@ impl Pipeline {
 }
 
 /// Where a call's canonical argument text comes from (computed only when a rule needs it).
+/// What the calls of one turn share, read once for the turn: the scope (the context's `run_id`,
+/// else the default) and how each audit rule observes the calls (by the rules' order in
+/// `Pipeline::audits`). None where reading it failed: each call then reads it itself (and fails
+/// as a call alone does).
+pub(super) struct Shared {
+    scope: Option<Arc<str>>,
+    observed: Option<Vec<Observed>>,
+}
+
 enum Canonical {
     /// Known already (a `ToolCall` carries it).
     Text(String),
     /// The validated arguments.
     Of(serde_json::Value),
+    /// The arguments' key (`rules::args_key`), made as they were checked; their text, if
+    /// something reads it, from the body's Python arguments.
+    Key(Vec<u8>),
     /// The body's Python arguments.
     FromArgs,
 }
@@ -1791,6 +1846,7 @@ impl Call {
         parts: Admitted<'py>,
         call: &Bound<'py, PyAny>,
         ctx: &Bound<'py, PyAny>,
+        shared: Option<&Shared>,
     ) -> PyResult<Self> {
         let py = pipe.py();
         let p = pipe.get();
@@ -1815,8 +1871,11 @@ impl Call {
             lent: None,
         };
         let has_ctx = !ctx.is_none();
-        // The scope is read for every call (a context whose run_id fails fails every call).
-        {
+        // The scope is read for every call (a context whose run_id fails fails every call), once
+        // for a turn's calls.
+        if let Some(scope) = shared.and_then(|s| s.scope.as_ref()) {
+            f.scope = scope.clone();
+        } else {
             f.scope = match has_ctx
                 .then(|| ctx.getattr_opt(intern!(py, "run_id")))
                 .transpose()?
@@ -1830,8 +1889,12 @@ impl Call {
         if n.audit {
             // Left empty (no allocation) while nobody observes the call: a rule without an entry
             // is not observed.
-            for &i in &p.audits {
-                let o = observed_by(py, p.configs[i].bind(py), ctx)?;
+            let known = shared.and_then(|s| s.observed.as_deref());
+            for (n, &i) in p.audits.iter().enumerate() {
+                let o = match known {
+                    Some(o) => o[n],
+                    None => observed_by(py, p.configs[i].bind(py), ctx)?,
+                };
                 if o != Observed::No {
                     if f.audit.is_empty() {
                         f.audit = vec![Observed::No; p.configs.len()];
@@ -1935,6 +1998,14 @@ impl Call {
                             String::new()
                         }
                     },
+                    Canonical::Key(key) => {
+                        f.key = key;
+                        if needs_canonical {
+                            canonical_text(&args)?
+                        } else {
+                            String::new()
+                        }
+                    }
                     Canonical::FromArgs => canonical_text(&args)?,
                 };
                 f.name = Some(name);

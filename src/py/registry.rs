@@ -244,6 +244,7 @@ pub(crate) enum Admission<'a, 'py> {
         args: Bound<'py, PyAny>,
         checked: Checked,
     },
+
     /// The envelope, its error code, and the arguments as read when they are exactly what was
     /// sent (their canonical text is the raw arguments').
     Refused {
@@ -251,6 +252,18 @@ pub(crate) enum Admission<'a, 'py> {
         code: Code,
         raw: Option<Value>,
     },
+}
+
+/// What `CoreRegistry::admit_frozen` made of a call.
+pub(crate) enum Frozen<'a, 'py> {
+    /// A plain call of a flat schema: the body's arguments, frozen already, and their key
+    /// (`crate::middleware::args_key`).
+    Plain {
+        entry: &'a Entry,
+        args: Bound<'py, PyAny>,
+        key: Vec<u8>,
+    },
+    Other(Admission<'a, 'py>),
 }
 
 /// The body's arguments deep-frozen (dicts as `frozen_dict`, lists as `frozen_list`): the
@@ -293,20 +306,56 @@ impl CoreRegistry {
         py: Python<'py>,
         call: &Bound<'py, PyAny>,
     ) -> PyResult<Admission<'a, 'py>> {
+        match self.lookup_call(py, call)? {
+            Ok((entry, args)) => Self::check(py, entry, args),
+            Err(refused) => Ok(refused),
+        }
+    }
+
+    /// `admit_call`, where a plain call of a tool whose schema is flat is admitted in one walk
+    /// of its arguments, frozen as `frozen_dict`/`frozen_list` (a `frozen_dict` when `sealed`;
+    /// see `args::plain_call`).
+    pub(crate) fn admit_frozen<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+        call: &Bound<'py, PyAny>,
+        frozen_dict: &Bound<'py, PyType>,
+        frozen_list: &Bound<'py, PyType>,
+        sealed: bool,
+    ) -> PyResult<Frozen<'a, 'py>> {
+        let (entry, args) = match self.lookup_call(py, call)? {
+            Ok(found) => found,
+            Err(refused) => return Ok(Frozen::Other(refused)),
+        };
+        if let Some((args, key)) = entry.core.get().plain_call(&args, frozen_dict, frozen_list, sealed)? {
+            return Ok(Frozen::Plain { entry, args, key });
+        }
+        Self::check(py, entry, args).map(Frozen::Other)
+    }
+
+    /// The tool `call` names and its arguments, or the envelope refusing the call.
+    #[allow(clippy::type_complexity)]
+    fn lookup_call<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+        call: &Bound<'py, PyAny>,
+    ) -> PyResult<Result<(&'a Entry, Bound<'py, PyAny>), Admission<'a, 'py>>> {
         let Ok(d) = call.cast::<PyDict>() else {
             return Err(type_error(&CallError::NotAMapping(super::calls::type_name(call))));
         };
-        let (entry, args) = match self.inner.lookup(&PyCall(d.clone()))? {
-            registry::Lookup::Found(entry, args) => (entry, args.unwrap_or_else(|| py.None().into_bound(py))),
-            registry::Lookup::Refused(f) => {
-                return Ok(Admission::Refused {
-                    env: envelope::failure(py, &f)?,
-                    code: f.code,
-                    raw: None,
-                });
-            }
+        Ok(match self.inner.lookup(&PyCall(d.clone()))? {
+            registry::Lookup::Found(entry, args) => Ok((entry, args.unwrap_or_else(|| py.None().into_bound(py)))),
+            registry::Lookup::Refused(f) => Err(Admission::Refused {
+                env: envelope::failure(py, &f)?,
+                code: f.code,
+                raw: None,
+            }),
             registry::Lookup::Malformed(e) => return Err(type_error(&e)),
-        };
+        })
+    }
+
+    /// Check the arguments of a call of `entry`.
+    fn check<'a, 'py>(py: Python<'py>, entry: &'a Entry, args: Bound<'py, PyAny>) -> PyResult<Admission<'a, 'py>> {
         let core = entry.core.get();
         Ok(match core.check_call(&args) {
             Ok(checked) => Admission::Tool { entry, args, checked },

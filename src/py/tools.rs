@@ -527,6 +527,18 @@ impl CoreTool {
         super::args::check_call(&self.validator, args)
     }
 
+    /// A plain call's arguments accepted by the flat schema in one walk (see
+    /// `args::plain_call`), None when the full check is needed.
+    pub(crate) fn plain_call<'py>(
+        &self,
+        args: &Bound<'py, PyAny>,
+        frozen_dict: &Bound<'py, PyType>,
+        frozen_list: &Bound<'py, PyType>,
+        sealed: bool,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, Vec<u8>)>> {
+        super::args::plain_call(&self.validator, args, frozen_dict, frozen_list, sealed)
+    }
+
     /// The keyword arguments for the body: a fresh dict (the caller's mapping is never shared).
     pub(crate) fn kwargs<'py>(
         &self,

@@ -688,9 +688,11 @@ impl Turn {
         let create_task = lp.getattr(intern!(py, "create_task"))?;
         let direct = Direct::of(py, &lp)?;
         state(slf)?.direct = direct.as_ref().map(|d| d.clone_ref(py));
+        // What every call of the turn reads of the context and the rules, read once.
+        let shared = Pipeline::shared(pipe, ctx);
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
-            let begun = Pipeline::admit_unsealed(pipe, registry, call, ctx);
+            let begun = Pipeline::admit_unsealed(pipe, registry, call, ctx, &shared);
             let task = match begun {
                 Ok(Begun::Body(m, limit)) => {
                     let tool = m.tool_object(py).unbind();
