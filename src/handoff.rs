@@ -15,6 +15,9 @@
 //!   resource, so the waiter wakes to find nothing held); the waiter spins, then parks
 //!   ([`Mailbox::wait_result`]); a waiter that stops waiting marks the slot ([`Slot::abandon`])
 //!   so the producer knows nobody will read a value it publishes.
+//! - [`Inbox`]: jobs for an event loop's own thread, which looks for them in its selector: while
+//!   the loop has nothing else to do it spins there for the next job (bounded), so a submitter
+//!   wakes it through the loop (its self-pipe) only when it is not spinning.
 //! - [`Spin`]: the adaptive spin bound. Each wait is timed; the bound is [`SPIN_MAX`] while recent
 //!   waits were shorter than that (spinning pays off) and shrinks to [`SPIN_MIN`] while they were
 //!   longer (spinning would only burn CPU before parking anyway).
@@ -94,9 +97,33 @@ impl Spin {
         // Races between recorders lose an update at worst: the average stays an estimate.
         self.avg_ns.store(old - old / 8 + w / 8, Ordering::Relaxed);
     }
+
+    /// Wait for `slot` to be published, until `until` (None: for ever): spin first (at most
+    /// this bound) when `spin`, then park when `park`. True when published, false when `until`
+    /// passed, the spin ended without `park`, or the slot was abandoned.
+    pub fn wait_result<V>(&self, slot: &Slot<V>, until: Option<Instant>, spin: bool, park: bool) -> bool {
+        let started = Instant::now();
+        if spin {
+            let mut stop = started + self.bound();
+            if let Some(u) = until {
+                stop = stop.min(u);
+            }
+            if spin_until(stop, || slot.state.load(Ordering::Acquire) != EMPTY) {
+                self.record(started.elapsed());
+                return slot.state.load(Ordering::Acquire) == READY;
+            }
+            if !park {
+                // Not known how long it would have taken: count it as a wait past the bound.
+                self.record(started.elapsed() * 2);
+                return false;
+            }
+        }
+        let done = slot.park(until);
+        self.record(started.elapsed());
+        done
+    }
 }
 
-/// Spin until `ready()` or `until`; true when ready.
 /// Spin until `ready()` or `until`; true when ready. Between checks the thread yields its CPU
 /// (`sched_yield`): on a machine with more runnable threads than cores, the thread that will
 /// make `ready()` true may be waiting for this very core (measured on a loaded 2-core machine:
@@ -242,29 +269,100 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Wait for `slot` to be published, until `until` (None: for ever): spin first (at most
-    /// the adaptive bound) when `spin`, then park when `park`. True when published, false when
-    /// `until` passed, the spin ended without `park`, or the slot was abandoned.
+    /// Wait for `slot` to be published (see [`Spin::wait_result`], with the bound of this
+    /// mailbox's results).
     pub fn wait_result<V>(&self, slot: &Slot<V>, until: Option<Instant>, spin: bool, park: bool) -> bool {
+        self.results.wait_result(slot, until, spin, park)
+    }
+}
+
+struct Inboxed<T> {
+    items: VecDeque<T>,
+    /// The loop's thread is spinning for a job ([`Inbox::idle`]).
+    spinning: bool,
+    /// A wake-up through the loop is on its way (a submitter was told to wake it).
+    woken: bool,
+}
+
+/// Jobs for an event loop's own thread (see the module): submitters [`Inbox::put`] them, the
+/// loop's thread looks for them in its selector ([`Inbox::idle`]) and takes them all
+/// ([`Inbox::drain`]).
+pub struct Inbox<T> {
+    state: Mutex<Inboxed<T>>,
+    /// `items.len()`, read by the spinning thread without the lock.
+    queued: AtomicUsize,
+    spin: Spin,
+}
+
+impl<T> Default for Inbox<T> {
+    fn default() -> Self {
+        Inbox {
+            state: Mutex::new(Inboxed {
+                items: VecDeque::new(),
+                spinning: false,
+                woken: false,
+            }),
+            queued: AtomicUsize::new(0),
+            spin: Spin::default(),
+        }
+    }
+}
+
+impl<T> Inbox<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queue a job: true when the submitter must wake the loop's thread through the loop (it is
+    /// not spinning for a job, and no wake-up is on its way already); it then takes the job by
+    /// [`Inbox::drain`].
+    pub fn put(&self, job: T) -> bool {
+        let mut st = lock(&self.state);
+        st.items.push_back(job);
+        self.queued.store(st.items.len(), Ordering::Release);
+        if st.spinning || st.woken {
+            return false;
+        }
+        st.woken = true;
+        true
+    }
+
+    /// The loop's thread has nothing else to do for `timeout` (None: until something happens):
+    /// it spins for a job, at most the adaptive bound and never past `timeout`. True when jobs
+    /// are queued (take them with [`Inbox::drain`]); a job put while it spun needs no wake-up.
+    pub fn idle(&self, timeout: Option<Duration>) -> bool {
         let started = Instant::now();
-        if spin {
-            let mut stop = started + self.results.bound();
-            if let Some(u) = until {
-                stop = stop.min(u);
+        {
+            let mut st = lock(&self.state);
+            if !st.items.is_empty() {
+                return true;
             }
-            if spin_until(stop, || slot.state.load(Ordering::Acquire) != EMPTY) {
-                self.results.record(started.elapsed());
-                return slot.state.load(Ordering::Acquire) == READY;
-            }
-            if !park {
-                // Not known how long it would have taken: count it as a wait past the bound.
-                self.results.record(started.elapsed() * 2);
+            if timeout.is_some_and(|t| t.is_zero()) {
                 return false;
             }
+            st.spinning = true;
         }
-        let done = slot.park(until);
-        self.results.record(started.elapsed());
-        done
+        let bound = timeout.map_or(self.spin.bound(), |t| t.min(self.spin.bound()));
+        let came = spin_until(started + bound, || self.queued.load(Ordering::Acquire) > 0);
+        let mut st = lock(&self.state);
+        st.spinning = false;
+        // One that ran out: not known how long a job would have taken, a wait past the bound.
+        self.spin
+            .record(if came { started.elapsed() } else { started.elapsed() * 2 });
+        !st.items.is_empty()
+    }
+
+    /// Whether a job is queued (a glance, without the lock).
+    pub fn has_jobs(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > 0
+    }
+
+    /// Every job queued, in order; a wake-up through the loop that was on its way is done.
+    pub fn drain(&self) -> VecDeque<T> {
+        let mut st = lock(&self.state);
+        st.woken = false;
+        self.queued.store(0, Ordering::Release);
+        std::mem::take(&mut st.items)
     }
 }
 
@@ -374,6 +472,46 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::thread;
+
+    #[test]
+    fn an_inbox_asks_for_one_wake_up_until_drained_and_none_while_spinning() {
+        let b: Inbox<u32> = Inbox::new();
+        assert!(!b.idle(Some(Duration::ZERO))); // nothing queued, no time to spin
+        assert!(!b.has_jobs());
+        assert!(b.put(1)); // not spinning: wake it
+        assert!(!b.put(2)); // a wake-up is on its way
+        assert!(b.has_jobs());
+        assert!(b.idle(Some(Duration::from_secs(5)))); // queued: at once
+        assert_eq!(b.drain(), [1, 2]);
+        assert!(b.drain().is_empty());
+        assert!(b.put(3)); // drained: the next needs a wake-up again
+        assert_eq!(b.drain(), [3]);
+
+        let t = Instant::now();
+        assert!(!b.idle(Some(Duration::from_micros(20)))); // spins until the timeout at most
+        assert!(t.elapsed() >= Duration::from_micros(20));
+        let t = Instant::now();
+        assert!(!b.idle(Some(Duration::from_secs(5)))); // and at most the spin bound
+        assert!(t.elapsed() < Duration::from_secs(1));
+
+        // A job put while the loop's thread spins needs no wake-up: the spin takes it.
+        lock(&b.state).spinning = true;
+        assert!(!b.put(4));
+        lock(&b.state).spinning = false;
+        assert!(b.idle(None));
+        assert_eq!(b.drain(), [4]);
+
+        // Across threads: the spinner sees a job put by another thread.
+        let b: Arc<Inbox<u32>> = Arc::new(Inbox::new());
+        let b2 = b.clone();
+        let h = thread::spawn(move || b2.put(5));
+        let t = Instant::now();
+        while !b.idle(Some(Duration::from_millis(1))) {
+            assert!(t.elapsed() < Duration::from_secs(5));
+        }
+        h.join().unwrap();
+        assert_eq!(b.drain(), [5]);
+    }
 
     #[test]
     fn slot_hands_over_once_and_abandon_keeps_a_late_value_with_its_producer() {

@@ -309,3 +309,47 @@ def test_a_dispatch_inside_an_async_tool_under_dispatch_runs_and_blames_the_righ
     assert time.monotonic() - started < 1.5
     assert env["value"] == {"ok": False, "error": {"code": "timeout", "message": (
         "inner did not finish within 0.3s. Do not retry immediately; tell the user the backend is slow.")}}
+
+
+def test_async_bodies_under_dispatch_share_one_loop_that_runs_between_calls_from_any_thread():
+    """Every async body under ``dispatch`` runs on the one long-lived loop of the process, from
+    whichever thread calls: a client a body bound to that loop (here an ``asyncio.Queue`` and the
+    task that serves it) keeps working in later calls from another thread, and the loop runs
+    between calls (the served queue answers a caller that waits for it without dispatching)."""
+    state: dict[str, object] = {}
+    answered = threading.Event()
+
+    async def serve(requests: asyncio.Queue, replies: asyncio.Queue) -> None:
+        while True:
+            x = await requests.get()
+            await replies.put(x * 2)
+            if x == 100:
+                answered.set()
+
+    @tool(read_only=True)
+    async def doubled(x: int) -> int:
+        """Ask a served queue on the event loop for twice x and return the answer."""
+        loop = asyncio.get_running_loop()
+        if "loops" not in state:
+            state["loops"] = []
+            state["requests"], state["replies"] = asyncio.Queue(), asyncio.Queue()
+            state["server"] = loop.create_task(serve(state["requests"], state["replies"]))
+        state["loops"].append(loop)  # type: ignore[attr-defined]
+        await state["requests"].put(x)  # type: ignore[attr-defined]
+        if x == 100:
+            return -1  # the answer comes between calls
+        return await state["replies"].get()  # type: ignore[attr-defined,no-any-return]
+
+    registry = ToolRegistry([doubled])
+    assert dispatch({"id": "1", "name": "doubled", "input": {"x": 1}}, registry)["value"] == 2
+    other: list[object] = []
+    worker = threading.Thread(target=lambda: other.append(dispatch({"id": "2", "name": "doubled", "input": {"x": 2}}, registry)))
+    worker.start()
+    worker.join(5)
+    assert [e["value"] for e in other] == [4]  # type: ignore[index]
+    assert dispatch({"id": "3", "name": "doubled", "input": {"x": 100}}, registry)["value"] == -1
+    assert answered.wait(5)  # served while nobody was in dispatch
+    assert dispatch({"id": "4", "name": "doubled", "input": {"x": 3}}, registry)["value"] == 200  # the reply left over
+    loops = state["loops"]
+    assert len(loops) == 4 and all(lp is loops[0] for lp in loops)  # type: ignore[arg-type]
+    assert loops[0].is_running()  # type: ignore[attr-defined]

@@ -26,6 +26,8 @@ UNGATED = {
     "handoff.rs::Job::__traverse__": _GC,
     "handoff.rs::WorkerPool::__traverse__": _GC,
     "handoff.rs::JobAwait::__traverse__": _GC,
+    "inbox.rs::LoopInbox::__traverse__": _GC,
+    "inbox.rs::LoopJob::__traverse__": _GC,
     "pipeline.rs::Pipeline::__traverse__": _GC,
     "pipeline.rs::Call::__traverse__": _GC,
     "pipeline.rs::Call::__clear__": _GC,

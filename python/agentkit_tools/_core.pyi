@@ -75,6 +75,8 @@ __all__ = [
     "WorkerPool",
     "Job",
     "JobAwait",
+    "LoopInbox",
+    "LoopJob",
     "POOL_MAX_WORKERS",
     "POOL_MAX_STUCK",
     "LoopDeadlines",
@@ -962,6 +964,48 @@ class JobAwait:
 
     def close(self) -> None:
         """The awaiting coroutine is closed: the job is given up."""
+
+@final
+class LoopJob:
+    """One coroutine run on a ``LoopInbox``'s loop for a synchronous caller: the coroutine (with a
+    copy of its caller's context) until the loop's thread starts it, its task while it runs, and
+    the slot its outcome is handed back in."""
+
+    def _done(self, task: Any) -> None:
+        """The task's done callback, on the loop's thread: its outcome stored, handed back at the
+        loop thread's next :meth:`LoopInbox.idle`."""
+
+    def cancel(self) -> None:
+        """On the loop's thread: the caller gave up; the task is cancelled, or the coroutine is
+        closed without starting."""
+
+@final
+class LoopInbox:
+    """The hand-off between synchronous callers and one long-lived event loop running on a
+    thread of its own: a caller queues a coroutine and waits for its outcome with the
+    interpreter lock released; the loop's thread, when it has nothing else to do, spins briefly
+    for the next call in its selector (which asks :meth:`idle` before it polls) and hands the
+    outcomes back only once it has released the interpreter lock there. Both sides spin first
+    (at most ``HANDOFF_SPIN_S``), then park: calls that follow each other pass with no kernel
+    wake-up. A call queued while the loop's thread is not spinning wakes it with
+    ``loop.call_soon_threadsafe``."""
+
+    def __new__(cls, event_loop: Any) -> Self: ...
+    def call(self, coro: Any, timeout_s: float | None) -> tuple[bool, Any]:
+        """Run ``coro`` on the loop (its task in a copy of this thread's context) and wait for its
+        outcome, at most ``timeout_s`` seconds (None: as long as it takes), handling signals every
+        50 ms: ``(True, value)``, or raises what it raised; ``(False, None)`` once the wait is
+        over, the coroutine then cancelled (or never started), as it is when a signal's exception
+        is raised here."""
+
+    def idle(self, timeout: float | None) -> bool:
+        """On the loop's thread, in its selector before it polls with ``timeout`` (seconds; None:
+        until something happens): the outcomes stored since are handed back, then, when the loop
+        has nothing else to do, the thread spins briefly for the next call. True when calls are
+        queued: :meth:`start` them."""
+
+    def start(self) -> None:
+        """On the loop's thread: start the calls queued, each a task of the loop."""
 
 @final
 class WorkerPool:

@@ -53,6 +53,7 @@ import asyncio
 import contextvars
 import inspect
 import os
+import selectors
 import threading
 import time
 import types
@@ -433,22 +434,41 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
 # ------------------------------------------------------------------ a loop for synchronous callers
 
 _LOOP: asyncio.AbstractEventLoop | None = None
+_INBOX: Any = None
 _LOOP_THREAD: int | None = None
 _LOOP_PID: int | None = None
 _LOOP_LOCK = threading.Lock()
 
 
+class _InboxSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """The selector of :func:`background_loop`: before it polls, the loop's thread publishes the
+    outcomes of the calls it finished and, when the loop has nothing else to do, spins briefly
+    for the next call of a synchronous caller (the core's ``LoopInbox.idle``), which it then
+    starts."""
+
+    inbox: Any = None
+
+    def select(self, timeout: float | None = None) -> Any:
+        if self.inbox.idle(timeout):
+            self.inbox.start()
+            timeout = 0
+        return super().select(timeout)
+
+
 def background_loop() -> asyncio.AbstractEventLoop:
     """The process's long-lived event loop for synchronous callers (``dispatch``), on a daemon
     thread: async bodies, async approvers and the clients they bind to it (a Redis connection
-    pool) keep working from one call to the next."""
-    global _LOOP, _LOOP_THREAD, _LOOP_PID
+    pool) keep working from one call to the next. A call is handed to it through the core's
+    ``LoopInbox`` (see :func:`run_on_background_loop`)."""
+    global _LOOP, _INBOX, _LOOP_THREAD, _LOOP_PID
     loop = _LOOP
     if loop is not None and _LOOP_PID == os.getpid():
         return loop
     with _LOOP_LOCK:
         if _LOOP is None or _LOOP_PID != os.getpid():
-            loop = asyncio.new_event_loop()
+            selector = _InboxSelector()
+            loop = asyncio.SelectorEventLoop(selector)
+            selector.inbox = _INBOX = _core.LoopInbox(loop)
             ready = threading.Event()
 
             def serve() -> None:
@@ -482,12 +502,14 @@ def _run_private(coro: Any, _: Any) -> Any:
 
 
 def run_on_background_loop(coro: Any, limit: float | None = None, name: str = "", left: float | None = None) -> Any:
-    """Run ``coro`` on :func:`background_loop` and wait for its result (this thread blocks).
+    """Run ``coro`` on :func:`background_loop` and wait for its result (this thread blocks, with
+    the interpreter lock released: the core's ``LoopInbox.call``, which hands the coroutine to
+    the loop's thread and its outcome back spinning briefly on both sides before either parks).
     With ``limit`` (seconds; ``left``: what is left of it, if less), a loop that has not answered
     that plus a quarter second later (an async body blocking it) is not waited for:
-    ``ToolTimeoutError(name, limit)``. Called from that loop's own thread (a tool running there
-    called ``dispatch``), ``coro`` runs on a loop of its own in a worker thread instead of waiting
-    forever."""
+    ``ToolTimeoutError(name, limit)``, the coroutine cancelled. Called from that loop's own
+    thread (a tool running there called ``dispatch``), ``coro`` runs on a loop of its own in a
+    worker thread instead of waiting forever."""
     wait = limit if left is None else max(left, 0.0)
     if on_background_loop():
         # A tool running on that loop called dispatch(): the loop cannot wait for itself, so the
@@ -497,16 +519,9 @@ def run_on_background_loop(coro: Any, limit: float | None = None, name: str = ""
             return run_sync_in_worker(_run_private, coro, None, None if wait is None else wait + _LOOP_GRACE_S, name)
         except ToolTimeoutError:
             raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
-    import concurrent.futures
-
-    fut = asyncio.run_coroutine_threadsafe(coro, background_loop())
-    try:
-        return fut.result(None if wait is None else wait + _LOOP_GRACE_S)
-    except concurrent.futures.TimeoutError:
-        if fut.done():
-            raise  # the body's own TimeoutError
-        fut.cancel()
+    if _LOOP_PID != os.getpid():
+        background_loop()  # and its inbox
+    done, value = _INBOX.call(coro, None if wait is None else wait + _LOOP_GRACE_S)
+    if not done:
         raise ToolTimeoutError(name, limit) from None  # type: ignore[arg-type]
-    except BaseException:
-        fut.cancel()
-        raise
+    return value

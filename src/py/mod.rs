@@ -11,6 +11,7 @@ mod drive;
 mod envelope;
 mod frozen;
 mod handoff;
+mod inbox;
 mod memory;
 mod observe;
 mod pipeline;
@@ -33,6 +34,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     envelope::register(m)?;
     frozen::register(m)?;
     handoff::register(m)?;
+    inbox::register(m)?;
     memory::register(m)?;
     pipeline::register(m)?;
     providers::register(m)?;
