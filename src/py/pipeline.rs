@@ -1813,7 +1813,8 @@ pub(super) enum Begun<'py> {
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Call {
     pipe: Py<Pipeline>,
-    m: CallMachine<V>,
+    /// (Boxed: a call's state is moved several times between its admission and its task.)
+    m: Box<CallMachine<V>>,
     tool: Option<Py<PyAny>>,
     args: Option<Py<PyAny>>,
     core: Option<Py<CoreTool>>,
@@ -1854,7 +1855,7 @@ impl Call {
         let mut f = Facts::default();
         let mut me = Call {
             pipe: pipe.clone().unbind(),
-            m: CallMachine::empty(),
+            m: Box::new(CallMachine::empty()),
             tool: None,
             args: None,
             core: None,
@@ -2019,7 +2020,7 @@ impl Call {
         if observed && me.call_id.is_none() {
             me.call_id = call_id(call).map(Bound::unbind);
         }
-        me.m = CallMachine::with_facts(f);
+        *me.m = CallMachine::with_facts(f);
         Ok(me)
     }
 
