@@ -528,11 +528,22 @@ impl hashbrown::Equivalent<Call> for CallRef<'_> {
 /// number, see [`MAX_CALLS_PER_SCOPE`] and [`MAX_SCOPES`]).
 type Map<K, V> = hashbrown::HashMap<K, V>;
 
+/// How often one identical call was seen, and when it was first seen (see `Scope::order`).
+#[derive(Debug)]
+struct Counted {
+    call: Call,
+    n: u32,
+    seq: u64,
+}
+
 #[derive(Debug)]
 struct Scope<V> {
-    counts: Map<Call, u32>,
-    /// The order the counts were first seen, oldest first (what is dropped beyond the cap).
-    order: VecDeque<Call>,
+    /// The counts, by the hash of their call (`Conversations::hasher`): each call is stored once.
+    counts: hashbrown::HashTable<Counted>,
+    /// The counts in the order they were first seen, oldest first, as (hash, seq): what is
+    /// dropped beyond the cap.
+    order: VecDeque<(u64, u64)>,
+    seq: u64,
     /// The one open idempotency window: the last side-effecting call that succeeded, with its
     /// result. Another side-effecting success replaces it (the world changed).
     done: Option<(Call, V)>,
@@ -544,8 +555,9 @@ struct Scope<V> {
 impl<V> Scope<V> {
     fn new(touched: u64) -> Self {
         Self {
-            counts: Map::default(),
+            counts: hashbrown::HashTable::new(),
             order: VecDeque::new(),
+            seq: 0,
             done: None,
             running: Map::default(),
             touched,
@@ -576,6 +588,8 @@ pub struct Conversations<V> {
     tick: u64,
     max_scopes: usize,
     max_calls: usize,
+    /// How the repeat counts hash their calls.
+    hasher: hashbrown::DefaultHashBuilder,
 }
 
 impl<V> Default for Conversations<V> {
@@ -592,6 +606,7 @@ impl<V> Conversations<V> {
             tick: 0,
             max_scopes: max_scopes.max(1),
             max_calls: max_calls.max(1),
+            hasher: hashbrown::DefaultHashBuilder::default(),
         }
     }
 
@@ -639,23 +654,34 @@ impl<V> Conversations<V> {
 
     /// Count one more identical call and return how many there have been, this one included.
     pub fn observe(&mut self, scope: &str, name: &str, key: &[u8]) -> u32 {
+        use std::hash::BuildHasher;
         let max_calls = self.max_calls;
+        let hasher = self.hasher.clone();
+        let hash = hasher.hash_one(CallRef(name, key));
         let s = self.scope(scope);
-        if let Some(n) = s.counts.get_mut(&CallRef(name, key)) {
-            *n = n.saturating_add(1);
-            return *n;
+        if let Some(c) = s.counts.find_mut(hash, |c| c.call.0 == name && c.call.1 == key) {
+            c.n = c.n.saturating_add(1);
+            return c.n;
         }
-        let call = (name.to_owned(), key.to_owned());
         while s.counts.len() >= max_calls {
             match s.order.pop_front() {
-                Some(old) => {
-                    s.counts.remove(&old);
+                Some((h, seq)) => {
+                    if let Ok(old) = s.counts.find_entry(h, |c| c.seq == seq) {
+                        old.remove();
+                    }
                 }
                 None => break,
             }
         }
-        s.order.push_back(call.clone());
-        s.counts.insert(call, 1);
+        s.seq += 1;
+        s.order.push_back((hash, s.seq));
+        let counted = Counted {
+            call: (name.to_owned(), key.to_owned()),
+            n: 1,
+            seq: s.seq,
+        };
+        s.counts
+            .insert_unique(hash, counted, |c| hasher.hash_one(CallRef(&c.call.0, &c.call.1)));
         1
     }
 
