@@ -28,6 +28,7 @@ pub mod registry;
 pub mod render;
 pub mod schema;
 pub mod shutdown;
+pub mod turn;
 pub mod validate;
 
 #[cfg(feature = "python")]

@@ -27,7 +27,8 @@ use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
-use super::turn::{abort_failed, Mine, Owed};
+use super::turn::{abort_failed, out_of_err, Mine, Owed};
+use crate::turn::{self as core, AbortEnded, AbortsStep, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
@@ -561,10 +562,14 @@ impl Relay {
                 After::Abort(owed, exc) => {
                     // (a store or a sink that stopped the process during the abort: that stop
                     // is the call's end)
-                    let exc = match out {
-                        Ok(_) => exc.into_bound(py),
-                        Err(e) if is_stop(py, &e) => e.into_value(py).into_bound(py).into_any(),
-                        Err(e) => return Err(super::awaiting::raised_inside(py, e)),
+                    let ended = match &out {
+                        Ok(_) => TurnMachine::abort_ended(core::Out::Returned),
+                        Err(e) => TurnMachine::abort_ended(out_of_err(py, e)),
+                    };
+                    let exc = match (ended, out) {
+                        (AbortEnded::ByTheStop, Err(e)) => e.into_value(py).into_bound(py).into_any(),
+                        (AbortEnded::Propagate, Err(e)) => return Err(super::awaiting::raised_inside(py, e)),
+                        _ => exc.into_bound(py),
                     };
                     owed.aborted(py, exc)?;
                     return Err(stopped(py));
@@ -576,13 +581,17 @@ impl Relay {
                     until,
                     mut stop,
                 } => {
-                    match out {
-                        Ok(_) => {}
-                        Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) => abort_failed(py, &e),
-                        Err(e) if is_stop(py, &e) => {
+                    let step = match &out {
+                        Ok(_) => TurnMachine::aborts_step(core::Out::Returned),
+                        Err(e) => TurnMachine::aborts_step(out_of_err(py, e)),
+                    };
+                    match (step, out) {
+                        (AbortsStep::LogNext, Err(e)) => abort_failed(py, &e),
+                        (AbortsStep::KeepStopNext, Err(e)) => {
                             stop.get_or_insert_with(|| e.into_value(py).into_any());
                         }
-                        Err(e) => return Err(super::awaiting::raised_inside(py, e)),
+                        (AbortsStep::Propagate, Err(e)) => return Err(super::awaiting::raised_inside(py, e)),
+                        _ => {}
                     }
                     let Some(m) = calls.next() else {
                         return Err(PyStopIteration::new_err((stop,)));

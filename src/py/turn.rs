@@ -29,12 +29,16 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{is_stop, raised_inside, Input, Stepped};
+use super::awaiting::{raised_inside, Input, Stepped};
 use super::coroutine::{coroutine_methods, Coroutine};
-use super::drive::{call_fault, Awaited, Drive, Out};
+use super::drive::{call_fault, raised, Awaited, Drive, Out};
 use super::pipeline::{helpers, Begun, Call, Pipeline, STEP_DONE};
 use super::registry::CoreRegistry;
 use super::relay::{After, Relay};
+use crate::cancel::Raised;
+use crate::turn::{
+    self as core, Aborted, BodyRaised, DriveEnded, Driven, Ending, RelayClosed, TurnMachine, WaitEnded, Waiting,
+};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Turn>()
@@ -73,8 +77,27 @@ fn own(py: Python<'_>) -> PyResult<&Helpers> {
     })
 }
 
-fn is_cancel(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
-    Ok(e.is_instance(py, helpers(py)?.cancelled_error.bind(py)))
+/// What a step of the turn's own ended with, for the core's decisions (`crate::turn::Out`).
+pub(super) fn out_of(py: Python<'_>, out: &Out) -> core::Out {
+    match out {
+        Out::Yield(_) | Out::Return(_) => core::Out::Returned,
+        Out::Raise(e) => out_of_err(py, e),
+    }
+}
+
+/// What `e` is to the core's decisions (`crate::turn::Out`).
+pub(super) fn out_of_err(py: Python<'_>, e: &PyErr) -> core::Out {
+    match raised(py, e) {
+        Raised::Stop => core::Out::Stop,
+        Raised::Cancelled => core::Out::Cancelled,
+        Raised::Other if e.is_instance_of::<pyo3::exceptions::PyException>(py) => core::Out::Failed,
+        Raised::Other => core::Out::Other,
+    }
+}
+
+/// What the exception object `exc` is to the core's decisions.
+pub(super) fn raised_value(py: Python<'_>, exc: &Bound<'_, PyAny>) -> Raised {
+    raised(py, &PyErr::from_value(exc.clone()))
 }
 
 fn value_of<'py>(py: Python<'py>, e: PyErr) -> Bound<'py, PyAny> {
@@ -181,15 +204,11 @@ pub struct Turn {
     /// aborted (none while a call's relay runs its body and holds its state: `Mine`).
     tasks: Vec<Option<Py<PyAny>>>,
     machines: Vec<Option<Py<Call>>>,
-    pending: usize,
-    /// The caller's cancellation (or a stop) reached the turn, or it was closed.
-    cancelled: bool,
-    /// The first `KeyboardInterrupt`/`SystemExit` of a call.
+    /// The core's decisions: the calls unanswered, whether the turn was cancelled, whether a
+    /// call's stop was kept, the one bound of its aborts (`crate::turn::TurnMachine`).
+    machine: TurnMachine,
+    /// The first `KeyboardInterrupt`/`SystemExit` of a call (the one `machine` kept).
     stop: Option<Py<PyAny>>,
-    /// The bound of the turn's aborts (see `crate::deadline::ABORT_WAIT_S`), one for them all:
-    /// started by the first call whose body stopped the process, else by the caller's
-    /// cancellation.
-    abort_until: Option<std::time::Instant>,
     phase: Phase,
     /// During one of its own steps.
     busy: bool,
@@ -202,9 +221,8 @@ fn answer_at(turn: &Bound<'_, Turn>, i: usize, env: Bound<'_, PyAny>) -> PyResul
         let mut t = turn.try_borrow_mut()?;
         t.envs[i] = Some(env.unbind());
         let dropped = (t.tasks[i].take(), t.machines[i].take());
-        t.pending = t.pending.saturating_sub(1);
         (
-            if t.pending == 0 {
+            if t.machine.answered() {
                 t.waiter.as_ref().map(|w| w.clone_ref(py))
             } else {
                 None
@@ -259,7 +277,7 @@ impl Mine {
 
     /// See `Owed::cancelled`.
     pub(super) fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.turn.bind(py).try_borrow()?.cancelled)
+        Ok(self.turn.bind(py).try_borrow()?.machine.cancelled())
     }
 
     /// The call's task and the turn's loop, once the turn has started.
@@ -300,7 +318,7 @@ impl Owed {
         let (waiter, _m) = {
             let mut t = turn.try_borrow_mut()?;
             let m = t.machines[self.i].take();
-            if t.stop.is_none() {
+            if t.machine.stopped() {
                 t.stop = Some(exc.clone().unbind());
             }
             (t.waiter.as_ref().map(|w| w.clone_ref(py)), m)
@@ -320,10 +338,8 @@ impl Owed {
         Ok(())
     }
 
-    /// The caller's cancellation (or a stop) reached the turn, or it was closed: the task of
-    /// every call still running was cancelled.
-    pub(super) fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.turn.bind(py).try_borrow()?.cancelled)
+    fn machine(&self, py: Python<'_>) -> PyResult<TurnMachine> {
+        Ok(self.turn.bind(py).try_borrow()?.machine.clone())
     }
 
     fn ctx<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -351,14 +367,14 @@ impl Owed {
     /// Abort the call by `exc`, then answer it (or stop).
     fn abort<'py>(self, py: Python<'py>, exc: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, After)> {
         let (m, ctx) = (self.m.clone_ref(py), self.ctx(py)?.unbind());
-        let drive = if is_stop(py, &PyErr::from_value(exc.clone())) {
+        let drive = if TurnMachine::aborts_within_turn(raised_value(py, &exc)) {
             // The turn's cancellation follows once this call is aborted: one bound for both.
-            let until = *self
+            let until = self
                 .turn
                 .bind(py)
                 .try_borrow_mut()?
-                .abort_until
-                .get_or_insert_with(super::drive::abort_deadline);
+                .machine
+                .abort_bound(std::time::Instant::now());
             Drive::abort_within(py, m, exc.clone().unbind(), ctx, until)
         } else {
             Drive::abort(py, m, exc.clone().unbind(), ctx)
@@ -410,14 +426,12 @@ impl Owed {
         py: Python<'py>,
         exc: Bound<'py, PyAny>,
     ) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
-        let e = PyErr::from_value(exc.clone());
-        if is_stop(py, &e) {
-            return self.abort(py, exc).map(Some);
+        match self.machine(py)?.body_raised(raised_value(py, &exc)) {
+            BodyRaised::Abort => return self.abort(py, exc).map(Some),
+            BodyRaised::Left => return Ok(None), // ended by the caller's cancellation: the turn aborts it
+            // an exception of the body's, a BaseException of its own too
+            BodyRaised::Feed => {}
         }
-        if self.cancelled(py)? && is_cancel(py, &e)? {
-            return Ok(None); // ended by the caller's cancellation: the turn aborts it
-        }
-        // an exception of the body's, a BaseException of its own too
         let fed = self
             .m
             .bind(py)
@@ -470,39 +484,53 @@ impl Owed {
         out: PyResult<Bound<'_, PyAny>>,
         drive: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let env = match out {
-            Ok(env) => env,
-            Err(e) => {
-                // Closed: the drive aborted the call as cancelled. (A GeneratorExit a callback
-                // raised itself is its own failure, answered below as any other.)
-                if e.is_instance_of::<PyGeneratorExit>(py) && drive.getattr(intern!(py, "was_closed"))?.is_truthy()? {
-                    self.forget(py)?;
-                    if !self.cancelled(py)? && !self.loop_closed(py)? {
-                        let env = super::tools::fault_envelope(py, e.value(py).as_any())?;
-                        self.answer(py, env.into_any())?; // something closed it: the turn goes on
-                    }
-                    return Err(e);
-                }
-                if is_stop(py, &e) {
-                    return self.stopped(py, value_of(py, e));
-                }
-                if self.cancelled(py)? && is_cancel(py, &e)? {
-                    return self.forget(py);
-                }
-                call_fault(py, value_of(py, e), self.call(py)?, false)?.into_any()
+        let machine = self.machine(py)?;
+        let driven = match &out {
+            Ok(_) => Driven::Returned,
+            // Closed: the drive aborted the call as cancelled. (A GeneratorExit a callback raised
+            // itself is its own failure, answered below as any other.)
+            Err(e)
+                if e.is_instance_of::<PyGeneratorExit>(py)
+                    && drive.getattr(intern!(py, "was_closed"))?.is_truthy()? =>
+            {
+                Driven::Closed
             }
+            Err(e) => Driven::Raised(raised(py, e)),
         };
-        self.answer(py, env)
+        let loop_closed = || self.loop_closed(py).unwrap_or(true);
+        match (machine.drive_ended(driven, loop_closed), out) {
+            (DriveEnded::Answer, Ok(env)) => self.answer(py, env),
+            (DriveEnded::Closed { answer }, Err(e)) => {
+                self.forget(py)?;
+                if answer {
+                    let env = super::tools::fault_envelope(py, e.value(py).as_any())?;
+                    self.answer(py, env.into_any())?; // something closed it: the turn goes on
+                }
+                Err(e)
+            }
+            (DriveEnded::Stopped, Err(e)) => self.stopped(py, value_of(py, e)),
+            (DriveEnded::Left, _) => self.forget(py),
+            (_, out) => {
+                let exc = match out {
+                    Ok(v) => v,
+                    Err(e) => value_of(py, e),
+                };
+                let env = call_fault(py, exc, self.call(py)?, false)?;
+                self.answer(py, env.into_any())
+            }
+        }
     }
 
     /// The call was aborted by `exc`: answered with the fault envelope, or the stop raised at
     /// the caller's `await`.
     pub(super) fn aborted(self, py: Python<'_>, exc: Bound<'_, PyAny>) -> PyResult<()> {
-        if is_stop(py, &PyErr::from_value(exc.clone())) {
-            return self.stopped(py, exc);
+        match TurnMachine::aborted(raised_value(py, &exc)) {
+            Aborted::Stopped => self.stopped(py, exc),
+            Aborted::Fault => {
+                let env = call_fault(py, exc, self.call(py)?, false)?;
+                self.answer(py, env.into_any())
+            }
         }
-        let env = call_fault(py, exc, self.call(py)?, false)?;
-        self.answer(py, env.into_any())
     }
 
     /// The call's relay was closed before the call ended: its body, if it had started, ended by
@@ -511,26 +539,27 @@ impl Owed {
     /// awaiting; else it ends as a call whose body raised `exc` (its later steps in a task of
     /// their own).
     pub(super) fn closed(self, py: Python<'_>, exc: Bound<'_, PyAny>) -> PyResult<()> {
-        let (cancelled, mine) = {
+        let (machine, mine) = {
             let t = self.turn.bind(py).try_borrow()?;
-            (t.cancelled, t.machines[self.i].as_ref().is_some_and(|m| m.is(&self.m)))
+            (
+                t.machine.clone(),
+                t.machines[self.i].as_ref().is_some_and(|m| m.is(&self.m)),
+            )
         };
-        if cancelled || !mine {
-            return Ok(());
-        }
-        if self.loop_closed(py)? {
-            self.forget(py)?;
-            return Drive::closed(py, self.m.clone_ref(py), self.ctx(py)?.unbind());
-        }
-        let e = PyErr::from_value(exc.clone());
-        let fed = if is_stop(py, &e) {
-            Err(e)
-        } else {
-            self.m
+        let loop_closed = || self.loop_closed(py).unwrap_or(true);
+        let fed = match machine.relay_closed(mine, loop_closed, raised_value(py, &exc)) {
+            RelayClosed::Nothing => return Ok(()),
+            RelayClosed::CloseUnawaited => {
+                self.forget(py)?;
+                return Drive::closed(py, self.m.clone_ref(py), self.ctx(py)?.unbind());
+            }
+            RelayClosed::Abort => Err(PyErr::from_value(exc)),
+            RelayClosed::Feed => self
+                .m
                 .bind(py)
                 .try_borrow_mut()
                 .map_err(PyErr::from)
-                .and_then(|mut c| c.failed(py, exc))
+                .and_then(|mut c| c.failed(py, exc)),
         };
         let me = Owed {
             turn: self.turn.clone_ref(py),
@@ -565,6 +594,15 @@ pub(super) fn abort_failed(py: Python<'_>, e: &PyErr) {
             Vec::new(),
             Some(e),
         );
+    }
+}
+
+/// A wait of the turn's own ended with `out` (not a yield): Ok to look again, else what it
+/// raised (`crate::turn::TurnMachine::wait_ended`).
+fn again(py: Python<'_>, out: Out) -> PyResult<()> {
+    match (TurnMachine::wait_ended(out_of(py, &out)), out) {
+        (WaitEnded::Propagate, Out::Raise(e)) => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -617,24 +655,28 @@ impl Turn {
                     let waiter = waiter
                         .ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?
                         .into_bound(py);
-                    if !waiter.call_method0(intern!(py, "done"))?.is_truthy()? {
-                        // Woken with the waiter pending: as an asyncio future's await does, the
-                        // waiter is yielded again once its task took it; stepped again before
-                        // that, it is a misuse.
-                        let blocking = intern!(py, "_asyncio_future_blocking");
-                        if waiter.getattr(blocking)?.is_truthy()? {
+                    // Woken with the waiter pending: as an asyncio future's await does, the waiter
+                    // is yielded again once its task took it; stepped again before that, it is a
+                    // misuse.
+                    let blocking = intern!(py, "_asyncio_future_blocking");
+                    let done = waiter.call_method0(intern!(py, "done"))?.is_truthy()?;
+                    let not_taken = !done && waiter.getattr(blocking)?.is_truthy()?;
+                    match TurnMachine::waiting(done, not_taken) {
+                        Waiting::Misuse => {
                             let misuse = py
                                 .get_type::<PyRuntimeError>()
                                 .call1(("await wasn't used with future",))?;
-                            return Self::cancel(slf, misuse);
+                            Self::cancel(slf, misuse)
                         }
-                        waiter.setattr(blocking, true)?;
-                        state(slf)?.phase = Phase::Waiting;
-                        return Ok(waiter);
-                    }
-                    match waiter.call_method0(intern!(py, "result")) {
-                        Ok(_) => Self::finished(slf),
-                        Err(e) => Self::cancel(slf, value_of(py, e)),
+                        Waiting::Wait => {
+                            waiter.setattr(blocking, true)?;
+                            state(slf)?.phase = Phase::Waiting;
+                            Ok(waiter)
+                        }
+                        Waiting::Finish => match waiter.call_method0(intern!(py, "result")) {
+                            Ok(_) => Self::finished(slf),
+                            Err(e) => Self::cancel(slf, value_of(py, e)),
+                        },
                     }
                 }
                 Input::Throw(exc) => Self::cancel(slf, exc),
@@ -644,10 +686,11 @@ impl Turn {
                     state(slf)?.phase = Phase::Cancelling { exc, running, wait };
                     Ok(y)
                 }
-                Out::Return(_) => Self::cancelling(slf, exc.into_bound(py), running),
                 // cancelled again: they are cancelled again (as gather does)
-                Out::Raise(e) if is_cancel(py, &e)? => Self::cancelling(slf, exc.into_bound(py), running),
-                Out::Raise(e) => Err(e),
+                out => {
+                    again(py, out)?;
+                    Self::cancelling(slf, exc.into_bound(py), running)
+                }
             },
             Phase::Aborting { exc, aborts, shield } => match shield.step(py, input) {
                 Out::Yield(y) => {
@@ -655,9 +698,10 @@ impl Turn {
                     Ok(y)
                 }
                 // cancelled again: the aborts go on; the first cancellation propagates
-                Out::Return(_) => Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py)),
-                Out::Raise(e) if is_cancel(py, &e)? => Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py)),
-                Out::Raise(e) => Err(e),
+                out => {
+                    again(py, out)?;
+                    Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py))
+                }
             },
             Phase::Done => match input {
                 Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
@@ -734,7 +778,7 @@ impl Turn {
                     spawn(py, &create_task, Relay::driving(drive, after))?
                 }
                 // the process is being stopped
-                Err(e) if is_stop(py, &e) => return Self::cancel(slf, value_of(py, e)),
+                Err(e) if raised(py, &e) == Raised::Stop => return Self::cancel(slf, value_of(py, e)),
                 Err(e) => {
                     let env = call_fault(py, value_of(py, e), call.clone(), false)?;
                     Self::answered(slf, i, env.into_any())?;
@@ -744,7 +788,7 @@ impl Turn {
             let old = state(slf)?.tasks[i].replace(task.unbind());
             drop(old);
         }
-        if state(slf)?.pending == 0 {
+        if state(slf)?.machine.pending() == 0 {
             return Self::finished(slf);
         }
         state(slf)?.phase = Phase::Waiting;
@@ -758,8 +802,7 @@ impl Turn {
         let waiter = {
             let mut t = state(slf)?;
             t.envs[i] = Some(env.unbind());
-            t.pending = t.pending.saturating_sub(1);
-            if t.pending == 0 {
+            if t.machine.answered() {
                 t.waiter.as_ref().map(|w| w.clone_ref(py))
             } else {
                 None
@@ -788,7 +831,7 @@ impl Turn {
         let py = slf.py();
         let running = {
             let mut t = state(slf)?;
-            t.cancelled = true;
+            t.machine.cancel();
             t.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect()
         };
         Self::cancelling(slf, exc, running)
@@ -820,9 +863,7 @@ impl Turn {
                     };
                     return Ok(y);
                 }
-                Out::Return(_) => {}
-                Out::Raise(e) if is_cancel(py, &e)? => {}
-                Out::Raise(e) => return Err(e),
+                out => again(py, out)?,
             }
             running = left;
         }
@@ -834,7 +875,7 @@ impl Turn {
         let (rest, ctx, lp, until) = {
             let mut t = state(slf)?;
             let rest: Vec<Py<Call>> = t.machines.iter_mut().filter_map(Option::take).collect();
-            let until = *t.abort_until.get_or_insert_with(super::drive::abort_deadline); // one bound for all the calls' aborts
+            let until = t.machine.abort_bound(std::time::Instant::now()); // one bound for all the calls' aborts
             (rest, t.ctx.clone_ref(py), t.lp.as_ref().map(|l| l.clone_ref(py)), until)
         };
         let mut rest = rest.into_iter();
@@ -876,16 +917,17 @@ impl Turn {
                     };
                     return Ok(y);
                 }
-                Out::Return(_) => {}
-                Out::Raise(e) if is_cancel(py, &e)? => {}
-                Out::Raise(e) => return Err(e),
+                out => again(py, out)?,
             }
         }
         // A store or a sink stopped the process during the aborts (their task's value): the
         // turn ends by that stop once they are done.
         if let Ok(stop) = aborts.call_method0(intern!(py, "result")) {
             if !stop.is_none() {
-                state(slf)?.stop.get_or_insert_with(|| stop.unbind());
+                let mut t = state(slf)?;
+                if t.machine.stopped() {
+                    t.stop = Some(stop.unbind());
+                }
             }
         }
         Self::raise(slf, exc)
@@ -894,9 +936,13 @@ impl Turn {
     /// The turn ends by `exc`, or by the stop a call raised meanwhile.
     fn raise<'py>(slf: &Bound<'py, Self>, exc: Bound<'py, PyAny>) -> Stepped<'py> {
         let py = slf.py();
-        let stop = state(slf)?.stop.as_ref().map(|s| s.clone_ref(py));
-        match stop {
-            Some(stop) if !stop.is(&exc) => {
+        let (ending, stop) = {
+            let t = state(slf)?;
+            let stop = t.stop.as_ref().map(|s| s.clone_ref(py));
+            (t.machine.ending(stop.as_ref().is_some_and(|s| s.is(&exc))), stop)
+        };
+        match (ending, stop) {
+            (Ending::Stop, Some(stop)) => {
                 // a call stopped the process while the turn was cancelled
                 let stop = stop.into_bound(py);
                 stop.setattr(intern!(py, "__cause__"), py.None())?;
@@ -928,7 +974,7 @@ impl Turn {
         }
         let tasks: Vec<Py<PyAny>> = {
             let mut t = state(slf)?;
-            t.cancelled = true;
+            t.machine.cancel();
             t.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect()
         };
         for task in tasks {
@@ -1014,10 +1060,8 @@ impl Turn {
             envs: (0..n).map(|_| None).collect(),
             tasks: (0..n).map(|_| None).collect(),
             machines: (0..n).map(|_| None).collect(),
-            pending: n,
-            cancelled: false,
+            machine: TurnMachine::new(n),
             stop: None,
-            abort_until: None,
             phase: Phase::Begin,
             busy: false,
         }
@@ -1063,7 +1107,7 @@ impl Turn {
     fn __clear__(&mut self) {
         // Its relays may still hand calls in: the slots stay, emptied.
         self.phase = Phase::Done;
-        self.cancelled = true;
+        self.machine.cancel();
         self.lp = None;
         self.direct = None;
         self.waiter = None;
