@@ -24,6 +24,12 @@ impl Code {
         ErrorCode::from_wire(&wire).map_or(Code::Own(wire), Code::Known)
     }
 
+    /// The code an envelope carries (`wire`: its `error.code` as text): `internal_error` when it
+    /// carries none.
+    pub fn of_envelope(wire: Option<String>) -> Code {
+        wire.map_or(Code::Known(ErrorCode::InternalError), Code::of)
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             Code::Known(c) => c.as_str(),
@@ -202,6 +208,21 @@ impl<'a, D> Failure<'a, D> {
             ErrorCode::InternalError,
             errors::internal_error_message(tool, exc_type, exc_text),
         )
+    }
+
+    /// `internal_error`: the tool raised an exception of type `qualname` too broken to describe
+    /// (reading its details raised).
+    pub fn undescribable(tool: &str, qualname: &str) -> Self {
+        Self::internal_error(
+            tool,
+            "RuntimeError",
+            &format!("{qualname} (its details cannot be read)"),
+        )
+    }
+
+    /// `internal_error`: the call pipeline ended a call without the envelope it should hold.
+    pub fn lost_state(tool: &str) -> Self {
+        Self::internal_error(tool, "RuntimeError", "the call pipeline lost its state")
     }
 
     /// `internal_error`: the tooling around the tool raised.
@@ -547,5 +568,20 @@ mod tests {
         );
         assert_eq!(f.error_json(), F::internal_error("t", "KeyError", "'k'").error_json());
         assert_eq!(f.code, Code::Known(ErrorCode::InternalError));
+    }
+
+    #[test]
+    fn an_undescribable_exception_and_a_lost_state_are_internal_errors() {
+        let f = F::undescribable("t", "Weird");
+        assert_eq!(f.code, Code::Known(ErrorCode::InternalError));
+        assert_eq!(
+            f.message,
+            errors::internal_error_message("t", "RuntimeError", "Weird (its details cannot be read)")
+        );
+        let f = F::lost_state("t");
+        assert_eq!(
+            f.message,
+            errors::internal_error_message("t", "RuntimeError", "the call pipeline lost its state")
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod docstring;
 pub mod drive;
 pub mod envelope;
 pub mod errors;
+pub mod flags;
 pub mod flat;
 pub mod handoff;
 pub mod memory;

@@ -181,6 +181,11 @@ impl Needs {
         self.counts
     }
 
+    /// An admitted call needs its canonical text or its key (see [`admitted_identity`]).
+    pub fn identity_of_admitted(&self, observed: bool, requires_approval: bool) -> bool {
+        self.canonical_of_admitted(observed, requires_approval) || self.key_of_admitted()
+    }
+
     /// A rejected call (its raw arguments) needs it when the repeat guard counts it (it names a
     /// tool) or an audit record hashes it.
     pub fn canonical_of_rejected(&self, named: bool, observed: bool) -> bool {
@@ -222,6 +227,78 @@ impl BodyKind {
             (true, false, true) => BodyKind::Inline,
             (true, false, false) => BodyKind::Worker,
         }
+    }
+}
+
+impl BodyKind {
+    /// Whether the core runs this body itself when the driver let it (`here`): a non-blocking
+    /// sync body (called) or an `async` one (its first step taken), unless the call is past its
+    /// deadline already (`timeout_s` not above 0: the driver answers it).
+    pub fn runs_here(self, here: bool, timeout_s: Option<f64>) -> bool {
+        here && matches!(self, BodyKind::Inline | BodyKind::Async) && !crate::deadline::never_starts(timeout_s)
+    }
+}
+
+/// The conversation of a call: its context's `run_id` (as text) when it has one, else the
+/// pipeline's default scope.
+pub fn scope_of(run_id: Option<&str>, default_scope: &std::sync::Arc<str>) -> std::sync::Arc<str> {
+    run_id.map_or_else(|| default_scope.clone(), Into::into)
+}
+
+/// The context's deadline on the [`Time::mono`] clock: `left` seconds (the deadline less the
+/// host's clock now) after `now`.
+pub fn deadline_at(now: f64, left: f64) -> f64 {
+    now + left
+}
+
+/// The arguments of a call that was not admitted, as the binding could read them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawArgs<'a> {
+    /// None were given.
+    Absent,
+    /// Exactly what was sent, parsed.
+    Value(&'a Value),
+    /// JSON text as sent.
+    Text(&'a str),
+    /// A mapping's canonical JSON text.
+    Canonical(String),
+    /// A value that is not JSON, as it prints (`repr`).
+    Printed(String),
+    /// A value that cannot even be printed: its type's name.
+    Unreadable(String),
+}
+
+/// The canonical text of a call's raw arguments (hashed in its audit record, counted by the
+/// repeat guard): JSON as canonical JSON; JSON text that does not parse as it is; a value that is
+/// not JSON by how it prints, one that cannot be printed by a placeholder naming its type; no
+/// arguments as `{}`.
+pub fn raw_canonical(args: RawArgs<'_>) -> String {
+    match args {
+        RawArgs::Absent => "{}".to_owned(),
+        RawArgs::Value(v) => crate::middleware::canonical_json(v),
+        RawArgs::Text(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v) => crate::middleware::canonical_json(&v),
+            Err(_) => text.to_owned(),
+        },
+        RawArgs::Canonical(text) | RawArgs::Printed(text) => text,
+        RawArgs::Unreadable(ty) => format!("<unreadable {ty}>"),
+    }
+}
+
+/// An admitted call's canonical text and key ([`Facts::canonical`], [`Facts::key`]) of its
+/// validated arguments `value`, each made only when read: the text when a shared store keys on
+/// it, an audit record hashes it (`observed`) or the approval refusal quotes it; the key when a
+/// rule counts or deduplicates identical calls (from the text when it is made: the text is the
+/// key then).
+pub fn admitted_identity(n: &Needs, value: &Value, observed: bool, requires_approval: bool) -> (String, Vec<u8>) {
+    match (
+        n.canonical_of_admitted(observed, requires_approval),
+        n.key_of_admitted(),
+    ) {
+        (true, true) => crate::middleware::canonical_and_key(value),
+        (true, false) => (crate::middleware::canonical_json(value), Vec::new()),
+        (false, true) => (String::new(), crate::middleware::args_key(value)),
+        (false, false) => (String::new(), Vec::new()),
     }
 }
 
@@ -398,6 +475,36 @@ pub struct AuditRecord {
     pub decision: &'static str,
 }
 
+/// A value of an audit record (the binding converts each to its own type).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditValue<'a> {
+    /// Text, or none (a call that named no tool).
+    Text(Option<&'a str>),
+    /// Text made for the record.
+    Owned(String),
+    /// The call's id as the call gave it (the binding holds it).
+    CallId,
+    Count(u32),
+    Number(f64),
+}
+
+impl AuditRecord {
+    /// The record of a call of `tool` whose arguments' canonical text is `canonical`, field by
+    /// field in its order: `tool`, `call_id`, `args_hash` (of `canonical`), `outcome`,
+    /// `attempts`, `elapsed_ms`, `decision`.
+    pub fn fields<'a>(&'a self, tool: Option<&'a str>, canonical: &str) -> [(&'static str, AuditValue<'a>); 7] {
+        [
+            ("tool", AuditValue::Text(tool)),
+            ("call_id", AuditValue::CallId),
+            ("args_hash", AuditValue::Owned(crate::middleware::args_hash(canonical))),
+            ("outcome", AuditValue::Text(Some(&self.outcome))),
+            ("attempts", AuditValue::Count(self.attempts)),
+            ("elapsed_ms", AuditValue::Number(self.elapsed_ms)),
+            ("decision", AuditValue::Text(Some(self.decision))),
+        ]
+    }
+}
+
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step<V> {
@@ -545,6 +652,8 @@ pub struct CallMachine<V> {
     wakes: Vec<u64>,
     /// Claims lost in a row since the call last waited (see [`CLAIM_TRIES`]).
     lost: u32,
+    /// When the call began ([`Time::mono`]).
+    began: f64,
 }
 
 impl<V> CallMachine<V> {
@@ -565,6 +674,7 @@ impl<V> CallMachine<V> {
             value_json: None,
             wakes: Vec::new(),
             lost: 0,
+            began: 0.0,
         }
     }
     /// An empty finished machine.
@@ -676,11 +786,18 @@ impl<V: Clone> Pipeline<V> {
         m.frames = vec![Frame::Idle; self.rules.len()];
         m.phase = Phase::In(0, Pending::None);
         m.lost = 0;
-        self.descend(m, 0, t)
+        m.began = t.mono;
+        let step = self.descend(m, 0, t);
+        dated(m, step, t)
     }
 
     /// Feed the outcome of the last step.
     pub fn feed(&mut self, m: &mut CallMachine<V>, event: Event<V>, t: Time) -> Step<V> {
+        let step = self.feed_inner(m, event, t);
+        dated(m, step, t)
+    }
+
+    fn feed_inner(&mut self, m: &mut CallMachine<V>, event: Event<V>, t: Time) -> Step<V> {
         match (m.phase.clone(), event) {
             (Phase::Body { started }, ev) => {
                 let env = match ev {
@@ -1376,6 +1493,19 @@ pub fn attempt_limit(f: &Facts, default_s: f64, t: Time) -> f64 {
         Some(d) => limit.min(d - t.mono).max(0.0),
         None => limit,
     }
+}
+
+/// A deduplicated success (its body not run by this call) took the time since the call began.
+fn dated<V>(m: &CallMachine<V>, mut step: Step<V>, t: Time) -> Step<V> {
+    if let Step::Done(Env::Ok {
+        deduplicated: true,
+        elapsed_ms,
+        ..
+    }) = &mut step
+    {
+        *elapsed_ms = round3((t.mono - m.began) * 1000.0);
+    }
+    step
 }
 
 fn round3(ms: f64) -> f64 {

@@ -1257,3 +1257,114 @@ fn a_refusal_is_its_failure() {
         assert_eq!(got.code.as_str(), r.code().as_str());
     }
 }
+
+#[test]
+fn a_deduplicated_success_took_the_time_since_its_call_began() {
+    let mut p = P::new(vec![Rule::Idempotency {
+        shared: false,
+        lease_s: 60.0,
+    }]);
+    let send = side_effecting("send");
+    let (mut first, _) = p.begin(send.clone(), at(1.0));
+    let (mut second, step) = p.begin(send.clone(), at(1.5));
+    assert!(matches!(step, Step::WaitInFlight(_)), "{step:?}");
+    p.feed(&mut first, Event::BodyOk("r1"), at(2.0));
+    let hit = |ms| {
+        Step::Done(Env::Ok {
+            value: Val::Obj("r1"),
+            elapsed_ms: ms,
+            deduplicated: true,
+        })
+    };
+    assert_eq!(p.feed(&mut second, Event::Woken, at(2.25)), hit(750.0));
+    // answered at once: no time at all
+    assert_eq!(p.begin(send, at(3.0)).1, hit(0.0));
+}
+
+#[test]
+fn the_core_runs_only_inline_and_async_bodies_itself_and_none_past_its_deadline() {
+    for kind in [BodyKind::Inline, BodyKind::Async] {
+        assert!(kind.runs_here(true, None));
+        assert!(kind.runs_here(true, Some(0.5)));
+        assert!(!kind.runs_here(false, Some(0.5)));
+        assert!(!kind.runs_here(true, Some(0.0)));
+        assert!(!kind.runs_here(true, Some(-1.0)));
+    }
+    for kind in [BodyKind::Worker, BodyKind::Tool] {
+        assert!(!kind.runs_here(true, None));
+    }
+}
+
+#[test]
+fn a_call_without_a_run_id_is_in_the_default_scope() {
+    let default: std::sync::Arc<str> = "default".into();
+    assert_eq!(&*scope_of(None, &default), "default");
+    assert_eq!(&*scope_of(Some("r1"), &default), "r1");
+    assert_eq!(deadline_at(10.0, 2.5), 12.5);
+    assert_eq!(deadline_at(10.0, -1.0), 9.0);
+}
+
+#[test]
+fn raw_arguments_have_a_canonical_text_whatever_they_are() {
+    let v = serde_json::json!({"b": 1, "a": [2]});
+    assert_eq!(raw_canonical(RawArgs::Value(&v)), "{\"a\":[2],\"b\":1}");
+    assert_eq!(
+        raw_canonical(RawArgs::Text("{ \"b\":1,\"a\":[2]}")),
+        "{\"a\":[2],\"b\":1}"
+    );
+    assert_eq!(raw_canonical(RawArgs::Text("{not json")), "{not json");
+    assert_eq!(raw_canonical(RawArgs::Absent), "{}");
+    assert_eq!(raw_canonical(RawArgs::Canonical("{\"x\":1}".into())), "{\"x\":1}");
+    assert_eq!(raw_canonical(RawArgs::Printed("{'x': {1, 2}}".into())), "{'x': {1, 2}}");
+    assert_eq!(raw_canonical(RawArgs::Unreadable("Weird".into())), "<unreadable Weird>");
+}
+
+#[test]
+fn an_admitted_calls_text_and_key_are_made_only_when_read() {
+    let v = serde_json::json!({"b": 1, "a": 2});
+    let text = "{\"a\":2,\"b\":1}".to_owned();
+    let none = Needs::default();
+    assert_eq!(admitted_identity(&none, &v, false, false), (String::new(), Vec::new()));
+    assert_eq!(admitted_identity(&none, &v, true, false), (text.clone(), Vec::new()));
+    assert_eq!(admitted_identity(&none, &v, false, true), (text.clone(), Vec::new()));
+    let counts = Needs {
+        counts: true,
+        ..Needs::default()
+    };
+    assert_eq!(
+        admitted_identity(&counts, &v, false, false),
+        (String::new(), crate::middleware::args_key(&v))
+    );
+    assert_eq!(
+        admitted_identity(&counts, &v, true, false),
+        crate::middleware::canonical_and_key(&v)
+    );
+    let store = Needs {
+        store: true,
+        ..Needs::default()
+    };
+    assert_eq!(admitted_identity(&store, &v, false, false), (text, Vec::new()));
+}
+
+#[test]
+fn an_audit_record_has_its_fields_in_order() {
+    let r = AuditRecord {
+        outcome: "timeout".into(),
+        attempts: 2,
+        elapsed_ms: 12.5,
+        decision: "failed",
+    };
+    assert_eq!(
+        r.fields(Some("t"), "{}"),
+        [
+            ("tool", AuditValue::Text(Some("t"))),
+            ("call_id", AuditValue::CallId),
+            ("args_hash", AuditValue::Owned(crate::middleware::args_hash("{}"))),
+            ("outcome", AuditValue::Text(Some("timeout"))),
+            ("attempts", AuditValue::Count(2)),
+            ("elapsed_ms", AuditValue::Number(12.5)),
+            ("decision", AuditValue::Text(Some("failed"))),
+        ]
+    );
+    assert_eq!(r.fields(None, "{}")[0], ("tool", AuditValue::Text(None)));
+}

@@ -18,17 +18,17 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::envelope::{Code, Success};
-use crate::errors::ErrorCode;
+use crate::flags::{self, Raw};
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
 use crate::pipeline::{
-    self as core, AuditRecord, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed, Refusal, Rule, Step, Time,
-    Val,
+    self as core, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed, RawArgs, Refusal,
+    Rule, Step, Time, Val,
 };
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
 use super::registry::{frozen_args, Admission, CoreRegistry, Frozen};
-use super::tools::{classify as raised, error_envelope, CoreTool};
+use super::tools::{classify as raised, error_failure, CoreTool};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pipeline>()?;
@@ -133,46 +133,40 @@ fn refusal_envelope<'py>(py: Python<'py>, r: &Refusal, facts: &Facts) -> PyResul
     envelope::failure(py, &r.failure(facts.name.as_deref().unwrap_or(""), &facts.canonical))
 }
 
-/// The error code of an envelope dict (`internal_error` when it has none).
-fn code_of(env: &Bound<'_, PyDict>) -> Code {
+/// The error code of an envelope dict a handler answered (see `Code::of_envelope`).
+fn code_in(env: &Bound<'_, PyDict>) -> Code {
     let code = env
         .get_item("error")
         .ok()
         .flatten()
         .and_then(|e| e.get_item("code").ok())
         .map(|c| c.to_string());
-    code.map_or(Code::Known(ErrorCode::InternalError), Code::of)
+    Code::of_envelope(code)
 }
 
-/// The envelope of a failed body; an exception too broken to describe (its attributes raise)
-/// still yields an `internal_error` envelope.
+/// The failure of a body that raised `exc`, with its code, as an envelope; an exception too
+/// broken to describe (its attributes raise) is described by its type's name alone.
 fn failure_envelope<'py>(
     py: Python<'py>,
     name: &str,
     exc: &Bound<'py, PyAny>,
     core: Option<&Bound<'py, CoreTool>>,
-) -> PyResult<Bound<'py, PyDict>> {
-    match error_envelope(py, name, exc, core) {
-        Ok(env) => Ok(env),
+) -> PyResult<(Code, Bound<'py, PyDict>)> {
+    match error_failure(py, name, exc, core) {
+        Ok(described) => Ok(described),
         Err(_) => {
             let qualname = exc
                 .get_type()
                 .qualname()
                 .map_or_else(|_| "exception".to_owned(), |q| q.to_string());
-            let broken = super::awaiting::new_exception::<PyRuntimeError>(
-                py,
-                (format!("{qualname} (its details cannot be read)"),),
-            );
-            error_envelope(py, name, &broken, None)
+            let f = Failure::undescribable(name, &qualname);
+            Ok((f.code.clone(), envelope::failure(py, &f)?))
         }
     }
 }
 
 fn internal_envelope<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    envelope::failure(
-        py,
-        &Failure::internal_error(name, "RuntimeError", "the call pipeline lost its state"),
-    )
+    envelope::failure(py, &Failure::lost_state(name))
 }
 
 // ------------------------------------------------------------------ arguments
@@ -189,32 +183,31 @@ pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> (String, String) {
     (canonical, hash)
 }
 
+/// `args` read for `core::raw_canonical`; what printing a value that is not JSON raises
+/// propagates.
 fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
-    Ok(if let Ok(text) = args.cast::<PyString>() {
+    if let Ok(text) = args.cast::<PyString>() {
         let text = text.to_string_lossy(); // a lone surrogate (not JSON) as U+FFFD
-        match serde_json::from_str::<serde_json::Value>(&text) {
-            Ok(v) => rules::canonical_json(&v),
-            Err(_) => text.into_owned(),
-        }
-    } else if args.is_none() {
-        "{}".to_owned()
-    } else {
-        match super::args::canonical_text(args) {
-            Ok(text) => text,
-            Err(_) => args.repr()?.to_string_lossy().into_owned(),
-        }
-    })
+        return Ok(core::raw_canonical(RawArgs::Text(&text)));
+    }
+    if args.is_none() {
+        return Ok(core::raw_canonical(RawArgs::Absent));
+    }
+    Ok(core::raw_canonical(match super::args::canonical_text(args) {
+        Ok(text) => RawArgs::Canonical(text),
+        Err(_) => RawArgs::Printed(args.repr()?.to_string_lossy().into_owned()),
+    }))
 }
 
 /// The canonical text of a rejected call's raw arguments: what `canonical_args` gives, or, for
-/// arguments that cannot even be printed, a placeholder naming their type.
+/// arguments that cannot even be printed, what names their type.
 fn raw_canonical(args: &Bound<'_, PyAny>) -> String {
     canonical_text(args).unwrap_or_else(|_| {
         let ty = args
             .get_type()
             .qualname()
             .map_or_else(|_| "object".to_owned(), |q| q.to_string());
-        format!("<unreadable {ty}>")
+        core::raw_canonical(RawArgs::Unreadable(ty))
     })
 }
 
@@ -658,14 +651,7 @@ impl Pipeline {
     pub(super) fn shared(slf: &Bound<'_, Self>, ctx: &Bound<'_, PyAny>) -> Shared {
         let py = slf.py();
         let p = slf.get();
-        let scope = match ctx.is_none() {
-            true => Some(p.default_scope.clone()),
-            false => match ctx.getattr_opt(intern!(py, "run_id")) {
-                Ok(Some(r)) if !r.is_none() => r.str().ok().map(|s| s.to_string_lossy().as_ref().into()),
-                Ok(_) => Some(p.default_scope.clone()),
-                Err(_) => None,
-            },
-        };
+        let scope = scope_in(py, ctx, &p.default_scope).ok();
         let observed = if p.needs.audit {
             p.audits
                 .iter()
@@ -809,6 +795,20 @@ impl Pipeline {
         let (code, payload) = started?;
         Ok((c, code, payload))
     }
+}
+
+/// The conversation of a call in `ctx` (see `core::scope_of`): its `run_id` as text, read now;
+/// what reading it raises propagates.
+fn scope_in(py: Python<'_>, ctx: &Bound<'_, PyAny>, default_scope: &Arc<str>) -> PyResult<Arc<str>> {
+    let run_id = (!ctx.is_none())
+        .then(|| ctx.getattr_opt(intern!(py, "run_id")))
+        .transpose()?
+        .flatten()
+        .filter(|r| !r.is_none())
+        .map(|r| r.str())
+        .transpose()?;
+    let run_id = run_id.as_ref().map(|r| r.to_string_lossy());
+    Ok(core::scope_of(run_id.as_deref(), default_scope))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -1081,18 +1081,7 @@ fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) ->
 static NAMES: PyOnceLock<[Py<PyString>; 7]> = PyOnceLock::new();
 
 fn names(py: Python<'_>) -> &[Py<PyString>; 7] {
-    NAMES.get_or_init(py, || {
-        [
-            "name",
-            "requires_approval",
-            "side_effecting",
-            "idempotent",
-            "effects_declared",
-            "timeout_s",
-            "url_arg",
-        ]
-        .map(|n| PyString::intern(py, n).unbind())
-    })
+    NAMES.get_or_init(py, || flags::NAMES.map(|n| PyString::intern(py, n).unbind()))
 }
 
 /// The flags a `ToolFlags` keeps, in its order.
@@ -1120,13 +1109,7 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 /// call, unless its `ToolView` answers them (checked at each answer).
 pub(crate) struct ToolFlags {
     values: [Py<PyAny>; 7],
-    name: String,
-    requires_approval: bool,
-    side_effecting: bool,
-    idempotent: bool,
-    undeclared: bool,
-    timeout_s: Option<f64>,
-    url_arg: Option<String>,
+    flags: flags::ToolFlags,
     /// What else a call reads of the tool, while its instance dict and its classes' dicts are
     /// unchanged (see `ToolView`); None where dict versions cannot be read or the tool does not
     /// qualify.
@@ -1209,11 +1192,7 @@ impl ToolView {
             return Ok(None);
         }
         // `_is_async`'s truth value, when it is one that cannot change.
-        let is_async = if a.is_none() {
-            false
-        } else if let Ok(b) = a.cast::<PyBool>() {
-            b.is_true()
-        } else {
+        let Some(is_async) = flags::is_async(&raw(&a)) else {
             return Ok(None);
         };
         let view = ToolView {
@@ -1221,7 +1200,7 @@ impl ToolView {
             classes,
             function: !f.is_none(),
             is_async,
-            non_blocking: nb.is(PyBool::new(py, true)),
+            non_blocking: flags::non_blocking(&raw(&nb)),
             plain_output: o.is_none(),
         };
         // Nothing above changed it (no code ran).
@@ -1294,71 +1273,38 @@ impl ToolFlags {
     fn read(py: Python<'_>, tool: &Bound<'_, PyAny>) -> PyResult<Result<Self, Kept>> {
         let names = kept_names(py);
         let mut values: Vec<Bound<'_, PyAny>> = Vec::with_capacity(names.len());
-        // `None` or a bool (bool cannot be subclassed): its truth value.
-        let flag = |v: &Bound<'_, PyAny>| {
-            if v.is_none() {
-                Some(false)
-            } else {
-                v.cast::<PyBool>().ok().map(|b| b.is_true())
-            }
-        };
-        let text = |v: &Bound<'_, PyAny>| {
-            if v.is_exact_instance_of::<PyString>() {
-                v.extract::<String>().ok()
-            } else {
-                None
-            }
-        };
-        let number = |v: &Bound<'_, PyAny>| v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyInt>();
+        let mut raws: Vec<Raw> = Vec::with_capacity(names.len());
         for (index, name) in names.into_iter().enumerate() {
             let Some(v) = attr(tool, name)? else {
                 return Ok(Err(Kept::Unkept { index, at: 0 }));
             };
             // Each in turn: the first that cannot be kept ends the reading.
-            let plain = match index {
-                0 => text(&v).is_some(),
-                5 => v.is_none() || number(&v),
-                6 => v.is_none() || text(&v).is_some(),
-                _ => flag(&v).is_some(),
-            };
-            if !plain {
+            let r = raw(&v);
+            if !flags::keeps(index, &r) {
                 return Ok(Err(Kept::Unkept {
                     index,
                     at: v.as_ptr() as usize,
                 }));
             }
             values.push(v);
+            raws.push(r);
         }
-        let unkept = || Kept::Unkept { index: 0, at: 0 };
-        let t = &values[5];
-        let u = &values[6];
-        let read = || -> Result<Self, Kept> {
+        let unkept = |index| Kept::Unkept { index, at: 0 };
+        let Ok(raws) = <[Raw; 7]>::try_from(raws) else {
+            return Ok(Err(unkept(0)));
+        };
+        Ok(flags::ToolFlags::of(raws).map_err(unkept).and_then(|flags| {
             Ok(ToolFlags {
-                name: text(&values[0]).ok_or_else(unkept)?,
-                requires_approval: flag(&values[1]).ok_or_else(unkept)?,
-                side_effecting: flag(&values[2]).ok_or_else(unkept)?,
-                idempotent: flag(&values[3]).ok_or_else(unkept)?,
-                undeclared: values[4].is(PyBool::new(py, false)),
-                timeout_s: if t.is_none() {
-                    None
-                } else {
-                    t.extract::<f64>().ok().filter(|t| *t > 0.0)
-                },
-                url_arg: if u.is_none() {
-                    None
-                } else {
-                    text(u).filter(|u| !u.is_empty())
-                },
+                flags,
                 view: None,
                 values: values
                     .iter()
                     .map(|v| v.clone().unbind())
                     .collect::<Vec<_>>()
                     .try_into()
-                    .map_err(|_| unkept())?,
+                    .map_err(|_| unkept(0))?,
             })
-        };
-        Ok(read())
+        }))
     }
 
     /// `getattr(tool, name)` still answers the very object each flag of `read` (a bit per flag,
@@ -1372,27 +1318,20 @@ impl ToolFlags {
         }
         Ok(true)
     }
+}
 
-    /// The flags a call's admission reads under the rules `n` (a bit per flag, in `kept_names`
-    /// order): its name always, each other one where a rule reads it.
-    fn read_by(n: Needs) -> u8 {
-        let mut read = 1; // name
-        if n.approval {
-            read |= 1 << 1; // requires_approval
-        }
-        if n.read_only {
-            read |= 1 << 2; // side_effecting
-        }
-        if n.retry {
-            read |= 1 << 3 | 1 << 4; // idempotent, effects_declared
-        }
-        if n.timeout {
-            read |= 1 << 5; // timeout_s
-        }
-        if n.egress {
-            read |= 1 << 6; // url_arg
-        }
-        read
+/// A flag's value as the core reads it (`flags::Raw`): no code of the value's own runs.
+fn raw(v: &Bound<'_, PyAny>) -> Raw {
+    if v.is_none() {
+        Raw::None
+    } else if let Ok(b) = v.cast::<PyBool>() {
+        Raw::Bool(b.is_true()) // bool cannot be subclassed
+    } else if v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyInt>() {
+        Raw::Number(v.extract::<f64>().ok())
+    } else if v.is_exact_instance_of::<PyString>() {
+        v.extract::<String>().map_or(Raw::Other, Raw::Text)
+    } else {
+        Raw::Other
     }
 }
 
@@ -1505,7 +1444,7 @@ impl<'py> Flags<'py> {
                     return Ok(flags);
                 }
                 // No view (the tool does not qualify): the flags its rules read, compared.
-                Kept::Flags(s) if s.view.is_none() && s.holds(py, tool, ToolFlags::read_by(n))? => {
+                Kept::Flags(s) if s.view.is_none() && s.holds(py, tool, flags::read_by(n))? => {
                     flags.snap = Some(s.clone());
                     return Ok(flags);
                 }
@@ -1554,7 +1493,7 @@ impl<'py> Flags<'py> {
     /// `tool.name` as a string (its `AttributeError` when it has none).
     fn name(&self) -> PyResult<String> {
         if let Some(s) = &self.snap {
-            return Ok(s.name.clone());
+            return Ok(s.flags.name.clone());
         }
         let py = self.tool.py();
         match self.get(intern!(py, "name"))? {
@@ -1565,57 +1504,62 @@ impl<'py> Flags<'py> {
 
     fn requires_approval(&self) -> PyResult<bool> {
         match &self.snap {
-            Some(s) => Ok(s.requires_approval),
+            Some(s) => Ok(s.flags.requires_approval),
             None => self.truthy(intern!(self.tool.py(), "requires_approval")),
         }
     }
 
     fn side_effecting(&self) -> PyResult<bool> {
         match &self.snap {
-            Some(s) => Ok(s.side_effecting),
+            Some(s) => Ok(s.flags.side_effecting),
             None => self.truthy(intern!(self.tool.py(), "side_effecting")),
         }
     }
 
     fn idempotent(&self) -> PyResult<bool> {
         match &self.snap {
-            Some(s) => Ok(s.idempotent),
+            Some(s) => Ok(s.flags.idempotent),
             None => self.truthy(intern!(self.tool.py(), "idempotent")),
         }
     }
 
-    /// Only an explicit `effects_declared = False` counts as undeclared.
+    /// See `flags::undeclared`.
     fn undeclared(&self) -> PyResult<bool> {
         if let Some(s) = &self.snap {
-            return Ok(s.undeclared);
+            return Ok(s.flags.undeclared);
         }
         let py = self.tool.py();
-        Ok(matches!(self.get(intern!(py, "effects_declared"))?, Some(v) if v.is(PyBool::new(py, false))))
+        Ok(self
+            .get(intern!(py, "effects_declared"))?
+            .is_some_and(|v| flags::undeclared(&raw(&v))))
     }
 
-    /// The tool's own deadline: `timeout_s` when a number greater than 0.
+    /// The tool's own deadline (see `flags::timeout_s`): `timeout_s` as a float.
     fn timeout_s(&self) -> PyResult<Option<f64>> {
         if let Some(s) = &self.snap {
-            return Ok(s.timeout_s);
+            return Ok(s.flags.timeout_s);
         }
-        Ok(match self.get(intern!(self.tool.py(), "timeout_s"))? {
-            Some(t) if !t.is_none() => t.extract::<f64>().ok().filter(|t| *t > 0.0),
+        let number = match self.get(intern!(self.tool.py(), "timeout_s"))? {
+            Some(t) if !t.is_none() => t.extract::<f64>().ok(),
             _ => None,
-        })
+        };
+        Ok(flags::timeout_s(number))
     }
 
-    /// The name of the argument holding the URL the tool reaches (`url_arg`, when set).
+    /// The name of the argument holding the URL the tool reaches (see `flags::url_arg`):
+    /// `url_arg` when true, as a string (what converting it raises fails the call).
     fn url_arg(&self) -> PyResult<Option<String>> {
         if let Some(s) = &self.snap {
-            return Ok(s.url_arg.clone());
+            return Ok(s.flags.url_arg.clone());
         }
-        match self
+        let text = match self
             .get(intern!(self.tool.py(), "url_arg"))?
             .filter(|a| a.is_truthy().unwrap_or(false))
         {
-            Some(a) => Ok(Some(a.extract()?)),
-            None => Ok(None),
-        }
+            Some(a) => Some(a.extract()?),
+            None => None,
+        };
+        Ok(flags::url_arg(text))
     }
 
     /// A function tool: `fn` and `check_output` set.
@@ -1637,13 +1581,15 @@ impl<'py> Flags<'py> {
         }
     }
 
-    /// `non_blocking` is `True` itself.
+    /// See `flags::non_blocking`.
     fn non_blocking(&self) -> PyResult<bool> {
         if let Some(v) = self.viewed() {
             return Ok(v.non_blocking);
         }
         let py = self.tool.py();
-        Ok(matches!(self.get(intern!(py, "non_blocking"))?, Some(v) if v.is(PyBool::new(py, true))))
+        Ok(self
+            .get(intern!(py, "non_blocking"))?
+            .is_some_and(|v| flags::non_blocking(&raw(&v))))
     }
 
     /// `getattr(tool, "is_read_only_call", None)`, answered from the instance dict when no class
@@ -1827,7 +1773,6 @@ pub struct Call {
     /// context `ctx`.
     here: bool,
     ctx: Option<Py<PyAny>>,
-    started: f64,
     /// `args` may go to anyone: false while it is a plain dict only a wrapper that unpacks it
     /// may get (`Call::sealed_args` makes it a `FrozenDict` first).
     sealed: bool,
@@ -1864,7 +1809,6 @@ impl Call {
             tc: None,
             here: false,
             ctx: None,
-            started: 0.0,
             sealed: true,
             flags: None,
             kept: None,
@@ -1874,18 +1818,10 @@ impl Call {
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call), once
         // for a turn's calls.
-        if let Some(scope) = shared.and_then(|s| s.scope.as_ref()) {
-            f.scope = scope.clone();
-        } else {
-            f.scope = match has_ctx
-                .then(|| ctx.getattr_opt(intern!(py, "run_id")))
-                .transpose()?
-                .flatten()
-            {
-                Some(r) if !r.is_none() => r.str()?.to_string_lossy().as_ref().into(),
-                _ => p.default_scope.clone(),
-            };
-        }
+        f.scope = match shared.and_then(|s| s.scope.as_ref()) {
+            Some(scope) => scope.clone(),
+            None => scope_in(py, ctx, &p.default_scope)?,
+        };
         let mut observed = false;
         if n.audit {
             // Left empty (no allocation) while nobody observes the call: a rule without an entry
@@ -1914,13 +1850,13 @@ impl Call {
                 args,
                 call_id,
             } => {
-                f.rejection_code = Some(code.unwrap_or_else(|| code_of(&env)));
+                f.rejection_code = Some(code.unwrap_or_else(|| code_in(&env)));
                 f.name = name.as_ref().map(|n| n.to_string());
                 if n.canonical_of_rejected(f.name.is_some(), observed) {
-                    f.canonical = match (raw, &args) {
-                        (Some(value), _) => rules::canonical_json(&value),
+                    f.canonical = match (&raw, &args) {
+                        (Some(value), _) => core::raw_canonical(RawArgs::Value(value)),
                         (None, Some(a)) => raw_canonical(a),
-                        (None, None) => "{}".to_owned(),
+                        (None, None) => core::raw_canonical(RawArgs::Absent),
                     };
                 }
                 me.call_id = call_id.map(Bound::unbind);
@@ -1963,7 +1899,7 @@ impl Call {
                         if let Some(d) = ctx.getattr_opt(intern!(py, "deadline"))?.filter(|d| !d.is_none()) {
                             // `deadline - time.monotonic()` with Python's own errors for a bad value.
                             let left: f64 = d.sub(helpers(py)?.monotonic.bind(py).call0()?)?.extract()?;
-                            f.deadline = Some(mono() + left);
+                            f.deadline = Some(core::deadline_at(mono(), left));
                         }
                     }
                 }
@@ -1980,35 +1916,24 @@ impl Call {
                         }
                     }
                 }
-                // The text only when something reads it; the validated arguments give the key
-                // without it (a text, when there is one, is the key itself).
-                let needs_canonical = n.canonical_of_admitted(observed, f.requires_approval);
-                let needs_key = n.key_of_admitted();
-                f.canonical = match canonical {
-                    Canonical::Text(c) => c,
-                    _ if !needs_canonical && !needs_key => String::new(),
-                    Canonical::Of(value) => match (needs_canonical, needs_key) {
-                        (true, true) => {
-                            let (text, key) = rules::canonical_and_key(&value);
-                            f.key = key;
-                            text
-                        }
-                        (true, false) => rules::canonical_json(&value),
-                        _ => {
-                            f.key = rules::args_key(&value);
-                            String::new()
-                        }
-                    },
+                // The text and key only when something reads them (see `core::admitted_identity`;
+                // a text, when there is one, is the key itself).
+                match canonical {
+                    Canonical::Text(c) => f.canonical = c,
+                    Canonical::Of(value) => {
+                        (f.canonical, f.key) = core::admitted_identity(&n, &value, observed, f.requires_approval);
+                    }
                     Canonical::Key(key) => {
                         f.key = key;
-                        if needs_canonical {
-                            canonical_text(&args)?
-                        } else {
-                            String::new()
+                        if n.canonical_of_admitted(observed, f.requires_approval) {
+                            f.canonical = canonical_text(&args)?;
                         }
                     }
-                    Canonical::FromArgs => canonical_text(&args)?,
-                };
+                    Canonical::FromArgs if n.identity_of_admitted(observed, f.requires_approval) => {
+                        f.canonical = canonical_text(&args)?;
+                    }
+                    Canonical::FromArgs => {}
+                }
                 f.name = Some(name);
                 me.kept = flags.view.take();
                 me.flags = flags.dict.map(Bound::unbind);
@@ -2026,7 +1951,6 @@ impl Call {
 
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let t = now(self.pipe.get().unix);
-        self.started = t.mono;
         let pipe = self.pipe.clone_ref(py);
         let step = lock(&pipe.get().inner).start(&mut self.m, t);
         self.advance(py, step)
@@ -2054,9 +1978,7 @@ impl Call {
             let flags = Flags::of_call(py, self)?;
             let tool = flags.tool.clone();
             let kind = self.body_kind(py, &flags)?;
-            let here = matches!(kind, BodyKind::Inline | BodyKind::Async) && self.here;
-            // A call past its deadline never starts: the driver answers it.
-            if !here || timeout_s.is_some_and(|l| l <= 0.0) {
+            if !kind.runs_here(self.here, timeout_s) {
                 self.wake(py)?;
                 return self.run_step(py, tool, timeout_s, kind);
             }
@@ -2467,8 +2389,7 @@ impl Call {
         let pipe = self.pipe.bind(py).get();
         let kind = classify(py, &exc, pipe.transient.as_ref().map(|t| t.bind(py)))?;
         let name = self.m.facts().name.clone().unwrap_or_default();
-        let env = failure_envelope(py, &name, &exc, self.core.as_ref().map(|c| c.bind(py)))?;
-        let code = code_of(&env);
+        let (code, env) = failure_envelope(py, &name, &exc, self.core.as_ref().map(|c| c.bind(py)))?;
         self.held = Some(env.unbind());
         if let Some(tc) = &self.tc {
             tc.bind(py).setattr(intern!(py, "exc"), &exc)?;
@@ -2511,19 +2432,13 @@ impl Call {
     /// declared `non_blocking = True` or named in the pipeline's inline tools is called on the
     /// caller's thread, any other sync one goes to the worker pool; any other tool runs itself.
     fn body_kind<'py>(&self, py: Python<'py>, flags: &Flags<'py>) -> PyResult<BodyKind> {
-        if !flags.function()? {
-            return Ok(BodyKind::of(false, false, false));
-        }
-        let is_async = flags.is_async()?;
-        let non_blocking = !is_async
-            && (flags.non_blocking()?
-                || self
-                    .pipe
-                    .bind(py)
-                    .get()
-                    .inline
-                    .contains(self.m.facts().name.as_deref().unwrap_or("")));
-        Ok(BodyKind::of(true, is_async, non_blocking))
+        let inline = &self.pipe.bind(py).get().inline;
+        flags::body_kind(
+            || flags.function(),
+            || flags.is_async(),
+            || flags.non_blocking(),
+            || inline.contains(self.m.facts().name.as_deref().unwrap_or("")),
+        )
     }
 
     fn config<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
@@ -2641,13 +2556,15 @@ impl Call {
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
         let f = self.m.facts();
         let d = PyDict::new(py);
-        d.set_item("tool", f.name.as_deref())?;
-        d.set_item("call_id", self.call_id.as_ref().map(|c| c.bind(py)))?;
-        d.set_item("args_hash", rules::args_hash(&f.canonical))?;
-        d.set_item("outcome", &r.outcome)?;
-        d.set_item("attempts", r.attempts)?;
-        d.set_item("elapsed_ms", r.elapsed_ms)?;
-        d.set_item("decision", r.decision)?;
+        for (key, value) in r.fields(f.name.as_deref(), &f.canonical) {
+            match value {
+                AuditValue::Text(t) => d.set_item(key, t)?,
+                AuditValue::Owned(t) => d.set_item(key, t)?,
+                AuditValue::CallId => d.set_item(key, self.call_id.as_ref().map(|c| c.bind(py)))?,
+                AuditValue::Count(n) => d.set_item(key, n)?,
+                AuditValue::Number(x) => d.set_item(key, x)?,
+            }
+        }
         Ok(d)
     }
 
@@ -2662,12 +2579,7 @@ impl Call {
                     Val::Obj(v) => v.bind(py).clone(),
                     Val::Json(j) => super::tools::to_py(py, &j)?,
                 };
-                let elapsed = if deduplicated {
-                    (mono() - self.started) * 1000.0
-                } else {
-                    elapsed_ms
-                };
-                let mut s = Success::new(value, elapsed);
+                let mut s = Success::new(value, elapsed_ms);
                 s.deduplicated = deduplicated;
                 envelope::success(py, s)
             }
@@ -2736,7 +2648,7 @@ impl Call {
         let get = |k: &str| d.and_then(|d| d.get_item(k).ok().flatten());
         let ok = get("ok").is_some_and(|v| v.is_truthy().unwrap_or(false));
         let deduplicated = get("deduplicated").is_some_and(|v| v.is_truthy().unwrap_or(false));
-        let code = d.map_or(Code::Known(ErrorCode::InternalError), code_of);
+        let code = d.map_or_else(|| Code::of_envelope(None), code_in);
         let value = if ok {
             get("value").map(|v| Arc::new(v.unbind()))
         } else {

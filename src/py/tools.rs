@@ -10,7 +10,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 use serde_json::Value;
 
 use super::envelope::{self, PyFailure as Failure};
-use crate::envelope::{Described, ShapeErrors, Success};
+use crate::envelope::{Code, Described, ShapeErrors, Success};
 use crate::errors::{self, Raised};
 use crate::render;
 use crate::schema::{self, ParamSpec};
@@ -573,6 +573,11 @@ impl CoreTool {
         py: Python<'py>,
         rejection: &Rejection,
     ) -> PyResult<Bound<'py, PyDict>> {
+        Ok(self.rejection_failure(py, rejection)?.1)
+    }
+
+    /// `rejection_envelope` with its code.
+    fn rejection_failure<'py>(&self, py: Python<'py>, rejection: &Rejection) -> PyResult<(Code, Bound<'py, PyDict>)> {
         let f = Failure::invalid_arguments(
             &self.name,
             rejection,
@@ -582,7 +587,25 @@ impl CoreTool {
         let schema = self
             .envelope_schema
             .get_or_try_init(py, || to_py(py, self.validator.schema()).map(Bound::unbind))?;
-        envelope::failure_with_schema(py, &f, Some(schema.bind(py)))
+        Ok((
+            f.code.clone(),
+            envelope::failure_with_schema(py, &f, Some(schema.bind(py)))?,
+        ))
+    }
+
+    /// `argument_error_envelope` with its code.
+    fn argument_error_failure<'py>(
+        &self,
+        py: Python<'py>,
+        exc: &Bound<'py, PyAny>,
+    ) -> PyResult<(Code, Bound<'py, PyDict>)> {
+        let tuple_of = |attr: &str| -> PyResult<Vec<String>> { exc.getattr(attr)?.extract() };
+        let problems = validate::ArgumentProblems {
+            unexpected: tuple_of("unexpected")?,
+            missing: tuple_of("missing")?,
+            invalid: exc.getattr("invalid")?.extract()?,
+        };
+        self.rejection_failure(py, &Rejection::Problems(problems))
     }
 }
 
@@ -642,13 +665,7 @@ impl CoreTool {
     /// The `invalid_arguments` envelope for a `ToolArgumentError` raised elsewhere.
     fn argument_error_envelope<'py>(&self, py: Python<'py>, exc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
         let _in = super::shutdown::inside(py);
-        let tuple_of = |attr: &str| -> PyResult<Vec<String>> { exc.getattr(attr)?.extract() };
-        let problems = validate::ArgumentProblems {
-            unexpected: tuple_of("unexpected")?,
-            missing: tuple_of("missing")?,
-            invalid: exc.getattr("invalid")?.extract()?,
-        };
-        self.rejection_envelope(py, &Rejection::Problems(problems))
+        Ok(self.argument_error_failure(py, exc)?.1)
     }
 }
 
@@ -888,13 +905,23 @@ pub(crate) fn error_envelope<'py>(
     core: Option<&Bound<'py, CoreTool>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let _in = super::shutdown::inside(py);
+    Ok(error_failure(py, tool_name, exc, core)?.1)
+}
+
+/// `error_envelope` with its failure's code.
+pub(crate) fn error_failure<'py>(
+    py: Python<'py>,
+    tool_name: &str,
+    exc: &Bound<'py, PyAny>,
+    core: Option<&Bound<'py, CoreTool>>,
+) -> PyResult<(Code, Bound<'py, PyDict>)> {
     // A tool's own exception is read defensively (a code that is not a str, a broken
     // `__str__`) so that describing the failure can never fail.
     let text =
         |o: PyResult<Bound<'py, PyAny>>| -> Option<String> { o.and_then(|v| v.str()).and_then(|v| v.extract()).ok() };
     let raised = classify(py, exc, None)?;
     if let (Raised::Arguments, Some(core)) = (raised, core) {
-        return core.get().argument_error_envelope(py, exc);
+        return core.get().argument_error_failure(py, exc);
     }
     let described = match raised {
         Raised::Deadline => Described::Deadline {
@@ -922,7 +949,8 @@ pub(crate) fn error_envelope<'py>(
             text: exc.str().and_then(|s| s.extract()).unwrap_or_default(),
         },
     };
-    envelope::failure(py, &Failure::of_described(tool_name, described))
+    let f = Failure::of_described(tool_name, described);
+    Ok((f.code.clone(), envelope::failure(py, &f)?))
 }
 
 /// The `internal_error` envelope for a fault of the tooling around a tool (a middleware
