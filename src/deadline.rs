@@ -30,6 +30,13 @@ pub fn passed(now: f64, end: Option<f64>) -> bool {
     end.is_some_and(|end| now > end)
 }
 
+/// Whether a body that took `elapsed_s` seconds (read only when there is a limit) overran its
+/// `limit`: nothing past the deadline is a success.
+#[inline]
+pub fn overran(limit: Option<f64>, elapsed_s: impl FnOnce() -> f64) -> bool {
+    limit.is_some_and(|l| elapsed_s() > l)
+}
+
 /// A call whose limit is not above 0 never starts: it is past its deadline already.
 #[inline]
 pub fn never_starts(limit: Option<f64>) -> bool {
@@ -284,6 +291,9 @@ mod tests {
         assert!(!never_starts(None));
         assert_eq!(delivered(3, true), 2);
         assert_eq!(delivered(3, false), 3);
+        assert!(overran(Some(1.0), || 1.5));
+        assert!(!overran(Some(1.0), || 1.0));
+        assert!(!overran(None, || panic!("no limit: not read")));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! agentkit-tools core.
 //!
 //! The pure-Rust modules (`docstring`, `schema`, `validate`, `arguments`, `errors`, `envelope`,
-//! `calls`, `registry`, `middleware`, `pipeline`, `drive`, `observe`, `render`, `memory`,
-//! `handoff`, `pool`, `deadline`, `cancel`, `shutdown`) hold all the logic and know nothing of
-//! Python; `py` is the thin binding layer that converts values and maps errors. It is compiled
-//! only with the `python` feature (maturin turns it on), so the core builds and runs its tests
-//! with pyo3 absent.
+//! `calls`, `registry`, `middleware`, `pipeline`, `flags`, `body`, `drive`, `observe`, `render`,
+//! `memory`, `handoff`, `pool`, `deadline`, `cancel`, `shutdown`) hold all the logic and know
+//! nothing of Python; `py` is the thin binding layer that converts values and maps errors. It is
+//! compiled only with the `python` feature (maturin turns it on), so the core builds and runs its
+//! tests with pyo3 absent.
 pub mod arguments;
+pub mod body;
 pub mod calls;
 pub mod cancel;
 pub mod deadline;

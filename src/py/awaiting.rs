@@ -35,6 +35,7 @@ use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
+use crate::body::{self, CallersCancel, Ending, Thrown};
 use crate::cancel::{self, Requests};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -47,11 +48,37 @@ pub(super) fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
 }
 
+/// What `exc` is, by class, as `crate::body` reads it.
+pub(super) fn thrown(exc: &Bound<'_, PyAny>) -> Thrown {
+    let py = exc.py();
+    Thrown {
+        exception: exc.is_instance_of::<PyException>(),
+        stop_iteration: exc.is_instance_of::<PyStopIteration>(),
+        stop: exc.is_instance_of::<PyKeyboardInterrupt>() || exc.is_instance_of::<PySystemExit>(),
+        generator_exit: exc.is_instance_of::<PyGeneratorExit>(),
+        cancelled: helpers(py).is_ok_and(|h| exc.is_instance(h.cancelled_error.bind(py)).unwrap_or(false)),
+    }
+}
+
+/// `thrown` of a raised error.
+fn thrown_err(py: Python<'_>, e: &PyErr) -> Thrown {
+    thrown(e.value(py).as_any())
+}
+
+/// Closing or cancelling a body ended with `out`: what propagates of it (see
+/// `body::close_propagates`), else nothing.
+fn close_outcome<T>(py: Python<'_>, out: PyResult<T>, no_loop: bool) -> PyResult<()> {
+    match out {
+        Err(e) if body::close_propagates(Some(thrown_err(py, &e)), no_loop) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// What a body's `BaseException` that is not an `Exception` becomes on its way to the caller
-/// (`_runner._carried`): `KeyboardInterrupt`/`SystemExit` as they are, anything else wrapped in
-/// `BodyFailed`.
+/// (`_runner._carried`, see `body::wrapped`): `KeyboardInterrupt`/`SystemExit` as they are,
+/// anything else wrapped in `BodyFailed`.
 fn carried(py: Python<'_>, h: &Helpers, e: PyErr) -> PyErr {
-    if e.is_instance_of::<PyException>(py) || is_stop(py, &e) {
+    if !body::wrapped(thrown_err(py, &e)) {
         return e;
     }
     match h.body_failed.bind(py).call1((e.value(py),)) {
@@ -528,15 +555,11 @@ impl Body {
         }
         let y = match self.step(py, h, true, exc) {
             Ok(y) => y,
-            Err(e) if is_stop(py, &e) => return Err(e),
-            Err(_) => return Ok(()), // it ended at once
+            Err(e) => return close_outcome(py, Err::<(), _>(e), false), // it ended at once
         };
         let Ok(lp) = h.get_running_loop.bind(py).call0() else {
             // No loop left to run its clean-up on: it is closed instead.
-            return match self.close(py, h) {
-                Err(e) if !e.is_instance_of::<PyException>(py) => Err(e),
-                _ => Ok(()),
-            };
+            return close_outcome(py, self.close(py, h), true);
         };
         let w = Waiting::new(self.clone_ref(py), y, None, None, py.None().into_bound(py), true);
         let clean_up = Bound::new(
@@ -668,10 +691,10 @@ pub(super) fn new_exception<'py, T: PyTypeInfo>(
 /// `RuntimeError("coroutine raised StopIteration")` caused by it (else whoever awaits it reads
 /// that exception as the value it returned); anything else leaves as it is.
 pub(super) fn raised_inside(py: Python<'_>, e: PyErr) -> PyErr {
-    if !e.is_instance_of::<PyStopIteration>(py) {
+    if !body::raised_inside(thrown_err(py, &e)) {
         return e;
     }
-    let err = new_exception::<pyo3::exceptions::PyRuntimeError>(py, ("coroutine raised StopIteration",));
+    let err = new_exception::<pyo3::exceptions::PyRuntimeError>(py, (body::STOP_ITERATION_MESSAGE,));
     drop(err.setattr(intern!(py, "__context__"), e.value(py)));
     let err = PyErr::from_value(err);
     err.set_cause(py, Some(e));
@@ -729,7 +752,7 @@ impl Waiting {
         set.add(&held)?;
         self.held = HolderEntry(Some((set.unbind(), held.unbind())));
         let Some(end) = self.end else { return Ok(()) };
-        if deadline::now(py, h)? >= end {
+        if body::blocked_past(deadline::now(py, h)?, Some(end)) {
             let y = self.y.bind(py);
             if h.isfuture.bind(py).call1((y,))?.is_truthy()? {
                 y.call_method0(intern!(py, "cancel"))?;
@@ -774,8 +797,9 @@ impl Waiting {
     fn finish<'py>(&mut self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
         self.unwatch(py);
         if self.clean_up {
+            let raised = out.as_ref().err().map(|e| thrown_err(py, e));
             return match out {
-                Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
+                Err(e) if !body::dropped(true, raised) => Err(e),
                 _ => Err(PyStopIteration::new_err(())),
             };
         }
@@ -792,7 +816,8 @@ impl Waiting {
 /// future completed with it (cancelling the task then cancels that plain future at once, never
 /// waiting for the other task's own clean-up), anything else as it is.
 pub(super) fn waited<'py>(py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    if y.is_none() || y.get_type().is(h.future.bind(py)) || !h.isfuture.bind(py).call1((&y,))?.is_truthy()? {
+    let is_future = || h.isfuture.bind(py).call1((&y,))?.is_truthy();
+    if !body::waits_through_plain_future(y.is_none(), y.get_type().is(h.future.bind(py)), is_future)? {
         return Ok(y);
     }
     // Its loop as an asyncio task finds it (`asyncio.futures._get_loop`): `get_loop()`, else
@@ -951,12 +976,10 @@ impl BodyAwait {
                 let w = Waiting::new(body, y, end, limit, name, false);
                 self.go_on(py, h, me, Box::new(w), Input::Send(py.None().into_bound(py)))
             }
-            Ok(Sent::Returned(v)) => {
-                if deadline::passed(py, h, end)? {
-                    return Err(timeout(py, h, &name, limit));
-                }
-                Err(PyStopIteration::new_err((v.unbind(),)))
-            }
+            Ok(Sent::Returned(v)) => match body::ending(None, || deadline::passed(py, h, end), || Ok(false))? {
+                Ending::TimedOut => Err(timeout(py, h, &name, limit)),
+                _ => Err(PyStopIteration::new_err((v.unbind(),))),
+            },
             Err(e) => Err(carried(py, h, e)),
         }
     }
@@ -974,10 +997,8 @@ impl BodyAwait {
             if w.clean_up {
                 if let Input::Throw(_) = input {
                     // Its task was cancelled before its first step: the body is closed.
-                    return match w.body.close(py, h) {
-                        Err(e) if is_stop(py, &e) => Err(e),
-                        _ => Err(PyStopIteration::new_err(())),
-                    };
+                    close_outcome(py, w.body.close(py, h), false)?;
+                    return Err(PyStopIteration::new_err(()));
                 }
             }
             w.enter(py, h, me)?;
@@ -1010,21 +1031,29 @@ impl BodyAwait {
                     w.delivered = true;
                     w.body.requested(py)?; // the body's task is cancelled with this one
                     let expired = w.expired(py)?;
-                    if !wait.is(&y) && !y.call_method0(intern!(py, "done"))?.is_truthy()? {
+                    let pending = || Ok::<_, PyErr>(!y.call_method0(intern!(py, "done"))?.is_truthy()?);
+                    let then = body::callers_cancel(!wait.is(&y), pending, expired)?;
+                    if matches!(
+                        then,
+                        CallersCancel::CancelAndWait | CallersCancel::Abandon { cancel_wait: true }
+                    ) {
                         y.call_method0(intern!(py, "cancel"))?; // as a task does with the future it awaits
-                        if !expired {
+                    }
+                    match then {
+                        CallersCancel::CancelAndWait => {
                             // The body sees the cancellation once that future has ended.
                             let wait = w.wrap(py, h, y)?;
                             w.wait = wait.clone().unbind();
                             self.state = State::Waiting(w);
                             return Ok(wait);
                         }
-                    }
-                    if expired {
-                        if let Err(e) = w.body.abandon(py, h, exc.clone(), true) {
-                            return w.finish(py, Err(e));
+                        CallersCancel::Abandon { .. } => {
+                            if let Err(e) = w.body.abandon(py, h, exc.clone(), true) {
+                                return w.finish(py, Err(e));
+                            }
+                            return w.finish(py, Err(PyErr::from_value(exc)));
                         }
-                        return w.finish(py, Err(PyErr::from_value(exc)));
+                        CallersCancel::Throw => {}
                     }
                 }
                 (true, exc)
@@ -1033,7 +1062,7 @@ impl BodyAwait {
         };
         match w.body.step(py, h, throw, arg) {
             Ok(y) => {
-                if callers && w.clean_up {
+                if body::closes_after_yield(w.clean_up, callers) {
                     // A clean-up that swallowed its task's cancellation: closed.
                     let closed = w.body.close(py, h);
                     return w.finish(py, closed.map(|()| py.None().into_bound(py)));
@@ -1044,15 +1073,10 @@ impl BodyAwait {
                 self.state = State::Waiting(w);
                 Ok(wait)
             }
-            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
-                let value = e.value(py).getattr(intern!(py, "value"))?;
-                if deadline::passed(py, h, w.end)? {
-                    let late = timeout(py, h, w.name.bind(py), w.limit);
-                    return w.finish(py, Err(late));
-                }
-                w.finish(py, Ok(value))
-            }
-            Err(e) if e.is_instance(py, h.cancelled_error.bind(py)) => {
+            Err(e) => {
+                // It returned (`StopIteration`, its value), or raised.
+                let returned = e.is_instance_of::<PyStopIteration>(py);
+                let raised = (!returned).then(|| thrown_err(py, &e));
                 let count = || -> PyResult<Option<isize>> {
                     w.task
                         .as_ref()
@@ -1063,14 +1087,18 @@ impl BodyAwait {
                         })
                         .transpose()
                 };
-                let callers = cancel::ended_by_callers(w.delivered, count, w.before)?;
-                // The caller's cancellation, else the body cancelled itself.
-                let out = if callers { e } else { carried(py, h, e) };
-                w.finish(py, Err(out))
-            }
-            Err(e) => {
-                let out = carried(py, h, e);
-                w.finish(py, Err(out))
+                let ending = body::ending(
+                    raised,
+                    || deadline::passed(py, h, w.end),
+                    || cancel::ended_by_callers(w.delivered, count, w.before),
+                )?;
+                let out = match ending {
+                    Ending::Value => Ok(e.value(py).getattr(intern!(py, "value"))?),
+                    Ending::TimedOut => Err(timeout(py, h, w.name.bind(py), w.limit)),
+                    Ending::AsRaised => Err(e), // the caller's cancellation
+                    Ending::Carried => Err(carried(py, h, e)),
+                };
+                w.finish(py, out)
             }
         }
     }
@@ -1088,10 +1116,7 @@ impl BodyAwait {
         self.state = State::Done;
         w.unwatch(py);
         if w.clean_up {
-            return match w.body.close(py, h) {
-                Err(e) if is_stop(py, &e) => Err(e),
-                _ => Ok(()),
-            };
+            return close_outcome(py, w.body.close(py, h), false);
         }
         let abandoned = h
             .cancelled_error

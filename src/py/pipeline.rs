@@ -8,15 +8,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use pyo3::exceptions::{
-    PyException, PyKeyboardInterrupt, PyRuntimeError, PyStopIteration, PySystemExit, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::body::{self, Disposition, Stage};
+use crate::deadline;
 use crate::envelope::{Code, Success};
 use crate::flags::{self, Raw};
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
@@ -1692,6 +1692,21 @@ enum Here<'py> {
     Out(u8, Bound<'py, PyAny>),
 }
 
+/// What becomes of `e`, raised at `stage` of a body the core runs itself (see
+/// `body::disposition`).
+fn here_raised(py: Python<'_>, stage: Stage, e: PyErr) -> Here<'_> {
+    let exc = e.into_value(py).into_bound(py).into_any();
+    match body::disposition(stage, super::awaiting::thrown(&exc)) {
+        Disposition::Fails => Here::Failed(exc),
+        Disposition::FailsAsRuntimeError => {
+            let err = PyRuntimeError::new_err(body::STOP_ITERATION_MESSAGE);
+            err.set_cause(py, Some(PyErr::from_value(exc)));
+            Here::Failed(err.into_value(py).into_bound(py).into_any())
+        }
+        Disposition::Raised => Here::Out(STEP_RAISE, exc),
+    }
+}
+
 /// Make `task` the current task of loop `lp` (as `asyncio.tasks._swap_current_task`); returns
 /// the previous one (None when there was none; `task` None leaves none current).
 pub(super) fn swap_task<'py>(
@@ -2154,36 +2169,15 @@ impl Call {
             .and_then(|within| self.call_body(py, flags, &args, &ctx, Some(&within)))
         {
             Ok(v) => v,
-            Err(e) => {
-                let exc = e.into_value(py).into_bound(py).into_any();
-                if exc.is_instance_of::<PyStopIteration>() {
-                    let err = PyRuntimeError::new_err("coroutine raised StopIteration");
-                    err.set_cause(py, Some(PyErr::from_value(exc)));
-                    return Ok(Here::Failed(err.into_value(py).into_bound(py).into_any()));
-                }
-                if exc.is_instance_of::<PyKeyboardInterrupt>() || exc.is_instance_of::<PySystemExit>() {
-                    return Ok(Here::Out(STEP_RAISE, exc));
-                }
-                return Ok(Here::Failed(exc)); // a BaseException of its own is the body's failure
-            }
+            Err(e) => return Ok(here_raised(py, Stage::SyncBody, e)),
         };
-        let after = |e: PyErr| {
-            let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyException>() {
-                Here::Failed(exc)
-            } else {
-                Here::Out(STEP_RAISE, exc)
-            }
-        };
-        if let Some(l) = limit {
-            if started.elapsed().as_secs_f64() > l {
-                // Nothing past the deadline is a success.
-                let name = self.m.facts().name.clone().unwrap_or_default();
-                return Ok(match h.timeout_error.bind(py).call1((name, l)) {
-                    Ok(exc) => Here::Failed(exc),
-                    Err(e) => after(e),
-                });
-            }
+        let after = |e: PyErr| here_raised(py, Stage::Around, e);
+        if deadline::overran(limit, || started.elapsed().as_secs_f64()) {
+            let name = self.m.facts().name.clone().unwrap_or_default();
+            return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
+                Ok(exc) => Here::Failed(exc),
+                Err(e) => after(e),
+            });
         }
         // An awaitable result is settled within what is left of the deadline (its end on
         // `time.monotonic`, read only for such a result).
@@ -2207,14 +2201,8 @@ impl Call {
         let none = || py.None().into_bound(py);
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
         let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
-        let failed = |e: PyErr| {
-            let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyKeyboardInterrupt>() || exc.is_instance_of::<PySystemExit>() {
-                Here::Out(STEP_RAISE, exc)
-            } else {
-                Here::Failed(exc) // a BaseException of its own is the body's failure
-            }
-        };
+        let failed = |e: PyErr| here_raised(py, Stage::AsyncBody, e);
+        let after = |e: PyErr| here_raised(py, Stage::Around, e);
         let h = helpers(py)?;
         // The body (a sync prelude before its coroutine included) runs in one copy of the
         // caller's context: what it sets reaches neither the caller nor the call's later steps.
@@ -2242,20 +2230,7 @@ impl Call {
             Ok(parts) => parts,
             Err(e) => {
                 drop(coro.call_method0(intern!(py, "close"))); // never started: no warning it was never awaited
-                let exc = e.into_value(py).into_bound(py).into_any();
-                return Ok(if exc.is_instance_of::<PyException>() {
-                    Here::Failed(exc)
-                } else {
-                    Here::Out(STEP_RAISE, exc)
-                });
-            }
-        };
-        let after = |e: PyErr| {
-            let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyException>() {
-                Here::Failed(exc)
-            } else {
-                Here::Out(STEP_RAISE, exc)
+                return Ok(after(e));
             }
         };
         // Its first step, as its own stand-in task (see `super::awaiting`).
@@ -2278,8 +2253,7 @@ impl Call {
                 Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
             }
             Ok(super::awaiting::Sent::Returned(value)) => {
-                if limit.is_some_and(|l| started.elapsed().as_secs_f64() > l) {
-                    // Nothing past the deadline is a success.
+                if deadline::overran(limit, || started.elapsed().as_secs_f64()) {
                     let name = self.m.facts().name.clone().unwrap_or_default();
                     return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
                         Ok(exc) => Here::Failed(exc),
@@ -2296,14 +2270,7 @@ impl Call {
                 };
                 Ok(self.checked(py, flags, value, &ctx, limit, end))
             }
-            Err(e) => {
-                let exc = e.into_value(py).into_bound(py).into_any();
-                Ok(if exc.is_instance_of::<PyException>() {
-                    Here::Failed(exc)
-                } else {
-                    failed(PyErr::from_value(exc))
-                })
-            }
+            Err(e) => Ok(failed(e)),
         }
     }
 
@@ -2341,14 +2308,7 @@ impl Call {
         end: Option<f64>,
     ) -> Here<'py> {
         let tool = &flags.tool;
-        let after = |e: PyErr| {
-            let exc = e.into_value(py).into_bound(py).into_any();
-            if exc.is_instance_of::<PyException>() {
-                Here::Failed(exc)
-            } else {
-                Here::Out(STEP_RAISE, exc)
-            }
-        };
+        let after = |e: PyErr| here_raised(py, Stage::Around, e);
         let h = match helpers(py) {
             Ok(h) => h,
             Err(e) => return after(e),

@@ -1,0 +1,315 @@
+//! A tool body the binding calls on the caller's thread or awaits in the caller's task: what
+//! becomes of each way it, or the code around it, ends. The binding reads what was raised by
+//! its class ([`Thrown`]) and the state of the await, asks here, and performs the answer (raise,
+//! fail the attempt, wait, step, close or abandon the body, time the call out).
+
+/// What was raised, by class (each an `isinstance` the binding read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Thrown {
+    /// An `Exception`.
+    pub exception: bool,
+    /// A `StopIteration` (an `Exception` too).
+    pub stop_iteration: bool,
+    /// A `KeyboardInterrupt` or a `SystemExit`: a request to stop the process.
+    pub stop: bool,
+    /// A `GeneratorExit`: what awaits the body is being closed.
+    pub generator_exit: bool,
+    /// An `asyncio.CancelledError`.
+    pub cancelled: bool,
+}
+
+/// The message of the `RuntimeError` a `StopIteration` becomes when it would leave a body or a
+/// coroutine (whoever awaits it would read it as the value it returned).
+pub const STOP_ITERATION_MESSAGE: &str = "coroutine raised StopIteration";
+
+/// Where a body the core runs itself raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Calling a non-blocking sync body on the caller's thread.
+    SyncBody,
+    /// Calling an `async` body's function, or taking its first step.
+    AsyncBody,
+    /// The code around a body: its deadline's error, its output check, the start of its await.
+    Around,
+}
+
+/// What becomes of what was raised there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// The attempt failed with it.
+    Fails,
+    /// The attempt failed with a `RuntimeError` ([`STOP_ITERATION_MESSAGE`]) caused by it.
+    FailsAsRuntimeError,
+    /// The driver raises it: the call does not go on.
+    Raised,
+}
+
+/// What becomes of `t`, raised at `stage`: a request to stop the process is raised; a body's
+/// own `BaseException` is the body's failure, but around the body only an `Exception` is a
+/// failure of the attempt; a sync body's `StopIteration` fails it as a `RuntimeError`.
+pub fn disposition(stage: Stage, t: Thrown) -> Disposition {
+    match stage {
+        Stage::SyncBody if t.stop_iteration => Disposition::FailsAsRuntimeError,
+        Stage::SyncBody | Stage::AsyncBody if t.stop => Disposition::Raised,
+        Stage::SyncBody | Stage::AsyncBody => Disposition::Fails,
+        Stage::Around if t.exception => Disposition::Fails,
+        Stage::Around => Disposition::Raised,
+    }
+}
+
+/// What a body's exception becomes on its way to the caller of its await: an `Exception`, or
+/// a request to stop the process, as it is (false); any other `BaseException` wrapped (true:
+/// `_runner.BodyFailed`), so that it is never read as the caller's own.
+pub fn wrapped(t: Thrown) -> bool {
+    !(t.exception || t.stop)
+}
+
+/// What leaves a coroutine of the core when `t` is raised inside it: a `StopIteration` that is
+/// not its own return becomes a `RuntimeError` ([`STOP_ITERATION_MESSAGE`]) caused by it (true).
+pub fn raised_inside(t: Thrown) -> bool {
+    t.stop_iteration
+}
+
+/// How the await of a body ends once a step of the body ended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// With the value the body returned.
+    Value,
+    /// With `ToolTimeoutError`: a value past the deadline is never a success.
+    TimedOut,
+    /// With what the body raised, as it is (the caller's own cancellation).
+    AsRaised,
+    /// With what the body raised, carried (see [`wrapped`]).
+    Carried,
+}
+
+/// How the await ends when the body returned (`raised` None) or raised: a return past the
+/// deadline (`past`, asked only then) is a timeout; a cancellation the caller's (`callers`,
+/// asked only for a cancellation) propagates as it is; anything else the body raised is
+/// carried.
+pub fn ending<E>(
+    raised: Option<Thrown>,
+    past: impl FnOnce() -> Result<bool, E>,
+    callers: impl FnOnce() -> Result<bool, E>,
+) -> Result<Ending, E> {
+    Ok(match raised {
+        None if past()? => Ending::TimedOut,
+        None => Ending::Value,
+        Some(t) if t.cancelled && callers()? => Ending::AsRaised,
+        Some(_) => Ending::Carried,
+    })
+}
+
+/// What the await does when the body yielded: it waits on it, unless the body is a clean-up's
+/// (`clean_up`, driven in a task of its own past the deadline) that swallowed its task's
+/// cancellation just thrown into it (`callers`): it is closed then (true).
+pub fn closes_after_yield(clean_up: bool, callers: bool) -> bool {
+    clean_up && callers
+}
+
+/// How the await of a body ends with `raised` (None: its value), once it left its deadline: a
+/// clean-up's outcome is dropped (true), but a request to stop the process or the close of
+/// what awaits it, which propagate.
+pub fn dropped(clean_up: bool, raised: Option<Thrown>) -> bool {
+    clean_up && !raised.is_some_and(|t| t.stop || t.generator_exit)
+}
+
+/// What closing (or cancelling) a body raised (None: nothing) that propagates: a request to stop
+/// the process; anything else its clean-up raised is dropped. A body abandoned with no loop
+/// left to run its clean-up on is closed instead (`no_loop`): then any `BaseException` that is
+/// not an `Exception` propagates.
+pub fn close_propagates(raised: Option<Thrown>, no_loop: bool) -> bool {
+    match raised {
+        Some(t) if no_loop => !t.exception,
+        Some(t) => t.stop,
+        None => false,
+    }
+}
+
+/// What the await does with a cancellation of the caller's task thrown into it (see
+/// `cancel::thrown_is_callers`) while the body waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallersCancel {
+    /// Cancel the future the body waits on (as a task does) and wait on it again: the body sees
+    /// the cancellation once that future has ended.
+    CancelAndWait,
+    /// The deadline expired: abandon the body (cancel the future it waits on first,
+    /// `cancel_wait`), and end the await with the cancellation.
+    Abandon { cancel_wait: bool },
+    /// Throw the cancellation into the body now.
+    Throw,
+}
+
+/// [`CallersCancel`] of a body whose task waits on a plain future in its place (`wrapped`: it
+/// waits on another task or a gathering future) that has not ended (`pending`, asked only
+/// then), the deadline `expired` or not.
+pub fn callers_cancel<E>(
+    wrapped: bool,
+    pending: impl FnOnce() -> Result<bool, E>,
+    expired: bool,
+) -> Result<CallersCancel, E> {
+    let cancel_wait = wrapped && pending()?;
+    Ok(if expired {
+        CallersCancel::Abandon { cancel_wait }
+    } else if cancel_wait {
+        CallersCancel::CancelAndWait
+    } else {
+        CallersCancel::Throw
+    })
+}
+
+/// Whether a body whose first step ran before the caller first awaits it has blocked past its
+/// deadline `end` by `now` (then it is abandoned and the call times out at once).
+pub fn blocked_past(now: f64, end: Option<f64>) -> bool {
+    end.is_some_and(|end| now >= end)
+}
+
+/// What a task waits on for what a body yielded: a plain future in its place (true) only for
+/// a future (`is_future`) that is not exactly an `asyncio.Future`: another task or a gathering
+/// future (cancelling the caller then never waits for that task's own clean-up).
+pub fn waits_through_plain_future<E>(
+    is_none: bool,
+    exact_future: bool,
+    is_future: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    Ok(!is_none && !exact_future && is_future()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXC: Thrown = Thrown {
+        exception: true,
+        stop_iteration: false,
+        stop: false,
+        generator_exit: false,
+        cancelled: false,
+    };
+    const STOP_ITER: Thrown = Thrown {
+        stop_iteration: true,
+        ..EXC
+    };
+    const STOP: Thrown = Thrown {
+        exception: false,
+        stop: true,
+        ..EXC
+    };
+    const CANCELLED: Thrown = Thrown {
+        exception: false,
+        cancelled: true,
+        ..EXC
+    };
+    const EXIT: Thrown = Thrown {
+        exception: false,
+        generator_exit: true,
+        ..EXC
+    };
+    const BASE: Thrown = Thrown {
+        exception: false,
+        ..EXC
+    };
+
+    #[test]
+    fn what_a_body_the_core_runs_raised_fails_the_attempt_or_is_raised() {
+        use Disposition::*;
+        let all = [EXC, STOP_ITER, STOP, CANCELLED, EXIT, BASE];
+        let of = |stage| all.map(|t| disposition(stage, t));
+        assert_eq!(
+            of(Stage::SyncBody),
+            [Fails, FailsAsRuntimeError, Raised, Fails, Fails, Fails]
+        );
+        assert_eq!(of(Stage::AsyncBody), [Fails, Fails, Raised, Fails, Fails, Fails]);
+        assert_eq!(of(Stage::Around), [Fails, Fails, Raised, Raised, Raised, Raised]);
+    }
+
+    #[test]
+    fn only_a_bodys_own_base_exception_is_wrapped() {
+        assert_eq!(
+            [EXC, STOP_ITER, STOP, CANCELLED, EXIT, BASE].map(wrapped),
+            [false, false, false, true, true, true]
+        );
+        assert!(raised_inside(STOP_ITER));
+        assert!(!raised_inside(EXC));
+    }
+
+    #[test]
+    fn an_await_ends_with_the_value_a_timeout_or_what_was_raised() {
+        let yes = || Ok::<_, ()>(true);
+        let no = || Ok::<_, ()>(false);
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(ending(None, no, never), Ok(Ending::Value));
+        assert_eq!(ending(None, yes, never), Ok(Ending::TimedOut));
+        assert_eq!(ending(Some(CANCELLED), never, yes), Ok(Ending::AsRaised));
+        assert_eq!(ending(Some(CANCELLED), never, no), Ok(Ending::Carried));
+        assert_eq!(ending(Some(EXC), never, never), Ok(Ending::Carried));
+        assert_eq!(ending(None, || Err(()), never), Err(()));
+    }
+
+    #[test]
+    fn a_clean_up_drops_its_outcome_but_a_stop() {
+        assert!(!dropped(false, None));
+        assert!(!dropped(false, Some(EXC)));
+        assert!(dropped(true, None));
+        assert!(dropped(true, Some(EXC)));
+        assert!(dropped(true, Some(CANCELLED)));
+        assert!(!dropped(true, Some(STOP)));
+        assert!(!dropped(true, Some(EXIT)));
+        assert!(closes_after_yield(true, true));
+        assert!(!closes_after_yield(true, false));
+        assert!(!closes_after_yield(false, true));
+    }
+
+    #[test]
+    fn closing_a_body_lets_only_a_stop_through() {
+        assert!(!close_propagates(None, false));
+        assert!(close_propagates(Some(STOP), false));
+        assert!(!close_propagates(Some(BASE), false));
+        assert!(!close_propagates(Some(EXC), false));
+        // closed in place of an abandon: any BaseException that is not an Exception
+        assert!(close_propagates(Some(BASE), true));
+        assert!(!close_propagates(Some(EXC), true));
+    }
+
+    #[test]
+    fn the_callers_cancellation_waits_for_the_wrapped_future_unless_the_deadline_expired() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(callers_cancel(false, never, false), Ok(CallersCancel::Throw));
+        assert_eq!(
+            callers_cancel(false, never, true),
+            Ok(CallersCancel::Abandon { cancel_wait: false })
+        );
+        assert_eq!(
+            callers_cancel(true, || Ok::<_, ()>(true), false),
+            Ok(CallersCancel::CancelAndWait)
+        );
+        assert_eq!(
+            callers_cancel(true, || Ok::<_, ()>(true), true),
+            Ok(CallersCancel::Abandon { cancel_wait: true })
+        );
+        assert_eq!(
+            callers_cancel(true, || Ok::<_, ()>(false), false),
+            Ok(CallersCancel::Throw)
+        );
+    }
+
+    #[test]
+    fn a_first_step_blocked_up_to_its_end_is_past_it() {
+        assert!(blocked_past(10.0, Some(10.0)));
+        assert!(blocked_past(10.5, Some(10.0)));
+        assert!(!blocked_past(9.5, Some(10.0)));
+        assert!(!blocked_past(1e9, None));
+    }
+
+    #[test]
+    fn only_another_tasks_future_is_waited_through_a_plain_one() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(waits_through_plain_future(true, false, never), Ok(false));
+        assert_eq!(waits_through_plain_future(false, true, never), Ok(false));
+        assert_eq!(waits_through_plain_future(false, false, || Ok::<_, ()>(true)), Ok(true));
+        assert_eq!(
+            waits_through_plain_future(false, false, || Ok::<_, ()>(false)),
+            Ok(false)
+        );
+    }
+}
