@@ -153,6 +153,18 @@ pub fn read_by(n: Needs) -> u8 {
     read
 }
 
+/// Whether a call changes nothing: what the tool's own read-only hook answers for it when the
+/// tool has one (`hook`), else that the tool is not `side_effecting` (asked only then).
+pub fn read_only<E>(
+    hook: Option<impl FnOnce() -> Result<bool, E>>,
+    side_effecting: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    match hook {
+        Some(ask) => ask(),
+        None => Ok(!side_effecting()?),
+    }
+}
+
 /// How a tool's body runs at this attempt, its facts asked in this order and only when they
 /// matter: a function tool (`function`: `fn` and `check_output` set) with an `async` body
 /// (`is_async`) is awaited; a sync one declared non-blocking (`non_blocking`) or named among the
@@ -275,6 +287,16 @@ mod tests {
             ..Needs::default()
         };
         assert_eq!(read_by(n), 0b011_1101);
+    }
+
+    #[test]
+    fn a_call_is_read_only_by_its_tools_hook_else_by_its_flag() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(read_only(Some(|| Ok(true)), never), Ok(true));
+        assert_eq!(read_only(Some(|| Ok(false)), never), Ok(false));
+        assert_eq!(read_only(Some(|| Err(())), never), Err(()));
+        assert_eq!(read_only(None::<fn() -> Result<bool, ()>>, || Ok(true)), Ok(false));
+        assert_eq!(read_only(None::<fn() -> Result<bool, ()>>, || Ok(false)), Ok(true));
     }
 
     #[test]

@@ -115,6 +115,31 @@ impl Observed {
     pub fn level(self) -> u8 {
         self as u8
     }
+
+    /// How an audit rule observes a call, its readers asked in order and only until one reads
+    /// it (see [`Observed::of`]): a sink set on the rule (`sink`), the audit log enabled at DEBUG
+    /// (`logged`), the call's context tracing (`traced`). What asking raises is the call's
+    /// failure.
+    pub fn asked<E>(
+        tracing: bool,
+        sink: impl FnOnce() -> Result<bool, E>,
+        logged: impl FnOnce() -> Result<bool, E>,
+        traced: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<Observed, E> {
+        let readers = tracing || sink()? || logged()? || traced()?;
+        Ok(Observed::of(tracing, readers))
+    }
+
+    /// Whether the call's context traces it, as reading its `trace` went (`Ok(None)`: it has
+    /// none): one that cannot be read counts as set (its failure is logged when the record goes
+    /// to it), unless what reading it raised propagates (`propagates`, asked only then).
+    pub fn traced<E>(read: Result<Option<bool>, E>, propagates: impl FnOnce(&E) -> bool) -> Result<bool, E> {
+        match read {
+            Ok(set) => Ok(set.unwrap_or(false)),
+            Err(e) if propagates(&e) => Err(e),
+            Err(_) => Ok(true),
+        }
+    }
 }
 
 /// Which facts of a call the rules of a pipeline read: the binding gathers only these (each
@@ -186,6 +211,11 @@ impl Needs {
         self.canonical_of_admitted(observed, requires_approval) || self.key_of_admitted()
     }
 
+    /// A rule reads the wall clock: a shared idempotency store's leases are on it.
+    pub fn wall_clock(&self) -> bool {
+        self.store
+    }
+
     /// A rejected call (its raw arguments) needs it when the repeat guard counts it (it names a
     /// tool) or an audit record hashes it.
     pub fn canonical_of_rejected(&self, named: bool, observed: bool) -> bool {
@@ -250,6 +280,52 @@ pub fn scope_of(run_id: Option<&str>, default_scope: &std::sync::Arc<str>) -> st
 pub fn deadline_at(now: f64, left: f64) -> f64 {
     now + left
 }
+
+/// What a call's context holds as its host's approvals (`ctx.approvals`), as the binding read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approvals {
+    /// It has none.
+    Absent,
+    /// A bare string (or bytes): not a collection (`in` would match substrings).
+    Text,
+    /// An empty (false) one.
+    Empty,
+    /// A collection to look the call up in.
+    Collection,
+}
+
+/// Whether the host approved a call already: the call's own `"approved": True` (`flagged`: a
+/// key of the call, never of the model's arguments), or a collection of approvals (`approvals`,
+/// read only then) holding the tool name (`holds_name`) or the call's id (`holds_id`, asked only
+/// when the name is not held; None: the call has no id). A collection that cannot hold them
+/// (`type_error`: looking up raised a `TypeError`) approves nothing; any other error of these
+/// reads fails the call.
+pub fn host_approved<E>(
+    flagged: bool,
+    approvals: impl FnOnce() -> Result<Approvals, E>,
+    holds_name: impl FnOnce() -> Result<bool, E>,
+    holds_id: impl FnOnce() -> Result<Option<bool>, E>,
+    type_error: impl FnOnce(&E) -> bool,
+) -> Result<bool, E> {
+    if flagged {
+        return Ok(true);
+    }
+    if approvals()? != Approvals::Collection {
+        return Ok(false);
+    }
+    let held = holds_name().and_then(|by_name| match by_name {
+        true => Ok(true),
+        false => Ok(holds_id()?.unwrap_or(false)),
+    });
+    match held {
+        Err(e) if type_error(&e) => Ok(false),
+        held => held,
+    }
+}
+
+/// What the idempotency rule logs (at WARNING, with the result's type name) of a result that
+/// cannot be stored as JSON in a shared store.
+pub const UNSTORABLE_RESULT: &str = "a result of type %s cannot be stored as JSON; not shared for deduplication";
 
 /// The arguments of a call that was not admitted, as the binding could read them.
 #[derive(Debug, Clone, PartialEq)]
@@ -489,18 +565,29 @@ pub enum AuditValue<'a> {
 }
 
 impl AuditRecord {
-    /// The record of a call of `tool` whose arguments' canonical text is `canonical`, field by
-    /// field in its order: `tool`, `call_id`, `args_hash` (of `canonical`), `outcome`,
-    /// `attempts`, `elapsed_ms`, `decision`.
-    pub fn fields<'a>(&'a self, tool: Option<&'a str>, canonical: &str) -> [(&'static str, AuditValue<'a>); 7] {
+    /// The keys of a record, in its order.
+    pub const KEYS: [&'static str; 7] = [
+        "tool",
+        "call_id",
+        "args_hash",
+        "outcome",
+        "attempts",
+        "elapsed_ms",
+        "decision",
+    ];
+
+    /// The values of the record of a call of `tool` whose arguments' canonical text is
+    /// `canonical`, in the order of [`AuditRecord::KEYS`]: the tool, its call id, `args_hash` (of
+    /// `canonical`), the outcome, the attempts, the elapsed milliseconds, the decision.
+    pub fn values<'a>(&'a self, tool: Option<&'a str>, canonical: &str) -> [AuditValue<'a>; 7] {
         [
-            ("tool", AuditValue::Text(tool)),
-            ("call_id", AuditValue::CallId),
-            ("args_hash", AuditValue::Owned(crate::middleware::args_hash(canonical))),
-            ("outcome", AuditValue::Text(Some(&self.outcome))),
-            ("attempts", AuditValue::Count(self.attempts)),
-            ("elapsed_ms", AuditValue::Number(self.elapsed_ms)),
-            ("decision", AuditValue::Text(Some(self.decision))),
+            AuditValue::Text(tool),
+            AuditValue::CallId,
+            AuditValue::Owned(crate::middleware::args_hash(canonical)),
+            AuditValue::Text(Some(&self.outcome)),
+            AuditValue::Count(self.attempts),
+            AuditValue::Number(self.elapsed_ms),
+            AuditValue::Text(Some(self.decision)),
         ]
     }
 }
@@ -787,17 +874,11 @@ impl<V: Clone> Pipeline<V> {
         m.phase = Phase::In(0, Pending::None);
         m.lost = 0;
         m.began = t.mono;
-        let step = self.descend(m, 0, t);
-        dated(m, step, t)
+        self.descend(m, 0, t)
     }
 
     /// Feed the outcome of the last step.
     pub fn feed(&mut self, m: &mut CallMachine<V>, event: Event<V>, t: Time) -> Step<V> {
-        let step = self.feed_inner(m, event, t);
-        dated(m, step, t)
-    }
-
-    fn feed_inner(&mut self, m: &mut CallMachine<V>, event: Event<V>, t: Time) -> Step<V> {
         match (m.phase.clone(), event) {
             (Phase::Body { started }, ev) => {
                 let env = match ev {
@@ -1028,7 +1109,7 @@ impl<V: Clone> Pipeline<V> {
     }
 
     /// Idempotency: look the call up in-process (and claim it).
-    fn claim(&mut self, m: &mut CallMachine<V>, i: usize, _t: Time) -> Enter<V> {
+    fn claim(&mut self, m: &mut CallMachine<V>, i: usize, t: Time) -> Enter<V> {
         let shared = matches!(self.rules[i], Rule::Idempotency { shared: true, .. });
         self.tickets += 1;
         let ticket = self.tickets;
@@ -1044,7 +1125,7 @@ impl<V: Clone> Pipeline<V> {
                 }
                 Enter::Answer(Env::Ok {
                     value: Val::Obj(v.clone()),
-                    elapsed_ms: 0.0,
+                    elapsed_ms: since(m.began, t),
                     deduplicated: true,
                 })
             }
@@ -1093,7 +1174,7 @@ impl<V: Clone> Pipeline<V> {
                         i,
                         Env::Ok {
                             value: Val::Obj(v),
-                            elapsed_ms: 0.0,
+                            elapsed_ms: since(m.began, t),
                             deduplicated: true,
                         },
                         t,
@@ -1132,7 +1213,7 @@ impl<V: Clone> Pipeline<V> {
                         };
                         let env = Env::Ok {
                             value: Val::Json(value),
-                            elapsed_ms: 0.0,
+                            elapsed_ms: since(m.began, t),
                             deduplicated: true,
                         };
                         return self.ascend(m, i + 1, env, t);
@@ -1495,17 +1576,10 @@ pub fn attempt_limit(f: &Facts, default_s: f64, t: Time) -> f64 {
     }
 }
 
-/// A deduplicated success (its body not run by this call) took the time since the call began.
-fn dated<V>(m: &CallMachine<V>, mut step: Step<V>, t: Time) -> Step<V> {
-    if let Step::Done(Env::Ok {
-        deduplicated: true,
-        elapsed_ms,
-        ..
-    }) = &mut step
-    {
-        *elapsed_ms = round3((t.mono - m.began) * 1000.0);
-    }
-    step
+/// The elapsed time of a deduplicated success (its body not run by this call): the time since
+/// the call began (at `began`).
+fn since(began: f64, t: Time) -> f64 {
+    round3((t.mono - began) * 1000.0)
 }
 
 fn round3(ms: f64) -> f64 {

@@ -1354,8 +1354,9 @@ fn an_audit_record_has_its_fields_in_order() {
         elapsed_ms: 12.5,
         decision: "failed",
     };
+    let record: Vec<_> = AuditRecord::KEYS.into_iter().zip(r.values(Some("t"), "{}")).collect();
     assert_eq!(
-        r.fields(Some("t"), "{}"),
+        record,
         [
             ("tool", AuditValue::Text(Some("t"))),
             ("call_id", AuditValue::CallId),
@@ -1366,5 +1367,77 @@ fn an_audit_record_has_its_fields_in_order() {
             ("decision", AuditValue::Text(Some("failed"))),
         ]
     );
-    assert_eq!(r.fields(None, "{}")[0], ("tool", AuditValue::Text(None)));
+    assert_eq!(r.values(None, "{}")[0], AuditValue::Text(None));
+}
+
+#[test]
+fn the_host_approved_a_call_by_its_flag_its_name_or_its_id() {
+    let never = || -> Result<bool, &str> { panic!("not asked") };
+    let never_id = || -> Result<Option<bool>, &str> { panic!("not asked") };
+    let coll = || Ok(Approvals::Collection);
+    let type_error = |e: &&str| *e == "TypeError";
+    assert_eq!(
+        host_approved(true, || panic!("not read"), never, never_id, type_error),
+        Ok(true)
+    );
+    for a in [Approvals::Absent, Approvals::Text, Approvals::Empty] {
+        assert_eq!(host_approved(false, || Ok(a), never, never_id, type_error), Ok(false));
+    }
+    assert_eq!(host_approved(false, coll, || Ok(true), never_id, type_error), Ok(true));
+    assert_eq!(
+        host_approved(false, coll, || Ok(false), || Ok(Some(true)), type_error),
+        Ok(true)
+    );
+    assert_eq!(
+        host_approved(false, coll, || Ok(false), || Ok(Some(false)), type_error),
+        Ok(false)
+    );
+    assert_eq!(
+        host_approved(false, coll, || Ok(false), || Ok(None), type_error),
+        Ok(false)
+    );
+    // a collection that cannot hold them approves nothing; another error fails the call
+    assert_eq!(
+        host_approved(false, coll, || Err("TypeError"), never_id, type_error),
+        Ok(false)
+    );
+    assert_eq!(
+        host_approved(false, coll, || Ok(false), || Err("TypeError"), type_error),
+        Ok(false)
+    );
+    assert_eq!(
+        host_approved(false, coll, || Err("boom"), never_id, type_error),
+        Err("boom")
+    );
+    assert_eq!(
+        host_approved(false, || Err("boom"), never, never_id, type_error),
+        Err("boom")
+    );
+}
+
+#[test]
+fn a_call_is_observed_by_the_first_reader_asked() {
+    let never = || -> Result<bool, ()> { panic!("not asked") };
+    let yes = || Ok::<_, ()>(true);
+    let no = || Ok::<_, ()>(false);
+    assert_eq!(Observed::asked(true, never, never, never), Ok(Observed::Span));
+    assert_eq!(Observed::asked(false, yes, never, never), Ok(Observed::Record));
+    assert_eq!(Observed::asked(false, no, yes, never), Ok(Observed::Record));
+    assert_eq!(Observed::asked(false, no, no, yes), Ok(Observed::Record));
+    assert_eq!(Observed::asked(false, no, no, no), Ok(Observed::No));
+    assert_eq!(Observed::asked(false, no, || Err(()), never), Err(()));
+    let never = |_: &&str| -> bool { panic!("not asked") };
+    assert_eq!(Observed::traced(Ok(Some(true)), never), Ok(true));
+    assert_eq!(Observed::traced(Ok(Some(false)), never), Ok(false));
+    assert_eq!(Observed::traced(Ok(None), never), Ok(false));
+    assert_eq!(Observed::traced(Err("unreadable"), |_| false), Ok(true));
+    assert_eq!(Observed::traced(Err("stop"), |_| true), Err("stop"));
+}
+
+#[test]
+fn only_a_shared_store_reads_the_wall_clock() {
+    let shared = |shared| Needs::of(&[Rule::Idempotency { shared, lease_s: 60.0 }]);
+    assert!(shared(true).wall_clock());
+    assert!(!shared(false).wall_clock());
+    assert!(!Needs::of(&default_rules()).wall_clock());
 }

@@ -21,8 +21,8 @@ use crate::envelope::{Code, Success};
 use crate::flags::{self, Raw};
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
 use crate::pipeline::{
-    self as core, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed, RawArgs, Refusal,
-    Rule, Step, Time, Val,
+    self as core, Approvals, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed,
+    RawArgs, Refusal, Rule, Step, Time, Val,
 };
 
 use super::calls::PyCall;
@@ -291,22 +291,21 @@ pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
 /// tracer provider set later is followed).
 fn observed_by<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, ctx: &Bound<'py, PyAny>) -> PyResult<Observed> {
     let h = helpers(py)?;
-    let tracing = super::observe::tracing_on(py)?;
-    let readers = tracing
-        || !config.getattr(intern!(py, "sink"))?.is_none()
-        || debug_logged(py, h)?
-        || (!ctx.is_none() && traces(py, ctx)?);
-    Ok(Observed::of(tracing, readers))
+    Observed::asked(
+        super::observe::tracing_on(py)?,
+        || Ok(!config.getattr(intern!(py, "sink"))?.is_none()),
+        || debug_logged(py, h),
+        || Ok(!ctx.is_none() && traces(py, ctx)?),
+    )
 }
 
-/// Whether `ctx.trace` is set. One that cannot be read counts as set: its failure is logged when
-/// the record goes to it (see `observe::traced`), unless it propagates (then it is raised here).
+/// Whether `ctx.trace` is set (see `Observed::traced`; its failure is logged by `observe::traced`
+/// when the record goes to it).
 fn traces(py: Python<'_>, ctx: &Bound<'_, PyAny>) -> PyResult<bool> {
-    match ctx.getattr_opt(intern!(py, "trace")) {
-        Ok(trace) => Ok(trace.is_some_and(|t| !t.is_none())),
-        Err(e) if super::drive::propagates(py, &e) => Err(e),
-        Err(_) => Ok(true),
-    }
+    let read = ctx
+        .getattr_opt(intern!(py, "trace"))
+        .map(|trace| trace.map(|t| !t.is_none()));
+    Observed::traced(read, |e| super::drive::propagates(py, e))
 }
 
 /// How the audit rule `config` (an `audit()` middleware) observes a call in `ctx`: 0 nobody reads
@@ -881,9 +880,7 @@ impl Pipeline {
         }
         let needs = Needs::of(&compiled);
         let audits = core::audit_rules(&compiled);
-        let unix = compiled
-            .iter()
-            .any(|r| matches!(r, Rule::Idempotency { shared: true, .. }));
+        let unix = needs.wall_clock();
         Ok(Self {
             inner: Mutex::new(core::Pipeline::new(compiled)),
             configs,
@@ -1054,27 +1051,38 @@ fn call_id<'py>(call: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
 /// cannot hold them (`TypeError`) approves nothing; other errors fail the call.
 fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
     let py = call.py();
-    if let Ok(d) = call.cast::<PyDict>() {
-        if d.get_item(intern!(py, "approved"))?
-            .is_some_and(|v| v.is(PyBool::new(py, true)))
-        {
-            return Ok(true);
-        }
-    }
-    let Some(approvals) = ctx.getattr_opt(intern!(py, "approvals"))? else {
-        return Ok(false);
+    let flagged = match call.cast::<PyDict>() {
+        Ok(d) => d
+            .get_item(intern!(py, "approved"))?
+            .is_some_and(|v| v.is(PyBool::new(py, true))),
+        Err(_) => false,
     };
-    if approvals.is_instance_of::<PyString>() || approvals.is_instance_of::<PyBytes>() || !approvals.is_truthy()? {
-        return Ok(false);
-    }
-    let held = approvals.contains(name).and_then(|by_name| match call_id(call) {
-        Some(cid) if !by_name && !cid.is_none() => approvals.contains(cid),
-        _ => Ok(by_name),
-    });
-    match held {
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => Ok(false),
-        held => held,
-    }
+    let held = std::cell::OnceCell::new();
+    let approvals = || {
+        let Some(a) = ctx.getattr_opt(intern!(py, "approvals"))? else {
+            return Ok(Approvals::Absent);
+        };
+        let kind = if a.is_instance_of::<PyString>() || a.is_instance_of::<PyBytes>() {
+            Approvals::Text
+        } else if !a.is_truthy()? {
+            Approvals::Empty
+        } else {
+            Approvals::Collection
+        };
+        let _ = held.set(a);
+        Ok(kind)
+    };
+    let holds = |v: &Bound<'_, PyAny>| held.get().map_or(Ok(false), |a: &Bound<'_, PyAny>| a.contains(v));
+    core::host_approved(
+        flagged,
+        approvals,
+        || holds(PyString::new(py, name).as_any()),
+        || match call_id(call) {
+            Some(cid) if !cid.is_none() => holds(&cid).map(Some),
+            _ => Ok(None),
+        },
+        |e| e.is_instance_of::<PyTypeError>(py),
+    )
 }
 
 /// The flags a `ToolFlags` keeps, in its order: interned once.
@@ -1895,15 +1903,14 @@ impl Call {
                 }
                 if n.read_only {
                     let hook = flags.read_only_hook(py)?;
-                    f.read_only = if hook.is_some() {
+                    let ask_hook = || -> PyResult<bool> {
                         if !me.sealed {
                             args = seal(py, &args)?;
                             me.sealed = true;
                         }
-                        helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()?
-                    } else {
-                        !flags.side_effecting()?
+                        helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()
                     };
+                    f.read_only = flags::read_only(hook.is_some().then_some(ask_hook), || flags.side_effecting())?;
                 }
                 if n.retry {
                     f.retry_safe = core::retry_safe(flags.idempotent()?, f.read_only, !flags.undeclared()?);
@@ -2514,9 +2521,13 @@ impl Call {
     }
 
     fn record<'py>(&self, py: Python<'py>, r: &AuditRecord) -> PyResult<Bound<'py, PyDict>> {
+        /// `AuditRecord::KEYS`, interned once.
+        static KEYS: PyOnceLock<[Py<PyString>; 7]> = PyOnceLock::new();
+        let keys = KEYS.get_or_init(py, || AuditRecord::KEYS.map(|k| PyString::intern(py, k).unbind()));
         let f = self.m.facts();
         let d = PyDict::new(py);
-        for (key, value) in r.fields(f.name.as_deref(), &f.canonical) {
+        for (key, value) in keys.iter().zip(r.values(f.name.as_deref(), &f.canonical)) {
+            let key = key.bind(py);
             match value {
                 AuditValue::Text(t) => d.set_item(key, t)?,
                 AuditValue::Owned(t) => d.set_item(key, t)?,
@@ -2768,12 +2779,11 @@ fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<Stri
         Ok(text) => Ok(Some(text)),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) && !super::drive::propagates(py, &e) => {
             let kind = value.get_type().name()?;
-            let msg = "a result of type %s cannot be stored as JSON; not shared for deduplication";
             super::drive::log(
                 py,
                 &super::drive::own(py)?.middleware_log,
                 "warning",
-                msg,
+                core::UNSTORABLE_RESULT,
                 vec![kind.into_any()],
                 None,
             );
