@@ -211,6 +211,15 @@ impl Flat {
         self.names.iter().position(|n| n == name)
     }
 
+    /// The index of property `name`, met as the `at`-th entry of the arguments: property `at`
+    /// is looked at first (arguments usually come in the schema's order).
+    pub fn find_at(&self, at: usize, name: &str) -> Option<usize> {
+        match self.names.get(at) {
+            Some(n) if n == name => Some(at),
+            _ => self.find(name),
+        }
+    }
+
     pub fn kind(&self, i: usize) -> &Kind {
         &self.kinds[i]
     }
@@ -320,6 +329,10 @@ mod tests {
     fn the_schema_of_a_plain_function_is_flat() {
         let f = Flat::of(&schema()).expect("flat");
         assert_eq!(f.find("tags"), Some(2));
+        assert_eq!(f.find_at(2, "tags"), Some(2));
+        assert_eq!(f.find_at(0, "tags"), Some(2));
+        assert_eq!(f.find_at(9, "tags"), Some(2));
+        assert_eq!(f.find_at(2, "other"), None);
         assert_eq!(f.kind(2), &Kind::Array(Box::new(Kind::String)));
         assert_eq!(f.kind(5), &Kind::AnyOf(vec![Kind::Number, Kind::Null]));
         assert_eq!(

@@ -396,13 +396,13 @@ pub(crate) fn plain_call<'py>(
     let mut parts: Vec<u8> = Vec::with_capacity(256);
     let mut spans = [(0u32, 0u32); crate::flat::MAX_PROPERTIES];
     let mut lists: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
-    for (k, v) in d.iter() {
+    for (at, (k, v)) in d.iter().enumerate() {
         let Some(i) = k
             .cast::<PyString>()
             .ok()
             .filter(|_| k.is_exact_instance_of::<PyString>())
             .and_then(|s| s.to_str().ok())
-            .and_then(|name| flat.find(name))
+            .and_then(|name| flat.find_at(at, name))
         else {
             return Ok(None);
         };
@@ -446,14 +446,15 @@ pub(crate) fn plain_call<'py>(
         key.extend_from_slice(&parts[a as usize..b as usize]);
     }
     let target = if sealed {
-        super::frozen::new_empty(frozen_dict)?.cast_into::<PyDict>()?
+        let target = super::frozen::new_empty(frozen_dict)?.cast_into::<PyDict>()?;
+        // SAFETY: both are live dicts; the interpreter lock is held.
+        if unsafe { pyo3::ffi::PyDict_Merge(target.as_ptr(), d.as_ptr(), 1) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        target
     } else {
-        PyDict::new(py)
+        d.copy()?
     };
-    // SAFETY: both are live dicts; the interpreter lock is held.
-    if unsafe { pyo3::ffi::PyDict_Merge(target.as_ptr(), d.as_ptr(), 1) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
     for (k, v) in &lists {
         target.set_item(k, super::frozen::freeze(v, frozen_dict, frozen_list, 1)?)?;
     }
