@@ -162,6 +162,43 @@ pub enum Ending {
     Cancelled,
 }
 
+/// How a call goes on after its body, once the call's state was fed what the body did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// The call is answered (its state's step is done).
+    Answer,
+    /// Its later steps go on in a task of their own: the body cancelled its own task and
+    /// returned (that cancellation was the body's, as for a call alone).
+    OwnTask,
+    /// Its drive goes on in the relay's task.
+    Drive,
+}
+
+/// What a step of a body's clean-up past its deadline (its outcome dropped) leads to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CleanUp {
+    /// Hand on what the body yielded; the clean-up goes on.
+    Yield,
+    /// Close the body (it swallowed the cancellation of its task, or was cancelled before its
+    /// first step); the clean-up ends.
+    Close,
+    /// What the body raised propagates (its loop was closed, or the process is being stopped).
+    Propagate,
+    /// The clean-up ended; nobody reads its outcome.
+    Done,
+}
+
+/// How a step of a body's clean-up ended, as the binding classifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CleanUpStep {
+    /// It yielded.
+    Yielded,
+    /// It raised a `KeyboardInterrupt`/`SystemExit` or a `GeneratorExit`.
+    Stopped,
+    /// It returned, or raised anything else.
+    Ended,
+}
+
 /// The state of one turn's decisions (see the module).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnMachine {
@@ -314,6 +351,29 @@ impl TurnMachine {
         }
     }
 
+    /// How a call goes on from its state's next step after its body (`done`: that step answers
+    /// it; `own_task_cancelled`: the body cancelled its own task and returned).
+    pub fn then(done: bool, own_task_cancelled: bool) -> Then {
+        if done {
+            Then::Answer
+        } else if own_task_cancelled {
+            Then::OwnTask
+        } else {
+            Then::Drive
+        }
+    }
+
+    /// A step of a body's clean-up past its deadline ended with `step` (`cancelled`: a
+    /// cancellation of its task was thrown into it).
+    pub fn clean_up(step: CleanUpStep, cancelled: bool) -> CleanUp {
+        match step {
+            CleanUpStep::Yielded if cancelled => CleanUp::Close,
+            CleanUpStep::Yielded => CleanUp::Yield,
+            CleanUpStep::Stopped => CleanUp::Propagate,
+            CleanUpStep::Ended => CleanUp::Done,
+        }
+    }
+
     /// How the turn ends once its aborts are done (`stop_is_exc`: the stop kept is the exception
     /// that cancelled the turn).
     pub fn ending(&self, stop_is_exc: bool) -> Ending {
@@ -439,6 +499,24 @@ mod tests {
         assert_eq!(TurnMachine::aborts_step(Out::Stop), AbortsStep::KeepStopNext);
         assert_eq!(TurnMachine::aborts_step(Out::Cancelled), AbortsStep::Propagate);
         assert_eq!(TurnMachine::aborts_step(Out::Other), AbortsStep::Propagate);
+    }
+
+    #[test]
+    fn after_a_body() {
+        assert_eq!(TurnMachine::then(true, true), Then::Answer);
+        assert_eq!(TurnMachine::then(true, false), Then::Answer);
+        assert_eq!(TurnMachine::then(false, true), Then::OwnTask);
+        assert_eq!(TurnMachine::then(false, false), Then::Drive);
+    }
+
+    #[test]
+    fn a_clean_up_past_the_deadline() {
+        assert_eq!(TurnMachine::clean_up(CleanUpStep::Yielded, false), CleanUp::Yield);
+        assert_eq!(TurnMachine::clean_up(CleanUpStep::Yielded, true), CleanUp::Close);
+        assert_eq!(TurnMachine::clean_up(CleanUpStep::Stopped, false), CleanUp::Propagate);
+        assert_eq!(TurnMachine::clean_up(CleanUpStep::Stopped, true), CleanUp::Propagate);
+        assert_eq!(TurnMachine::clean_up(CleanUpStep::Ended, false), CleanUp::Done);
+        assert_eq!(TurnMachine::clean_up(CleanUpStep::Ended, true), CleanUp::Done);
     }
 
     #[test]

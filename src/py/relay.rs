@@ -28,7 +28,7 @@ use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 use super::turn::{abort_failed, out_of_err, Mine, Owed};
-use crate::turn::{self as core, AbortEnded, AbortsStep, TurnMachine};
+use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
@@ -275,13 +275,11 @@ impl Relay {
         };
         let ctx = start.ctx.bind(py).clone();
         let (tool, limit) = (start.tool.bind(py).clone(), start.limit);
-        if let Some(l) = limit {
-            if l <= 0.0 {
-                // A call never starts after its deadline.
-                let name = tool.getattr(intern!(py, "name"))?;
-                let exc = h.timeout_error.bind(py).call1((name, l))?;
-                return self.ended(py, None, None, Some(exc));
-            }
+        if let (true, Some(l)) = (crate::deadline::never_starts(limit), limit) {
+            // A call never starts after its deadline.
+            let name = tool.getattr(intern!(py, "name"))?;
+            let exc = h.timeout_error.bind(py).call1((name, l))?;
+            return self.ended(py, None, None, Some(exc));
         }
         let end = deadline::end_of(py, h, limit)?;
         let started = std::time::Instant::now();
@@ -705,18 +703,26 @@ impl Relay {
                 (c.call_method1(intern!(py, "throw"), (e,)), cancelled)
             }
         };
-        match out {
-            Ok(y) if !cancelled => {
+        let step = |out: &PyResult<Bound<'py, PyAny>>| match out {
+            Ok(_) => CleanUpStep::Yielded,
+            Err(e) if is_stop(py, e) || e.is_instance_of::<PyGeneratorExit>(py) => CleanUpStep::Stopped,
+            Err(_) => CleanUpStep::Ended,
+        };
+        match (TurnMachine::clean_up(step(&out), cancelled), out) {
+            (CleanUp::Yield, Ok(y)) => {
                 self.state = State::CleanUp(coro, None);
                 Ok(y)
             }
-            Ok(_) => match c.call_method0(intern!(py, "close")) {
-                Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
-                _ => Err(stopped(py)),
-            },
+            (CleanUp::Close, _) => {
+                let closed = c.call_method0(intern!(py, "close"));
+                match (TurnMachine::clean_up(step(&closed), false), closed) {
+                    (CleanUp::Propagate, Err(e)) => Err(e),
+                    _ => Err(stopped(py)),
+                }
+            }
             // Closed (its loop was closed), or the process is being stopped: that propagates.
-            Err(e) if is_stop(py, &e) || e.is_instance_of::<PyGeneratorExit>(py) => Err(e),
-            Err(_) => Err(stopped(py)), // the outcome of a call past its deadline: nobody reads it
+            (CleanUp::Propagate, Err(e)) => Err(e),
+            _ => Err(stopped(py)), // the outcome of a call past its deadline: nobody reads it
         }
     }
 }

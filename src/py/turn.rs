@@ -37,7 +37,7 @@ use super::registry::CoreRegistry;
 use super::relay::{After, Relay};
 use crate::cancel::Raised;
 use crate::turn::{
-    self as core, Aborted, BodyRaised, DriveEnded, Driven, Ending, RelayClosed, TurnMachine, WaitEnded, Waiting,
+    self as core, Aborted, BodyRaised, DriveEnded, Driven, Ending, RelayClosed, Then, TurnMachine, WaitEnded, Waiting,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -452,24 +452,30 @@ impl Owed {
         step: u8,
         arg: Bound<'py, PyAny>,
     ) -> PyResult<Option<(Bound<'py, PyAny>, After)>> {
-        if step == STEP_DONE {
-            self.answer(py, arg)?;
-            return Ok(None);
+        let own_task_cancelled = || -> PyResult<bool> {
+            let task = helpers(py)?.current_task.bind(py).call0()?;
+            Ok(!task.is_none() && task.getattr(intern!(py, "_must_cancel"))?.is_truthy()?)
+        };
+        let done = step == STEP_DONE;
+        match TurnMachine::then(done, !done && own_task_cancelled()?) {
+            Then::Answer => {
+                self.answer(py, arg)?;
+                Ok(None)
+            }
+            Then::OwnTask => {
+                // The body cancelled its own task and returned: as for a call alone, that
+                // cancellation was the body's; the call's later steps (settling an awaitable it
+                // returned included) go on in a task of their own.
+                let me = Owed {
+                    turn: self.turn.clone_ref(py),
+                    i: self.i,
+                    m: self.m.clone_ref(py),
+                };
+                me.spawn(py, self.drive(py, step, arg)?)?;
+                Ok(None)
+            }
+            Then::Drive => self.drive(py, step, arg).map(Some),
         }
-        let task = helpers(py)?.current_task.bind(py).call0()?;
-        if !task.is_none() && task.getattr(intern!(py, "_must_cancel"))?.is_truthy()? {
-            // The body cancelled its own task and returned: as for a call alone, that
-            // cancellation was the body's; the call's later steps (settling an awaitable it
-            // returned included) go on in a task of their own.
-            let me = Owed {
-                turn: self.turn.clone_ref(py),
-                i: self.i,
-                m: self.m.clone_ref(py),
-            };
-            me.spawn(py, self.drive(py, step, arg)?)?;
-            return Ok(None);
-        }
-        self.drive(py, step, arg).map(Some)
     }
 
     /// A fault of the pipeline feeding in what the body returned: abort the call.
