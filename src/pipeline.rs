@@ -421,6 +421,30 @@ pub struct Facts {
     pub audit: Vec<Observed>,
 }
 
+impl Facts {
+    /// The facts of a call in conversation `scope`, before anything else is read: the same as
+    /// `Facts { scope, ..Facts::default() }`, without making the default's empty scope (an
+    /// `Arc<str>` shared process-wide: two atomic operations per call).
+    pub fn in_scope(scope: std::sync::Arc<str>) -> Self {
+        Facts {
+            name: None,
+            admitted: false,
+            rejection_code: None,
+            scope,
+            canonical: String::new(),
+            key: Vec::new(),
+            requires_approval: false,
+            host_approved: false,
+            read_only: false,
+            retry_safe: false,
+            tool_timeout_s: None,
+            deadline: None,
+            url: None,
+            audit: Vec::new(),
+        }
+    }
+}
+
 /// The clocks the driver reads at each step.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Time {
@@ -763,10 +787,6 @@ impl<V> CallMachine<V> {
             lost: 0,
             began: 0.0,
         }
-    }
-    /// An empty finished machine.
-    pub fn empty() -> Self {
-        Self::with_facts(Facts::default())
     }
     /// The rule whose step is in progress (None: the body, or finished).
     pub fn rule_index(&self) -> Option<usize> {

@@ -1441,3 +1441,14 @@ fn only_a_shared_store_reads_the_wall_clock() {
     assert!(!shared(false).wall_clock());
     assert!(!Needs::of(&default_rules()).wall_clock());
 }
+
+#[test]
+fn facts_in_scope_are_the_default_facts_in_that_scope() {
+    let scope: std::sync::Arc<str> = "run-7".into();
+    let made = Facts::in_scope(scope.clone());
+    let defaulted = Facts {
+        scope,
+        ..Facts::default()
+    };
+    assert_eq!(format!("{made:?}"), format!("{defaulted:?}"));
+}

@@ -10,6 +10,7 @@ mod docstring;
 mod drive;
 mod envelope;
 mod frozen;
+mod gil;
 mod handoff;
 mod inbox;
 mod memory;

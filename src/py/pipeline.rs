@@ -27,6 +27,7 @@ use crate::pipeline::{
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
+use super::gil::GilCell;
 use super::registry::{frozen_args, Admission, CoreRegistry, Frozen};
 use super::tools::{classify as raised, error_failure, CoreTool};
 
@@ -249,11 +250,11 @@ const DEBUG: u8 = 10;
 /// and its cache (both plain `bool`s) is kept while those two dicts are unchanged.
 pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
     /// The logger's dict and its cache as they were, and the answer they gave.
-    static KEPT: Mutex<Option<(super::watch::Seen, super::watch::Seen, bool)>> = Mutex::new(None);
+    static KEPT: GilCell<Option<(super::watch::Seen, super::watch::Seen, bool)>> = GilCell::new(None);
     let log = h.audit_log.bind(py);
     if let Some(cache) = &h.audit_cache {
         let (cache, dict) = (cache.bind(py), h.audit_log_dict.as_ref().map(|d| d.bind(py)));
-        if let (Some(d), Some((at_dict, at_cache, answer))) = (dict, *lock(&KEPT)) {
+        if let (Some(d), Some(Some((at_dict, at_cache, answer)))) = (dict, KEPT.with(py, |k| *k)) {
             if at_dict.holds(d) && at_cache.holds(cache) {
                 return Ok(answer);
             }
@@ -264,7 +265,9 @@ pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
         };
         let keep = |answer: bool| {
             if let Some(d) = dict.filter(|_| super::watch::on(py)) {
-                *lock(&KEPT) = Some((super::watch::Seen::of(d), super::watch::Seen::of(cache), answer));
+                KEPT.with(py, |k| {
+                    *k = Some((super::watch::Seen::of(d), super::watch::Seen::of(cache), answer))
+                });
             }
             answer
         };
@@ -398,13 +401,24 @@ impl RetryPolicy {
 // ------------------------------------------------------------------ the pipeline
 
 fn mono() -> f64 {
+    mono_at(Instant::now())
+}
+
+/// `mono()` at `at`, a reading of `Instant::now()`.
+fn mono_at(at: Instant) -> f64 {
     static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+    at.saturating_duration_since(*START.get_or_init(Instant::now))
+        .as_secs_f64()
 }
 
 /// The clocks now; the wall clock only when `unix` (a rule reads it: a shared store's leases),
 /// else 0.
 fn now(unix: bool) -> Time {
+    now_at(unix, Instant::now())
+}
+
+/// `now(unix)` with the monotonic clock read at `at` (a reading of `Instant::now()`).
+fn now_at(unix: bool, at: Instant) -> Time {
     let unix = if unix {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -412,7 +426,10 @@ fn now(unix: bool) -> Time {
     } else {
         0.0
     };
-    Time { mono: mono(), unix }
+    Time {
+        mono: mono_at(at),
+        unix,
+    }
 }
 
 /// Python helpers the binding calls back (imported once); the relay (`super::relay`) uses them too.
@@ -618,7 +635,7 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
 /// gets deep-frozen arguments (the Invoker) or a fresh dict (`dispatch`).
 #[pyclass(frozen, module = "agentkit_tools._core")]
 pub struct Pipeline {
-    inner: Mutex<core::Pipeline<V>>,
+    inner: GilCell<core::Pipeline<V>>,
     configs: Vec<Py<PyAny>>,
     transient: Option<Py<PyTuple>>,
     /// The indices of the audit rules (their configs are asked how a call is observed).
@@ -882,7 +899,7 @@ impl Pipeline {
         let audits = core::audit_rules(&compiled);
         let unix = needs.wall_clock();
         Ok(Self {
-            inner: Mutex::new(core::Pipeline::new(compiled)),
+            inner: GilCell::new(core::Pipeline::new(compiled)),
             configs,
             transient,
             audits,
@@ -961,20 +978,20 @@ impl Pipeline {
     }
 
     /// Forget the repeat counts and cached results of conversation `scope`.
-    fn forget(&self, py: Python<'_>, scope: &str) {
+    fn forget(&self, py: Python<'_>, scope: &str) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
-        lock(&self.inner).forget(scope);
+        self.inner.with_pure(py, |p| p.forget(scope))
     }
 
     /// `(repeat keys, idempotency entries, breakers)`: sizes, for tests and monitoring.
-    fn sizes(&self, py: Python<'_>) -> (usize, usize, usize) {
+    fn sizes(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
         let _in = super::shutdown::inside(py);
-        lock(&self.inner).sizes()
+        self.inner.with_pure(py, |p| p.sizes())
     }
 
     /// How many conversations are held (at most `MAX_SCOPES`).
-    fn scopes(&self) -> usize {
-        lock(&self.inner).scopes()
+    fn scopes(&self, py: Python<'_>) -> PyResult<usize> {
+        self.inner.with_pure(py, |p| p.scopes())
     }
 
     /// The configuration objects of the rules, in order.
@@ -1114,7 +1131,10 @@ fn kept_names(py: Python<'_>) -> [&Bound<'_, PyString>; 7] {
 /// only to them: objects of these types refer to nothing, so no reference cycle goes through a
 /// snapshot and the garbage collector need not see it. The tool's `fn`, `_is_async`,
 /// `non_blocking`, its output check and read-only hook are read where they are used, at every
-/// call, unless its `ToolView` answers them (checked at each answer).
+/// call, unless its `ToolView` answers them (checked at each answer). A Python object of its own,
+/// so that a call holds it by a reference count the interpreter lock guards (no atomic operation,
+/// as an `Arc` would take, per reference taken or let go).
+#[pyclass(frozen, module = "agentkit_tools._core")]
 pub(crate) struct ToolFlags {
     values: [Py<PyAny>; 7],
     flags: flags::ToolFlags,
@@ -1360,7 +1380,7 @@ fn attr<'py>(tool: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<
 pub(crate) enum Kept {
     #[default]
     Nothing,
-    Flags(Arc<ToolFlags>),
+    Flags(Py<ToolFlags>),
     /// `getattr` of flag `kept_names()[index]` raised (`at` 0) or answered the object at address
     /// `at`, not a plain value: while it still answers the same, the flags are read, not kept,
     /// without trying to keep them first. Only the address is kept (no
@@ -1407,9 +1427,9 @@ struct Flags<'py> {
     /// core, in which no code of the tool's runs before its body is called.
     body: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
     /// The admission's flags, still what `getattr` answers: those answers come from it.
-    snap: Option<Arc<ToolFlags>>,
+    snap: Option<Bound<'py, ToolFlags>>,
     /// Flags whose `ToolView` answers the rest while it holds (checked at each answer).
-    view: Option<Arc<ToolFlags>>,
+    view: Option<Bound<'py, ToolFlags>>,
 }
 
 impl<'py> Flags<'py> {
@@ -1439,44 +1459,53 @@ impl<'py> Flags<'py> {
         n: Needs,
     ) -> PyResult<Self> {
         let mut flags = Self::of(py, tool)?;
-        if let (Some(d), Some(core)) = (&flags.dict, core) {
-            // Another thread reading or replacing it: this call reads the tool itself.
-            let Ok(mut slot) = core.get().flags.try_lock() else {
-                return Ok(flags);
-            };
-            match &*slot {
-                // Its dicts unchanged: nothing is read.
-                Kept::Flags(s) if s.view.as_ref().is_some_and(|v| v.holds(py, d)) => {
-                    flags.snap = Some(s.clone());
-                    flags.view = Some(s.clone());
-                    return Ok(flags);
-                }
-                // No view (the tool does not qualify): the flags its rules read, compared.
-                Kept::Flags(s) if s.view.is_none() && s.holds(py, tool, flags::read_by(n))? => {
-                    flags.snap = Some(s.clone());
-                    return Ok(flags);
-                }
-                Kept::Unkept { index, at }
-                    if attr(tool, kept_names(py)[*index])?.map_or(0, |v| v.as_ptr() as usize) == *at =>
-                {
-                    return Ok(flags)
-                }
-                _ => {}
+        if let (Some(d), Some(core)) = (flags.dict.clone(), core) {
+            // In use (another thread reading or replacing it while Python code it ran let the
+            // interpreter lock go, or a flag's own code calling the tool): this call reads the
+            // tool itself.
+            if let Some(kept) = core.get().flags.with(py, |slot| flags.keep(py, &d, slot, n)) {
+                kept?;
             }
-            *slot = match ToolFlags::read(py, tool)? {
-                Ok(mut s) => {
-                    s.view = ToolView::of(py, d, &s.values)?;
-                    let s = Arc::new(s);
-                    if s.view.is_some() {
-                        flags.view = Some(s.clone());
-                    }
-                    flags.snap = Some(s.clone());
-                    Kept::Flags(s)
-                }
-                Err(unkept) => unkept,
-            };
         }
         Ok(flags)
+    }
+
+    /// `of_tool` with the snapshot kept on the tool's `CoreTool` (`slot`), `d` its instance dict.
+    fn keep(&mut self, py: Python<'py>, d: &Bound<'py, PyDict>, slot: &mut Kept, n: Needs) -> PyResult<()> {
+        let tool = &self.tool;
+        match &*slot {
+            // Its dicts unchanged: nothing is read.
+            Kept::Flags(s) if s.get().view.as_ref().is_some_and(|v| v.holds(py, d)) => {
+                let s = s.bind(py);
+                self.snap = Some(s.clone());
+                self.view = Some(s.clone());
+                return Ok(());
+            }
+            // No view (the tool does not qualify): the flags its rules read, compared.
+            Kept::Flags(s) if s.get().view.is_none() && s.get().holds(py, tool, flags::read_by(n))? => {
+                self.snap = Some(s.bind(py).clone());
+                return Ok(());
+            }
+            Kept::Unkept { index, at }
+                if attr(tool, kept_names(py)[*index])?.map_or(0, |v| v.as_ptr() as usize) == *at =>
+            {
+                return Ok(())
+            }
+            _ => {}
+        }
+        *slot = match ToolFlags::read(py, tool)? {
+            Ok(mut s) => {
+                s.view = ToolView::of(py, d, &s.values)?;
+                let s = Bound::new(py, s)?;
+                if s.get().view.is_some() {
+                    self.view = Some(s.clone());
+                }
+                self.snap = Some(s.clone());
+                Kept::Flags(s.unbind())
+            }
+            Err(unkept) => unkept,
+        };
+        Ok(())
     }
 
     /// The flags of the call's tool: its instance dict as `Call::new` found it (the object
@@ -1492,15 +1521,21 @@ impl<'py> Flags<'py> {
                 dict: Some(d.bind(py).clone()),
                 body: std::cell::OnceCell::new(),
                 snap: None,
-                view: c.kept.clone(),
+                view: c.kept.as_ref().map(|k| k.bind(py).clone()),
             }),
             None => Self::of(py, &tool),
         }
     }
 
+    /// The admission's flags (see `snap`).
+    #[inline]
+    fn snapshot(&self) -> Option<&ToolFlags> {
+        self.snap.as_ref().map(|s| s.get())
+    }
+
     /// `tool.name` as a string (its `AttributeError` when it has none).
     fn name(&self) -> PyResult<String> {
-        if let Some(s) = &self.snap {
+        if let Some(s) = self.snapshot() {
             return Ok(s.flags.name.clone());
         }
         let py = self.tool.py();
@@ -1511,21 +1546,21 @@ impl<'py> Flags<'py> {
     }
 
     fn requires_approval(&self) -> PyResult<bool> {
-        match &self.snap {
+        match self.snapshot() {
             Some(s) => Ok(s.flags.requires_approval),
             None => self.truthy(intern!(self.tool.py(), "requires_approval")),
         }
     }
 
     fn side_effecting(&self) -> PyResult<bool> {
-        match &self.snap {
+        match self.snapshot() {
             Some(s) => Ok(s.flags.side_effecting),
             None => self.truthy(intern!(self.tool.py(), "side_effecting")),
         }
     }
 
     fn idempotent(&self) -> PyResult<bool> {
-        match &self.snap {
+        match self.snapshot() {
             Some(s) => Ok(s.flags.idempotent),
             None => self.truthy(intern!(self.tool.py(), "idempotent")),
         }
@@ -1533,7 +1568,7 @@ impl<'py> Flags<'py> {
 
     /// See `flags::undeclared`.
     fn undeclared(&self) -> PyResult<bool> {
-        if let Some(s) = &self.snap {
+        if let Some(s) = self.snapshot() {
             return Ok(s.flags.undeclared);
         }
         let py = self.tool.py();
@@ -1544,7 +1579,7 @@ impl<'py> Flags<'py> {
 
     /// The tool's own deadline (see `flags::timeout_s`): `timeout_s` as a float.
     fn timeout_s(&self) -> PyResult<Option<f64>> {
-        if let Some(s) = &self.snap {
+        if let Some(s) = self.snapshot() {
             return Ok(s.flags.timeout_s);
         }
         let number = match self.get(intern!(self.tool.py(), "timeout_s"))? {
@@ -1557,7 +1592,7 @@ impl<'py> Flags<'py> {
     /// The name of the argument holding the URL the tool reaches (see `flags::url_arg`):
     /// `url_arg` when true, as a string (what converting it raises fails the call).
     fn url_arg(&self) -> PyResult<Option<String>> {
-        if let Some(s) = &self.snap {
+        if let Some(s) = self.snapshot() {
             return Ok(s.flags.url_arg.clone());
         }
         let text = match self
@@ -1621,7 +1656,7 @@ impl<'py> Flags<'py> {
     /// a host callback or another thread may have changed them since).
     #[inline]
     fn viewed(&self) -> Option<&ToolView> {
-        let v = self.view.as_ref()?.view.as_ref()?;
+        let v = self.view.as_ref()?.get().view.as_ref()?;
         v.holds(self.tool.py(), self.dict.as_ref()?).then_some(v)
     }
 
@@ -1692,8 +1727,9 @@ impl<'py> Flags<'py> {
 
 /// What became of a body the core called itself (`Call::run_here`).
 enum Here<'py> {
-    /// Its checked result.
-    Ok(Bound<'py, PyAny>),
+    /// Its checked result, and the clock read when it returned when that reading is still now
+    /// (nothing ran since but the core's own work: its result needed no check).
+    Ok(Bound<'py, PyAny>, Option<Instant>),
     /// What it (or its deadline, or its output check) raised, as a failure of the attempt.
     Failed(Bound<'py, PyAny>),
     /// A step only the driver performs (`STEP_SETTLE`, `STEP_RAISE`).
@@ -1806,7 +1842,7 @@ pub struct Call {
     lend: bool,
     lent: Option<Option<f64>>,
     /// Its flags at admission with their `ToolView` (see `Flags::viewed`).
-    kept: Option<Arc<ToolFlags>>,
+    kept: Option<Py<ToolFlags>>,
 }
 
 impl Call {
@@ -1820,31 +1856,17 @@ impl Call {
         let py = pipe.py();
         let p = pipe.get();
         let n = p.needs;
-        let mut f = Facts::default();
-        let mut me = Call {
-            pipe: pipe.clone().unbind(),
-            m: Box::new(CallMachine::empty()),
-            tool: None,
-            args: None,
-            core: None,
-            call_id: None,
-            held: None,
-            tc: None,
-            here: false,
-            ctx: None,
-            sealed: true,
-            flags: None,
-            kept: None,
-            lend: false,
-            lent: None,
-        };
         let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call), once
         // for a turn's calls.
-        f.scope = match shared.and_then(|s| s.scope.as_ref()) {
+        let mut f = Facts::in_scope(match shared.and_then(|s| s.scope.as_ref()) {
             Some(scope) => scope.clone(),
             None => scope_in(py, ctx, &p.default_scope)?,
-        };
+        });
+        // What the call state holds besides its machine (made last, with the facts).
+        let (mut tool_held, mut args_held, mut core_held, mut call_id_held, mut env_held) =
+            (None, None, None, None, None);
+        let (mut call_sealed, mut flags_dict, mut kept) = (true, None, None);
         let mut observed = false;
         if n.audit {
             // Left empty (no allocation) while nobody observes the call: a rule without an entry
@@ -1882,8 +1904,8 @@ impl Call {
                         (None, None) => core::raw_canonical(RawArgs::Absent),
                     };
                 }
-                me.call_id = call_id.map(Bound::unbind);
-                me.held = Some(env.unbind());
+                call_id_held = call_id.map(Bound::unbind);
+                env_held = Some(env.unbind());
             }
             Admitted::Tool {
                 tool,
@@ -1892,7 +1914,7 @@ impl Call {
                 core,
                 canonical,
             } => {
-                me.sealed = sealed;
+                let mut sealed_now = sealed;
                 f.admitted = true;
                 // Read here, no registry borrowed: what reading a flag raises is the call's failure.
                 let mut flags = Flags::of_tool(py, &tool, core.as_ref(), n)?;
@@ -1904,9 +1926,9 @@ impl Call {
                 if n.read_only {
                     let hook = flags.read_only_hook(py)?;
                     let ask_hook = || -> PyResult<bool> {
-                        if !me.sealed {
+                        if !sealed_now {
                             args = seal(py, &args)?;
-                            me.sealed = true;
+                            sealed_now = true;
                         }
                         helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()
                     };
@@ -1957,35 +1979,53 @@ impl Call {
                     Canonical::FromArgs => {}
                 }
                 f.name = Some(name);
-                me.kept = flags.view.take();
-                me.flags = flags.dict.map(Bound::unbind);
-                me.tool = Some(tool.unbind());
-                me.args = Some(args.unbind());
-                me.core = core.map(Bound::unbind);
+                kept = flags.view.take().map(Bound::unbind);
+                flags_dict = flags.dict.map(Bound::unbind);
+                tool_held = Some(tool.unbind());
+                args_held = Some(args.unbind());
+                core_held = core.map(Bound::unbind);
+                call_sealed = sealed_now;
             }
         }
-        if observed && me.call_id.is_none() {
-            me.call_id = call_id(call).map(Bound::unbind);
+        if observed && call_id_held.is_none() {
+            call_id_held = call_id(call).map(Bound::unbind);
         }
-        *me.m = CallMachine::with_facts(f);
-        Ok(me)
+        Ok(Call {
+            pipe: pipe.clone().unbind(),
+            m: Box::new(CallMachine::with_facts(f)),
+            tool: tool_held,
+            args: args_held,
+            core: core_held,
+            call_id: call_id_held,
+            held: env_held,
+            tc: None,
+            here: false,
+            ctx: None,
+            sealed: call_sealed,
+            flags: flags_dict,
+            kept,
+            lend: false,
+            lent: None,
+        })
     }
 
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let t = now(self.pipe.get().unix);
         let pipe = self.pipe.clone_ref(py);
-        let step = lock(&pipe.get().inner).start(&mut self.m, t);
+        let step = pipe.get().inner.with_pure(py, |p| p.start(&mut self.m, t))?;
         self.advance(py, step)
     }
 
-    fn feed_step(&mut self, py: Python<'_>, ev: Event<V>) -> Step<V> {
+    /// Feed `ev` in, at `at` (a reading of the clock taken when the event happened, nothing run
+    /// since; None: read now).
+    fn feed_step(&mut self, py: Python<'_>, ev: Event<V>, at: Option<Instant>) -> PyResult<Step<V>> {
         let pipe = self.pipe.clone_ref(py);
-        let step = lock(&pipe.get().inner).feed(&mut self.m, ev, now(pipe.get().unix));
-        step
+        let t = now_at(pipe.get().unix, at.unwrap_or_else(Instant::now));
+        pipe.get().inner.with_pure(py, |p| p.feed(&mut self.m, ev, t))
     }
 
     fn feed_event<'py>(&mut self, py: Python<'py>, ev: Event<V>) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        let step = self.feed_step(py, ev);
+        let step = self.feed_step(py, ev, None)?;
         self.advance(py, step)
     }
 
@@ -2012,7 +2052,7 @@ impl Call {
                 self.start_here(py, &flags, timeout_s)?
             };
             step = match outcome {
-                Here::Ok(value) => self.ok_step(py, value)?,
+                Here::Ok(value, at) => self.ok_step(py, value, at)?,
                 Here::Failed(exc) => self.failed_step(py, exc)?,
                 Here::Out(code, payload) => return Ok((code, payload)),
             };
@@ -2116,7 +2156,7 @@ impl Call {
             }
         }
         if let Some(plan) = core.and_then(|_| super::tools::BodyPlan::new(body, unpacks, plain.as_ref())) {
-            core.expect("a core").keep_plan(plan);
+            core.expect("a core").keep_plan(py, plan);
         }
         Ok((unpacks, plain))
     }
@@ -2179,7 +2219,10 @@ impl Call {
             Err(e) => return Ok(here_raised(py, Stage::SyncBody, e)),
         };
         let after = |e: PyErr| here_raised(py, Stage::Around, e);
-        if deadline::overran(limit, || started.elapsed().as_secs_f64()) {
+        // The clock read once when it returned: for its deadline and as the time the pipeline
+        // is told it returned.
+        let returned_at = Instant::now();
+        if deadline::overran(limit, || returned_at.duration_since(started).as_secs_f64()) {
             let name = self.m.facts().name.clone().unwrap_or_default();
             return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
                 Ok(exc) => Here::Failed(exc),
@@ -2195,7 +2238,7 @@ impl Call {
             },
             _ => None,
         };
-        Ok(self.checked(py, flags, value, &ctx, limit, end))
+        Ok(self.checked(py, flags, value, &ctx, limit, end, Some(returned_at)))
     }
 
     /// Start the `async` body of function tool `tool` and take its first step here, as
@@ -2260,7 +2303,9 @@ impl Call {
                 Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
             }
             Ok(super::awaiting::Sent::Returned(value)) => {
-                if deadline::overran(limit, || started.elapsed().as_secs_f64()) {
+                // The clock read once when it returned (see `run_here`).
+                let returned_at = Instant::now();
+                if deadline::overran(limit, || returned_at.duration_since(started).as_secs_f64()) {
                     let name = self.m.facts().name.clone().unwrap_or_default();
                     return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
                         Ok(exc) => Here::Failed(exc),
@@ -2275,7 +2320,7 @@ impl Call {
                     },
                     _ => None,
                 };
-                Ok(self.checked(py, flags, value, &ctx, limit, end))
+                Ok(self.checked(py, flags, value, &ctx, limit, end, Some(returned_at)))
             }
             Err(e) => Ok(failed(e)),
         }
@@ -2294,8 +2339,8 @@ impl Call {
         end: Option<f64>,
     ) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let flags = Flags::of_call(py, self)?;
-        let step = match self.checked(py, &flags, value, ctx, limit, end) {
-            Here::Ok(v) => self.ok_step(py, v)?,
+        let step = match self.checked(py, &flags, value, ctx, limit, end, None) {
+            Here::Ok(v, at) => self.ok_step(py, v, at)?,
             Here::Failed(exc) => self.failed_step(py, exc)?,
             Here::Out(code, payload) => return Ok((code, payload)),
         };
@@ -2313,6 +2358,7 @@ impl Call {
         ctx: &Bound<'py, PyAny>,
         limit: Option<f64>,
         end: Option<f64>,
+        returned_at: Option<Instant>,
     ) -> Here<'py> {
         let tool = &flags.tool;
         let after = |e: PyErr| here_raised(py, Stage::Around, e);
@@ -2333,22 +2379,24 @@ impl Call {
             }
         }
         match flags.plain_output(py) {
-            Ok(true) => return Here::Ok(value),
+            Ok(true) => return Here::Ok(value, returned_at),
             Ok(false) => {}
             Err(e) => return after(e),
         }
         match tool.call_method1(intern!(py, "check_output"), (&value, ctx)) {
-            Ok(v) => Here::Ok(v),
+            Ok(v) => Here::Ok(v, None),
             Err(e) => after(e),
         }
     }
 
-    /// Feed in the value the body returned (checked against the output schema).
-    fn ok_step(&mut self, py: Python<'_>, value: Bound<'_, PyAny>) -> PyResult<Step<V>> {
+    /// Feed in the value the body returned (checked against the output schema), at `at` (see
+    /// `feed_step`).
+    fn ok_step(&mut self, py: Python<'_>, value: Bound<'_, PyAny>, mut at: Option<Instant>) -> PyResult<Step<V>> {
         if self.m.wants_value_json() {
             self.m.set_value_json(stored_text(py, &value)?);
+            at = None; // its text took time
         }
-        Ok(self.feed_step(py, Event::BodyOk(Arc::new(value.unbind()))))
+        self.feed_step(py, Event::BodyOk(Arc::new(value.unbind())), at)
     }
 
     /// Feed in what the body (or its deadline) raised.
@@ -2361,7 +2409,7 @@ impl Call {
         if let Some(tc) = &self.tc {
             tc.bind(py).setattr(intern!(py, "exc"), &exc)?;
         }
-        Ok(self.feed_step(py, Event::BodyFailed { kind, code }))
+        self.feed_step(py, Event::BodyFailed { kind, code }, None)
     }
 
     fn wake(&mut self, py: Python<'_>) -> PyResult<()> {
@@ -2589,7 +2637,7 @@ impl Call {
     /// The body returned `value` (already checked against the output schema).
     pub(super) fn ok<'py>(&mut self, py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
-        let step = self.ok_step(py, value)?;
+        let step = self.ok_step(py, value, None)?;
         self.advance(py, step)
     }
 
@@ -2692,7 +2740,10 @@ impl Call {
             self.m.set_attempts(a);
         }
         let pipe = self.pipe.clone_ref(py);
-        let steps = lock(&pipe.get().inner).abort(&mut self.m, cancelled, now(pipe.get().unix));
+        let steps = pipe
+            .get()
+            .inner
+            .with_pure(py, |p| p.abort(&mut self.m, cancelled, now(pipe.get().unix)))?;
         self.wake(py)?;
         let configs = &pipe.get().configs;
         let mut out = Vec::with_capacity(steps.len());

@@ -10,6 +10,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 use serde_json::Value;
 
 use super::envelope::{self, PyFailure as Failure};
+use super::gil::GilCell;
 use crate::envelope::{Code, Described, ShapeErrors, Success};
 use crate::errors::{self, Raised};
 use crate::render;
@@ -426,10 +427,10 @@ pub struct CoreTool {
     envelope_schema: PyOnceLock<Py<PyAny>>,
     /// What the pipeline found out about the tool's `fn` the last time it looked (see
     /// [`BodyPlan`]), for the same `fn` object.
-    body_plan: std::sync::Mutex<Option<BodyPlan>>,
+    body_plan: GilCell<Option<BodyPlan>>,
     /// What the call pipeline last read of the tool's flags (see `pipeline::ToolFlags`, kept
     /// while `getattr` on the tool still answers the same objects).
-    pub(crate) flags: std::sync::Mutex<super::pipeline::Kept>,
+    pub(crate) flags: GilCell<super::pipeline::Kept>,
 }
 
 /// What the call pipeline learns about a tool's body callable `fn` from its code and closure:
@@ -475,23 +476,25 @@ impl CoreTool {
     pub(crate) fn cached_plan<'py>(&self, body: &Bound<'py, PyAny>) -> Option<(bool, Option<Bound<'py, PyAny>>)> {
         use pyo3::types::PyWeakrefMethods;
         let py = body.py();
-        let slot = self.body_plan.try_lock().ok()?;
-        let plan = slot.as_ref()?;
-        if !plan.body.bind(py).upgrade().is_some_and(|b| b.is(body)) {
-            return None;
-        }
-        let plain = plan.plain(py);
-        if plan.plain.is_some() && plain.is_none() {
-            return None;
-        }
-        Some((plan.unpacks, plain))
+        self.body_plan
+            .with(py, |slot| {
+                let plan = slot.as_ref()?;
+                if !plan.body.bind(py).upgrade().is_some_and(|b| b.is(body)) {
+                    return None;
+                }
+                let plain = plan.plain(py);
+                if plan.plain.is_some() && plain.is_none() {
+                    return None;
+                }
+                Some((plan.unpacks, plain))
+            })
+            .flatten()
     }
 
     /// Keep `plan` (replacing the one held).
-    pub(crate) fn keep_plan(&self, plan: BodyPlan) {
-        if let Ok(mut slot) = self.body_plan.try_lock() {
-            *slot = Some(plan);
-        }
+    pub(crate) fn keep_plan(&self, py: Python<'_>, plan: BodyPlan) {
+        // The plan it replaces is let go after the cell (its weak references are dropped then).
+        drop(self.body_plan.with(py, |slot| slot.replace(plan)));
     }
 
     fn build(
@@ -511,8 +514,8 @@ impl CoreTool {
             validator,
             parameters: py_params,
             envelope_schema: PyOnceLock::new(),
-            body_plan: std::sync::Mutex::new(None),
-            flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
+            body_plan: GilCell::new(None),
+            flags: GilCell::new(super::pipeline::Kept::Nothing),
         })
     }
 
@@ -862,8 +865,8 @@ fn define_function_tool<'py>(
         validator,
         parameters: py_params,
         envelope_schema: PyOnceLock::new(),
-        body_plan: std::sync::Mutex::new(None),
-        flags: std::sync::Mutex::new(super::pipeline::Kept::Nothing),
+        body_plan: GilCell::new(None),
+        flags: GilCell::new(super::pipeline::Kept::Nothing),
     };
     Ok((core, frozen))
 }
