@@ -1559,3 +1559,109 @@ def test_a_task_that_counts_its_cancellations_is_left_as_it_was_on_every_python(
     one that does not count."""
     [(code, out, err)] = run_many(python, COUNTING_TASK, tmp_path, runs=1, parallel=1)
     assert (code, out, err) == (0, "hangs timeout 0\nblocks timeout 0\nboth cancelled 0\n", "")
+
+
+# ------------------------------------------------------------------ the loop the body runs on
+
+
+def _loop_reporter() -> Any:
+    @tool(read_only=True)
+    async def where(x: int) -> list[Any]:
+        """Report the current task and the running loop."""
+        return [asyncio.current_task(), asyncio.get_running_loop()]
+
+    return where
+
+
+def test_the_body_runs_on_the_loop_running_now_in_loops_run_one_after_another() -> None:
+    """Each loop run in turn in one thread is the one the body's own task is on (the core keeps
+    the running loop it read while the thread's running loop is unchanged)."""
+    inv = Invoker([_loop_reporter()])
+
+    async def once(run: int) -> tuple[Any, Any, list[Any]]:
+        envs = [strip(await inv.invoke(call("where", x=10 * run + i))) for i in range(3)]
+        return asyncio.current_task(), asyncio.get_running_loop(), envs
+
+    for run in range(3):
+        caller, running, envs = asyncio.run(once(run))
+        for env in envs:
+            assert env["ok"] is True, env
+            body_task, body_loop = env["value"]
+            assert body_task is not caller
+            assert body_loop is running
+            assert body_task.get_loop() is running
+
+
+def test_the_body_runs_on_its_own_threads_loop_with_loops_running_in_two_threads() -> None:
+    """Two threads, each running a loop, call in turn: each body's own task is on its thread's
+    loop."""
+    import threading
+
+    inv = Invoker([_loop_reporter()])
+    turn = threading.Semaphore(1)
+
+    class Ctx:  # a conversation per thread: its calls are distinct
+        def __init__(self, run_id: int) -> None:
+            self.run_id = str(run_id)
+    failures: list[str] = []
+
+    async def calls() -> None:
+        running = asyncio.get_running_loop()
+        for i in range(50):
+            with turn:
+                env = strip(await inv.invoke(call("where", x=i), Ctx(threading.get_ident())))
+            body_task, body_loop = env["value"]
+            if body_loop is not running or body_task.get_loop() is not running:
+                failures.append(f"call {i}: {body_loop!r} / {body_task.get_loop()!r}, not {running!r}")
+            await asyncio.sleep(0)
+
+    threads = [threading.Thread(target=asyncio.run, args=(calls(),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not failures, failures[:3]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_asks_for_its_running_loop_itself() -> None:
+    """In a child forked inside a running loop, the body's loop is what
+    ``asyncio.get_running_loop()`` answers there (Python 3.10 and 3.11: none, the loop ran in the
+    parent), not what the parent's calls found."""
+    import json
+    import os
+    import warnings
+
+    inv = Invoker([_loop_reporter()])
+
+    async def main() -> tuple[str, dict[str, Any]]:
+        assert strip(await inv.invoke(call("where", x=1)))["ok"] is True  # found in the parent
+        r, w = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads alive
+            pid = os.fork()
+        if pid == 0:  # the child: report, then leave at once
+            try:
+                try:
+                    asyncio.get_running_loop()
+                    running = "a loop"
+                except RuntimeError:
+                    running = "none"
+                env = strip(await inv.invoke(call("where", x=2)))
+                if env["ok"]:
+                    env = {"ok": True, "same loop": env["value"][1] is asyncio.get_event_loop_policy()}
+                os.write(w, json.dumps([running, env], default=repr).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            data = f.read()
+        os.waitpid(pid, 0)
+        running, env = json.loads(data)
+        return running, env
+
+    running, env = asyncio.run(main())
+    if running == "none":
+        assert env["ok"] is False, env
+    else:
+        assert env["ok"] is True, env

@@ -383,7 +383,7 @@ impl Body {
         coro: &Bound<'py, PyAny>,
         within: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let lp = h.get_running_loop.bind(py).call0()?;
+        let lp = super::running::running_loop(py)?;
         let context = match within {
             Some(w) => w.clone(),
             None => h.copy_context.bind(py).call0()?,
@@ -557,7 +557,7 @@ impl Body {
             Ok(y) => y,
             Err(e) => return close_outcome(py, Err::<(), _>(e), false), // it ended at once
         };
-        let Ok(lp) = h.get_running_loop.bind(py).call0() else {
+        let Ok(lp) = super::running::running_loop(py) else {
             // No loop left to run its clean-up on: it is closed instead.
             return close_outcome(py, self.close(py, h), true);
         };

@@ -1226,7 +1226,7 @@ impl Drive {
                 doing,
             },
         ));
-        let lp = h.get_running_loop.bind(py).call0()?;
+        let lp = super::running::running_loop(py)?;
         let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, rest)?,))?;
         h.hold_clean_up.bind(py).call1((task,))?;
         Ok(())

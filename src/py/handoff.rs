@@ -342,7 +342,7 @@ impl WorkerPool {
         if crate::deadline::never_starts(limit_s) {
             return Err(timeout(py, h, &name, limit_s)); // a call never starts after its deadline
         }
-        let lp = h.get_running_loop.bind(py).call0()?;
+        let lp = super::running::running_loop(py)?;
         let fut = lp.call_method0(intern!(py, "create_future"))?;
         let call_soon = lp.getattr(intern!(py, "call_soon_threadsafe"))?;
         let claimed = Self::reserve(slf, &name)?;

@@ -19,6 +19,7 @@ mod pipeline;
 mod providers;
 mod registry;
 mod relay;
+mod running;
 mod shutdown;
 mod tools;
 mod turn;

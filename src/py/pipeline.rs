@@ -2422,7 +2422,7 @@ impl Call {
             let mut waiters = lock(&pipe.waiters);
             wakes.iter().filter_map(|t| waiters.remove(t)).collect()
         };
-        let running = helpers(py)?.get_running_loop.bind(py).call0().ok();
+        let running = super::running::running_loop(py).ok();
         for fut in futures {
             let fut = fut.bind(py);
             if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
@@ -2504,11 +2504,7 @@ impl Call {
                 let fut = match existing {
                     Some(f) => f.into_bound(py),
                     None => {
-                        let fut = helpers(py)?
-                            .get_running_loop
-                            .bind(py)
-                            .call0()?
-                            .call_method0(intern!(py, "create_future"))?;
+                        let fut = super::running::running_loop(py)?.call_method0(intern!(py, "create_future"))?;
                         lock(&pipe.waiters).insert(ticket, fut.clone().unbind());
                         fut
                     }

@@ -315,7 +315,7 @@ impl Relay {
                 Some((task, lp)) => deadline::enter_for(&lp, &task, 0, end, limit, &tool)?,
                 None => match h.current_task.bind(py).call0()? {
                     task if task.is_none() => Entered::none(),
-                    task => deadline::enter_for(&h.get_running_loop.bind(py).call0()?, &task, 0, end, limit, &tool)?,
+                    task => deadline::enter_for(&super::running::running_loop(py)?, &task, 0, end, limit, &tool)?,
                 },
             },
             None => Entered::none(),
@@ -397,7 +397,7 @@ impl Relay {
                     // context) while this call ends at once.
                     let held = (|| -> PyResult<()> {
                         let h = helpers(py)?;
-                        let lp = h.get_running_loop.bind(py).call0()?;
+                        let lp = super::running::running_loop(py)?;
                         let clean_up = Bound::new(
                             py,
                             Relay {

@@ -719,7 +719,7 @@ impl Turn {
     /// The first step: admit and start every call in call order, then wait for them.
     fn start<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
         let py = slf.py();
-        let lp = helpers(py)?.get_running_loop.bind(py).call0()?;
+        let lp = super::running::running_loop(py)?;
         let waiter = lp.call_method0(intern!(py, "create_future"))?;
         let (pipe, registry, calls, ctx) = {
             let mut t = state(slf)?;
