@@ -1841,6 +1841,9 @@ pub struct Call {
     /// not made into a payload; its limit is kept in `lent` instead (see there).
     lend: bool,
     lent: Option<Option<f64>>,
+    /// The clock read when the call started, until an event is fed in: a body run in that same
+    /// step (by `advance`, before anything but the core's own work) is timed from it.
+    began: Option<Instant>,
     /// Its flags at admission with their `ToolView` (see `Flags::viewed`).
     kept: Option<Py<ToolFlags>>,
 }
@@ -2006,11 +2009,14 @@ impl Call {
             kept,
             lend: false,
             lent: None,
+            began: None,
         })
     }
 
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        let t = now(self.pipe.get().unix);
+        let at = Instant::now();
+        let t = now_at(self.pipe.get().unix, at);
+        self.began = Some(at);
         let pipe = self.pipe.clone_ref(py);
         let step = pipe.get().inner.with_pure(py, |p| p.start(&mut self.m, t))?;
         self.advance(py, step)
@@ -2019,6 +2025,7 @@ impl Call {
     /// Feed `ev` in, at `at` (a reading of the clock taken when the event happened, nothing run
     /// since; None: read now).
     fn feed_step(&mut self, py: Python<'_>, ev: Event<V>, at: Option<Instant>) -> PyResult<Step<V>> {
+        self.began = None;
         let pipe = self.pipe.clone_ref(py);
         let t = now_at(pipe.get().unix, at.unwrap_or_else(Instant::now));
         pipe.get().inner.with_pure(py, |p| p.feed(&mut self.m, ev, t))
@@ -2046,10 +2053,13 @@ impl Call {
             }
             self.wake(py)?;
             self.seal_for(py, &flags)?;
+            // The call's start reading times the body when no code but the core's ran since (its
+            // tool's attributes answered from its view, see `Flags`).
+            let began = self.began.take().filter(|_| flags.viewed().is_some());
             let outcome = if kind == BodyKind::Inline {
-                self.run_here(py, &flags, timeout_s)?
+                self.run_here(py, &flags, timeout_s, began)?
             } else {
-                self.start_here(py, &flags, timeout_s)?
+                self.start_here(py, &flags, timeout_s, began)?
             };
             step = match outcome {
                 Here::Ok(value, at) => self.ok_step(py, value, at)?,
@@ -2201,12 +2211,20 @@ impl Call {
     /// against the output schema (an awaitable one is handed to the driver as a `Later` to
     /// settle); `KeyboardInterrupt`/`SystemExit` from the body, and a `BaseException` that is not
     /// an `Exception` from the output check, go to the driver to raise.
-    fn run_here<'py>(&self, py: Python<'py>, flags: &Flags<'py>, limit: Option<f64>) -> PyResult<Here<'py>> {
+    fn run_here<'py>(
+        &self,
+        py: Python<'py>,
+        flags: &Flags<'py>,
+        limit: Option<f64>,
+        began: Option<Instant>,
+    ) -> PyResult<Here<'py>> {
         let none = || py.None().into_bound(py);
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
         let ctx = self.ctx.as_ref().map_or_else(none, |c| c.bind(py).clone());
         let h = helpers(py)?;
-        let started = Instant::now();
+        // Timed from the call's start when it runs in the step the call started with (`began`: the
+        // same reading, nothing but the core's own work since), else from now.
+        let started = began.unwrap_or_else(Instant::now);
         // In a copy of the caller's context, as every other body: its changes never reach the
         // caller.
         let value = match h
@@ -2246,7 +2264,13 @@ impl Call {
     /// `super::awaiting::BodyTask`), within `limit` seconds: a body that finishes at once is done here
     /// (its result checked as `run_here` does; past the deadline a `ToolTimeoutError`); one that
     /// suspends goes to the driver (`STEP_AWAIT`), which awaits the rest under the deadline.
-    fn start_here<'py>(&self, py: Python<'py>, flags: &Flags<'py>, limit: Option<f64>) -> PyResult<Here<'py>> {
+    fn start_here<'py>(
+        &self,
+        py: Python<'py>,
+        flags: &Flags<'py>,
+        limit: Option<f64>,
+        began: Option<Instant>,
+    ) -> PyResult<Here<'py>> {
         let tool = &flags.tool;
         let none = || py.None().into_bound(py);
         let args = self.args.as_ref().map_or_else(none, |a| a.bind(py).clone());
@@ -2275,7 +2299,9 @@ impl Call {
         }
         // The deadline runs from here; its end on `time.monotonic` is read only when the body
         // suspends or returns an awaitable (a body done in this step is timed with `Instant`).
-        let first = super::awaiting::Body::new(py, h, &coro, Some(&within)).map(|body| (Instant::now(), body));
+        // (Timed as in `run_here`.)
+        let first = super::awaiting::Body::new(py, h, &coro, Some(&within))
+            .map(|body| (began.unwrap_or_else(Instant::now), body));
         let (started, body) = match first {
             Ok(parts) => parts,
             Err(e) => {
