@@ -349,6 +349,15 @@ fn send_in<'py>(
     value: &Bound<'py, PyAny>,
 ) -> PyResult<(bool, Bound<'py, PyAny>)> {
     let _in = super::shutdown::inside(py);
+    send_now(py, coro, value)
+}
+
+/// `send_in`'s step: `coro` (a coroutine) sent `value`; `(returned, what it returned or yielded)`.
+fn send_now<'py>(
+    py: Python<'py>,
+    coro: &Bound<'py, PyAny>,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<(bool, Bound<'py, PyAny>)> {
     let mut out: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
     // SAFETY: both objects are alive; `out` receives a new reference unless an error is set.
     let status = unsafe { pyo3::ffi::PyIter_Send(coro.as_ptr(), value.as_ptr(), &mut out) };
@@ -464,12 +473,17 @@ impl Body {
         let prev = swap_task(py, h, lp, t.as_any())?;
         let run = h.context_run.bind(py);
         let out = if self.unbound && !throw {
-            let send = SEND_IN.get_or_try_init(py, || wrap_pyfunction!(send_in, py).map(|f| f.into_any().unbind()))?;
-            run.call1((self.context.bind(py), send.bind(py), self.coro.bind(py), arg))
-                .and_then(|r| {
-                    let (returned, v): (bool, Bound<'py, PyAny>) = r.extract()?;
-                    Ok(if returned { Sent::Returned(v) } else { Sent::Yielded(v) })
-                })
+            // In its context entered directly where the interpreter allows (see
+            // `super::context`), else through `Context.run`.
+            let coro = self.coro.bind(py);
+            let sent = match super::context::within(py, self.context.bind(py), || send_now(py, coro, &arg)) {
+                Some(sent) => sent,
+                None => SEND_IN
+                    .get_or_try_init(py, || wrap_pyfunction!(send_in, py).map(|f| f.into_any().unbind()))
+                    .and_then(|send| run.call1((self.context.bind(py), send.bind(py), coro, &arg)))
+                    .and_then(|r| r.extract::<(bool, Bound<'py, PyAny>)>()),
+            };
+            sent.map(|(returned, v)| if returned { Sent::Returned(v) } else { Sent::Yielded(v) })
         } else {
             let f = if throw { &self.throw } else { &self.send };
             let out = if self.unbound {

@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 mod args;
 mod awaiting;
 mod calls;
+mod context;
 mod coroutine;
 mod deadline;
 mod docstring;

@@ -2105,7 +2105,9 @@ impl Call {
         if let Ok(kwargs) = args.cast::<PyDict>() {
             if let (_, Some(func)) = self.body_plan(py, &body)? {
                 return match within {
-                    Some(within) => run.call((within, func), Some(kwargs)),
+                    // Entered directly where the interpreter allows (see `super::context`).
+                    Some(within) => super::context::within(py, within, || func.call((), Some(kwargs)))
+                        .unwrap_or_else(|| run.call((within, func), Some(kwargs))),
                     None => func.call((), Some(kwargs)),
                 };
             }
