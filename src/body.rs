@@ -22,6 +22,9 @@ pub struct Thrown {
 /// coroutine (whoever awaits it would read it as the value it returned).
 pub const STOP_ITERATION_MESSAGE: &str = "coroutine raised StopIteration";
 
+/// What the await of a body that has ended raises when it is stepped again with a value.
+pub const REUSED_MESSAGE: &str = "cannot reuse already awaited body";
+
 /// Where a body the core runs itself raised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {

@@ -69,6 +69,13 @@ impl Requests {
         deliver
     }
 
+    /// [`Requests::step`] of a step that throws `arg` (`throw`) or sends it: whether the step
+    /// throws a cancellation of the task in its place (`arg_cancels`: `arg` is a cancellation,
+    /// asked only for a deferred request, which a step throwing a cancellation already delivers).
+    pub fn step_delivers<E>(&mut self, arg_cancels: impl FnOnce() -> Result<bool, E>) -> Result<bool, E> {
+        Ok(self.step() && !arg_cancels()?)
+    }
+
     /// A request deferred during the step that just suspended the body cancelled the future it
     /// now waits on: delivered.
     pub fn deferred_reached_waiter(&mut self) {
@@ -219,6 +226,14 @@ mod tests {
         r.request();
         r.cancelled_waiter();
         assert!(r.waiter_cancelled());
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        let mut d = Requests::default();
+        assert_eq!(d.step_delivers(never), Ok(false)); // nothing deferred
+        d.request();
+        d.defer();
+        assert_eq!(d.clone().step_delivers(|| Ok::<_, ()>(false)), Ok(true));
+        assert_eq!(d.step_delivers(|| Ok::<_, ()>(true)), Ok(false)); // the step throws one already
+        assert!(!d.pending());
         assert!(!r.step()); // nothing deferred; the step forgets the waiter's cancellation
         assert!(!r.waiter_cancelled());
         r.request();

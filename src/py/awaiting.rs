@@ -459,13 +459,11 @@ impl Body {
         let (mut throw, mut arg) = (throw, arg);
         {
             let mut b = t.try_borrow_mut()?;
-            if b.requests.step() {
+            let cancelled = h.cancelled_error.bind(py);
+            if b.requests.step_delivers(|| arg.is_instance(cancelled))? {
                 // A cancellation it has not seen yet: delivered now, as a task does.
-                let cancelled = h.cancelled_error.bind(py);
-                if !arg.is_instance(cancelled)? {
-                    throw = true;
-                    arg = cancelled.call1((b.message.as_ref().map(|m| m.bind(py)),))?;
-                }
+                throw = true;
+                arg = cancelled.call1((b.message.as_ref().map(|m| m.bind(py)),))?;
             }
             b.waiter = None;
         }
@@ -953,9 +951,7 @@ impl BodyAwait {
             }
             State::Waiting(w) => self.go_on(py, h, me, w, input),
             State::Done => match input {
-                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "cannot reuse already awaited body",
-                )),
+                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(body::REUSED_MESSAGE)),
                 Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
             },
         }
