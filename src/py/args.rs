@@ -367,6 +367,14 @@ fn atom_of<'a>(obj: &'a Bound<'_, PyAny>) -> Option<Atom<'a>> {
     None
 }
 
+thread_local! {
+    /// The buffer `plain_call` writes each entry's part of the key into, kept between calls.
+    static PARTS: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The largest buffer `PARTS` keeps (a larger one, for a call of long values, is let go).
+const PARTS_KEPT: usize = 4096;
+
 /// The arguments of a call whose tool's schema is flat (`crate::flat`), accepted in one walk of
 /// the caller's exact `dict`: the body's arguments (a new dict with the caller's entries, its
 /// lists frozen as `frozen_list`; a `frozen_dict` when `sealed`, else a plain `dict`, as
@@ -393,7 +401,8 @@ pub(crate) fn plain_call<'py>(
     let mut present = 0u64;
     // Each entry's part of the key (its name and value), at `spans[i]` of `parts` for property
     // `i`, joined in the key's order once all are read; the lists, held for freezing.
-    let mut parts: Vec<u8> = Vec::with_capacity(256);
+    let mut parts = PARTS.with(std::cell::Cell::take);
+    parts.clear();
     let mut spans = [(0u32, 0u32); crate::flat::MAX_PROPERTIES];
     let mut lists: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
     for (at, (k, v)) in d.iter().enumerate() {
@@ -444,6 +453,9 @@ pub(crate) fn plain_call<'py>(
     for i in flat.key_order(present) {
         let (a, b) = spans[i];
         key.extend_from_slice(&parts[a as usize..b as usize]);
+    }
+    if parts.capacity() <= PARTS_KEPT {
+        PARTS.with(|p| p.set(parts));
     }
     let target = if sealed {
         let target = super::frozen::new_empty(frozen_dict)?.cast_into::<PyDict>()?;

@@ -2099,11 +2099,28 @@ impl Call {
         ctx: &Bound<'py, PyAny>,
         within: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.call_body_planned(py, flags, args, ctx, within, None)
+    }
+
+    /// `call_body`, with the plan of the body (`body_plan`) when it is known already.
+    fn call_body_planned<'py>(
+        &self,
+        py: Python<'py>,
+        flags: &Flags<'py>,
+        args: &Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        within: Option<&Bound<'py, PyAny>>,
+        plan: Option<(bool, Option<Bound<'py, PyAny>>)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let body = flags.body()?;
         let h = helpers(py)?;
         let run = h.context_run.bind(py);
         if let Ok(kwargs) = args.cast::<PyDict>() {
-            if let (_, Some(func)) = self.body_plan(py, &body)? {
+            let plan = match plan {
+                Some(p) => p,
+                None => self.body_plan(py, &body)?,
+            };
+            if let (_, Some(func)) = plan {
                 return match within {
                     // Entered directly where the interpreter allows (see `super::context`).
                     Some(within) => super::context::within(py, within, || func.call((), Some(kwargs)))
@@ -2135,12 +2152,19 @@ impl Call {
         within: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let flags = Flags::of_call(py, self)?;
-        self.seal_for(py, &flags)?;
+        // As `seal_for`, the body's plan found once for both.
+        let plan = match flags.fn_attr()? {
+            Some(f) => Some(self.body_plan(py, &f)?),
+            None => None,
+        };
+        if !plan.as_ref().is_some_and(|p| p.0) {
+            self.sealed_args(py)?;
+        }
         let args = self
             .args
             .as_ref()
             .map_or_else(|| py.None().into_bound(py), |a| a.bind(py).clone());
-        self.call_body(py, &flags, &args, ctx, within)
+        self.call_body_planned(py, &flags, &args, ctx, within, plan)
     }
 
     /// What the tool's body callable `body` is: `(unpacks, plain)`, `unpacks` when it is one of
