@@ -11,7 +11,7 @@ use pyo3::PyTypeInfo;
 use serde_json::{Map, Value};
 
 use crate::arguments::Found;
-use crate::flat::Atom;
+use crate::flat::{Atom, Kind};
 use crate::validate::{self, ArgumentValidator, ArgumentsText, Rejection};
 
 /// Arguments larger than this (bytes of JSON text, or top-level keys of a mapping) are parsed
@@ -404,7 +404,7 @@ pub(crate) fn plain_call<'py>(
     let mut parts = PARTS.with(std::cell::Cell::take);
     parts.clear();
     let mut spans = [(0u32, 0u32); crate::flat::MAX_PROPERTIES];
-    let mut lists: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
+    let mut lists = 0u64;
     for (at, (k, v)) in d.iter().enumerate() {
         let Some(i) = k
             .cast::<PyString>()
@@ -426,14 +426,28 @@ pub(crate) fn plain_call<'py>(
             None => match v.cast_exact::<PyList>() {
                 Ok(l) => {
                     crate::middleware::key_array(&mut parts, l.len());
-                    let ok =
-                        kind.accepts_list(&mut |item| l.iter().all(|x| atom_of(&x).is_some_and(|a| item.accepts(a))));
-                    for x in l.iter() {
-                        if let Some(a) = atom_of(&x) {
-                            a.key(&mut parts);
+                    let ok = match kind {
+                        // One walk of the items: each checked and keyed.
+                        Kind::Array(item) => l.iter().all(|x| match atom_of(&x) {
+                            Some(a) if item.accepts(a) => {
+                                a.key(&mut parts);
+                                true
+                            }
+                            _ => false,
+                        }),
+                        _ => {
+                            let ok = kind.accepts_list(&mut |item| {
+                                l.iter().all(|x| atom_of(&x).is_some_and(|a| item.accepts(a)))
+                            });
+                            for x in l.iter() {
+                                if let Some(a) = atom_of(&x) {
+                                    a.key(&mut parts);
+                                }
+                            }
+                            ok
                         }
-                    }
-                    lists.push((k.clone(), v.clone()));
+                    };
+                    lists |= 1 << i;
                     ok
                 }
                 Err(_) => false,
@@ -467,8 +481,20 @@ pub(crate) fn plain_call<'py>(
     } else {
         d.copy()?
     };
-    for (k, v) in &lists {
-        target.set_item(k, super::frozen::freeze(v, frozen_dict, frozen_list, 1)?)?;
+    // The lists, frozen: found again in the new dict, which nobody else holds (replacing a
+    // value changes neither its size nor its order). Every list there is one the walk checked.
+    let mut pos: pyo3::ffi::Py_ssize_t = 0;
+    while lists != 0 {
+        let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a live dict; `k` and `v` are borrowed and taken as new references at once.
+        if unsafe { pyo3::ffi::PyDict_Next(target.as_ptr(), &mut pos, &mut k, &mut v) } == 0 {
+            break;
+        }
+        let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
+        if v.is_exact_instance_of::<PyList>() {
+            lists &= lists - 1;
+            target.set_item(&k, super::frozen::freeze(&v, frozen_dict, frozen_list, 1)?)?;
+        }
     }
     Ok(Some((target.into_any(), key)))
 }
