@@ -374,7 +374,7 @@ async def m2(res: Results, s: dict[str, Any], scale: float) -> None:
 
         rows = [
             ("ours: Invoker.invoke", await time_async(lambda: inv.invoke(c_as), n, rep), True),
-            ("ours: dispatch (private event loop)", time_sync(lambda: dispatch(c_as, reg), n // 10, rep), True),
+            ("ours: dispatch (the background loop)", time_sync(lambda: dispatch(c_as, reg), n // 10, rep), True),
             ("floor: await fn(**core.validate(args))", await time_async(afloor, n, rep), False),
             ("jsonschema baseline: adispatch",
              await time_async(lambda: jsb.adispatch(bcall["search_docs_async"], base), n, rep), False),
