@@ -56,6 +56,25 @@ async def test_approver_that_raises_refuses():
     assert (code(env), RUNS) == ("approval_required", [])
 
 
+async def test_an_approver_that_raises_is_logged_in_the_same_words_by_invoke_and_dispatch(caplog):
+    """Both paths log the failing approver with the one log line of the core: the approver, the
+    tool's name, the exception."""
+    from agentkit_tools import dispatch
+
+    def approver(tool, args, ctx):
+        raise RuntimeError("approval service down")
+
+    with caplog.at_level("ERROR", logger="agentkit_tools.middleware"):
+        env = await gate(approver).invoke(call("pay", amount=5))
+        registry = ToolRegistry([make_pay(RUNS)])
+        envd = await asyncio.to_thread(dispatch, call("pay", amount=6), registry, approver=approver)
+    assert (code(env), code(envd), RUNS) == ("approval_required", "approval_required", [])
+    logged = [(r.name, r.levelname, r.getMessage(), repr(r.exc_info[1])) for r in caplog.records]
+    line = f"approver {approver!r} failed: the call of pay is refused"
+    exc = "RuntimeError('approval service down')"
+    assert logged == [("agentkit_tools.middleware", "ERROR", line, exc)] * 2
+
+
 async def test_approver_whose_result_cannot_be_made_a_bool_refuses():
     class Liar:
         def __bool__(self):

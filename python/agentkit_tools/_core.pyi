@@ -67,6 +67,7 @@ __all__ = [
     "MIN_DESCRIPTION_CHARS",
     "FORMAT_PATTERNS",
     "HANDOFF_SPIN_S",
+    "APPROVER_FAILED",
     "MemoryCasLoop",
     "MemoryCommand",
     "MemoryStoreEngine",
@@ -920,6 +921,10 @@ class RetryPolicy:
 
     def ceiling_s(self, attempt: int) -> float:
         """The upper bound of ``delay_s(attempt)``, in seconds."""
+
+APPROVER_FAILED: str
+"""The log line (``%``-format: the approver, the tool's name) of an approver that failed: the
+call is refused."""
 
 # ---------------------------------------------------------------------- worker pool hand-off
 

@@ -88,7 +88,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
                     if isinstance(exc, _STOP):
                         raise
                     answer = False
-                    _log.exception("approver %r failed: the call of %s is refused", approver, tool.name)
+                    _log.exception(_core.APPROVER_FAILED, approver, tool.name)
             step, arg = m.feed(_core.EV_APPROVED, answer is True)  # only the boolean True approves
     return arg  # type: ignore[no-any-return]
 

@@ -51,7 +51,8 @@ use crate::drive::{
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Drive>()?;
     m.add_function(wrap_pyfunction!(drive, m)?)?;
-    m.add_function(wrap_pyfunction!(call_fault, m)?)
+    m.add_function(wrap_pyfunction!(call_fault, m)?)?;
+    m.add("APPROVER_FAILED", crate::drive::APPROVER_FAILED)
 }
 
 /// The Python helpers the drive calls (imported once, on the first call driven).
