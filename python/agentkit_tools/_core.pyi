@@ -976,10 +976,6 @@ class LoopJob:
     copy of its caller's context) until the loop's thread starts it, its task while it runs, and
     the slot its outcome is handed back in."""
 
-    def _done(self, task: Any) -> None:
-        """The task's done callback, on the loop's thread: its outcome stored, handed back at the
-        loop thread's next :meth:`LoopInbox.idle`."""
-
     def cancel(self) -> None:
         """On the loop's thread: the caller gave up; the task is cancelled, or the coroutine is
         closed without starting."""
@@ -1005,9 +1001,9 @@ class LoopInbox:
 
     def idle(self, timeout: float | None) -> bool:
         """On the loop's thread, in its selector before it polls with ``timeout`` (seconds; None:
-        until something happens): the outcomes stored since are handed back, then, when the loop
-        has nothing else to do, the thread spins briefly for the next call. True when calls are
-        queued: :meth:`start` them."""
+        until something happens): the outcomes of the calls whose task is done are handed back,
+        then, when the loop has nothing else to do, the thread spins briefly for the next call.
+        True when calls are queued: :meth:`start` them."""
 
     def start(self) -> None:
         """On the loop's thread: start the calls queued, each a task of the loop."""

@@ -32,13 +32,14 @@ pub struct LoopJob {
     /// Its caller gave up (a timeout, a signal): it is not started, or its task is cancelled.
     cancelled: AtomicBool,
     slot: Slot<(bool, Py<PyAny>)>,
-    inbox: Py<LoopInbox>,
 }
 
 /// The inbox of one event loop for synchronous callers (see the module).
 #[pyclass(frozen, module = "agentkit_tools._core")]
 pub struct LoopInbox {
     jobs: Inbox<Py<LoopJob>>,
+    /// Jobs started and their tasks, looked at by `idle` (on the loop's thread).
+    running: Mutex<Vec<(Py<LoopJob>, Py<PyAny>)>>,
     /// Jobs whose outcome is stored, published at the loop thread's next `idle`.
     finished: Mutex<Vec<Py<LoopJob>>>,
     results: Spin,
@@ -58,50 +59,41 @@ static COPY_CONTEXT: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock:
 static START: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
 impl LoopJob {
-    /// On the loop's thread: start the job (a task of the loop), or close its coroutine when its
-    /// caller gave up before it started.
-    fn start(slf: &Bound<'_, Self>, lp: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// On the loop's thread: start the job (a task of the loop: returned), or close its coroutine
+    /// when its caller gave up before it started.
+    fn start<'py>(slf: &Bound<'py, Self>, lp: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = slf.py();
         let j = slf.get();
         let Some((coro, context)) = lock(&j.coro).take() else {
-            return Ok(());
+            return Ok(None);
         };
         let coro = coro.into_bound(py);
         if j.cancelled.load(Ordering::Relaxed) {
-            return coro.call_method0(intern!(py, "close")).map(drop);
+            return coro.call_method0(intern!(py, "close")).map(|_| None);
         }
         // Made in the caller's context: the task runs in a copy of it.
         let create = lp.getattr(intern!(py, "create_task"))?;
         let task = context.bind(py).call_method1(intern!(py, "run"), (create, coro))?;
-        task.call_method1(intern!(py, "add_done_callback"), (slf.getattr(intern!(py, "_done"))?,))?;
-        *lock(&j.task) = Some(task.unbind());
-        Ok(())
+        *lock(&j.task) = Some(task.clone().unbind());
+        Ok(Some(task))
     }
+}
+
+/// The outcome of a task that is done: `(True, result)`, `(False, exception)`; cancelled (by its
+/// caller giving up): `CancelledError`.
+fn outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<(bool, Py<PyAny>)> {
+    if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
+        let cancelled = py.import("concurrent.futures")?.getattr("CancelledError")?.call0()?;
+        return Ok((false, cancelled.unbind()));
+    }
+    Ok(match task.call_method0(intern!(py, "exception"))? {
+        e if e.is_none() => (true, task.call_method0(intern!(py, "result"))?.unbind()),
+        e => (false, e.unbind()),
+    })
 }
 
 #[pymethods]
 impl LoopJob {
-    /// The task's done callback (on the loop's thread): its outcome stored, published at the
-    /// loop thread's next `idle` (a task cancelled by its caller giving up: `CancelledError`).
-    fn _done(slf: &Bound<'_, Self>, task: Bound<'_, PyAny>) -> PyResult<()> {
-        let _in = super::shutdown::inside(slf.py());
-        let py = slf.py();
-        let j = slf.get();
-        lock(&j.task).take();
-        let outcome = if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
-            let cancelled = py.import("concurrent.futures")?.getattr("CancelledError")?.call0()?;
-            (false, cancelled.unbind())
-        } else {
-            match task.call_method0(intern!(py, "exception"))? {
-                e if e.is_none() => (true, task.call_method0(intern!(py, "result"))?.unbind()),
-                e => (false, e.unbind()),
-            }
-        };
-        j.slot.store(outcome);
-        lock(&j.inbox.get().finished).push(slf.clone().unbind());
-        Ok(())
-    }
-
     /// On the loop's thread: its caller gave up; its task is cancelled, or it never starts.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
         let _in = super::shutdown::inside(py);
@@ -123,10 +115,10 @@ impl LoopJob {
         if let Ok(t) = self.task.try_lock() {
             visit.call(t.as_ref())?;
         }
-        if let Some(Err(e)) = self.slot.peek(|(_, v)| visit.call(v)) {
-            return Err(e);
+        match self.slot.peek(|(_, v)| visit.call(v)) {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
         }
-        visit.call(&self.inbox)
     }
 }
 
@@ -137,6 +129,7 @@ impl LoopInbox {
         let _in = super::shutdown::inside(py);
         LoopInbox {
             jobs: Inbox::new(),
+            running: Mutex::new(Vec::new()),
             finished: Mutex::new(Vec::new()),
             results: Spin::default(),
             lp: event_loop,
@@ -171,7 +164,6 @@ impl LoopInbox {
                 task: Mutex::new(None),
                 cancelled: AtomicBool::new(false),
                 slot: Slot::new(),
-                inbox: slf.clone().unbind(),
             },
         )?;
         let until = crate::deadline::instant_after(Instant::now(), timeout_s);
@@ -225,12 +217,29 @@ impl LoopInbox {
     }
 
     /// On the loop's thread, in its selector before it polls with `timeout` (seconds; None: until
-    /// something happens): the outcomes stored since are published (with the interpreter lock
-    /// released), then, when the loop has nothing else to do, this thread spins briefly for the
-    /// next call. True when calls are queued: `start` them.
+    /// something happens): the outcomes of the tasks done since are stored and published (with
+    /// the interpreter lock released: a task's outcome is read here, not by a done callback,
+    /// which would take the loop one more pass), then, when the loop has nothing else to do, this
+    /// thread spins briefly for the next call. True when calls are queued: `start` them.
     fn idle(&self, py: Python<'_>, timeout: Option<f64>) -> bool {
         let _in = super::shutdown::inside(py);
-        let finished = std::mem::take(&mut *lock(&self.finished));
+        let mut finished = std::mem::take(&mut *lock(&self.finished));
+        let mut running = std::mem::take(&mut *lock(&self.running));
+        running.retain(|(job, task)| {
+            let task = task.bind(py);
+            match task.call_method0(intern!(py, "done")).and_then(|d| d.is_truthy()) {
+                Ok(false) => return true,
+                Ok(true) => {
+                    let out = outcome(py, task).unwrap_or_else(|e| (false, e.into_value(py).into_any()));
+                    job.get().slot.store(out);
+                }
+                Err(e) => job.get().slot.store((false, e.into_value(py).into_any())),
+            }
+            lock(&job.get().task).take();
+            finished.push(job.clone_ref(py));
+            false
+        });
+        lock(&self.running).extend(running);
         if finished.is_empty() && timeout.is_some_and(|t| t <= 0.0) {
             return self.jobs.has_jobs(); // nothing to publish, no time to spin
         }
@@ -256,10 +265,14 @@ impl LoopInbox {
         let lp = me.lp.bind(py);
         for job in me.jobs.drain() {
             let job = job.into_bound(py);
-            if let Err(e) = LoopJob::start(&job, lp) {
-                // Its caller gets what failed.
-                job.get().slot.store((false, e.into_value(py).into_any()));
-                lock(&me.finished).push(job.unbind());
+            match LoopJob::start(&job, lp) {
+                Ok(Some(task)) => lock(&me.running).push((job.unbind(), task.unbind())),
+                Ok(None) => {}
+                Err(e) => {
+                    // Its caller gets what failed.
+                    job.get().slot.store((false, e.into_value(py).into_any()));
+                    lock(&me.finished).push(job.unbind());
+                }
             }
         }
         Ok(())
@@ -269,6 +282,12 @@ impl LoopInbox {
         if let Ok(f) = self.finished.try_lock() {
             for j in f.iter() {
                 visit.call(j)?;
+            }
+        }
+        if let Ok(r) = self.running.try_lock() {
+            for (j, t) in r.iter() {
+                visit.call(j)?;
+                visit.call(t)?;
             }
         }
         visit.call(&self.lp)
