@@ -2401,7 +2401,9 @@ impl Call {
 
     /// A body's result checked as `_runner.checked` does: an awaitable one goes to the driver as
     /// a `Later` to settle (`STEP_SETTLE`) within what is left of the deadline (`end`, on
-    /// `time.monotonic`), any other against the output schema.
+    /// `time.monotonic`), any other against the output schema. `returned_at`: the clock read when
+    /// the body returned, which dates a result that needs no check (see `Here::Ok`).
+    #[allow(clippy::too_many_arguments)]
     fn checked<'py>(
         &self,
         py: Python<'py>,

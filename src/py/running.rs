@@ -122,11 +122,10 @@ fn look<'py>(py: Python<'py>, entry: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
         .get_slice(0, 2)
         .extract()?;
     let kind = entry.get_type();
-    let layout = if version != (3, 10) && version != (3, 11) {
-        Layout::Off
-    } else if kind.name()?.to_cow()? != "_RunningLoopHolder"
-        || kind.getattr("__basicsize__")?.extract::<usize>()? != HOLDER_SIZE
-    {
+    let readable = (version == (3, 10) || version == (3, 11))
+        && kind.name()?.to_cow()? == "_RunningLoopHolder"
+        && kind.getattr("__basicsize__")?.extract::<usize>()? == HOLDER_SIZE;
+    let layout = if !readable {
         Layout::Off
     } else {
         // SAFETY: an object of at least `HOLDER_SIZE` bytes (its type's size).
