@@ -54,6 +54,10 @@ pub enum Kind {
     Null,
     Array(Box<Kind>),
     AnyOf(Vec<Kind>),
+    /// What the kind accepts but an integral float (`2.0`): where a choice offers an integer,
+    /// the full validator makes such a float that integer (its first branch that changes it),
+    /// which is its to do.
+    NoIntegralFloat(Box<Kind>),
 }
 
 /// Keywords that only annotate (no effect on what is valid).
@@ -81,7 +85,21 @@ impl Kind {
                 return None;
             }
             let kinds = branches.as_array()?.iter().map(Kind::of).collect::<Option<Vec<_>>>()?;
-            return (!kinds.is_empty()).then_some(Kind::AnyOf(kinds));
+            if kinds.is_empty() {
+                return None;
+            }
+            // An integral float that a branch makes an integer, at this place or as a list's item,
+            // is left to the full validator (see `NoIntegralFloat`).
+            let at_place = kinds.iter().any(Kind::makes_integers);
+            let in_lists = kinds.iter().any(Kind::makes_integer_items);
+            let mut kind = Kind::AnyOf(kinds);
+            if in_lists {
+                kind = kind.no_integral_items();
+            }
+            if at_place {
+                kind = Kind::NoIntegralFloat(Box::new(kind));
+            }
+            return Some(kind);
         }
         if s.keys()
             .any(|k| !matches!(k.as_str(), "type" | "enum" | "items") && !annotation(k))
@@ -107,11 +125,15 @@ impl Kind {
         if s.contains_key("items") && !types.contains(&"array") {
             return None;
         }
+        // With `number` among the types, an integer is one of its values (and the full validator
+        // makes no integral float an integer there).
+        let number = types.contains(&"number");
         let mut kinds = Vec::with_capacity(types.len());
         for t in types {
             kinds.push(match t {
                 "string" => Kind::String,
                 "boolean" => Kind::Boolean,
+                "integer" if number => continue,
                 "integer" => Kind::Integer,
                 "number" => Kind::Number,
                 "null" => Kind::Null,
@@ -133,6 +155,8 @@ impl Kind {
             (Kind::Enum(values), Atom::Str(s)) => values.iter().any(|v| v == s),
             (Kind::Integer, Atom::Int(_)) | (Kind::Number, Atom::Int(_) | Atom::Float(_)) => true,
             (Kind::AnyOf(kinds), atom) => kinds.iter().any(|k| k.accepts(atom)),
+            (Kind::NoIntegralFloat(_), Atom::Float(f)) if f.fract() == 0.0 => false,
+            (Kind::NoIntegralFloat(kind), atom) => kind.accepts(atom),
             _ => false,
         }
     }
@@ -143,7 +167,40 @@ impl Kind {
         match self {
             Kind::Array(item) => items(item),
             Kind::AnyOf(kinds) => kinds.iter().any(|k| k.accepts_list(items)),
+            Kind::NoIntegralFloat(kind) => kind.accepts_list(items),
             _ => false,
+        }
+    }
+
+    /// Whether the full validator makes an integral float at a place of this kind an integer
+    /// (the schema says `integer`, or a choice offers one).
+    fn makes_integers(&self) -> bool {
+        match self {
+            Kind::Integer => true,
+            Kind::AnyOf(kinds) => kinds.iter().any(Kind::makes_integers),
+            Kind::NoIntegralFloat(kind) => kind.makes_integers(),
+            _ => false,
+        }
+    }
+
+    /// Whether it makes an integral float that is an item of a list at such a place an integer.
+    fn makes_integer_items(&self) -> bool {
+        match self {
+            Kind::Array(item) => item.makes_integers(),
+            Kind::AnyOf(kinds) => kinds.iter().any(Kind::makes_integer_items),
+            Kind::NoIntegralFloat(kind) => kind.makes_integer_items(),
+            _ => false,
+        }
+    }
+
+    /// This kind with every list's items refusing integral floats (a choice among lists one of
+    /// which makes such an item an integer: the full validator decides).
+    fn no_integral_items(self) -> Kind {
+        match self {
+            Kind::Array(item) => Kind::Array(Box::new(Kind::NoIntegralFloat(item))),
+            Kind::AnyOf(kinds) => Kind::AnyOf(kinds.into_iter().map(Kind::no_integral_items).collect()),
+            Kind::NoIntegralFloat(kind) => Kind::NoIntegralFloat(Box::new(kind.no_integral_items())),
+            other => other,
         }
     }
 }
@@ -437,6 +494,78 @@ mod tests {
         // query: 4 strings; scope: "docs"; tags: [] and two strings; exact: 2; limit: 4 integers;
         // min_score: null, 4 integers, 3 floats; an unknown name: none
         assert_eq!((accepted, refused), (21, 105));
+    }
+
+    #[test]
+    fn an_integral_float_a_choice_makes_an_integer_is_left_to_the_validator() {
+        use Atom::*;
+        let values = [
+            Plain::Atom(Int(2)),
+            Plain::Atom(Float(2.0)),
+            Plain::Atom(Float(-0.0)),
+            Plain::Atom(Float(2.5)),
+            Plain::Atom(Null),
+            Plain::List(vec![Int(2), Float(2.5)]),
+            Plain::List(vec![Float(2.0)]),
+            Plain::List(vec![Float(2.5), Null]),
+        ];
+        // Per property schema: which of `values` the walk accepts (the others go to the validator).
+        let cases = [
+            // int | float: 2.0 and -0.0 become integers there
+            (json!({"anyOf": [{"type": "integer"}, {"type": "number"}]}), "1..1...."),
+            (json!({"anyOf": [{"type": "number"}, {"type": "integer"}]}), "1..1...."),
+            (
+                json!({"anyOf": [{"type": ["integer", "null"]}, {"type": "number"}]}),
+                "1..11...",
+            ),
+            // a type list with `number`: nothing becomes an integer
+            (json!({"type": ["integer", "number"]}), "1111...."),
+            (
+                json!({"anyOf": [{"type": ["integer", "number"]}, {"type": "null"}]}),
+                "11111...",
+            ),
+            (json!({"anyOf": [{"type": "integer"}, {"type": "null"}]}), "1...1..."),
+            // lists: a choice among lists of integers and of numbers
+            (
+                json!({"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "items": {"type": "number"}}]}),
+                ".....1..",
+            ),
+            (
+                json!({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "number"}]}}),
+                ".....1..",
+            ),
+            (
+                json!({"type": "array", "items": {"anyOf": [{"type": "number"}, {"type": "null"}]}}),
+                ".....111",
+            ),
+            // an integer beside a list of numbers: a list's items are not at the integer's place
+            (
+                json!({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "number"}}]}),
+                "1....11.",
+            ),
+        ];
+        for (prop, want) in cases {
+            let schema = json!({"type": "object", "properties": {"x": prop}, "additionalProperties": false});
+            let flat = Flat::of(&schema).unwrap_or_else(|| panic!("flat: {schema}"));
+            let v = ArgumentValidator::new(schema.clone(), Vec::new()).expect("schema");
+            let mut got = String::new();
+            for p in &values {
+                let entries = [("x", p.clone())];
+                let json = to_json(&entries);
+                match flat.accept(&entries) {
+                    Some(key) => {
+                        got.push('1');
+                        assert!(v.check(&json).is_ok(), "{schema} {json}");
+                        let mut fixed = json.clone();
+                        let fix = crate::validate::integral_floats_to_ints(v.schema(), &mut fixed);
+                        assert!(!fix.changed, "{schema} {json}");
+                        assert_eq!(key, middleware::args_key(&json), "{json}");
+                    }
+                    None => got.push('.'),
+                }
+            }
+            assert_eq!(got, want, "{schema}");
+        }
     }
 
     #[test]
