@@ -211,12 +211,12 @@ impl<'a, D> Failure<'a, D> {
     }
 
     /// `internal_error`: the tool raised an exception of type `qualname` too broken to describe
-    /// (reading its details raised).
-    pub fn undescribable(tool: &str, qualname: &str) -> Self {
+    /// (reading its details raised; None: its type's name cannot be read either).
+    pub fn undescribable(tool: &str, qualname: Option<&str>) -> Self {
         Self::internal_error(
             tool,
             "RuntimeError",
-            &format!("{qualname} (its details cannot be read)"),
+            &format!("{} (its details cannot be read)", qualname.unwrap_or("exception")),
         )
     }
 
@@ -572,11 +572,17 @@ mod tests {
 
     #[test]
     fn an_undescribable_exception_and_a_lost_state_are_internal_errors() {
-        let f = F::undescribable("t", "Weird");
+        let f = F::undescribable("t", Some("Weird"));
         assert_eq!(f.code, Code::Known(ErrorCode::InternalError));
         assert_eq!(
             f.message,
             errors::internal_error_message("t", "RuntimeError", "Weird (its details cannot be read)")
+        );
+        // Its type's name cannot be read either.
+        let f = F::undescribable("t", None);
+        assert_eq!(
+            f.message,
+            errors::internal_error_message("t", "RuntimeError", "exception (its details cannot be read)")
         );
         let f = F::lost_state("t");
         assert_eq!(

@@ -30,6 +30,7 @@ pub mod registry;
 pub mod render;
 pub mod schema;
 pub mod shutdown;
+pub mod stored;
 pub mod turn;
 pub mod validate;
 

@@ -269,6 +269,69 @@ impl BodyKind {
     }
 }
 
+impl BodyKind {
+    /// Whether a call begun for a turn's relay (`lend`: the relay holds the call's state) leaves
+    /// its body's start to the relay: an `async` body, whose first step the relay takes in its
+    /// own task (no step payload is made); any other body is a step for the driver.
+    #[inline]
+    pub fn lent(self, lend: bool) -> bool {
+        lend && self == BodyKind::Async
+    }
+}
+
+/// The value of a tool's URL argument in a call's arguments, as the binding found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlValue<T> {
+    /// The arguments do not hold it.
+    Missing,
+    /// It is None.
+    Null,
+    /// Any other value.
+    Set(T),
+}
+
+/// The URL a call's egress check reads ([`Facts::url`]): `(arg, text)`, the text of the value
+/// of the tool's URL argument `arg` (`text`, asked only for a value that is set; a value that is
+/// no string is checked as it prints, so denied unless that is an allowed URL). A call whose
+/// arguments lack it or set it to None reaches no URL through it: it has no URL to check (the
+/// egress rule lets it through). What `text` raises fails the call.
+pub fn egress_url<T, E>(
+    arg: String,
+    value: UrlValue<T>,
+    text: impl FnOnce(T) -> Result<String, E>,
+) -> Result<Option<(String, String)>, E> {
+    match value {
+        UrlValue::Set(v) => Ok(Some((arg, text(v)?))),
+        UrlValue::Missing | UrlValue::Null => Ok(None),
+    }
+}
+
+/// How a call that waits for an identical call in flight (its future) is woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// It is done already (woken, or its waiter gave up): nothing.
+    Nothing,
+    /// Its result is set now: it awaits on the loop running here.
+    SetResult,
+    /// Its loop (another thread's: an Invoker shared between threads) is asked to set it, since
+    /// only that loop may, and it must be woken to see it; a loop closed meanwhile has nobody
+    /// waiting (what asking raises is dropped).
+    SetResultThreadsafe,
+}
+
+/// How a waiting call's future is woken: `done` it is done already; `on_running_loop` it awaits
+/// on the loop running here (asked only when not done; what asking raises fails the waking call).
+pub fn wake<E>(done: bool, on_running_loop: impl FnOnce() -> Result<bool, E>) -> Result<Wake, E> {
+    if done {
+        return Ok(Wake::Nothing);
+    }
+    Ok(if on_running_loop()? {
+        Wake::SetResult
+    } else {
+        Wake::SetResultThreadsafe
+    })
+}
+
 /// The conversation of a call: its context's `run_id` (as text) when it has one, else the
 /// pipeline's default scope.
 pub fn scope_of(run_id: Option<&str>, default_scope: &std::sync::Arc<str>) -> std::sync::Arc<str> {
@@ -323,10 +386,6 @@ pub fn host_approved<E>(
     }
 }
 
-/// What the idempotency rule logs (at WARNING, with the result's type name) of a result that
-/// cannot be stored as JSON in a shared store.
-pub const UNSTORABLE_RESULT: &str = "a result of type %s cannot be stored as JSON; not shared for deduplication";
-
 /// The arguments of a call that was not admitted, as the binding could read them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RawArgs<'a> {
@@ -340,8 +399,8 @@ pub enum RawArgs<'a> {
     Canonical(String),
     /// A value that is not JSON, as it prints (`repr`).
     Printed(String),
-    /// A value that cannot even be printed: its type's name.
-    Unreadable(String),
+    /// A value that cannot even be printed: its type's name (None: that cannot be read either).
+    Unreadable(Option<String>),
 }
 
 /// The canonical text of a call's raw arguments (hashed in its audit record, counted by the
@@ -357,7 +416,7 @@ pub fn raw_canonical(args: RawArgs<'_>) -> String {
             Err(_) => text.to_owned(),
         },
         RawArgs::Canonical(text) | RawArgs::Printed(text) => text,
-        RawArgs::Unreadable(ty) => format!("<unreadable {ty}>"),
+        RawArgs::Unreadable(ty) => format!("<unreadable {}>", ty.as_deref().unwrap_or("object")),
     }
 }
 
@@ -537,6 +596,27 @@ pub enum Env<V> {
 }
 
 impl<V> Env<V> {
+    /// The envelope the next handler (a user middleware) answered, as the binding read it: `ok`
+    /// and `deduplicated` its flags, `code` its `error.code` as text (see [`Code::of_envelope`]),
+    /// `kind` the failure kind of the attempt it saw fail; its value (`value`, read only for a
+    /// success) is kept only for a success. An answer that is no envelope is read as one with
+    /// neither flag nor code: a failure, `internal_error`.
+    pub fn passed(
+        ok: bool,
+        deduplicated: bool,
+        code: Option<String>,
+        kind: Option<FailureKind>,
+        value: impl FnOnce() -> Option<V>,
+    ) -> Env<V> {
+        Env::Passed {
+            ok,
+            deduplicated,
+            code: Code::of_envelope(code),
+            kind,
+            value: if ok { value() } else { None },
+        }
+    }
+
     pub fn ok(&self) -> bool {
         matches!(self, Env::Ok { .. } | Env::Passed { ok: true, .. })
     }
@@ -817,6 +897,11 @@ impl<V> CallMachine<V> {
         self.frames
             .iter()
             .any(|f| matches!(f, Frame::Claimed { shared: Some(_), .. }))
+    }
+    /// Whether the driver should give the JSON text of the value `env` carries (see
+    /// [`CallMachine::wants_value_json`]): only a success's value is shared.
+    pub fn wants_json_of(&self, env: &Env<V>) -> bool {
+        env.ok() && self.wants_value_json()
     }
     /// The JSON text of the result (None: it is not JSON and is not shared).
     pub fn set_value_json(&mut self, text: Option<String>) {

@@ -1316,7 +1316,120 @@ fn raw_arguments_have_a_canonical_text_whatever_they_are() {
     assert_eq!(raw_canonical(RawArgs::Absent), "{}");
     assert_eq!(raw_canonical(RawArgs::Canonical("{\"x\":1}".into())), "{\"x\":1}");
     assert_eq!(raw_canonical(RawArgs::Printed("{'x': {1, 2}}".into())), "{'x': {1, 2}}");
-    assert_eq!(raw_canonical(RawArgs::Unreadable("Weird".into())), "<unreadable Weird>");
+    assert_eq!(
+        raw_canonical(RawArgs::Unreadable(Some("Weird".into()))),
+        "<unreadable Weird>"
+    );
+    assert_eq!(raw_canonical(RawArgs::Unreadable(None)), "<unreadable object>");
+}
+
+#[test]
+fn an_egress_url_is_the_text_of_a_set_value_and_none_when_missing_or_null() {
+    let text = |v: i32| Ok::<_, ()>(format!("as text {v}"));
+    assert_eq!(
+        egress_url("url".into(), UrlValue::Set(5), text),
+        Ok(Some(("url".to_owned(), "as text 5".to_owned())))
+    );
+    let never = |_: i32| -> Result<String, ()> { panic!("asked") };
+    assert_eq!(egress_url("url".into(), UrlValue::Missing, never), Ok(None));
+    assert_eq!(egress_url("url".into(), UrlValue::Null, never), Ok(None));
+    // What reading its text raises fails the call.
+    assert_eq!(egress_url("url".into(), UrlValue::Set(1), |_| Err("str")), Err("str"));
+}
+
+#[test]
+fn an_egress_check_without_a_url_lets_the_call_through() {
+    let mut p = P::new(vec![Rule::Egress {
+        allow: HostAllowList::new(["good.com"]),
+    }]);
+    let (_, step) = p.begin(facts("get"), at(0.0));
+    assert_eq!(step, Step::RunBody { timeout_s: None });
+    let mut f = facts("get");
+    f.url = egress_url("url".into(), UrlValue::Set("http://evil.com/"), |u| {
+        Ok::<_, ()>(u.to_owned())
+    })
+    .unwrap();
+    let (_, step) = p.begin(f, at(0.0));
+    assert!(
+        matches!(step, Step::Done(Env::Refused(Refusal::EgressDenied { .. }))),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn a_waiting_call_is_woken_by_its_own_loop_or_through_it() {
+    let never = || -> Result<bool, ()> { panic!("asked") };
+    assert_eq!(wake(true, never), Ok(Wake::Nothing));
+    assert_eq!(wake(false, || Ok::<_, ()>(true)), Ok(Wake::SetResult));
+    assert_eq!(wake(false, || Ok::<_, ()>(false)), Ok(Wake::SetResultThreadsafe));
+    assert_eq!(wake(false, || Err("get_loop")), Err("get_loop"));
+}
+
+#[test]
+fn only_an_async_body_is_lent_to_a_turns_relay() {
+    assert!(BodyKind::Async.lent(true));
+    for k in [BodyKind::Inline, BodyKind::Worker, BodyKind::Tool] {
+        assert!(!k.lent(true));
+    }
+    for k in [BodyKind::Async, BodyKind::Inline, BodyKind::Worker, BodyKind::Tool] {
+        assert!(!k.lent(false));
+    }
+}
+
+#[test]
+fn a_passed_envelope_keeps_its_value_only_for_a_success() {
+    let e: Env<&str> = Env::passed(true, true, None, None, || Some("v"));
+    assert_eq!(
+        e,
+        Env::Passed {
+            ok: true,
+            deduplicated: true,
+            code: code(ErrorCode::InternalError),
+            kind: None,
+            value: Some("v"),
+        }
+    );
+    assert_eq!(e.outcome(), "ok");
+    let e: Env<&str> = Env::passed(
+        false,
+        false,
+        Some("rate_limited".into()),
+        Some(FailureKind::Transient),
+        || panic!("asked"),
+    );
+    assert_eq!(
+        e,
+        Env::Passed {
+            ok: false,
+            deduplicated: false,
+            code: Code::Own("rate_limited".into()),
+            kind: Some(FailureKind::Transient),
+            value: None,
+        }
+    );
+    assert_eq!(e.outcome(), "rate_limited");
+    // No envelope at all (not a dict): neither flag nor code.
+    let e: Env<&str> = Env::passed(false, false, None, None, || panic!("asked"));
+    assert_eq!(e.outcome(), "internal_error");
+    assert!(!e.ok());
+}
+
+#[test]
+fn only_a_successs_value_is_given_as_json_text() {
+    let mut p = shared();
+    let (mut m, _) = p.begin(side_effecting("send"), at(0.0));
+    let _ = p.feed(&mut m, Event::StoreGot(None), at(0.0));
+    assert_eq!(
+        p.feed(&mut m, Event::StoreCas(true), at(0.0)),
+        Step::RunBody { timeout_s: Some(100.0) }
+    );
+    let ok: Env<&str> = Env::passed(true, false, None, None, || Some("v"));
+    let failed: Env<&str> = Env::passed(false, false, Some("timeout".into()), None, || None);
+    assert!(m.wants_json_of(&ok));
+    assert!(!m.wants_json_of(&failed));
+    // No shared claim held: no text wanted, even of a success.
+    let (m, _) = shared().begin(facts("read"), at(0.0));
+    assert!(!m.wants_json_of(&ok));
 }
 
 #[test]

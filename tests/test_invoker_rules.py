@@ -787,6 +787,74 @@ async def test_the_text_a_shared_store_keeps_of_a_result(caplog: pytest.LogCaptu
     assert store.written[-1] == '{"s":"free"}'
 
 
+WITHOUT_PYDANTIC = textwrap.dedent(
+    """
+    import asyncio, dataclasses, datetime, sys
+    sys.modules["pydantic_core"] = None  # importing it raises ImportError: as if not installed
+    from agentkit_tools import InMemoryStore, Invoker, ToolContext, ToolRegistry, middleware as mw, tool
+
+    @dataclasses.dataclass
+    class Receipt:
+        order_id: str
+        at: datetime.date
+
+    class Dated:
+        isoformat = "not callable"
+        def __str__(self):
+            return "dated as text"
+
+    values = {
+        "instance": Receipt("A-7", datetime.date(2026, 12, 1)),
+        "class": Receipt,
+        "datetime": datetime.datetime(2026, 12, 1, 9, 30),
+        "not_callable": Dated(),
+        "other": {1, 2} - {2},
+    }
+
+    class Writes(InMemoryStore):
+        written = []
+        async def compare_and_set(self, key, expected, value):
+            self.written.append(value)
+            return await super().compare_and_set(key, expected, value)
+
+    @tool(side_effecting=True)
+    def keep(which: str) -> object:
+        \"\"\"Keep a thing and answer what was kept.\"\"\"
+        return values[which]
+
+    async def main():
+        store = Writes()
+        chain = [mw.idempotency(store=store)]
+        inv = Invoker(ToolRegistry([keep]), middleware=chain)
+        for which in values:
+            env = await inv.invoke({"id": which, "name": "keep", "input": {"which": which}}, ToolContext(run_id="r"))
+            assert env["ok"] is True, env
+        for w in store.written:
+            if '"done"' in w:
+                print(w)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_the_text_a_shared_store_keeps_of_a_value_json_does_not_know_without_pydantic(tmp_path) -> None:
+    """Without pydantic: a dataclass instance as its fields (a date in them as its ISO text), a
+    dataclass itself (a class) and a value whose ``isoformat`` is not callable as their text, a
+    datetime as its ISO text, anything else as its text."""
+    script = tmp_path / "without_pydantic.py"
+    script.write_text(WITHOUT_PYDANTIC)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        '{"s":"done","value":{"order_id":"A-7","at":"2026-12-01"}}',
+        '{"s":"done","value":"<class \'__main__.Receipt\'>"}',
+        '{"s":"done","value":"2026-12-01T09:30:00"}',
+        '{"s":"done","value":"dated as text"}',
+        '{"s":"done","value":"{1}"}',
+    ]
+
+
 CRASHING_WORKER = textwrap.dedent(
     """
     import asyncio, sys

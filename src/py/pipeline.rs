@@ -22,8 +22,9 @@ use crate::flags::{self, Raw};
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
 use crate::pipeline::{
     self as core, Approvals, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed,
-    RawArgs, Refusal, Rule, Step, Time, Val,
+    RawArgs, Refusal, Rule, Step, Time, UrlValue, Val, Wake,
 };
+use crate::stored::{self, JsonDefault};
 
 use super::calls::PyCall;
 use super::envelope::{self, PyFailure as Failure};
@@ -134,15 +135,14 @@ fn refusal_envelope<'py>(py: Python<'py>, r: &Refusal, facts: &Facts) -> PyResul
     envelope::failure(py, &r.failure(facts.name.as_deref().unwrap_or(""), &facts.canonical))
 }
 
-/// The error code of an envelope dict a handler answered (see `Code::of_envelope`).
-fn code_in(env: &Bound<'_, PyDict>) -> Code {
-    let code = env
-        .get_item("error")
+/// The error code of an envelope dict a handler answered, as text (None: it has none; see
+/// `Code::of_envelope`).
+fn code_text(env: &Bound<'_, PyDict>) -> Option<String> {
+    env.get_item("error")
         .ok()
         .flatten()
         .and_then(|e| e.get_item("code").ok())
-        .map(|c| c.to_string());
-    Code::of_envelope(code)
+        .map(|c| c.to_string())
 }
 
 /// The failure of a body that raised `exc`, with its code, as an envelope; an exception too
@@ -156,11 +156,8 @@ fn failure_envelope<'py>(
     match error_failure(py, name, exc, core) {
         Ok(described) => Ok(described),
         Err(_) => {
-            let qualname = exc
-                .get_type()
-                .qualname()
-                .map_or_else(|_| "exception".to_owned(), |q| q.to_string());
-            let f = Failure::undescribable(name, &qualname);
+            let qualname = exc.get_type().qualname().ok().map(|q| q.to_string());
+            let f = Failure::undescribable(name, qualname.as_deref());
             Ok((f.code.clone(), envelope::failure(py, &f)?))
         }
     }
@@ -204,10 +201,7 @@ fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
 /// arguments that cannot even be printed, what names their type.
 fn raw_canonical(args: &Bound<'_, PyAny>) -> String {
     canonical_text(args).unwrap_or_else(|_| {
-        let ty = args
-            .get_type()
-            .qualname()
-            .map_or_else(|_| "object".to_owned(), |q| q.to_string());
+        let ty = args.get_type().qualname().ok().map(|q| q.to_string());
         core::raw_canonical(RawArgs::Unreadable(ty))
     })
 }
@@ -1898,7 +1892,7 @@ impl Call {
                 args,
                 call_id,
             } => {
-                f.rejection_code = Some(code.unwrap_or_else(|| code_in(&env)));
+                f.rejection_code = Some(code.unwrap_or_else(|| Code::of_envelope(code_text(&env))));
                 f.name = name.as_ref().map(|n| n.to_string());
                 if n.canonical_of_rejected(f.name.is_some(), observed) {
                     f.canonical = match (&raw, &args) {
@@ -1952,15 +1946,17 @@ impl Call {
                 }
                 if n.egress {
                     if let Some(arg) = flags.url_arg()? {
-                        if let Ok(Some(v)) = args.get_item(&arg).map(Some).or_else(|_| Ok::<_, PyErr>(None)) {
-                            if !v.is_none() {
-                                let text = match v.cast::<PyString>() {
-                                    Ok(s) => s.to_str()?.to_owned(),
-                                    Err(_) => v.str()?.to_string(),
-                                };
-                                f.url = Some((arg, text));
-                            }
-                        }
+                        let value = match args.get_item(&arg) {
+                            Err(_) => UrlValue::Missing,
+                            Ok(v) if v.is_none() => UrlValue::Null,
+                            Ok(v) => UrlValue::Set(v),
+                        };
+                        f.url = core::egress_url(arg, value, |v| -> PyResult<String> {
+                            Ok(match v.cast::<PyString>() {
+                                Ok(s) => s.to_str()?.to_owned(),
+                                Err(_) => v.str()?.to_string(),
+                            })
+                        })?;
                     }
                 }
                 // The text and key only when something reads them (see `core::admitted_identity`;
@@ -2221,7 +2217,7 @@ impl Call {
         timeout_s: Option<f64>,
         kind: BodyKind,
     ) -> PyResult<(u8, Bound<'py, PyAny>)> {
-        if self.lend && kind == BodyKind::Async {
+        if kind.lent(self.lend) {
             self.lent = Some(timeout_s);
             return Ok((STEP_RUN, py.None().into_bound(py)));
         }
@@ -2479,18 +2475,20 @@ impl Call {
         let running = super::running::running_loop(py).ok();
         for fut in futures {
             let fut = fut.bind(py);
-            if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
-                continue;
-            }
-            let owner = fut.call_method0(intern!(py, "get_loop"))?;
-            if running.as_ref().is_some_and(|r| r.is(&owner)) {
-                fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
-            } else {
-                // The waiter awaits on another thread's loop (an Invoker shared between threads):
-                // only that loop may complete it, and it must be woken to see it. A loop that was
-                // closed meanwhile has nobody waiting.
-                let set = fut.getattr(intern!(py, "set_result"))?;
-                let _ = owner.call_method1(intern!(py, "call_soon_threadsafe"), (set, py.None()));
+            let owner = std::cell::OnceCell::new();
+            let how = core::wake(fut.call_method0(intern!(py, "done"))?.is_truthy()?, || {
+                let lp = fut.call_method0(intern!(py, "get_loop"))?;
+                Ok::<_, PyErr>(running.as_ref().is_some_and(|r| r.is(owner.get_or_init(|| lp))))
+            })?;
+            match (how, owner.get()) {
+                (Wake::SetResult, _) => {
+                    fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
+                }
+                (Wake::SetResultThreadsafe, Some(owner)) => {
+                    let set = fut.getattr(intern!(py, "set_result"))?;
+                    let _ = owner.call_method1(intern!(py, "call_soon_threadsafe"), (set, py.None()));
+                }
+                (Wake::Nothing, _) | (Wake::SetResultThreadsafe, None) => {}
             }
         }
         Ok(())
@@ -2713,35 +2711,25 @@ impl Call {
             Some(e) => Some(classify(py, e, pipe.transient.as_ref().map(|t| t.bind(py)))?),
             None => None,
         };
-        let d = env.cast::<PyDict>().ok();
-        let get = |k: &str| d.and_then(|d| d.get_item(k).ok().flatten());
-        let ok = get("ok").is_some_and(|v| v.is_truthy().unwrap_or(false));
-        let deduplicated = get("deduplicated").is_some_and(|v| v.is_truthy().unwrap_or(false));
-        let code = d.map_or_else(|| Code::of_envelope(None), code_in);
-        let value = if ok {
-            get("value").map(|v| Arc::new(v.unbind()))
-        } else {
-            None
-        };
-        if ok && self.m.wants_value_json() {
+        // An answer that is no dict reads as no envelope (see `Env::passed`); the call then ends
+        // holding none (see `Call::envelope`).
+        let d = env.cast_into::<PyDict>().ok();
+        let get = |k: &str| d.as_ref().and_then(|d| d.get_item(k).ok().flatten());
+        let truthy = |k: &str| get(k).is_some_and(|v| v.is_truthy().unwrap_or(false));
+        let answer = Env::passed(
+            truthy("ok"),
+            truthy("deduplicated"),
+            d.as_ref().and_then(code_text),
+            kind,
+            || get("value").map(|v| Arc::new(v.unbind())),
+        );
+        if self.m.wants_json_of(&answer) {
             let v = get("value").unwrap_or_else(|| py.None().into_bound(py));
             self.m.set_value_json(stored_text(py, &v)?);
         }
-        self.held = Some(match env.cast_into::<PyDict>() {
-            Ok(d) => d.unbind(),
-            Err(_) => internal_envelope(py, self.m.facts().name.as_deref().unwrap_or(""))?.unbind(),
-        });
+        self.held = d.map(Bound::unbind);
         self.m.set_attempts(attempts);
-        self.feed_event(
-            py,
-            Event::Passed(Env::Passed {
-                ok,
-                deduplicated,
-                code,
-                kind,
-                value,
-            }),
-        )
+        self.feed_event(py, Event::Passed(answer))
     }
 
     /// Feed the outcome of the step the driver performed (`EV_*`; `value`: the approver's
@@ -2868,8 +2856,8 @@ fn stored_json(py: Python<'_>) -> PyResult<&StoredJson> {
     })
 }
 
-/// The JSON text a shared store keeps of a result; None (logged) when it cannot be made (not
-/// JSON, a conversion of it raised, a lone surrogate in it) unless what was raised propagates.
+/// The JSON text a shared store keeps of a result; None (logged) when it cannot be made and
+/// what making it raised does not fail the call (see `stored::unstorable`).
 fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     match stored_json(py)?
         .encode
@@ -2878,13 +2866,17 @@ fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<Stri
         .and_then(|text| text.extract::<String>())
     {
         Ok(text) => Ok(Some(text)),
-        Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) && !super::drive::propagates(py, &e) => {
+        Err(e)
+            if stored::unstorable(e.is_instance_of::<pyo3::exceptions::PyException>(py), || {
+                super::drive::propagates(py, &e)
+            }) =>
+        {
             let kind = value.get_type().name()?;
             super::drive::log(
                 py,
                 &super::drive::own(py)?.middleware_log,
                 "warning",
-                core::UNSTORABLE_RESULT,
+                stored::UNSTORABLE_RESULT,
                 vec![kind.into_any()],
                 None,
             );
@@ -2895,25 +2887,46 @@ fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<Stri
 }
 
 /// JSON data for a result that is not plain JSON (a dataclass, a pydantic model, a datetime):
-/// what another worker reads back is this data.
+/// what another worker reads back is this data (the rung of `stored::JsonDefault`'s ladder
+/// `stored::json_default` picks).
 #[pyfunction]
 fn json_default<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let _in = super::shutdown::inside(py);
-    if let Some(to_jsonable) = &stored_json(py)?.to_jsonable {
-        let kw = PyDict::new(py);
-        kw.set_item(intern!(py, "fallback"), py.get_type::<PyString>())?;
-        return to_jsonable.bind(py).call((value,), Some(&kw));
-    }
-    let dataclasses = py.import("dataclasses")?;
-    if dataclasses
-        .call_method1(intern!(py, "is_dataclass"), (&value,))?
-        .is_truthy()?
-        && !value.is_instance_of::<PyType>()
-    {
-        return dataclasses.call_method1(intern!(py, "asdict"), (&value,));
-    }
-    match value.getattr_opt(intern!(py, "isoformat"))? {
-        Some(isoformat) if isoformat.is_callable() => isoformat.call0(),
-        _ => Ok(value.str()?.into_any()),
+    let to_jsonable = &stored_json(py)?.to_jsonable;
+    let dataclasses = std::cell::OnceCell::new();
+    let isoformat = std::cell::OnceCell::new();
+    let rung = stored::json_default(
+        to_jsonable.is_some(),
+        || {
+            let m = dataclasses
+                .get_or_init(|| py.import("dataclasses"))
+                .as_ref()
+                .map_err(|e| e.clone_ref(py))?;
+            m.call_method1(intern!(py, "is_dataclass"), (&value,))?.is_truthy()
+        },
+        || value.is_instance_of::<PyType>(),
+        || {
+            let f = value.getattr_opt(intern!(py, "isoformat"))?.filter(|f| f.is_callable());
+            Ok(isoformat.get_or_init(|| f).is_some())
+        },
+    )?;
+    match rung {
+        JsonDefault::Jsonable => {
+            let kw = PyDict::new(py);
+            kw.set_item(intern!(py, "fallback"), py.get_type::<PyString>())?;
+            let to_jsonable = to_jsonable
+                .as_ref()
+                .ok_or_else(|| PyRuntimeError::new_err("pydantic_core is not installed"))?;
+            to_jsonable.bind(py).call((value,), Some(&kw))
+        }
+        JsonDefault::Fields => match dataclasses.get() {
+            Some(Ok(m)) => m.call_method1(intern!(py, "asdict"), (&value,)),
+            _ => py.import("dataclasses")?.call_method1(intern!(py, "asdict"), (&value,)),
+        },
+        JsonDefault::IsoFormat => match isoformat.get() {
+            Some(Some(f)) => f.call0(),
+            _ => Ok(value.str()?.into_any()),
+        },
+        JsonDefault::Text => Ok(value.str()?.into_any()),
     }
 }
