@@ -1,6 +1,9 @@
 //! The decisions of an `Invoker.invoke_many` turn, sans-IO: the [`TurnMachine`] keeps what the
 //! turn knows of its calls (how many are unanswered, whether the caller's cancellation or a stop
-//! reached it, the one bound of its aborts) and says what each event means; the binding
+//! reached it, the one bound of its aborts) and says what each event means: what each phase of
+//! the turn does with a step of the caller's `await` ([`TurnMachine::on`]) or a close
+//! ([`TurnMachine::closing`]), how each admitted call starts ([`TurnMachine::admitted`]), what a
+//! cancelled turn does next ([`TurnMachine::cancelling`], [`TurnMachine::aborting`]); the binding
 //! (`src/py/turn.rs`, `src/py/relay.rs`) classifies what Python raised (`crate::cancel::Raised`,
 //! [`Out`]), asks, and performs the step (answer a call, abort it, cancel the tasks, wait, raise).
 //!
@@ -199,6 +202,129 @@ pub enum CleanUpStep {
     Ended,
 }
 
+/// Where the turn is, as the binding's awaitable holds it (with the Python objects of each
+/// phase).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Not started: the first step admits every call.
+    Begin,
+    /// Waiting for the last call to be answered.
+    Waiting,
+    /// Cancelled: waiting for the tasks still running to end.
+    Cancelling,
+    /// The calls left are aborted in a task of their own, awaited shielded.
+    Aborting,
+    /// Ended (or closed).
+    Done,
+}
+
+/// What a step of the caller's `await` hands the turn (the coroutine protocol's `send`/`throw`;
+/// `__next__` sends None).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A value sent (`none`: it is None).
+    Send { none: bool },
+    /// An exception thrown in (`exit`: a `GeneratorExit`).
+    Throw { exit: bool },
+}
+
+/// What the turn does with a step of the caller's `await` ([`TurnMachine::on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Close the turn ([`TurnMachine::closing`]), then raise what was thrown (a
+    /// `GeneratorExit`).
+    Close,
+    /// Admit every call in call order and start each ([`TurnMachine::admitted`]).
+    Start,
+    /// A value other than None sent to a turn not started: a `TypeError`; the turn stays not
+    /// started.
+    NotNone,
+    /// Woken while waiting: look at the waiter ([`TurnMachine::waiting`]).
+    Wake,
+    /// The caller's cancellation (or what else was thrown in while waiting): the turn is
+    /// cancelled by it.
+    Cancel,
+    /// Hand the input to the wait on the tasks being cancelled ([`TurnMachine::wait_ended`]
+    /// once it ends).
+    StepWait,
+    /// Hand the input to the shielded wait on the aborts (the aborts go on whatever it is).
+    StepShield,
+    /// Raise what was thrown as it is (the turn never started, or it ended): the turn ends.
+    Raise,
+    /// A value sent once the turn ended: a `RuntimeError`.
+    Reused,
+}
+
+/// Whether the turn may be awaited now ([`TurnMachine::awaitable`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Awaitable {
+    Yes,
+    /// It ended: a `RuntimeError`, as for a coroutine awaited again.
+    Reused,
+    /// It started: one caller awaits it.
+    Awaited,
+}
+
+/// What the pipeline made of a call at its admission, for [`TurnMachine::admitted`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Its first step is to await its `async` body.
+    Body,
+    /// Its first step is another (`done`: the pipeline answered it at once).
+    Step { done: bool },
+    /// Its admission raised.
+    Raised(Raised),
+}
+
+/// How the turn starts a call once admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A task of its own runs just its body (a relay whose first step is the body).
+    Body,
+    /// A task of its own drives the call from its first step.
+    Drive,
+    /// Answered at once with what the pipeline answered (no task, no state kept).
+    Answer,
+    /// Answered at once with the fault envelope of what its admission raised.
+    Fault,
+    /// The process is being stopped: the turn is cancelled by the stop (no later call is
+    /// admitted).
+    Cancel,
+}
+
+/// What closing the turn (`close()`, or a `GeneratorExit` thrown in) does in its phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closing {
+    /// Nothing: it never started, or it ended.
+    Nothing,
+    /// Its calls are closed: each task left has its coroutine closed (and is cancelled if its
+    /// loop still runs), then each call left is aborted as cancelled without awaiting. `wait`:
+    /// the wait on the tasks being cancelled is closed first.
+    Calls { wait: bool },
+    /// The shielded wait on the aborts is closed; the aborts go on by themselves while their loop
+    /// runs, else (`task`) their task is closed as a call's is.
+    Aborts { task: bool },
+}
+
+/// What a cancelled turn does once it looked at the tasks it cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancelling {
+    /// Every task has ended: the calls left are aborted.
+    Abort,
+    /// The tasks still running are cancelled (again) and waited for.
+    Wait,
+}
+
+/// What a cancelled turn does once its tasks have all ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aborting {
+    /// No call is left to abort (or the turn never started): it ends ([`TurnMachine::ending`]).
+    End,
+    /// The calls left are aborted, one after the other, in a task of their own that the turn
+    /// awaits shielded.
+    Abort,
+}
+
 /// The state of one turn's decisions (see the module).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnMachine {
@@ -206,6 +332,8 @@ pub struct TurnMachine {
     cancelled: bool,
     stop: bool,
     abort_until: Option<Instant>,
+    /// During one of the turn's own steps.
+    busy: bool,
 }
 
 impl TurnMachine {
@@ -216,7 +344,107 @@ impl TurnMachine {
             cancelled: false,
             stop: false,
             abort_until: None,
+            busy: false,
         }
+    }
+
+    /// A step of the caller's `await` begins: false when one is running already (a
+    /// `ValueError`, as a running coroutine raises).
+    pub fn enter(&mut self) -> bool {
+        !std::mem::replace(&mut self.busy, true)
+    }
+
+    /// The step that [`TurnMachine::enter`] began ended.
+    pub fn leave(&mut self) {
+        self.busy = false;
+    }
+
+    /// What the turn does with `input` in `phase` (a `GeneratorExit` thrown in closes it in
+    /// any phase).
+    pub fn on(phase: Phase, input: Input) -> Step {
+        match (phase, input) {
+            (_, Input::Throw { exit: true }) => Step::Close,
+            (Phase::Begin, Input::Send { none: true }) => Step::Start,
+            (Phase::Begin, Input::Send { none: false }) => Step::NotNone,
+            (Phase::Waiting, Input::Send { .. }) => Step::Wake,
+            (Phase::Waiting, Input::Throw { .. }) => Step::Cancel,
+            (Phase::Cancelling, _) => Step::StepWait,
+            (Phase::Aborting, _) => Step::StepShield,
+            (Phase::Begin | Phase::Done, Input::Throw { .. }) => Step::Raise,
+            (Phase::Done, Input::Send { .. }) => Step::Reused,
+        }
+    }
+
+    /// Whether the turn in `phase` may be awaited (`__await__`).
+    pub fn awaitable(phase: Phase) -> Awaitable {
+        match phase {
+            Phase::Begin => Awaitable::Yes,
+            Phase::Done => Awaitable::Reused,
+            Phase::Waiting | Phase::Cancelling | Phase::Aborting => Awaitable::Awaited,
+        }
+    }
+
+    /// How a call the pipeline admitted as `admission` starts.
+    pub fn admitted(admission: Admission) -> Start {
+        match admission {
+            Admission::Body => Start::Body,
+            Admission::Step { done: true } => Start::Answer,
+            Admission::Step { done: false } => Start::Drive,
+            Admission::Raised(Raised::Stop) => Start::Cancel,
+            Admission::Raised(_) => Start::Fault,
+        }
+    }
+
+    /// Every call admitted and started: the turn ends at once when every call was answered,
+    /// else it waits for the last one.
+    pub fn started(&self) -> Waiting {
+        if self.pending == 0 {
+            Waiting::Finish
+        } else {
+            Waiting::Wait
+        }
+    }
+
+    /// The turn in `phase` is closed: what that does (closing its calls cancels the turn;
+    /// `aborts_loop_closed`: whether the loop of its aborts is closed, asked only while they run).
+    pub fn closing(&mut self, phase: Phase, aborts_loop_closed: impl FnOnce() -> bool) -> Closing {
+        match phase {
+            Phase::Begin | Phase::Done => Closing::Nothing,
+            Phase::Waiting | Phase::Cancelling => {
+                self.cancelled = true;
+                Closing::Calls {
+                    wait: phase == Phase::Cancelling,
+                }
+            }
+            Phase::Aborting => Closing::Aborts {
+                task: aborts_loop_closed(),
+            },
+        }
+    }
+
+    /// A cancelled turn looked at its tasks: `running` of them have not ended.
+    pub fn cancelling(running: usize) -> Cancelling {
+        if running == 0 {
+            Cancelling::Abort
+        } else {
+            Cancelling::Wait
+        }
+    }
+
+    /// A cancelled turn's tasks have all ended: `left` calls are unanswered (`started`: the turn
+    /// has a loop to abort them on).
+    pub fn aborting(left: usize, started: bool) -> Aborting {
+        if left == 0 || !started {
+            Aborting::End
+        } else {
+            Aborting::Abort
+        }
+    }
+
+    /// A cancelled turn's aborts are done (`stopped`: a store or a sink stopped the process
+    /// during them): whether that stop is kept (the first one; the turn then ends by it).
+    pub fn aborts_done(&mut self, stopped: bool) -> bool {
+        stopped && self.stopped()
     }
 
     /// Calls neither answered nor stopped.
@@ -533,5 +761,120 @@ mod tests {
         assert_eq!(Out::Stop.raised(), Raised::Stop);
         assert_eq!(Out::Cancelled.raised(), Raised::Cancelled);
         assert_eq!(Out::Failed.raised(), Raised::Other);
+    }
+
+    #[test]
+    fn each_phase_handles_each_input() {
+        use Input::{Send, Throw};
+        let none = Send { none: true };
+        let value = Send { none: false };
+        let thrown = Throw { exit: false };
+        let exit = Throw { exit: true };
+        let expected = [
+            (Phase::Begin, [Step::Start, Step::NotNone, Step::Raise, Step::Close]),
+            (Phase::Waiting, [Step::Wake, Step::Wake, Step::Cancel, Step::Close]),
+            (
+                Phase::Cancelling,
+                [Step::StepWait, Step::StepWait, Step::StepWait, Step::Close],
+            ),
+            (
+                Phase::Aborting,
+                [Step::StepShield, Step::StepShield, Step::StepShield, Step::Close],
+            ),
+            (Phase::Done, [Step::Reused, Step::Reused, Step::Raise, Step::Close]),
+        ];
+        for (phase, steps) in expected {
+            let got = [none, value, thrown, exit].map(|input| TurnMachine::on(phase, input));
+            assert_eq!(got, steps, "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn one_step_at_a_time() {
+        let mut t = TurnMachine::new(1);
+        assert!(t.enter());
+        assert!(!t.enter());
+        t.leave();
+        assert!(t.enter());
+    }
+
+    #[test]
+    fn awaited_once() {
+        assert_eq!(TurnMachine::awaitable(Phase::Begin), Awaitable::Yes);
+        assert_eq!(TurnMachine::awaitable(Phase::Done), Awaitable::Reused);
+        for phase in [Phase::Waiting, Phase::Cancelling, Phase::Aborting] {
+            assert_eq!(TurnMachine::awaitable(phase), Awaitable::Awaited);
+        }
+    }
+
+    #[test]
+    fn how_an_admitted_call_starts() {
+        assert_eq!(TurnMachine::admitted(Admission::Body), Start::Body);
+        assert_eq!(TurnMachine::admitted(Admission::Step { done: false }), Start::Drive);
+        assert_eq!(TurnMachine::admitted(Admission::Step { done: true }), Start::Answer);
+        assert_eq!(TurnMachine::admitted(Admission::Raised(Raised::Stop)), Start::Cancel);
+        assert_eq!(
+            TurnMachine::admitted(Admission::Raised(Raised::Cancelled)),
+            Start::Fault
+        );
+        assert_eq!(TurnMachine::admitted(Admission::Raised(Raised::Other)), Start::Fault);
+    }
+
+    #[test]
+    fn a_turn_answered_at_once_ends_at_once() {
+        let mut t = TurnMachine::new(2);
+        assert_eq!(t.started(), Waiting::Wait);
+        t.answered();
+        assert_eq!(t.started(), Waiting::Wait);
+        t.answered();
+        assert_eq!(t.started(), Waiting::Finish);
+        assert_eq!(TurnMachine::new(0).started(), Waiting::Finish);
+    }
+
+    #[test]
+    fn closing_in_each_phase() {
+        let never = || -> bool { panic!("not asked") };
+        for phase in [Phase::Begin, Phase::Done] {
+            let mut t = TurnMachine::new(1);
+            assert_eq!(t.closing(phase, never), Closing::Nothing);
+            assert!(!t.cancelled());
+        }
+        let mut t = TurnMachine::new(1);
+        assert_eq!(t.closing(Phase::Waiting, never), Closing::Calls { wait: false });
+        assert!(t.cancelled());
+        let mut t = TurnMachine::new(1);
+        assert_eq!(t.closing(Phase::Cancelling, never), Closing::Calls { wait: true });
+        assert!(t.cancelled());
+        let mut t = TurnMachine::new(1);
+        assert_eq!(t.closing(Phase::Aborting, || false), Closing::Aborts { task: false });
+        assert_eq!(t.closing(Phase::Aborting, || true), Closing::Aborts { task: true });
+        assert!(!t.cancelled()); // cancelled already when it aborts; closing changes nothing
+    }
+
+    #[test]
+    fn a_cancelled_turn_waits_for_its_tasks_then_aborts_its_calls() {
+        assert_eq!(TurnMachine::cancelling(0), Cancelling::Abort);
+        assert_eq!(TurnMachine::cancelling(1), Cancelling::Wait);
+        assert_eq!(TurnMachine::cancelling(1000), Cancelling::Wait);
+        assert_eq!(TurnMachine::aborting(0, true), Aborting::End);
+        assert_eq!(TurnMachine::aborting(2, false), Aborting::End);
+        assert_eq!(TurnMachine::aborting(0, false), Aborting::End);
+        assert_eq!(TurnMachine::aborting(2, true), Aborting::Abort);
+    }
+
+    #[test]
+    fn a_stop_during_the_aborts_ends_the_turn() {
+        let mut t = TurnMachine::new(2);
+        t.cancel();
+        assert!(!t.aborts_done(false));
+        assert!(!t.has_stop());
+        assert_eq!(t.ending(false), Ending::Cancelled);
+        assert!(t.aborts_done(true));
+        assert_eq!(t.ending(false), Ending::Stop);
+        // a call's stop came first: it is the one kept
+        let mut t = TurnMachine::new(2);
+        assert!(t.stopped());
+        assert!(!t.aborts_done(true));
+        assert_eq!(t.ending(false), Ending::Stop);
     }
 }

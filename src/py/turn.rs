@@ -37,7 +37,8 @@ use super::registry::CoreRegistry;
 use super::relay::{After, Relay};
 use crate::cancel::Raised;
 use crate::turn::{
-    self as core, Aborted, BodyRaised, DriveEnded, Driven, Ending, RelayClosed, Then, TurnMachine, WaitEnded, Waiting,
+    self as core, Aborted, Aborting, Admission, Awaitable, BodyRaised, Cancelling, Closing, DriveEnded, Driven, Ending,
+    RelayClosed, Start, Step, Then, TurnMachine, WaitEnded, Waiting,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -188,6 +189,19 @@ enum Phase {
     Done,
 }
 
+impl Phase {
+    /// The phase, to the core's decisions.
+    fn kind(&self) -> core::Phase {
+        match self {
+            Phase::Begin => core::Phase::Begin,
+            Phase::Waiting => core::Phase::Waiting,
+            Phase::Cancelling { .. } => core::Phase::Cancelling,
+            Phase::Aborting { .. } => core::Phase::Aborting,
+            Phase::Done => core::Phase::Done,
+        }
+    }
+}
+
 /// The calls of one turn (see the module).
 #[pyclass(module = "agentkit_tools._core")]
 pub struct Turn {
@@ -205,13 +219,12 @@ pub struct Turn {
     tasks: Vec<Option<Py<PyAny>>>,
     machines: Vec<Option<Py<Call>>>,
     /// The core's decisions: the calls unanswered, whether the turn was cancelled, whether a
-    /// call's stop was kept, the one bound of its aborts (`crate::turn::TurnMachine`).
+    /// call's stop was kept, the one bound of its aborts, whether a step runs
+    /// (`crate::turn::TurnMachine`).
     machine: TurnMachine,
     /// The first `KeyboardInterrupt`/`SystemExit` of a call (the one `machine` kept).
     stop: Option<Py<PyAny>>,
     phase: Phase,
-    /// During one of its own steps.
-    busy: bool,
 }
 
 /// Call `i` of `turn` is answered with `env`: its task and state are let go.
@@ -621,97 +634,98 @@ fn state<'py>(slf: &Bound<'py, Turn>) -> PyResult<PyRefMut<'py, Turn>> {
 impl Turn {
     /// A step of the caller's `await`.
     fn resume<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
-        {
-            let mut t = state(slf)?;
-            if t.busy {
-                return Err(PyValueError::new_err("coroutine already executing"));
-            }
-            t.busy = true;
+        if !state(slf)?.machine.enter() {
+            return Err(PyValueError::new_err("coroutine already executing"));
         }
         let out = Self::step(slf, input);
         if let Ok(mut t) = slf.try_borrow_mut() {
-            t.busy = false;
+            t.machine.leave();
         }
         out
     }
 
+    /// The step the core's `TurnMachine::on` says the turn's phase takes for `input`.
     fn step<'py>(slf: &Bound<'py, Self>, input: Input<'py>) -> Stepped<'py> {
         let py = slf.py();
-        if let Input::Throw(exc) = &input {
-            if exc.is_instance_of::<PyGeneratorExit>() {
+        let given = match &input {
+            Input::Send(v) => core::Input::Send { none: v.is_none() },
+            Input::Throw(exc) => core::Input::Throw {
+                exit: exc.is_instance_of::<PyGeneratorExit>(),
+            },
+        };
+        let step = TurnMachine::on(state(slf)?.phase.kind(), given);
+        match (step, input) {
+            (Step::Close, Input::Throw(exc)) => {
                 Self::close_now(slf)?;
-                return Err(PyErr::from_value(exc.clone()));
+                Err(PyErr::from_value(exc))
+            }
+            (Step::NotNone, _) => Err(PyTypeError::new_err(
+                "can't send non-None value to a just-started coroutine",
+            )),
+            (step, input) => {
+                let phase = std::mem::replace(&mut state(slf)?.phase, Phase::Done);
+                match (step, phase, input) {
+                    (Step::Start, _, _) => Self::start(slf),
+                    (Step::Wake, _, _) => Self::wake(slf),
+                    (Step::Cancel, _, Input::Throw(exc)) => Self::cancel(slf, exc),
+                    (Step::StepWait, Phase::Cancelling { exc, running, wait }, input) => match wait.step(py, input) {
+                        Out::Yield(y) => {
+                            state(slf)?.phase = Phase::Cancelling { exc, running, wait };
+                            Ok(y)
+                        }
+                        // cancelled again: they are cancelled again (as gather does)
+                        out => {
+                            again(py, out)?;
+                            Self::cancelling(slf, exc.into_bound(py), running)
+                        }
+                    },
+                    (Step::StepShield, Phase::Aborting { exc, aborts, shield }, input) => {
+                        match shield.step(py, input) {
+                            Out::Yield(y) => {
+                                state(slf)?.phase = Phase::Aborting { exc, aborts, shield };
+                                Ok(y)
+                            }
+                            // cancelled again: the aborts go on; the first cancellation propagates
+                            out => {
+                                again(py, out)?;
+                                Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py))
+                            }
+                        }
+                    }
+                    (Step::Raise, _, Input::Throw(exc)) => Err(raised_inside(py, PyErr::from_value(exc))),
+                    (Step::Reused, _, _) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+                    _ => Err(PyRuntimeError::new_err("the turn's step does not match its phase")),
+                }
             }
         }
-        let phase = std::mem::replace(&mut state(slf)?.phase, Phase::Done);
-        match phase {
-            Phase::Begin => match input {
-                Input::Send(v) if !v.is_none() => {
-                    state(slf)?.phase = Phase::Begin;
-                    Err(PyTypeError::new_err(
-                        "can't send non-None value to a just-started coroutine",
-                    ))
-                }
-                Input::Send(_) => Self::start(slf),
-                Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))), // never started
-            },
-            Phase::Waiting => match input {
-                Input::Send(_) => {
-                    let waiter = state(slf)?.waiter.as_ref().map(|w| w.clone_ref(py));
-                    let waiter = waiter
-                        .ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?
-                        .into_bound(py);
-                    // Woken with the waiter pending: as an asyncio future's await does, the waiter
-                    // is yielded again once its task took it; stepped again before that, it is a
-                    // misuse.
-                    let blocking = intern!(py, "_asyncio_future_blocking");
-                    let done = waiter.call_method0(intern!(py, "done"))?.is_truthy()?;
-                    let not_taken = !done && waiter.getattr(blocking)?.is_truthy()?;
-                    match TurnMachine::waiting(done, not_taken) {
-                        Waiting::Misuse => {
-                            let misuse = py
-                                .get_type::<PyRuntimeError>()
-                                .call1(("await wasn't used with future",))?;
-                            Self::cancel(slf, misuse)
-                        }
-                        Waiting::Wait => {
-                            waiter.setattr(blocking, true)?;
-                            state(slf)?.phase = Phase::Waiting;
-                            Ok(waiter)
-                        }
-                        Waiting::Finish => match waiter.call_method0(intern!(py, "result")) {
-                            Ok(_) => Self::finished(slf),
-                            Err(e) => Self::cancel(slf, value_of(py, e)),
-                        },
-                    }
-                }
-                Input::Throw(exc) => Self::cancel(slf, exc),
-            },
-            Phase::Cancelling { exc, running, wait } => match wait.step(py, input) {
-                Out::Yield(y) => {
-                    state(slf)?.phase = Phase::Cancelling { exc, running, wait };
-                    Ok(y)
-                }
-                // cancelled again: they are cancelled again (as gather does)
-                out => {
-                    again(py, out)?;
-                    Self::cancelling(slf, exc.into_bound(py), running)
-                }
-            },
-            Phase::Aborting { exc, aborts, shield } => match shield.step(py, input) {
-                Out::Yield(y) => {
-                    state(slf)?.phase = Phase::Aborting { exc, aborts, shield };
-                    Ok(y)
-                }
-                // cancelled again: the aborts go on; the first cancellation propagates
-                out => {
-                    again(py, out)?;
-                    Self::shielding(slf, exc.into_bound(py), aborts.into_bound(py))
-                }
-            },
-            Phase::Done => match input {
-                Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
-                Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
+    }
+
+    /// Woken while waiting: as an asyncio future's await does, the waiter is yielded again once
+    /// its task took it; stepped again before that, it is a misuse.
+    fn wake<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
+        let py = slf.py();
+        let waiter = state(slf)?.waiter.as_ref().map(|w| w.clone_ref(py));
+        let waiter = waiter
+            .ok_or_else(|| PyRuntimeError::new_err("the turn has not started"))?
+            .into_bound(py);
+        let blocking = intern!(py, "_asyncio_future_blocking");
+        let done = waiter.call_method0(intern!(py, "done"))?.is_truthy()?;
+        let not_taken = !done && waiter.getattr(blocking)?.is_truthy()?;
+        match TurnMachine::waiting(done, not_taken) {
+            Waiting::Misuse => {
+                let misuse = py
+                    .get_type::<PyRuntimeError>()
+                    .call1(("await wasn't used with future",))?;
+                Self::cancel(slf, misuse)
+            }
+            Waiting::Wait => {
+                waiter.setattr(blocking, true)?;
+                state(slf)?.phase = Phase::Waiting;
+                Ok(waiter)
+            }
+            Waiting::Finish => match waiter.call_method0(intern!(py, "result")) {
+                Ok(_) => Self::finished(slf),
+                Err(e) => Self::cancel(slf, value_of(py, e)),
             },
         }
     }
@@ -743,8 +757,15 @@ impl Turn {
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
             let begun = Pipeline::admit_unsealed(pipe, registry, call, ctx, &shared);
-            let task = match begun {
-                Ok(Begun::Body(m, limit)) => {
+            let start = TurnMachine::admitted(match &begun {
+                Ok(Begun::Body(..)) => Admission::Body,
+                Ok(Begun::Step(_, step, _)) => Admission::Step {
+                    done: *step == STEP_DONE,
+                },
+                Err(e) => Admission::Raised(raised(py, e)),
+            });
+            let task = match (start, begun) {
+                (Start::Body, Ok(Begun::Body(m, limit))) => {
                     let tool = m.tool_object(py).unbind();
                     let mine = Mine {
                         turn: turn.clone_ref(py),
@@ -767,12 +788,12 @@ impl Turn {
                         )?,
                     }
                 }
-                Ok(Begun::Step(m, step, arg)) => {
-                    if step == STEP_DONE {
-                        drop(m); // a call answered already needs no state on the Python side
-                        Self::answered(slf, i, arg)?;
-                        continue;
-                    }
+                (Start::Answer, Ok(Begun::Step(m, _, env))) => {
+                    drop(m); // a call answered already needs no state on the Python side
+                    answer_at(slf, i, env)?;
+                    continue;
+                }
+                (Start::Drive, Ok(Begun::Step(m, step, arg))) => {
                     let m = Py::new(py, m)?;
                     state(slf)?.machines[i] = Some(m.clone_ref(py));
                     let owed = Owed {
@@ -783,51 +804,33 @@ impl Turn {
                     let (drive, after) = owed.drive(py, step, arg)?;
                     spawn(py, &create_task, Relay::driving(drive, after))?
                 }
-                // the process is being stopped
-                Err(e) if raised(py, &e) == Raised::Stop => return Self::cancel(slf, value_of(py, e)),
-                Err(e) => {
+                (Start::Cancel, Err(e)) => return Self::cancel(slf, value_of(py, e)),
+                (Start::Fault, Err(e)) => {
                     let env = call_fault(py, value_of(py, e), call.clone(), false)?;
-                    Self::answered(slf, i, env.into_any())?;
+                    answer_at(slf, i, env.into_any())?;
                     continue;
                 }
+                _ => return Err(PyRuntimeError::new_err("a call's start does not match its admission")),
             };
             let old = state(slf)?.tasks[i].replace(task.unbind());
             drop(old);
         }
-        if state(slf)?.machine.pending() == 0 {
-            return Self::finished(slf);
-        }
-        state(slf)?.phase = Phase::Waiting;
-        waiter.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
-        Ok(waiter)
-    }
-
-    /// Call `i` was answered at once (`env`).
-    fn answered(slf: &Bound<'_, Self>, i: usize, env: Bound<'_, PyAny>) -> PyResult<()> {
-        let py = slf.py();
-        let waiter = {
-            let mut t = state(slf)?;
-            t.envs[i] = Some(env.unbind());
-            if t.machine.answered() {
-                t.waiter.as_ref().map(|w| w.clone_ref(py))
-            } else {
-                None
+        let started = state(slf)?.machine.started();
+        match started {
+            Waiting::Wait => {
+                state(slf)?.phase = Phase::Waiting;
+                waiter.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+                Ok(waiter)
             }
-        };
-        if let Some(w) = waiter {
-            let w = w.bind(py);
-            if !w.call_method0(intern!(py, "done"))?.is_truthy()? {
-                w.call_method1(intern!(py, "set_result"), (py.None(),))?;
-            }
+            _ => Self::finished(slf),
         }
-        Ok(())
     }
 
     /// Every call is answered: the envelopes in call order.
     fn finished<'py>(slf: &Bound<'py, Self>) -> Stepped<'py> {
         let py = slf.py();
         let envs = std::mem::take(&mut state(slf)?.envs);
-        let envs = PyList::new(py, envs.into_iter().map(|e| e.map_or_else(|| py.None(), |e| e)))?;
+        let envs = PyList::new(py, envs.into_iter().map(|e| e.unwrap_or_else(|| py.None())))?;
         Err(pyo3::exceptions::PyStopIteration::new_err((envs.unbind(),)))
     }
 
@@ -853,7 +856,7 @@ impl Turn {
                     left.push(t);
                 }
             }
-            if left.is_empty() {
+            if TurnMachine::cancelling(left.len()) == Cancelling::Abort {
                 return Self::aborting(slf, exc);
             }
             for t in &left {
@@ -884,8 +887,11 @@ impl Turn {
             let until = t.machine.abort_bound(std::time::Instant::now()); // one bound for all the calls' aborts
             (rest, t.ctx.clone_ref(py), t.lp.as_ref().map(|l| l.clone_ref(py)), until)
         };
+        let (Aborting::Abort, Some(lp)) = (TurnMachine::aborting(rest.len(), lp.is_some()), lp) else {
+            return Self::raise(slf, exc);
+        };
         let mut rest = rest.into_iter();
-        let (Some(first), Some(lp)) = (rest.next(), lp) else {
+        let Some(first) = rest.next() else {
             return Self::raise(slf, exc);
         };
         let drive = Bound::new(
@@ -929,11 +935,9 @@ impl Turn {
         // A store or a sink stopped the process during the aborts (their task's value): the
         // turn ends by that stop once they are done.
         if let Ok(stop) = aborts.call_method0(intern!(py, "result")) {
-            if !stop.is_none() {
-                let mut t = state(slf)?;
-                if t.machine.stopped() {
-                    t.stop = Some(stop.unbind());
-                }
+            let mut t = state(slf)?;
+            if t.machine.aborts_done(!stop.is_none()) {
+                t.stop = Some(stop.unbind());
             }
         }
         Self::raise(slf, exc)
@@ -958,43 +962,52 @@ impl Turn {
         }
     }
 
-    /// `close()`: with calls unanswered, each task left is closed (see `close_task`) and each
-    /// call left is aborted as cancelled without awaiting.
+    /// `close()`: what the core's `TurnMachine::closing` says the turn's phase does (see
+    /// `close_task` for how a task left is closed; each call left is aborted as cancelled
+    /// without awaiting).
     fn close_now(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let phase = std::mem::replace(&mut state(slf)?.phase, Phase::Done);
-        match phase {
-            Phase::Begin | Phase::Done => return Ok(()),
-            Phase::Waiting => {}
-            Phase::Cancelling { wait, .. } => drop(wait.close(py)),
-            Phase::Aborting { shield, aborts, .. } => {
-                // The aborts go on by themselves while their loop runs.
+        let mut phase = std::mem::replace(&mut state(slf)?.phase, Phase::Done);
+        // Asked only while the aborts run (and not with the turn borrowed).
+        let aborts_loop_closed = match &phase {
+            Phase::Aborting { aborts, .. } => aborts
+                .bind(py)
+                .call_method0(intern!(py, "get_loop"))?
+                .call_method0(intern!(py, "is_closed"))?
+                .is_truthy()?,
+            _ => false,
+        };
+        let closing = state(slf)?.machine.closing(phase.kind(), || aborts_loop_closed);
+        match (closing, &mut phase) {
+            (Closing::Nothing, _) => Ok(()),
+            (Closing::Aborts { task }, Phase::Aborting { shield, aborts, .. }) => {
                 drop(shield.close(py));
-                let aborts = aborts.bind(py);
-                let closed = aborts
-                    .call_method0(intern!(py, "get_loop"))?
-                    .call_method0(intern!(py, "is_closed"))?
-                    .is_truthy()?;
-                return if closed { close_task(py, aborts) } else { Ok(()) };
+                if task {
+                    close_task(py, aborts.bind(py))
+                } else {
+                    Ok(())
+                }
             }
+            (Closing::Calls { wait }, phase) => {
+                if let (true, Phase::Cancelling { wait, .. }) = (wait, phase) {
+                    drop(wait.close(py));
+                }
+                let tasks: Vec<Py<PyAny>> = state(slf)?.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect();
+                for task in tasks {
+                    close_task(py, task.bind(py))?;
+                }
+                let (machines, ctx) = {
+                    let mut t = state(slf)?;
+                    let machines: Vec<Py<Call>> = t.machines.iter_mut().filter_map(Option::take).collect();
+                    (machines, t.ctx.clone_ref(py))
+                };
+                for m in machines {
+                    Drive::closed(py, m, ctx.clone_ref(py))?;
+                }
+                Ok(())
+            }
+            _ => Err(PyRuntimeError::new_err("the turn's close does not match its phase")),
         }
-        let tasks: Vec<Py<PyAny>> = {
-            let mut t = state(slf)?;
-            t.machine.cancel();
-            t.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect()
-        };
-        for task in tasks {
-            close_task(py, task.bind(py))?;
-        }
-        let (machines, ctx) = {
-            let mut t = state(slf)?;
-            let machines: Vec<Py<Call>> = t.machines.iter_mut().filter_map(Option::take).collect();
-            (machines, t.ctx.clone_ref(py))
-        };
-        for m in machines {
-            Drive::closed(py, m, ctx.clone_ref(py))?;
-        }
-        Ok(())
     }
 }
 
@@ -1026,10 +1039,10 @@ fn close_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
 impl Coroutine for Turn {
     /// `RuntimeError` once the turn has started: one caller awaits it, as one awaits a coroutine.
     fn awaited(slf: &Bound<'_, Self>) -> PyResult<()> {
-        match state(slf)?.phase {
-            Phase::Begin => Ok(()),
-            Phase::Done => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
-            _ => Err(PyRuntimeError::new_err("coroutine is being awaited already")),
+        match TurnMachine::awaitable(state(slf)?.phase.kind()) {
+            Awaitable::Yes => Ok(()),
+            Awaitable::Reused => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+            Awaitable::Awaited => Err(PyRuntimeError::new_err("coroutine is being awaited already")),
         }
     }
 
@@ -1069,7 +1082,6 @@ impl Turn {
             machine: TurnMachine::new(n),
             stop: None,
             phase: Phase::Begin,
-            busy: false,
         }
     }
 
