@@ -325,6 +325,17 @@ pub enum Aborting {
     Abort,
 }
 
+/// What follows once the coroutine of a task of a closed turn was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskClosed {
+    /// Cancel the task: its loop still runs, the task ends at its next step.
+    Cancel,
+    /// Nothing more: its loop is closed.
+    Leave,
+    /// What the close raised propagates.
+    Propagate,
+}
+
 /// The state of one turn's decisions (see the module).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnMachine {
@@ -588,6 +599,33 @@ impl TurnMachine {
             Then::OwnTask
         } else {
             Then::Drive
+        }
+    }
+
+    /// How a call goes on once what closed its relay was fed to its state (`done`: that step
+    /// answers it): its later steps go on in a task of their own, the relay being closed.
+    pub fn after_relay_closed(done: bool) -> Then {
+        if done {
+            Then::Answer
+        } else {
+            Then::OwnTask
+        }
+    }
+
+    /// The coroutine of a task left of a closed turn was closed with `out` (its body's `finally`
+    /// blocks ran, its drive aborted its call as cancelled without awaiting): an `Exception` the
+    /// close raised is dropped (its call is aborted all the same), anything else propagates;
+    /// `loop_closed`: whether the task's loop is closed, asked only then.
+    pub fn task_closed(out: Out, loop_closed: impl FnOnce() -> bool) -> TaskClosed {
+        match out {
+            Out::Returned | Out::Failed => {
+                if loop_closed() {
+                    TaskClosed::Leave
+                } else {
+                    TaskClosed::Cancel
+                }
+            }
+            Out::Stop | Out::Cancelled | Out::Other => TaskClosed::Propagate,
         }
     }
 
@@ -876,5 +914,23 @@ mod tests {
         assert!(t.stopped());
         assert!(!t.aborts_done(true));
         assert_eq!(t.ending(false), Ending::Stop);
+    }
+
+    #[test]
+    fn a_call_fed_after_its_relay_closed_goes_on_in_a_task_of_its_own() {
+        assert_eq!(TurnMachine::after_relay_closed(true), Then::Answer);
+        assert_eq!(TurnMachine::after_relay_closed(false), Then::OwnTask);
+    }
+
+    #[test]
+    fn a_task_of_a_closed_turn() {
+        let never = || -> bool { panic!("not asked") };
+        assert_eq!(TurnMachine::task_closed(Out::Returned, || false), TaskClosed::Cancel);
+        assert_eq!(TurnMachine::task_closed(Out::Returned, || true), TaskClosed::Leave);
+        assert_eq!(TurnMachine::task_closed(Out::Failed, || false), TaskClosed::Cancel);
+        assert_eq!(TurnMachine::task_closed(Out::Failed, || true), TaskClosed::Leave);
+        for out in [Out::Stop, Out::Cancelled, Out::Other] {
+            assert_eq!(TurnMachine::task_closed(out, never), TaskClosed::Propagate);
+        }
     }
 }

@@ -38,7 +38,7 @@ use super::relay::{After, Relay};
 use crate::cancel::Raised;
 use crate::turn::{
     self as core, Aborted, Aborting, Admission, Awaitable, BodyRaised, Cancelling, Closing, DriveEnded, Driven, Ending,
-    RelayClosed, Start, Step, Then, TurnMachine, WaitEnded, Waiting,
+    RelayClosed, Start, Step, TaskClosed, Then, TurnMachine, WaitEnded, Waiting,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -586,8 +586,10 @@ impl Owed {
             m: self.m.clone_ref(py),
         };
         match fed {
-            Ok((STEP_DONE, env)) => self.answer(py, env),
-            Ok((step, arg)) => me.spawn(py, self.drive(py, step, arg)?),
+            Ok((step, arg)) => match TurnMachine::after_relay_closed(step == STEP_DONE) {
+                Then::Answer => self.answer(py, arg),
+                _ => me.spawn(py, self.drive(py, step, arg)?),
+            },
             Err(e) => me.spawn(py, self.abort(py, value_of(py, e))?),
         }
     }
@@ -1012,28 +1014,32 @@ impl Turn {
 }
 
 /// A task of a turn being closed: its coroutine is closed (its body's `finally` blocks run, its
-/// drive aborts its call as cancelled without awaiting; a body whose clean-up raises or awaits
-/// while closed: its call is aborted all the same), as the collector closes a coroutine dropped
-/// with it; then, if its loop still runs, cancelled (it ends at its next step).
+/// drive aborts its call as cancelled without awaiting), as the collector closes a coroutine
+/// dropped with it; then what the core's `TurnMachine::task_closed` says.
 fn close_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
     if task.call_method0(intern!(py, "done"))?.is_truthy()? {
         return Ok(());
     }
-    match task
+    let closed = task
         .call_method0(intern!(py, "get_coro"))
-        .and_then(|c| c.call_method0(intern!(py, "close")))
-    {
-        Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => return Err(e),
-        _ => {}
+        .and_then(|c| c.call_method0(intern!(py, "close")));
+    let out = match &closed {
+        Ok(_) => core::Out::Returned,
+        Err(e) => out_of_err(py, e),
+    };
+    let mut asked = Ok(false);
+    let loop_closed = || {
+        asked = task
+            .call_method0(intern!(py, "get_loop"))
+            .and_then(|l| l.call_method0(intern!(py, "is_closed")))
+            .and_then(|c| c.is_truthy());
+        *asked.as_ref().unwrap_or(&true)
+    };
+    match TurnMachine::task_closed(out, loop_closed) {
+        TaskClosed::Propagate => closed.map(drop),
+        TaskClosed::Leave => asked.map(drop),
+        TaskClosed::Cancel => task.call_method0(intern!(py, "cancel")).map(drop),
     }
-    if !task
-        .call_method0(intern!(py, "get_loop"))?
-        .call_method0(intern!(py, "is_closed"))?
-        .is_truthy()?
-    {
-        task.call_method0(intern!(py, "cancel"))?;
-    }
-    Ok(())
 }
 
 impl Coroutine for Turn {
