@@ -272,6 +272,16 @@ pub enum Described<D> {
     Other { exc_type: String, text: String },
 }
 
+impl<D> Described<D> {
+    /// A `ToolTimeoutError` whose `timeout_s` read as `limit_s` (None: it could not be read as a
+    /// number, which counts as 0 s).
+    pub fn deadline(limit_s: Option<f64>) -> Self {
+        Described::Deadline {
+            limit_s: limit_s.unwrap_or(0.0),
+        }
+    }
+}
+
 /// The problems a `ToolShapeError` lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShapeErrors {
@@ -517,6 +527,8 @@ mod tests {
             (f.code.as_str(), f.message.as_str()),
             ("timeout", F::timeout("t", 2.5).message.as_str())
         );
+        assert_eq!(D::deadline(Some(1.5)), D::Deadline { limit_s: 1.5 });
+        assert_eq!(D::deadline(None), D::Deadline { limit_s: 0.0 });
         let f = F::of_described(
             "t",
             D::Tool {

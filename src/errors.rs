@@ -132,7 +132,87 @@ pub enum Raised {
     Other { transient: bool },
 }
 
+/// The exception classes of `agentkit_tools.errors` the rules tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// `ToolArgumentError`.
+    Arguments,
+    /// `ToolTimeoutError`.
+    Deadline,
+    /// `ToolError`.
+    Tool,
+    /// `ToolShapeError`.
+    Shape,
+}
+
+impl ErrorClass {
+    /// The order an exception is tested against the classes: the first it is an instance of
+    /// decides (a class deriving from two of them is what the earlier one says).
+    pub const ORDER: [ErrorClass; 4] = [
+        ErrorClass::Arguments,
+        ErrorClass::Deadline,
+        ErrorClass::Tool,
+        ErrorClass::Shape,
+    ];
+}
+
+/// Built-in exception classes whose instances say the backend may recover (transient).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransientBuiltin {
+    /// `ConnectionError` (and its subclasses: refused, reset, aborted, broken pipe).
+    ConnectionError,
+    /// `TimeoutError` raised by the body itself (not our own deadline, `ToolTimeoutError`).
+    TimeoutError,
+}
+
+/// Every built-in class of [`TransientBuiltin`], in the order they are tested.
+pub const TRANSIENT_BUILTINS: [TransientBuiltin; 2] =
+    [TransientBuiltin::ConnectionError, TransientBuiltin::TimeoutError];
+
+/// What an envelope says of an exception a call raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Describe {
+    /// The `invalid_arguments` failure, against the tool's input schema.
+    InvalidArguments,
+    /// `timeout`.
+    Deadline,
+    /// The tool's own code.
+    Tool,
+    /// `output_mismatch`.
+    Shape,
+    /// `internal_error`, naming the exception.
+    Other,
+}
+
 impl Raised {
+    /// What an exception is: `class`, the first of [`ErrorClass::ORDER`] it is an instance of
+    /// (None: none of them); `retriable`, a `ToolError`'s flag as read (None: it could not be read,
+    /// which counts as not retriable); `transient`, whether an exception of no class of ours is
+    /// an instance of a [`TransientBuiltin`] or of a class the caller declared transient.
+    pub fn of(class: Option<ErrorClass>, retriable: Option<bool>, transient: bool) -> Raised {
+        match class {
+            Some(ErrorClass::Arguments) => Raised::Arguments,
+            Some(ErrorClass::Deadline) => Raised::Deadline,
+            Some(ErrorClass::Tool) => Raised::Tool {
+                retriable: retriable.unwrap_or(false),
+            },
+            Some(ErrorClass::Shape) => Raised::Shape,
+            None => Raised::Other { transient },
+        }
+    }
+
+    /// How an envelope describes it: a `ToolArgumentError` against the tool's input schema when
+    /// that is known (`schema_known`), else as any other exception.
+    pub fn describe(self, schema_known: bool) -> Describe {
+        match self {
+            Raised::Arguments if schema_known => Describe::InvalidArguments,
+            Raised::Arguments | Raised::Other { .. } => Describe::Other,
+            Raised::Deadline => Describe::Deadline,
+            Raised::Tool { .. } => Describe::Tool,
+            Raised::Shape => Describe::Shape,
+        }
+    }
+
     /// How the retry rule classifies the failed attempt.
     pub fn failure_kind(self) -> crate::middleware::FailureKind {
         use crate::middleware::FailureKind;
@@ -341,6 +421,50 @@ mod tests {
         assert_eq!(ErrorCode::from_wire("nope"), None);
         let retriable: Vec<_> = ErrorCode::ALL.iter().filter(|c| c.retriable()).collect();
         assert_eq!(retriable, [&ErrorCode::StoreConflict]);
+    }
+
+    #[test]
+    fn an_exception_is_what_its_first_class_in_order_says() {
+        assert_eq!(
+            ErrorClass::ORDER,
+            [
+                ErrorClass::Arguments,
+                ErrorClass::Deadline,
+                ErrorClass::Tool,
+                ErrorClass::Shape
+            ]
+        );
+        assert_eq!(
+            Raised::of(Some(ErrorClass::Arguments), Some(true), true),
+            Raised::Arguments
+        );
+        assert_eq!(Raised::of(Some(ErrorClass::Deadline), None, true), Raised::Deadline);
+        assert_eq!(
+            Raised::of(Some(ErrorClass::Tool), Some(true), false),
+            Raised::Tool { retriable: true }
+        );
+        // A flag that cannot be read is not retriable.
+        assert_eq!(
+            Raised::of(Some(ErrorClass::Tool), None, true),
+            Raised::Tool { retriable: false }
+        );
+        assert_eq!(Raised::of(Some(ErrorClass::Shape), None, true), Raised::Shape);
+        assert_eq!(Raised::of(None, Some(true), true), Raised::Other { transient: true });
+        assert_eq!(Raised::of(None, None, false), Raised::Other { transient: false });
+        assert_eq!(
+            TRANSIENT_BUILTINS,
+            [TransientBuiltin::ConnectionError, TransientBuiltin::TimeoutError]
+        );
+    }
+
+    #[test]
+    fn how_an_envelope_describes_what_was_raised() {
+        assert_eq!(Raised::Arguments.describe(true), Describe::InvalidArguments);
+        assert_eq!(Raised::Arguments.describe(false), Describe::Other);
+        assert_eq!(Raised::Other { transient: true }.describe(true), Describe::Other);
+        assert_eq!(Raised::Deadline.describe(false), Describe::Deadline);
+        assert_eq!(Raised::Tool { retriable: false }.describe(false), Describe::Tool);
+        assert_eq!(Raised::Shape.describe(true), Describe::Shape);
     }
 
     #[test]

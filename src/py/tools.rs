@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::envelope::{self, PyFailure as Failure};
 use super::gil::GilCell;
 use crate::envelope::{Code, Described, ShapeErrors, Success};
-use crate::errors::{self, Raised};
+use crate::errors::{self, Describe, ErrorClass, Raised, TransientBuiltin};
 use crate::render;
 use crate::schema::{self, ParamSpec};
 use crate::validate::{self, ArgumentValidator, Rejection};
@@ -46,35 +46,40 @@ pub(crate) fn errors(py: Python<'_>) -> PyResult<&Errors> {
 }
 
 /// The one mapping of a raised exception to what the rules see (`crate::errors::Raised`), by
-/// class, never by message: `ToolArgumentError`, `ToolTimeoutError`, `ToolError` (its
-/// `retriable`, read defensively), `ToolShapeError`, else other; an other exception is
-/// transient when it is a `ConnectionError`, a `TimeoutError` or an instance of `transient`.
+/// class, never by message: the exception is tested against the classes in the core's order
+/// (`ErrorClass::ORDER`), a `ToolError`'s `retriable` read defensively; an exception of none of
+/// them is tested against the core's transient built-in classes and `transient`.
 pub(crate) fn classify(
     py: Python<'_>,
     exc: &Bound<'_, PyAny>,
     transient: Option<&Bound<'_, PyTuple>>,
 ) -> PyResult<Raised> {
     let c = errors(py)?;
-    if exc.is_instance(c.argument.bind(py))? {
-        return Ok(Raised::Arguments);
+    for class in ErrorClass::ORDER {
+        let ty = match class {
+            ErrorClass::Arguments => &c.argument,
+            ErrorClass::Deadline => &c.timeout,
+            ErrorClass::Tool => &c.tool_error,
+            ErrorClass::Shape => &c.shape,
+        };
+        if exc.is_instance(ty.bind(py))? {
+            let retriable = match class {
+                ErrorClass::Tool => exc.getattr("retriable").and_then(|r| r.is_truthy()).ok(),
+                _ => None,
+            };
+            return Ok(Raised::of(Some(class), retriable, false));
+        }
     }
-    if exc.is_instance(c.timeout.bind(py))? {
-        return Ok(Raised::Deadline);
-    }
-    if exc.is_instance(c.tool_error.bind(py))? {
-        let retriable = exc.getattr("retriable").and_then(|r| r.is_truthy()).unwrap_or(false);
-        return Ok(Raised::Tool { retriable });
-    }
-    if exc.is_instance(c.shape.bind(py))? {
-        return Ok(Raised::Shape);
-    }
-    let transient = exc.is_instance_of::<pyo3::exceptions::PyConnectionError>()
-        || exc.is_instance_of::<pyo3::exceptions::PyTimeoutError>()
+    let builtin = errors::TRANSIENT_BUILTINS.iter().any(|b| match b {
+        TransientBuiltin::ConnectionError => exc.is_instance_of::<pyo3::exceptions::PyConnectionError>(),
+        TransientBuiltin::TimeoutError => exc.is_instance_of::<pyo3::exceptions::PyTimeoutError>(),
+    });
+    let transient = builtin
         || match transient {
             Some(t) if !t.is_empty() => exc.is_instance(t.as_any())?,
             _ => false,
         };
-    Ok(Raised::Other { transient })
+    Ok(Raised::of(None, None, transient))
 }
 
 thread_local! {
@@ -923,20 +928,16 @@ pub(crate) fn error_failure<'py>(
     let text =
         |o: PyResult<Bound<'py, PyAny>>| -> Option<String> { o.and_then(|v| v.str()).and_then(|v| v.extract()).ok() };
     let raised = classify(py, exc, None)?;
-    if let (Raised::Arguments, Some(core)) = (raised, core) {
-        return core.get().argument_error_failure(py, exc);
-    }
-    let described = match raised {
-        Raised::Deadline => Described::Deadline {
-            limit_s: exc.getattr("timeout_s").and_then(|t| t.extract()).unwrap_or(0.0),
-        },
-        Raised::Tool { retriable } => Described::Tool {
+    let described = match (raised.describe(core.is_some()), core) {
+        (Describe::InvalidArguments, Some(core)) => return core.get().argument_error_failure(py, exc),
+        (Describe::Deadline, _) => Described::deadline(exc.getattr("timeout_s").and_then(|t| t.extract()).ok()),
+        (Describe::Tool, _) => Described::Tool {
             code: text(exc.getattr("code")),
             message: exc.str().and_then(|s| s.extract()).unwrap_or_default(),
-            retriable,
+            retriable: matches!(raised, Raised::Tool { retriable: true }),
             details: exc.getattr("details").ok().and_then(|d| d.cast_into::<PyDict>().ok()),
         },
-        Raised::Shape => Described::Shape {
+        (Describe::Shape, _) => Described::Shape {
             expected: text(exc.getattr("expected")).unwrap_or_default(),
             // `errors`: a list of strings (as the reference's ToolShapeError), else its text.
             errors: match exc.getattr("errors") {
@@ -947,7 +948,8 @@ pub(crate) fn error_failure<'py>(
                 _ => ShapeErrors::None,
             },
         },
-        Raised::Arguments | Raised::Other { .. } => Described::Other {
+        // (`InvalidArguments` is only said when the tool is known)
+        (Describe::InvalidArguments | Describe::Other, _) => Described::Other {
             exc_type: exc.get_type().qualname()?.extract()?,
             text: exc.str().and_then(|s| s.extract()).unwrap_or_default(),
         },
