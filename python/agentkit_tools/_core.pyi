@@ -68,6 +68,11 @@ __all__ = [
     "FORMAT_PATTERNS",
     "HANDOFF_SPIN_S",
     "APPROVER_FAILED",
+    "MEMORY_DEFAULT_MAX_ATTEMPTS",
+    "MEMORY_DEFAULT_MAX_BYTES",
+    "MEMORY_DEFAULT_MAX_FILES",
+    "MEMORY_DEFAULT_ROOT",
+    "MEMORY_MAX_PATH_BYTES",
     "MemoryCasLoop",
     "MemoryCommand",
     "MemoryStoreEngine",
@@ -1057,8 +1062,24 @@ class WorkerPool:
 
 # ---------------------------------------------------------------------- memory
 
-def memory_parse_call(args: Mapping[str, Any], root: str = "/memories") -> tuple[str, tuple[Any, ...]]:
-    """Check one call of the ``memory`` tool, resolve its paths under ``root`` and return the
+MEMORY_DEFAULT_ROOT: str
+"""The memory root of a memory tree or tool unless another is given: ``"/memories"``."""
+
+MEMORY_DEFAULT_MAX_BYTES: int
+"""The default limit on the UTF-8 bytes of all file paths and texts of a memory tree: 8388608."""
+
+MEMORY_DEFAULT_MAX_FILES: int
+"""The default limit on the number of files of a memory tree: 4096."""
+
+MEMORY_DEFAULT_MAX_ATTEMPTS: int
+"""The default number of compare-and-set cycles of a store-backed memory command: 32."""
+
+MEMORY_MAX_PATH_BYTES: int
+"""The longest memory path, in UTF-8 bytes, as sent and once joined under the root: 1024."""
+
+def memory_parse_call(args: Mapping[str, Any], root: str | None = None) -> tuple[str, tuple[Any, ...]]:
+    """Check one call of the ``memory`` tool, resolve its paths under ``root`` (None:
+    ``MEMORY_DEFAULT_ROOT``) and return the
     backend method and its positional arguments: ``("view", (path, view_range | None))``,
     ``("create", (path, file_text, overwrite))``, ``("str_replace", (path, old_str, new_str))``,
     ``("insert", (path, insert_line, insert_text))``, ``("delete", (path,))``,
@@ -1073,10 +1094,10 @@ class MemoryTree:
     """One in-process memory tree (the engine of ``InMemoryFiles``). Thread-safe: every command
     runs under a lock and applies completely or changes nothing."""
 
-    def __new__(cls, root: str = "/memories", *, max_bytes: int = 8388608, max_files: int = 4096) -> Self:
+    def __new__(cls, root: str | None = None, *, max_bytes: int | None = None, max_files: int | None = None) -> Self:
         """``root``: the POSIX directory every path is confined under. ``max_bytes``: the
-        total UTF-8 bytes of all file paths and texts; ``max_files``: the file count. Raises
-        ``ValueError`` for a bad root or negative limits."""
+        total UTF-8 bytes of all file paths and texts; ``max_files``: the file count. None: the
+        ``MEMORY_DEFAULT_*`` value. Raises ``ValueError`` for a bad root or negative limits."""
 
     def apply(self, command: str, kwargs: Mapping[str, Any] | None = None, numbered: bool = False) -> str:
         """Apply ``view``/``create``/``str_replace``/``insert``/``delete``/``rename`` with its
@@ -1114,14 +1135,14 @@ class MemoryStoreEngine:
         cls,
         key: str,
         *,
-        root: str = "/memories",
-        max_bytes: int = 8388608,
-        max_files: int = 4096,
-        max_attempts: int = 32,
+        root: str | None = None,
+        max_bytes: int | None = None,
+        max_files: int | None = None,
+        max_attempts: int | None = None,
     ) -> Self:
         """``key``: the store key of the tree document; ``max_attempts``: 1-100000
-        compare-and-set attempts per command. Raises ``ValueError`` for out-of-range limits or a
-        bad root."""
+        compare-and-set attempts per command. None: the ``MEMORY_DEFAULT_*`` value. Raises
+        ``ValueError`` for out-of-range limits or a bad root."""
 
     def command(self, command: str, kwargs: Mapping[str, Any] | None = None, numbered: bool = False) -> MemoryCommand:
         """Check one command's arguments (as ``MemoryTree.apply`` does) for ``begin``. Raises

@@ -59,11 +59,16 @@ __all__ = [
 TOOL_NAME = "memory"
 """The tool's name, fixed by Anthropic's memory-tool contract (what the model calls)."""
 
-DEFAULT_MAX_BYTES = 8_388_608
-MAX_PATH_BYTES = 1024
+DEFAULT_ROOT: str = _core.MEMORY_DEFAULT_ROOT
+"""The memory root unless another is given: ``"/memories"``."""
+DEFAULT_MAX_BYTES: int = _core.MEMORY_DEFAULT_MAX_BYTES
+"""The default limit on the UTF-8 bytes of all file paths and texts: 8388608 (8 MiB)."""
+MAX_PATH_BYTES: int = _core.MEMORY_MAX_PATH_BYTES
 """The longest memory path, in UTF-8 bytes, as sent and once joined under the root."""
-DEFAULT_MAX_FILES = 4096
-DEFAULT_MAX_ATTEMPTS = 32
+DEFAULT_MAX_FILES: int = _core.MEMORY_DEFAULT_MAX_FILES
+"""The default limit on the number of files: 4096."""
+DEFAULT_MAX_ATTEMPTS: int = _core.MEMORY_DEFAULT_MAX_ATTEMPTS
+"""The default number of compare-and-set cycles before :class:`StoreConflictError`: 32."""
 
 
 # ---------------------------------------------------------------------------------------- errors
@@ -237,7 +242,7 @@ class InMemoryFiles(_Commands):
 
     def __init__(
         self,
-        root: str = "/memories",
+        root: str = DEFAULT_ROOT,
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_files: int = DEFAULT_MAX_FILES,
@@ -342,7 +347,7 @@ class StoreFiles(_Commands):
         store: StorePort,
         *,
         namespace: str,
-        root: str = "/memories",
+        root: str = DEFAULT_ROOT,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_files: int = DEFAULT_MAX_FILES,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -590,7 +595,7 @@ class FileTool:
     max_result_chars = None
     output_schema = None
 
-    def __init__(self, backend: Optional[MemoryBackend] = None, *, root: str = "/memories") -> None:
+    def __init__(self, backend: Optional[MemoryBackend] = None, *, root: str = DEFAULT_ROOT) -> None:
         normalised = _core.MemoryTree(root).root
         if backend is None:
             backend = InMemoryFiles(normalised)

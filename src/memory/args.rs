@@ -95,6 +95,53 @@ pub fn bad_type(name: &str, expected: &str, got: &str) -> MemoryError {
     )
 }
 
+/// What the host found a value sent for an integer argument (or an item of a range) to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntRead {
+    /// An integer within 64 bits.
+    Int(i64),
+    /// An integer beyond 64 bits.
+    Big,
+    /// A boolean: no integer (JSON tells `true` from `1`, though Python's `bool` is an `int`).
+    Bool,
+    /// Anything else.
+    Other,
+}
+
+impl IntRead {
+    /// The integer an argument takes from it (None: it takes none).
+    pub fn value(self) -> Option<i64> {
+        match self {
+            IntRead::Int(i) => Some(i),
+            IntRead::Big | IntRead::Bool | IntRead::Other => None,
+        }
+    }
+}
+
+/// Integer argument `name` from what was read; `got`: the type the value has, for the error
+/// (an integer beyond 64 bits is told so).
+pub fn int_arg(name: &str, read: IntRead, got: impl FnOnce() -> String) -> Result<ArgValue, MemoryError> {
+    match read {
+        IntRead::Int(i) => Ok(ArgValue::Int(i)),
+        IntRead::Big => Err(bad_type(name, EXPECTED_INT_64, &got())),
+        IntRead::Bool | IntRead::Other => Err(bad_type(name, ArgType::Int.expected(), &got())),
+    }
+}
+
+/// Range argument `name` from the items of the sequence sent (None: a value that is no sequence,
+/// or a string): exactly two integers within 64 bits; `got` as for [`int_arg`].
+pub fn range_arg(name: &str, items: Option<&[IntRead]>, got: impl FnOnce() -> String) -> Result<ArgValue, MemoryError> {
+    if let Some([a, b]) = items {
+        if let (Some(a), Some(b)) = (a.value(), b.value()) {
+            return Ok(ArgValue::Range(a, b));
+        }
+    }
+    Err(bad_type(name, ArgType::Range.expected(), &got()))
+}
+
+/// Why the `memory` tool's arguments were refused as a whole: they are not a mapping.
+pub const NOT_A_MAPPING: &str = "memory tool arguments must be a dict (a JSON object); pass them as one";
+
 /// (required, optional) arguments of each command, besides `command`.
 fn signature(command: &str) -> (&'static [&'static str], &'static [&'static str]) {
     match command {
@@ -312,6 +359,54 @@ mod set_tests {
             "insert_line must be an integer, got str; send insert_line as an integer and call again"
         );
         assert_eq!(e.code, ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn integers_and_ranges_from_what_was_read() {
+        let got = || "bool".to_owned();
+        assert_eq!(int_arg("insert_line", IntRead::Int(-3), got), Ok(ArgValue::Int(-3)));
+        assert_eq!(
+            int_arg("insert_line", IntRead::Bool, got).unwrap_err().message,
+            "insert_line must be an integer, got bool; send insert_line as an integer and call again"
+        );
+        assert_eq!(
+            int_arg("insert_line", IntRead::Big, || "int".to_owned())
+                .unwrap_err()
+                .message,
+            "insert_line must be an integer within 64 bits, got int; send insert_line as an integer within 64 \
+             bits and call again"
+        );
+        assert_eq!(
+            int_arg("insert_line", IntRead::Other, || "str".to_owned())
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidArgument
+        );
+        let list = || "list".to_owned();
+        assert_eq!(
+            range_arg("view_range", Some(&[IntRead::Int(1), IntRead::Int(-1)]), list),
+            Ok(ArgValue::Range(1, -1))
+        );
+        let refused = "view_range must be an array of two integers [start, end], got list; send view_range as \
+                       an array of two integers [start, end] and call again";
+        for items in [
+            &[IntRead::Int(1)][..],
+            &[IntRead::Int(1), IntRead::Int(2), IntRead::Int(3)],
+            &[IntRead::Int(1), IntRead::Bool],
+            &[IntRead::Big, IntRead::Int(2)],
+            &[IntRead::Int(1), IntRead::Other],
+            &[],
+        ] {
+            assert_eq!(range_arg("view_range", Some(items), list).unwrap_err().message, refused);
+        }
+        assert_eq!(
+            range_arg("view_range", None, || "str".to_owned()).unwrap_err().message,
+            refused.replace("got list", "got str")
+        );
+        assert_eq!(
+            NOT_A_MAPPING,
+            "memory tool arguments must be a dict (a JSON object); pass them as one"
+        );
     }
 
     #[test]

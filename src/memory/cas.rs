@@ -43,10 +43,13 @@ pub struct CasConfig {
     pub backoff_cap: Duration,
 }
 
+/// The default of [`CasConfig::max_attempts`].
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 32;
+
 impl Default for CasConfig {
     fn default() -> Self {
         CasConfig {
-            max_attempts: 32,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff_base: Duration::from_millis(1),
             backoff_cap: Duration::from_millis(50),
         }
@@ -57,6 +60,11 @@ impl Default for CasConfig {
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100_000;
 
 impl CasConfig {
+    /// [`CasConfig::with_max_attempts`], [`DEFAULT_MAX_ATTEMPTS`] when none is given.
+    pub fn of(max_attempts: Option<i64>) -> Result<CasConfig, MemoryError> {
+        Self::with_max_attempts(max_attempts.unwrap_or(i64::from(DEFAULT_MAX_ATTEMPTS)))
+    }
+
     /// The default backoff with `max_attempts` as a caller gives it (any integer): 1 to
     /// [`MAX_ATTEMPTS_LIMIT`].
     pub fn with_max_attempts(max_attempts: i64) -> Result<CasConfig, MemoryError> {

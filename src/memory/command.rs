@@ -124,16 +124,29 @@ pub struct Limits {
     pub max_files: u64,
 }
 
+/// The default of [`Limits::max_bytes`]: 8 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 8_388_608;
+/// The default of [`Limits::max_files`].
+pub const DEFAULT_MAX_FILES: u64 = 4096;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_bytes: 8_388_608,
-            max_files: 4096,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_files: DEFAULT_MAX_FILES,
         }
     }
 }
 
 impl Limits {
+    /// [`Limits::new`] where a limit not given (None) is its default ([`DEFAULT_MAX_BYTES`],
+    /// [`DEFAULT_MAX_FILES`]).
+    pub fn of(max_bytes: Option<i64>, max_files: Option<i64>) -> Result<Limits, MemoryError> {
+        let d = Limits::default();
+        let given = |v: Option<i64>, default: u64| v.unwrap_or(i64::try_from(default).unwrap_or(i64::MAX));
+        Limits::new(given(max_bytes, d.max_bytes), given(max_files, d.max_files))
+    }
+
     /// Limits as a caller gives them (any integers): both must be at least 0.
     pub fn new(max_bytes: i64, max_files: i64) -> Result<Limits, MemoryError> {
         match (u64::try_from(max_bytes), u64::try_from(max_files)) {

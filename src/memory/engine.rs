@@ -158,6 +158,16 @@ pub fn cas_not_bool_message(got: &str) -> String {
     format!("store.compare_and_set returned {got}, expected bool; fix the StorePort implementation")
 }
 
+/// Whether a read may answer `cmd`: only a command that never writes (else why not, for the
+/// driver to raise; a command that writes needs the compare-and-set loop).
+pub fn readable(cmd: &Command) -> Result<(), String> {
+    if cmd.is_read_only() {
+        Ok(())
+    } else {
+        Err(read_writes_message(cmd.name()))
+    }
+}
+
 /// Why a read was refused: `command` writes (it needs the compare-and-set loop).
 pub fn read_writes_message(command: &str) -> String {
     format!("MemoryStoreEngine.read answers commands that never write; {command} writes: use begin")
@@ -248,6 +258,56 @@ mod tests {
         assert!(out
             .iter()
             .all(|o| o.as_ref().is_err_and(|e| e.kind == ErrorKind::Corrupt)));
+    }
+
+    #[test]
+    fn a_read_answers_only_commands_that_never_write() {
+        assert_eq!(readable(&view("/memories/a.md")), Ok(()));
+        assert_eq!(
+            readable(&create("/memories/a.md", "x")),
+            Err("MemoryStoreEngine.read answers commands that never write; create writes: use begin".to_owned())
+        );
+        assert_eq!(
+            readable(&Command::Delete {
+                path: "/memories/a.md".into()
+            }),
+            Err("MemoryStoreEngine.read answers commands that never write; delete writes: use begin".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_defaults() {
+        use crate::memory::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, DEFAULT_ROOT};
+        assert_eq!(DEFAULT_ROOT, "/memories");
+        assert_eq!(Root::new(DEFAULT_ROOT).unwrap().as_str(), "/memories");
+        assert_eq!((DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES), (8_388_608, 4096));
+        assert_eq!(
+            Limits::default(),
+            Limits {
+                max_bytes: 8_388_608,
+                max_files: 4096
+            }
+        );
+        assert_eq!(DEFAULT_MAX_ATTEMPTS, 32);
+        assert_eq!(CasConfig::default().max_attempts, 32);
+        // Not given: the default; given: checked as given.
+        assert_eq!(Limits::of(None, None), Ok(Limits::default()));
+        assert_eq!(
+            Limits::of(Some(10), None),
+            Ok(Limits {
+                max_bytes: 10,
+                max_files: 4096
+            })
+        );
+        assert_eq!(
+            Limits::of(None, Some(-1)).unwrap_err().message,
+            "max_bytes and max_files must be >= 0, got max_bytes=8388608, max_files=-1"
+        );
+        assert_eq!(Root::of(None).unwrap().as_str(), "/memories");
+        assert_eq!(Root::of(Some("/notes/")).unwrap().as_str(), "/notes");
+        assert_eq!(CasConfig::of(None), Ok(CasConfig::default()));
+        assert_eq!(CasConfig::of(Some(3)).unwrap().max_attempts, 3);
+        assert!(CasConfig::of(Some(0)).is_err());
     }
 
     #[test]

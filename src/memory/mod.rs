@@ -15,11 +15,12 @@ pub mod path;
 pub mod tree;
 
 pub use args::CommandArgs;
+pub use cas::DEFAULT_MAX_ATTEMPTS;
 pub use cas::{CasConfig, CasDone, CasLoop, Step};
-pub use command::{apply, number_lines, Command, Limits, Outcome};
+pub use command::{apply, number_lines, Command, Limits, Outcome, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES};
 pub use engine::{CasRun, ReadCache};
 pub use error::{ErrorKind, LimitInfo, MemoryError};
-pub use path::Root;
+pub use path::{Root, DEFAULT_ROOT};
 pub use tree::Tree;
 
 #[cfg(test)]

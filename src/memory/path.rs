@@ -9,6 +9,9 @@ use crate::errors::ErrorCode;
 /// filling the tree (path names count toward `max_bytes` too).
 pub const MAX_PATH_BYTES: usize = 1024;
 
+/// The memory root a memory tool uses unless it is given another.
+pub const DEFAULT_ROOT: &str = "/memories";
+
 /// The memory root, e.g. `/memories`: absolute, normalised, not `/` itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root {
@@ -40,6 +43,11 @@ impl Root {
         }
         let path = format!("/{}", parts.join("/"));
         Ok(Root { path, parts })
+    }
+
+    /// [`Root::new`] of `root`, or of [`DEFAULT_ROOT`] when none is given.
+    pub fn of(root: Option<&str>) -> Result<Root, MemoryError> {
+        Root::new(root.unwrap_or(DEFAULT_ROOT))
     }
 
     /// The normalised root, e.g. `/memories`.

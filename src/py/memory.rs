@@ -12,13 +12,19 @@ use pyo3::exceptions::{PyFileNotFoundError, PyPermissionError, PyRuntimeError, P
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
-use crate::memory::args::{self as margs, ArgType, ArgValue};
+use crate::memory::args::{self as margs, ArgType, ArgValue, IntRead};
 use crate::memory::engine::{self, answer_once};
 use crate::memory::{
     apply, CasConfig, CasLoop, CasRun, Command, CommandArgs, ErrorKind, Limits, MemoryError, ReadCache, Root, Tree,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, DEFAULT_ROOT,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("MEMORY_DEFAULT_ROOT", DEFAULT_ROOT)?;
+    m.add("MEMORY_DEFAULT_MAX_BYTES", DEFAULT_MAX_BYTES)?;
+    m.add("MEMORY_DEFAULT_MAX_FILES", DEFAULT_MAX_FILES)?;
+    m.add("MEMORY_DEFAULT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?;
+    m.add("MEMORY_MAX_PATH_BYTES", crate::memory::path::MAX_PATH_BYTES)?;
     m.add_class::<PyMemoryTree>()?;
     m.add_class::<PyMemoryCommand>()?;
     m.add_class::<PyMemoryStoreEngine>()?;
@@ -63,12 +69,15 @@ fn to_py_err(py: Python<'_>, e: MemoryError) -> PyErr {
 }
 
 fn bad_type(py: Python<'_>, name: &str, expected: &str, v: &Bound<'_, PyAny>) -> PyErr {
-    let ty = v
-        .get_type()
+    to_py_err(py, margs::bad_type(name, expected, &got(v)))
+}
+
+/// The type of `v`, as an argument error names it.
+fn got(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
         .name()
         .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into());
-    to_py_err(py, margs::bad_type(name, expected, &ty))
+        .unwrap_or_else(|_| "?".into())
 }
 
 // ------------------------------------------------------------------ argument conversion
@@ -91,35 +100,29 @@ fn arg_value(name: &str, ty: ArgType, v: &Bound<'_, PyAny>) -> PyResult<Option<A
             }
             ArgValue::Bool(v.is_truthy()?)
         }
-        ArgType::Int => {
-            ArgValue::Int(int_of(v).map_err(|within| bad(if within { margs::EXPECTED_INT_64 } else { ty.expected() }))?)
-        }
+        ArgType::Int => margs::int_arg(name, int_read(v), || got(v)).map_err(|e| to_py_err(py, e))?,
         ArgType::Range => {
-            if v.is_instance_of::<PyString>() {
-                return Err(bad(ty.expected()));
-            }
-            let items: Vec<Bound<'_, PyAny>> = match v.try_iter() {
-                Ok(it) => it.collect::<PyResult<_>>()?,
-                Err(_) => return Err(bad(ty.expected())),
+            // A string is iterable, but no sequence of items here.
+            let items: Option<Vec<IntRead>> = match v.try_iter() {
+                Ok(it) if !v.is_instance_of::<PyString>() => {
+                    Some(it.map(|i| i.map(|i| int_read(&i))).collect::<PyResult<_>>()?)
+                }
+                _ => None,
             };
-            match items.as_slice() {
-                [a, b] if !a.is_none() && !b.is_none() => match (int_of(a), int_of(b)) {
-                    (Ok(a), Ok(b)) => ArgValue::Range(a, b),
-                    _ => return Err(bad(ty.expected())),
-                },
-                _ => return Err(bad(ty.expected())),
-            }
+            margs::range_arg(name, items.as_deref(), || got(v)).map_err(|e| to_py_err(py, e))?
         }
     }))
 }
 
-/// A Python int within 64 bits; `Err(true)`: an int beyond that, `Err(false)`: not an int (a
-/// bool is not one).
-fn int_of(v: &Bound<'_, PyAny>) -> Result<i64, bool> {
-    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-        return Err(false);
+/// What a Python value is to an integer argument (a `bool` is read as one, not as an `int`).
+fn int_read(v: &Bound<'_, PyAny>) -> IntRead {
+    if v.is_instance_of::<PyBool>() {
+        IntRead::Bool
+    } else if !v.is_instance_of::<PyInt>() {
+        IntRead::Other
+    } else {
+        v.extract::<i64>().map_or(IntRead::Big, IntRead::Int)
     }
-    v.extract::<i64>().map_err(|_| true)
 }
 
 /// Builds a [`Command`] from a command name and keyword items (None values count as absent).
@@ -160,16 +163,16 @@ fn kwargs_items<'py>(kwargs: Option<&Bound<'py, PyDict>>) -> Vec<(Bound<'py, PyA
 /// Raises `MemoryCommandError` (a `ValueError` and a `ToolError`) naming every missing,
 /// misplaced or ill-typed argument, and `MemoryPermissionError` for a path outside the root.
 #[pyfunction]
-#[pyo3(signature = (args, root = "/memories"))]
+#[pyo3(signature = (args, root = None))]
 fn memory_parse_call<'py>(
     py: Python<'py>,
     args: &Bound<'py, PyAny>,
-    root: &str,
+    root: Option<&str>,
 ) -> PyResult<(String, Bound<'py, PyTuple>)> {
     let _in = super::shutdown::inside(py);
     let d = args
         .cast::<PyDict>()
-        .map_err(|_| PyTypeError::new_err("memory tool arguments must be a dict (a JSON object); pass them as one"))?;
+        .map_err(|_| PyTypeError::new_err(margs::NOT_A_MAPPING))?;
     let root = self::root(root)?;
     let cmd = parse_command(py, None, d.iter(), false)?
         .resolved(&root)
@@ -194,12 +197,14 @@ fn memory_parse_call<'py>(
     Ok((name, params))
 }
 
-fn limits(max_bytes: i64, max_files: i64) -> PyResult<Limits> {
-    Limits::new(max_bytes, max_files).map_err(|e| PyValueError::new_err(e.message))
+/// The limits given (None: the core's default).
+fn limits(max_bytes: Option<i64>, max_files: Option<i64>) -> PyResult<Limits> {
+    Limits::of(max_bytes, max_files).map_err(|e| PyValueError::new_err(e.message))
 }
 
-fn root(root: &str) -> PyResult<Root> {
-    Root::new(root).map_err(|e| PyValueError::new_err(e.message))
+/// The root given (None: the core's default).
+fn root(root: Option<&str>) -> PyResult<Root> {
+    Root::of(root).map_err(|e| PyValueError::new_err(e.message))
 }
 
 // ------------------------------------------------------------------ MemoryTree
@@ -215,8 +220,8 @@ struct PyMemoryTree {
 #[pymethods]
 impl PyMemoryTree {
     #[new]
-    #[pyo3(signature = (root = "/memories", *, max_bytes = 8_388_608, max_files = 4096))]
-    fn new(root: &str, max_bytes: i64, max_files: i64) -> PyResult<Self> {
+    #[pyo3(signature = (root = None, *, max_bytes = None, max_files = None))]
+    fn new(root: Option<&str>, max_bytes: Option<i64>, max_files: Option<i64>) -> PyResult<Self> {
         let r = self::root(root)?;
         Ok(PyMemoryTree {
             tree: Mutex::new(Tree::empty(r)),
@@ -312,9 +317,15 @@ impl PyMemoryStoreEngine {
     /// `key`: the store key of the tree document; `max_attempts`: read-apply cycles before
     /// `StoreConflictError` (1 to 100000).
     #[new]
-    #[pyo3(signature = (key, *, root = "/memories", max_bytes = 8_388_608, max_files = 4096, max_attempts = 32))]
-    fn new(key: String, root: &str, max_bytes: i64, max_files: i64, max_attempts: i64) -> PyResult<Self> {
-        let config = CasConfig::with_max_attempts(max_attempts).map_err(|e| PyValueError::new_err(e.message))?;
+    #[pyo3(signature = (key, *, root = None, max_bytes = None, max_files = None, max_attempts = None))]
+    fn new(
+        key: String,
+        root: Option<&str>,
+        max_bytes: Option<i64>,
+        max_files: Option<i64>,
+        max_attempts: Option<i64>,
+    ) -> PyResult<Self> {
+        let config = CasConfig::of(max_attempts).map_err(|e| PyValueError::new_err(e.message))?;
         Ok(PyMemoryStoreEngine {
             key,
             root: self::root(root)?,
@@ -365,9 +376,7 @@ impl PyMemoryStoreEngine {
             kwargs_items(kwargs).into_iter(),
             numbered,
         )?;
-        if !cmd.is_read_only() {
-            return Err(PyValueError::new_err(engine::read_writes_message(command)));
-        }
+        engine::readable(&cmd).map_err(PyValueError::new_err)?;
         let Ok(s) = doc.cast::<PyString>() else {
             let text = doc_text(doc, "store.get")?;
             return answer_once(&self.root, text.as_deref(), &cmd, &self.limits).map_err(|e| to_py_err(py, e));
