@@ -20,10 +20,14 @@ use std::sync::{Mutex, MutexGuard};
 pub const MAX_STUCK: usize = 256;
 
 /// Threads that run calls within their deadline for a machine of `cpus` CPUs (tool bodies block
-/// on I/O, so more than the CPU count): 8 per CPU, at least 32, at most 256.
-pub fn max_workers(cpus: usize) -> usize {
-    (cpus * 8).clamp(32, 256)
+/// on I/O, so more than the CPU count): 8 per CPU, at least 32, at most 256. A machine whose CPU
+/// count cannot be read (None) counts as [`CPUS_UNKNOWN`].
+pub fn max_workers(cpus: Option<usize>) -> usize {
+    (cpus.unwrap_or(CPUS_UNKNOWN) * 8).clamp(32, 256)
 }
+
+/// The CPUs a machine that does not tell its count is taken to have.
+pub const CPUS_UNKNOWN: usize = 4;
 
 const QUEUED: u8 = 0;
 const RUNNING: u8 = 1;
@@ -160,7 +164,9 @@ mod tests {
 
     #[test]
     fn workers_limit_from_the_cpu_count() {
-        assert_eq!([1, 4, 5, 32, 64].map(max_workers), [32, 32, 40, 256, 256]);
+        assert_eq!([1, 4, 5, 32, 64].map(|n| max_workers(Some(n))), [32, 32, 40, 256, 256]);
+        assert_eq!(CPUS_UNKNOWN, 4);
+        assert_eq!(max_workers(None), 32);
     }
 
     #[test]

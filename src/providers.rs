@@ -111,6 +111,17 @@ pub struct Effects {
 }
 
 impl Effects {
+    /// The effects a host passed: `declared` None counts as declared (only a tool made from a
+    /// plain callable says it is not), `destructive` None is MCP's default.
+    pub fn of(side_effecting: bool, idempotent: bool, declared: Option<bool>, destructive: Option<bool>) -> Self {
+        Self {
+            side_effecting,
+            idempotent,
+            declared: declared.unwrap_or(true),
+            destructive,
+        }
+    }
+
     pub fn new(side_effecting: bool, idempotent: bool) -> Self {
         Self {
             side_effecting,
@@ -1109,6 +1120,21 @@ mod tests {
         );
         assert!(r.value.get("outputSchema").is_none());
         assert_eq!(r.findings.len(), 1);
+    }
+
+    #[test]
+    fn effects_as_a_host_passes_them() {
+        assert_eq!(Effects::of(true, false, None, None), Effects::new(true, false));
+        assert_eq!(
+            Effects::of(false, true, Some(false), Some(false)),
+            Effects {
+                side_effecting: false,
+                idempotent: true,
+                declared: false,
+                destructive: Some(false),
+            }
+        );
+        assert!(Effects::of(false, false, Some(true), None).declared);
     }
 
     #[test]

@@ -270,7 +270,7 @@ pub struct WorkerPool {
 
 /// Threads that run calls within their deadline on this machine.
 fn max_workers() -> usize {
-    pool::max_workers(std::thread::available_parallelism().map_or(4, |n| n.get()))
+    pool::max_workers(std::thread::available_parallelism().ok().map(|n| n.get()))
 }
 
 impl WorkerPool {

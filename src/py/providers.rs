@@ -39,14 +39,9 @@ fn render_tool<'py>(
         description,
         input_schema: &input,
         output_schema: output.as_ref(),
-        flags: flags.map(
-            |(side_effecting, idempotent, declared, destructive)| crate::providers::Effects {
-                side_effecting,
-                idempotent,
-                declared: declared.unwrap_or(true),
-                destructive,
-            },
-        ),
+        flags: flags.map(|(side_effecting, idempotent, declared, destructive)| {
+            crate::providers::Effects::of(side_effecting, idempotent, declared, destructive)
+        }),
     };
     let r = py.detach(|| providers::render(which, &spec));
     let findings = r
