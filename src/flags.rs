@@ -155,6 +155,7 @@ pub fn read_by(n: Needs) -> u8 {
 
 /// Whether a call changes nothing: what the tool's own read-only hook answers for it when the
 /// tool has one (`hook`), else that the tool is not `side_effecting` (asked only then).
+#[inline]
 pub fn read_only<E>(
     hook: Option<impl FnOnce() -> Result<bool, E>>,
     side_effecting: impl FnOnce() -> Result<bool, E>,

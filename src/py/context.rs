@@ -51,6 +51,7 @@ fn switches() -> Option<(Switch, Switch)> {
 /// `context.run(f)` for `f` in Rust: `f` run with `context` (a `contextvars.Context`) entered,
 /// left after it whatever `f` answered; None (`f` not run) where the interpreter does not export
 /// the two functions.
+#[inline]
 pub(crate) fn within<'py, R>(
     py: Python<'py>,
     context: &Bound<'py, PyAny>,

@@ -1237,6 +1237,7 @@ impl ToolView {
 }
 
 /// The dicts of `FunctionTool`'s classes are as `seen`.
+#[inline]
 fn class_dicts_hold(py: Python<'_>, seen: &[super::watch::Seen]) -> bool {
     let Ok(h) = helpers(py) else { return false };
     h.class_dicts.len() == seen.len() && h.class_dicts.iter().zip(seen).all(|(d, s)| s.holds(d.bind(py)))
