@@ -3,7 +3,11 @@
 //! its class ([`Thrown`]) and the state of the await, asks here, and performs the answer (raise,
 //! fail the attempt, wait, step, close or abandon the body, time the call out).
 
-/// What was raised, by class (each an `isinstance` the binding read).
+use crate::cancel::Raised;
+
+/// What was raised, by class (each an `isinstance` the binding read): the one classification
+/// of what Python raised the core's decisions take ([`Thrown::raised`] is its coarse view, for
+/// the decisions about host callbacks, a call's drive and a turn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Thrown {
     /// An `Exception`.
@@ -14,8 +18,24 @@ pub struct Thrown {
     pub stop: bool,
     /// A `GeneratorExit`: what awaits the body is being closed.
     pub generator_exit: bool,
-    /// An `asyncio.CancelledError`.
+    /// An `asyncio.CancelledError`; also what the binding could not classify (the class of a
+    /// cancellation could not be read): never swallowed for want of knowing, its caller is asked.
     pub cancelled: bool,
+}
+
+impl Thrown {
+    /// The view of the decisions that tell only a stop, a cancellation and anything else apart
+    /// (see [`Raised`]): a stop first (a class that is both is a stop), then a cancellation.
+    #[inline]
+    pub fn raised(self) -> Raised {
+        if self.stop {
+            Raised::Stop
+        } else if self.cancelled {
+            Raised::Cancelled
+        } else {
+            Raised::Other
+        }
+    }
 }
 
 /// The message of the `RuntimeError` a `StopIteration` becomes when it would leave a body or a
@@ -117,6 +137,14 @@ pub fn dropped(clean_up: bool, raised: Option<Thrown>) -> bool {
     clean_up && !raised.is_some_and(|t| t.stop || t.generator_exit)
 }
 
+/// What the call's outcome is when a body thrown its deadline's cancellation (a turn's call, in
+/// a task of its own) raised `t` there: the deadline's (true), but a request to stop the
+/// process, which propagates.
+#[inline]
+pub fn deadline_outcome(t: Thrown) -> bool {
+    !t.stop
+}
+
 /// What closing (or cancelling) a body raised (None: nothing) that propagates: a request to stop
 /// the process; anything else its clean-up raised is dropped. A body abandoned with no loop
 /// left to run its clean-up on is closed instead (`no_loop`): then any `BaseException` that is
@@ -214,6 +242,32 @@ mod tests {
     };
 
     #[test]
+    fn one_classification_its_coarse_view_for_callbacks_drives_and_turns() {
+        use Raised::*;
+        assert_eq!(
+            [EXC, STOP_ITER, STOP, CANCELLED, EXIT, BASE].map(Thrown::raised),
+            [Other, Other, Stop, Cancelled, Other, Other]
+        );
+        // a stop that is a cancellation too is a stop
+        assert_eq!(
+            Thrown {
+                cancelled: true,
+                ..STOP
+            }
+            .raised(),
+            Stop
+        );
+        // the same classification, read by the body's decisions and by a drive's
+        assert!(CANCELLED.raised().propagates(|| true));
+        assert_eq!(
+            ending(Some(CANCELLED), || Ok::<_, ()>(false), || Ok(true)),
+            Ok(Ending::AsRaised)
+        );
+        assert!(!BASE.raised().propagates(|| true));
+        assert!(wrapped(BASE));
+    }
+
+    #[test]
     fn what_a_body_the_core_runs_raised_fails_the_attempt_or_is_raised() {
         use Disposition::*;
         let all = [EXC, STOP_ITER, STOP, CANCELLED, EXIT, BASE];
@@ -261,6 +315,14 @@ mod tests {
         assert!(closes_after_yield(true, true));
         assert!(!closes_after_yield(true, false));
         assert!(!closes_after_yield(false, true));
+    }
+
+    #[test]
+    fn at_its_deadline_what_a_body_raised_is_the_deadlines_outcome_but_a_stop() {
+        assert_eq!(
+            [EXC, STOP_ITER, STOP, CANCELLED, EXIT, BASE].map(deadline_outcome),
+            [true, true, false, true, true, true]
+        );
     }
 
     #[test]

@@ -38,6 +38,35 @@ impl Requests {
         self.requested += 1;
     }
 
+    /// `cancel()` of the body's task: `done`, the body has ended; `waiting`, it waits on a
+    /// future. Counts the request unless the body has ended.
+    #[inline]
+    pub fn cancel(&mut self, done: bool, waiting: bool) -> Cancel {
+        if done {
+            return Cancel::Ended;
+        }
+        self.request();
+        if waiting {
+            Cancel::CancelWaiter
+        } else {
+            self.defer();
+            Cancel::Deferred
+        }
+    }
+
+    /// [`Cancel::CancelWaiter`] done: whether the future the body waits on `cancelled` (it is a
+    /// future and its `cancel()` answered true). Returns whether the request is deferred instead
+    /// (the body's next step throws it, with the message of that `cancel()`).
+    #[inline]
+    pub fn waiter_answered(&mut self, cancelled: bool) -> bool {
+        if cancelled {
+            self.cancelled_waiter();
+        } else {
+            self.defer();
+        }
+        !cancelled
+    }
+
     /// The request just counted cancelled the future the body waits on.
     pub fn cancelled_waiter(&mut self) {
         self.waiter_cancelled = true;
@@ -82,6 +111,19 @@ impl Requests {
         self.must_cancel = false;
         self.waiter_cancelled = true;
     }
+}
+
+/// What a `cancel()` of a body's stand-in task does (see [`Requests::cancel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    /// The body has ended: nothing; `cancel()` answers false.
+    Ended,
+    /// Cancel the future the body waits on (if it is a future), then
+    /// [`Requests::waiter_answered`]; `cancel()` answers true.
+    CancelWaiter,
+    /// Nothing to cancel: the body's next step throws it, with the message of that `cancel()`;
+    /// `cancel()` answers true.
+    Deferred,
 }
 
 /// A cancellation thrown into the await of a suspended body: whether it is a fresh cancellation
@@ -218,6 +260,23 @@ mod tests {
         assert!(r.pending()); // a request is left: the deferred one stays
         assert_eq!(r.uncancel(), 0);
         assert!(!r.pending()); // none left: dropped
+    }
+
+    #[test]
+    fn cancel_of_the_task_cancels_the_waiter_or_defers() {
+        let mut r = Requests::default();
+        assert_eq!(r.cancel(true, true), Cancel::Ended);
+        assert_eq!(r, Requests::default()); // an ended body counts nothing
+        assert_eq!(r.cancel(false, false), Cancel::Deferred);
+        assert_eq!((r.count(), r.pending(), r.waiter_cancelled()), (1, true, false));
+        let mut w = Requests::default();
+        assert_eq!(w.cancel(false, true), Cancel::CancelWaiter);
+        assert_eq!((w.count(), w.pending()), (1, false));
+        assert!(!w.waiter_answered(true));
+        assert_eq!((w.count(), w.pending(), w.waiter_cancelled()), (1, false, true));
+        assert_eq!(w.cancel(false, true), Cancel::CancelWaiter);
+        assert!(w.waiter_answered(false)); // not a future, or it would not cancel: deferred
+        assert_eq!((w.count(), w.pending()), (2, true));
     }
 
     #[test]

@@ -36,19 +36,15 @@ use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
 use crate::body::{self, CallersCancel, Ending, Thrown};
-use crate::cancel::{self, Requests};
+use crate::cancel::{self, Cancel, Requests};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BodyAwait>()?;
     m.add_class::<BodyTask>()
 }
 
-/// Whether `e` is a request to stop the process (`KeyboardInterrupt`, `SystemExit`).
-pub(super) fn is_stop(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance_of::<PyKeyboardInterrupt>(py) || e.is_instance_of::<PySystemExit>(py)
-}
-
-/// What `exc` is, by class, as `crate::body` reads it.
+/// What `exc` is, by class, as the core reads it (`crate::body::Thrown`; the class of a
+/// cancellation that cannot be read counts as one).
 pub(super) fn thrown(exc: &Bound<'_, PyAny>) -> Thrown {
     let py = exc.py();
     Thrown {
@@ -56,12 +52,12 @@ pub(super) fn thrown(exc: &Bound<'_, PyAny>) -> Thrown {
         stop_iteration: exc.is_instance_of::<PyStopIteration>(),
         stop: exc.is_instance_of::<PyKeyboardInterrupt>() || exc.is_instance_of::<PySystemExit>(),
         generator_exit: exc.is_instance_of::<PyGeneratorExit>(),
-        cancelled: helpers(py).is_ok_and(|h| exc.is_instance(h.cancelled_error.bind(py)).unwrap_or(false)),
+        cancelled: helpers(py).map_or(true, |h| exc.is_instance(h.cancelled_error.bind(py)).unwrap_or(false)),
     }
 }
 
 /// `thrown` of a raised error.
-fn thrown_err(py: Python<'_>, e: &PyErr) -> Thrown {
+pub(super) fn thrown_err(py: Python<'_>, e: &PyErr) -> Thrown {
     thrown(e.value(py).as_any())
 }
 
@@ -202,26 +198,25 @@ impl BodyTask {
     fn cancel(slf: &Bound<'_, Self>, msg: Option<Bound<'_, PyAny>>) -> PyResult<bool> {
         let _in = super::shutdown::inside(slf.py());
         let py = slf.py();
-        let waiter = {
+        let (then, waiter) = {
             let mut t = slf.try_borrow_mut()?;
-            if t.is_done(py)? {
-                return Ok(false);
-            }
-            t.requests.request();
-            t.waiter.as_ref().map(|w| w.clone_ref(py))
+            let (done, waiting) = (t.is_done(py)?, t.waiter.is_some());
+            let then = t.requests.cancel(done, waiting);
+            (then, t.waiter.as_ref().map(|w| w.clone_ref(py)))
         };
-        if let Some(w) = waiter {
-            let w = w.bind(py);
-            if helpers(py)?.isfuture.bind(py).call1((w,))?.is_truthy()?
-                && w.call_method1(intern!(py, "cancel"), (&msg,))?.is_truthy()?
-            {
-                slf.try_borrow_mut()?.requests.cancelled_waiter();
-                return Ok(true);
+        let deferred = match (then, waiter) {
+            (Cancel::Ended, _) => return Ok(false),
+            (Cancel::CancelWaiter, Some(w)) => {
+                let w = w.bind(py);
+                let cancelled = helpers(py)?.isfuture.bind(py).call1((w,))?.is_truthy()?
+                    && w.call_method1(intern!(py, "cancel"), (&msg,))?.is_truthy()?;
+                slf.try_borrow_mut()?.requests.waiter_answered(cancelled)
             }
+            _ => true,
+        };
+        if deferred {
+            slf.try_borrow_mut()?.message = msg.map(Bound::unbind);
         }
-        let mut t = slf.try_borrow_mut()?;
-        t.requests.defer();
-        t.message = msg.map(Bound::unbind);
         Ok(true)
     }
 

@@ -32,7 +32,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{is_stop, raised_inside, BodyAwait, Input, Stepped};
+use super::awaiting::{raised_inside, thrown, thrown_err, BodyAwait, Input, Stepped};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::handoff::{JobAwait, WorkerPool};
 use super::observe;
@@ -130,16 +130,10 @@ fn caller_cancelled(py: Python<'_>) -> bool {
     crate::cancel::caller_cancelled(current(py))
 }
 
-/// What `e` is to the core's decisions: a stop, a cancellation or anything else (helpers that
-/// cannot be read: a cancellation, whose caller is then asked).
+/// What `e` is to the core's decisions: a stop, a cancellation or anything else (the core's
+/// one classification, `crate::body::Thrown::raised`).
 pub(super) fn raised(py: Python<'_>, e: &PyErr) -> Raised {
-    if is_stop(py, e) {
-        return Raised::Stop;
-    }
-    match helpers(py) {
-        Ok(h) if !e.is_instance(py, h.cancelled_error.bind(py)) => Raised::Other,
-        _ => Raised::Cancelled,
-    }
+    thrown_err(py, e).raised()
 }
 
 /// Whether `e`, raised by a host callback or at the `await` of it, propagates (see
@@ -1054,7 +1048,7 @@ impl Drive {
                         Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => Waited::Cancelled(e),
                         Err(e) => Waited::Failed(e),
                     };
-                    let by_stop = is_stop(py, &PyErr::from_value(exc.bind(py).clone()));
+                    let by_stop = thrown(exc.bind(py)).raised() == Raised::Stop;
                     match after_abort_step(waited, by_stop) {
                         AfterAbortStep::Next => self.abort_next(py, exc.into_bound(py), steps, attrs),
                         AfterAbortStep::NextByStop(stop) => {

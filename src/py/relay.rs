@@ -22,12 +22,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{is_stop, Input, Sent, Stepped};
+use super::awaiting::{thrown_err, Input, Sent, Stepped};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 use super::turn::{abort_failed, out_of_err, Mine, Owed};
+use crate::body;
 use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -426,12 +427,12 @@ impl Relay {
                 self.state = State::Body(body);
                 Ok(wait)
             }
-            Err(e) if at_deadline.is_some() && !is_stop(py, &e) && !e.is_instance_of::<PyStopIteration>(py) => {
-                self.finish(py, body, None, at_deadline)
-            }
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
                 let value = e.value(py).getattr(intern!(py, "value"))?;
                 self.finish(py, body, Some(value), None)
+            }
+            Err(e) if at_deadline.is_some() && body::deadline_outcome(thrown_err(py, &e)) => {
+                self.finish(py, body, None, at_deadline)
             }
             Err(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
@@ -690,7 +691,7 @@ impl Relay {
                 Input::Throw(_) => {
                     // Cancelled before its first step: the body is closed.
                     return match c.call_method0(intern!(py, "close")) {
-                        Err(e) if is_stop(py, &e) => Err(e),
+                        Err(e) if body::close_propagates(Some(thrown_err(py, &e)), false) => Err(e),
                         _ => Err(stopped(py)),
                     };
                 }
@@ -705,7 +706,8 @@ impl Relay {
         };
         let step = |out: &PyResult<Bound<'py, PyAny>>| match out {
             Ok(_) => CleanUpStep::Yielded,
-            Err(e) if is_stop(py, e) || e.is_instance_of::<PyGeneratorExit>(py) => CleanUpStep::Stopped,
+            // (what propagates of a clean-up's outcome, as for a call alone's)
+            Err(e) if !body::dropped(true, Some(thrown_err(py, e))) => CleanUpStep::Stopped,
             Err(_) => CleanUpStep::Ended,
         };
         match (TurnMachine::clean_up(step(&out), cancelled), out) {
