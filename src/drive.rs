@@ -258,6 +258,40 @@ pub fn ending(
     }
 }
 
+/// What a drive being closed awaited, by what for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// A step of its call (the body, the approver, a store, a sink, a sleep).
+    CallStep,
+    /// The drive of the next handler of a chain (a user middleware's): that drive aborts its own
+    /// call when it is closed.
+    Chained,
+    /// A step of its call's abort, in a task of its own (the abort goes on there).
+    AbortStep,
+}
+
+/// What closing a drive does once what it awaited is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Close {
+    /// The abort's step in progress and the steps left are logged as lost ([`LeftBehind`], not
+    /// going on) if the step's loop is closed with the step not done.
+    pub logs_lost: bool,
+    /// The call is aborted as cancelled without awaiting (its release and record as far as they
+    /// go without suspending).
+    pub aborts_call: bool,
+}
+
+impl Closed {
+    /// What closing a drive that awaited this does.
+    #[inline]
+    pub fn close(self) -> Close {
+        Close {
+            logs_lost: self == Closed::AbortStep,
+            aborts_call: self == Closed::CallStep,
+        }
+    }
+}
+
 /// A step of an abort left behind by the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeftBehind {
@@ -301,6 +335,31 @@ pub fn not_an_envelope_message(got: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn closing_a_drive_aborts_its_call_or_logs_its_aborts_lost_steps() {
+        assert_eq!(
+            Closed::CallStep.close(),
+            Close {
+                logs_lost: false,
+                aborts_call: true
+            }
+        );
+        assert_eq!(
+            Closed::Chained.close(),
+            Close {
+                logs_lost: false,
+                aborts_call: false
+            }
+        );
+        assert_eq!(
+            Closed::AbortStep.close(),
+            Close {
+                logs_lost: true,
+                aborts_call: false
+            }
+        );
+    }
 
     fn never() -> bool {
         panic!("not asked")

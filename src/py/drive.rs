@@ -44,8 +44,8 @@ use super::pipeline::{
 use super::registry::CoreRegistry;
 use crate::cancel::{Current, Raised};
 use crate::drive::{
-    after_abort_step, approval, body_end, ending, AfterAbortStep, Answer, Approval, BodyEnd, Ending, LeftBehind,
-    Segment, StoreAsked, Waited,
+    after_abort_step, approval, body_end, ending, AfterAbortStep, Answer, Approval, BodyEnd, Closed, Ending,
+    LeftBehind, Segment, StoreAsked, Waited,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1419,7 +1419,13 @@ impl Drive {
             Ok(()) => PyErr::from_value(super::awaiting::new_exception::<PyGeneratorExit>(py, ())),
             Err(e) => e,
         };
-        if let For::Aborting { step, doing, steps, .. } = &then {
+        let close = match &then {
+            For::Aborting { .. } => Closed::AbortStep,
+            For::Chained => Closed::Chained,
+            _ => Closed::CallStep,
+        }
+        .close();
+        if let (true, For::Aborting { step, doing, steps, .. }) = (close.logs_lost, &then) {
             // The rest of an abort dropped with its closed loop: what it had left is lost, logged.
             let step = step.bind(py);
             let lost = || -> PyResult<bool> {
@@ -1435,7 +1441,7 @@ impl Drive {
                 }
             }
         }
-        if !matches!(then, For::Aborting { .. } | For::Chained) {
+        if close.aborts_call {
             self.abort_closing(py, &value_of(py, &exc))?;
         }
         self.m = None;
