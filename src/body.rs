@@ -189,10 +189,90 @@ pub fn callers_cancel<E>(
     })
 }
 
-/// Whether a body whose first step ran before the caller first awaits it has blocked past its
-/// deadline `end` by `now` (then it is abandoned and the call times out at once).
-pub fn blocked_past(now: f64, end: Option<f64>) -> bool {
-    end.is_some_and(|end| now >= end)
+/// Where the await of a body is, as a step of it reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Await {
+    /// Not started: the body's first step is taken when the caller first awaits.
+    Fresh,
+    /// The body suspended: `entered`, the caller awaited it already; `clean_up`, a task of its
+    /// own drives an abandoned body's clean-up (its outcome dropped).
+    Waiting { entered: bool, clean_up: bool },
+    /// It has ended.
+    Done,
+}
+
+/// What a step of the await does, sent a value or thrown an exception (the binding performs it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Take the body's first step (the caller's first await).
+    Start,
+    /// Close the body, never started, and raise what was thrown in (see [`raised_inside`]).
+    CloseUnstarted,
+    /// A clean-up's task was cancelled before its first step: close the body (what propagates
+    /// of that: [`close_propagates`], a loop running); the clean-up ends.
+    CloseCleanUp,
+    /// The caller's first await: enter (see [`entry`]), then wait on what the body's first step
+    /// yielded.
+    EnterAndWait,
+    /// The caller's first await, thrown into: enter, then step the body as at a later step.
+    EnterAndStep,
+    /// Step the body with what was sent or thrown.
+    Step,
+    /// Ended and sent a value: a `RuntimeError` ([`REUSED_MESSAGE`]).
+    Reused,
+    /// Ended and thrown into: raise it (see [`raised_inside`]).
+    Raise,
+}
+
+impl Await {
+    /// What a step does in this state, `throw`n into or sent a value.
+    #[inline]
+    pub fn resume(self, throw: bool) -> Resume {
+        match (self, throw) {
+            (Await::Fresh, false) => Resume::Start,
+            (Await::Fresh, true) => Resume::CloseUnstarted,
+            (
+                Await::Waiting {
+                    entered: false,
+                    clean_up: true,
+                },
+                true,
+            ) => Resume::CloseCleanUp,
+            (Await::Waiting { entered: false, .. }, false) => Resume::EnterAndWait,
+            (Await::Waiting { entered: false, .. }, true) => Resume::EnterAndStep,
+            (Await::Waiting { .. }, _) => Resume::Step,
+            (Await::Done, false) => Resume::Reused,
+            (Await::Done, true) => Resume::Raise,
+        }
+    }
+}
+
+/// What the caller's first await of a suspended body enters, once it read its task.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Entry {
+    /// Nothing more: a clean-up's task (no deadline; its loop's holder does not watch it).
+    Counted,
+    /// Watched by its loop's holder (a loop closed with the await pending abandons the body);
+    /// no deadline.
+    Watched,
+    /// Watched, and the deadline `end` entered for the awaiting task, if there is one.
+    Deadline(f64),
+    /// Watched, but the body's first step (taken before the caller first awaits) blocked up to or
+    /// past its deadline: the future it waits on is cancelled, the body abandoned, and the call
+    /// times out at once.
+    BlockedPast,
+}
+
+/// [`Entry`] of a `clean_up`'s await or a call's, its deadline `end` (None: none), the clock
+/// read (`now`) only for a call's with a deadline.
+#[inline]
+pub fn entry<E>(clean_up: bool, end: Option<f64>, now: impl FnOnce() -> Result<f64, E>) -> Result<Entry, E> {
+    Ok(match end {
+        _ if clean_up => Entry::Counted,
+        None => Entry::Watched,
+        Some(end) if now()? >= end => Entry::BlockedPast,
+        Some(end) => Entry::Deadline(end),
+    })
 }
 
 /// What a task waits on for what a body yielded: a plain future in its place (true) only for
@@ -359,11 +439,29 @@ mod tests {
     }
 
     #[test]
-    fn a_first_step_blocked_up_to_its_end_is_past_it() {
-        assert!(blocked_past(10.0, Some(10.0)));
-        assert!(blocked_past(10.5, Some(10.0)));
-        assert!(!blocked_past(9.5, Some(10.0)));
-        assert!(!blocked_past(1e9, None));
+    fn a_step_of_the_await_by_its_state() {
+        use Resume::*;
+        let waiting = |entered, clean_up| Await::Waiting { entered, clean_up };
+        let both = |a: Await| [a.resume(false), a.resume(true)];
+        assert_eq!(both(Await::Fresh), [Start, CloseUnstarted]);
+        assert_eq!(both(waiting(false, false)), [EnterAndWait, EnterAndStep]);
+        assert_eq!(both(waiting(false, true)), [EnterAndWait, CloseCleanUp]);
+        assert_eq!(both(waiting(true, false)), [Step, Step]);
+        assert_eq!(both(waiting(true, true)), [Step, Step]);
+        assert_eq!(both(Await::Done), [Reused, Raise]);
+    }
+
+    #[test]
+    fn the_first_await_enters_the_deadline_unless_blocked_up_to_its_end() {
+        let never = || -> Result<f64, ()> { panic!("not asked") };
+        let at = |t: f64| move || Ok::<_, ()>(t);
+        assert_eq!(entry(true, Some(10.0), never), Ok(Entry::Counted));
+        assert_eq!(entry(true, None, never), Ok(Entry::Counted));
+        assert_eq!(entry(false, None, never), Ok(Entry::Watched));
+        assert_eq!(entry(false, Some(10.0), at(9.5)), Ok(Entry::Deadline(10.0)));
+        assert_eq!(entry(false, Some(10.0), at(10.0)), Ok(Entry::BlockedPast));
+        assert_eq!(entry(false, Some(10.0), at(10.5)), Ok(Entry::BlockedPast));
+        assert_eq!(entry(false, Some(10.0), || Err(())), Err(()));
     }
 
     #[test]

@@ -29,13 +29,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use std::sync::{Mutex, PoisonError};
 
-use pyo3::types::{PySet, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::types::{PySet, PyTuple, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
-use crate::body::{self, CallersCancel, Ending, Thrown};
+use crate::body::{self, Await, CallersCancel, Ending, Entry, Resume, Thrown};
 use crate::cancel::{self, Cancel, Requests};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -363,6 +363,25 @@ fn send_now<'py>(
     }
 }
 
+/// `f(*args)` run in `context` (a `contextvars.Context`): entered directly where the interpreter
+/// allows (see `super::context`), else through `Context.run`; what `f` raises propagates.
+pub(super) fn call_in<'py>(
+    py: Python<'py>,
+    h: &Helpers,
+    context: &Bound<'py, PyAny>,
+    f: &Bound<'py, PyAny>,
+    args: &[&Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(out) = super::context::within(py, context, || f.call1(PyTuple::new(py, args)?)) {
+        return out;
+    }
+    let all = PyTuple::new(
+        py,
+        [context, f].into_iter().chain(args.iter().copied()).collect::<Vec<_>>(),
+    )?;
+    h.context_run.bind(py).call1(all)
+}
+
 /// The body: its coroutine, its stand-in task, its context copy (each step runs in it through
 /// `Context.run`), its loop. `send`/`throw`: for an exact coroutine the unbound
 /// `CoroutineType.send`/`throw` (`unbound`: the coroutine is passed to them; no bound method is
@@ -480,9 +499,9 @@ impl Body {
         } else {
             let f = if throw { &self.throw } else { &self.send };
             let out = if self.unbound {
-                run.call1((self.context.bind(py), f.bind(py), self.coro.bind(py), arg))
+                call_in(py, h, self.context.bind(py), f.bind(py), &[self.coro.bind(py), &arg])
             } else {
-                run.call1((self.context.bind(py), f.bind(py), arg))
+                call_in(py, h, self.context.bind(py), f.bind(py), &[&arg])
             };
             match out {
                 Ok(y) => Ok(Sent::Yielded(y)),
@@ -538,7 +557,7 @@ impl Body {
             .coro
             .bind(py)
             .getattr(intern!(py, "close"))
-            .and_then(|c| h.context_run.bind(py).call1((self.context.bind(py), c)));
+            .and_then(|c| call_in(py, h, self.context.bind(py), &c, &[]));
         let swapped = swap_task(py, h, lp, &prev);
         let ended = BodyTask::ended(t, &new_exception::<PyGeneratorExit>(py, ()));
         out?;
@@ -750,7 +769,8 @@ impl Waiting {
             self.seen = self.before;
             self.task = Some(task.clone().unbind());
         }
-        if self.clean_up {
+        let entry = body::entry(self.clean_up, self.end, || deadline::now(py, h))?;
+        if entry == Entry::Counted {
             return Ok(());
         }
         // A loop closed with this pending abandons the body then (`_runner._CleanUps`).
@@ -758,26 +778,28 @@ impl Waiting {
         let held = PyWeakrefReference::new(me)?.into_any();
         set.add(&held)?;
         self.held = HolderEntry(Some((set.unbind(), held.unbind())));
-        let Some(end) = self.end else { return Ok(()) };
-        if body::blocked_past(deadline::now(py, h)?, Some(end)) {
-            let y = self.y.bind(py);
-            if h.isfuture.bind(py).call1((y,))?.is_truthy()? {
-                y.call_method0(intern!(py, "cancel"))?;
+        match (entry, task) {
+            (Entry::BlockedPast, _) => {
+                let y = self.y.bind(py);
+                if h.isfuture.bind(py).call1((y,))?.is_truthy()? {
+                    y.call_method0(intern!(py, "cancel"))?;
+                }
+                self.body.abandon(py, h, h.cancelled_error.bind(py).call0()?, false)?;
+                Err(timeout(py, h, self.name.bind(py), self.limit))
             }
-            self.body.abandon(py, h, h.cancelled_error.bind(py).call0()?, false)?;
-            return Err(timeout(py, h, self.name.bind(py), self.limit));
+            (Entry::Deadline(end), Some(task)) => {
+                self.deadline = deadline::enter_for(
+                    self.body.lp.bind(py),
+                    &task,
+                    self.before,
+                    end,
+                    self.limit,
+                    self.name.bind(py),
+                )?;
+                Ok(())
+            }
+            _ => Ok(()),
         }
-        if let Some(task) = task {
-            self.deadline = deadline::enter_for(
-                self.body.lp.bind(py),
-                &task,
-                self.before,
-                end,
-                self.limit,
-                self.name.bind(py),
-            )?;
-        }
-        Ok(())
     }
 
     /// It has ended: its loop's holder watches it no more.
@@ -923,6 +945,7 @@ impl BodyAwait {
 
     fn resume<'py>(&mut self, py: Python<'py>, me: &Bound<'py, PyAny>, input: Input<'py>) -> Stepped<'py> {
         let h = helpers(py)?;
+        let throw = matches!(input, Input::Throw(_));
         match std::mem::replace(&mut self.state, State::Done) {
             State::Fresh {
                 coro,
@@ -930,24 +953,29 @@ impl BodyAwait {
                 name,
                 end,
                 within,
-            } => {
-                let within = within.map(|w| w.into_bound(py));
-                self.start(
-                    py,
-                    h,
-                    me,
-                    coro.into_bound(py),
-                    limit,
-                    name.into_bound(py),
-                    end,
-                    within.as_ref(),
-                    input,
-                )
-            }
+            } => match (Await::Fresh.resume(throw), input) {
+                (Resume::CloseUnstarted, Input::Throw(exc)) => {
+                    drop(coro.bind(py).call_method0(intern!(py, "close")));
+                    Err(raised_inside(py, PyErr::from_value(exc)))
+                }
+                _ => {
+                    let within = within.map(|w| w.into_bound(py));
+                    self.start(
+                        py,
+                        h,
+                        me,
+                        coro.into_bound(py),
+                        limit,
+                        name.into_bound(py),
+                        end,
+                        within.as_ref(),
+                    )
+                }
+            },
             State::Waiting(w) => self.go_on(py, h, me, w, input),
-            State::Done => match input {
-                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(body::REUSED_MESSAGE)),
-                Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
+            State::Done => match (Await::Done.resume(throw), input) {
+                (Resume::Raise, Input::Throw(exc)) => Err(raised_inside(py, PyErr::from_value(exc))),
+                _ => Err(pyo3::exceptions::PyRuntimeError::new_err(body::REUSED_MESSAGE)),
             },
         }
     }
@@ -965,12 +993,7 @@ impl BodyAwait {
         name: Bound<'py, PyAny>,
         end: Option<f64>,
         within: Option<&Bound<'py, PyAny>>,
-        input: Input<'py>,
     ) -> Stepped<'py> {
-        if let Input::Throw(exc) = input {
-            drop(coro.call_method0(intern!(py, "close"))); // never started
-            return Err(raised_inside(py, PyErr::from_value(exc)));
-        }
         let end = match end {
             Some(end) => Some(end),
             None => deadline::end_of(py, h, limit)?,
@@ -998,21 +1021,24 @@ impl BodyAwait {
         mut w: Box<Waiting>,
         input: Input<'py>,
     ) -> Stepped<'py> {
-        if !w.entered {
-            if w.clean_up {
-                if let Input::Throw(_) = input {
-                    // Its task was cancelled before its first step: the body is closed.
-                    close_outcome(py, w.body.close(py, h), false)?;
-                    return Err(PyStopIteration::new_err(()));
-                }
+        let state = Await::Waiting {
+            entered: w.entered,
+            clean_up: w.clean_up,
+        };
+        match state.resume(matches!(input, Input::Throw(_))) {
+            Resume::CloseCleanUp => {
+                close_outcome(py, w.body.close(py, h), false)?;
+                return Err(PyStopIteration::new_err(()));
             }
-            w.enter(py, h, me)?;
-            if let Input::Send(_) = input {
+            Resume::EnterAndWait => {
+                w.enter(py, h, me)?;
                 let wait = w.wrap(py, h, w.y.bind(py).clone())?;
                 w.wait = wait.clone().unbind();
                 self.state = State::Waiting(w);
                 return Ok(wait);
             }
+            Resume::EnterAndStep => w.enter(py, h, me)?,
+            _ => {} // a later step
         }
         let mut callers = false;
         let (throw, arg) = match input {

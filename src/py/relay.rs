@@ -22,13 +22,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::awaiting::{thrown_err, Input, Sent, Stepped};
+use super::awaiting::{call_in, thrown_err, Input, Sent, Stepped};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 use super::turn::{abort_failed, out_of_err, Mine, Owed};
-use crate::body;
+use crate::body::{self, Resume};
 use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -357,11 +357,7 @@ impl Relay {
                 }
             }
         }
-        let (run, within, coro) = (
-            helpers(py)?.context_run.bind(py),
-            body.within.bind(py),
-            body.coro.bind(py),
-        );
+        let (h, within, coro) = (helpers(py)?, body.within.bind(py), body.coro.bind(py));
         let (f, v, thrown) = match input {
             Input::Send(v) => (body.send.bind(py), v, None),
             Input::Throw(e) => (body.throw.bind(py), e.clone(), Some(e)),
@@ -372,8 +368,11 @@ impl Relay {
             (true, true) if thrown.is_none() => send(py, coro, &v),
             (true, true) => f.call1((coro, v)).map(Sent::Yielded),
             (true, false) => f.call1((v,)).map(Sent::Yielded),
-            (false, true) => run.call1((within, f, coro, v)).map(Sent::Yielded),
-            (false, false) => run.call1((within, f, v)).map(Sent::Yielded),
+            // (in the body's copy of the task's context, entered for the step: see `call_in`)
+            (false, true) if thrown.is_none() => super::context::within(py, within, || send(py, coro, &v))
+                .unwrap_or_else(|| call_in(py, h, within, f, &[coro, &v]).map(Sent::Yielded)),
+            (false, true) => call_in(py, h, within, f, &[coro, &v]).map(Sent::Yielded),
+            (false, false) => call_in(py, h, within, f, &[&v]).map(Sent::Yielded),
         };
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
         // outcome is the deadline's (`timeout`), as for a call alone.
@@ -411,7 +410,7 @@ impl Relay {
                         let task = if body.entered {
                             create_task.call1((clean_up,))?
                         } else {
-                            run.call1((within, create_task, clean_up))?
+                            call_in(py, h, within, &create_task, &[clean_up.as_any()])?
                         };
                         h.hold_clean_up.bind(py).call1((task,))?;
                         Ok(())
@@ -622,7 +621,7 @@ impl Relay {
                     .coro
                     .bind(py)
                     .getattr(intern!(py, "close"))
-                    .and_then(|c| helpers(py)?.context_run.bind(py).call1((body.within.bind(py), c)));
+                    .and_then(|c| call_in(py, helpers(py)?, body.within.bind(py), &c, &[]));
                 let mut body = body;
                 if let Err(e) = body.deadline.leave(py, Some(&generator_exit())) {
                     raised = Some(e);
@@ -681,21 +680,24 @@ impl Relay {
         input: Input<'py>,
     ) -> Stepped<'py> {
         let c = coro.bind(py);
-        if let Some(y) = first {
-            match input {
-                Input::Send(_) => {
-                    let y = y.into_bound(py);
-                    self.state = State::CleanUp(coro, None);
-                    return Ok(y);
-                }
-                Input::Throw(_) => {
-                    // Cancelled before its first step: the body is closed.
-                    return match c.call_method0(intern!(py, "close")) {
-                        Err(e) if body::close_propagates(Some(thrown_err(py, &e)), false) => Err(e),
-                        _ => Err(stopped(py)),
-                    };
-                }
+        let state = body::Await::Waiting {
+            entered: first.is_none(),
+            clean_up: true,
+        };
+        match (state.resume(matches!(input, Input::Throw(_))), first) {
+            // (its task's first step: nothing to enter)
+            (Resume::EnterAndWait, Some(y)) => {
+                let y = y.into_bound(py);
+                self.state = State::CleanUp(coro, None);
+                return Ok(y);
             }
+            (Resume::CloseCleanUp, _) => {
+                return match c.call_method0(intern!(py, "close")) {
+                    Err(e) if body::close_propagates(Some(thrown_err(py, &e)), false) => Err(e),
+                    _ => Err(stopped(py)),
+                };
+            }
+            _ => {} // a later step
         }
         let (out, cancelled) = match input {
             Input::Send(v) => (c.call_method1(intern!(py, "send"), (v,)), false),
