@@ -118,7 +118,7 @@ pub(super) const EV_OPENED: u8 = 7;
 pub(super) const EV_RECORDED: u8 = 8;
 
 /// A Python value carried by the machine (a result held for deduplication).
-type V = Arc<Py<PyAny>>;
+type V = Arc<super::gil::Held>;
 
 // ------------------------------------------------------------------ envelopes
 
@@ -2447,7 +2447,7 @@ impl Call {
             self.m.set_value_json(stored_text(py, &value)?);
             at = None; // its text took time
         }
-        self.feed_step(py, Event::BodyOk(Arc::new(value.unbind())), at)
+        self.feed_step(py, Event::BodyOk(Arc::new(super::gil::Held::new(value.unbind()))), at)
     }
 
     /// Feed in what the body (or its deadline) raised.
@@ -2722,7 +2722,7 @@ impl Call {
             truthy("deduplicated"),
             d.as_ref().and_then(code_text),
             kind,
-            || get("value").map(|v| Arc::new(v.unbind())),
+            || get("value").map(|v| Arc::new(super::gil::Held::new(v.unbind()))),
         );
         if self.m.wants_json_of(&answer) {
             let v = get("value").unwrap_or_else(|| py.None().into_bound(py));
