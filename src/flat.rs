@@ -149,16 +149,25 @@ impl Kind {
     }
 
     /// Whether a value that is `atom` is accepted.
+    #[inline]
     pub fn accepts(&self, atom: Atom<'_>) -> bool {
-        match (self, atom) {
-            (Kind::String, Atom::Str(_)) | (Kind::Boolean, Atom::Bool(_)) | (Kind::Null, Atom::Null) => true,
-            (Kind::Enum(values), Atom::Str(s)) => values.iter().any(|v| v == s),
-            (Kind::Integer, Atom::Int(_)) | (Kind::Number, Atom::Int(_) | Atom::Float(_)) => true,
-            (Kind::AnyOf(kinds), atom) => kinds.iter().any(|k| k.accepts(atom)),
-            (Kind::NoIntegralFloat(_), Atom::Float(f)) if f.fract() == 0.0 => false,
-            (Kind::NoIntegralFloat(kind), atom) => kind.accepts(atom),
-            _ => false,
+        match self {
+            Kind::String => matches!(atom, Atom::Str(_)),
+            Kind::Boolean => matches!(atom, Atom::Bool(_)),
+            Kind::Null => matches!(atom, Atom::Null),
+            Kind::Integer => matches!(atom, Atom::Int(_)),
+            Kind::Number => matches!(atom, Atom::Int(_) | Atom::Float(_)),
+            Kind::Enum(values) => matches!(atom, Atom::Str(s) if values.iter().any(|v| v == s)),
+            Kind::Array(_) => false,
+            Kind::AnyOf(kinds) => kinds.iter().any(|k| k.accepts(atom)),
+            Kind::NoIntegralFloat(kind) => kind.accepts_unless_integral(atom),
         }
+    }
+
+    /// `accepts`, an integral float refused (see `NoIntegralFloat`); out of the common path.
+    #[inline(never)]
+    fn accepts_unless_integral(&self, atom: Atom<'_>) -> bool {
+        !matches!(atom, Atom::Float(f) if f.fract() == 0.0) && self.accepts(atom)
     }
 
     /// Whether a list is accepted: `items(kind)` says whether every item of the list is
