@@ -577,6 +577,84 @@ mod tests {
         }
     }
 
+    /// Every property schema of a small grammar (leaves, type lists, arrays, choices, nested
+    /// one level) against atoms and short lists: whatever the walk accepts, the validator accepts
+    /// unchanged, with the same key.
+    #[test]
+    fn what_any_small_flat_schema_accepts_the_validator_accepts_unchanged() {
+        use Atom::*;
+        let leaves = [
+            json!({"type": "string"}),
+            json!({"type": "boolean"}),
+            json!({"type": "integer"}),
+            json!({"type": "number"}),
+            json!({"type": "null"}),
+            json!({"enum": ["a"]}),
+            json!({"type": ["integer", "null"]}),
+            json!({"type": ["number", "integer"]}),
+            json!({"type": ["string", "number"]}),
+        ];
+        let mut props: Vec<Value> = leaves.to_vec();
+        for l in &leaves {
+            props.push(json!({"type": "array", "items": l}));
+            props.push(json!({"type": ["array", "null"], "items": l}));
+        }
+        let singles = props.clone();
+        for a in &singles {
+            for b in &singles {
+                props.push(json!({"anyOf": [a, b]}));
+            }
+        }
+        for a in &leaves {
+            for b in &leaves {
+                props.push(json!({"type": "array", "items": {"anyOf": [a, b]}}));
+            }
+        }
+        let atoms = [
+            Null,
+            Bool(true),
+            Int(2),
+            Int(-1),
+            Float(2.0),
+            Float(2.5),
+            Float(-0.0),
+            Float(1e20),
+            Str("a"),
+            Str("b"),
+        ];
+        let mut values: Vec<Plain<'_>> = atoms.iter().map(|a| Plain::Atom(*a)).collect();
+        values.push(Plain::List(vec![]));
+        for a in &atoms {
+            values.push(Plain::List(vec![*a]));
+            for b in &atoms {
+                values.push(Plain::List(vec![*a, *b]));
+            }
+        }
+        let (mut schemas, mut accepted) = (0, 0);
+        for prop in &props {
+            let schema = json!({"type": "object", "properties": {"x": prop}, "required": ["x"]});
+            let Some(flat) = Flat::of(&schema) else {
+                panic!("not flat: {schema}");
+            };
+            schemas += 1;
+            let v = ArgumentValidator::new(schema.clone(), Vec::new()).expect("schema");
+            for p in &values {
+                let entries = [("x", p.clone())];
+                if let Some(key) = flat.accept(&entries) {
+                    accepted += 1;
+                    let json = to_json(&entries);
+                    assert!(v.check(&json).is_ok(), "{schema} {json}");
+                    let mut fixed = json.clone();
+                    let fix = crate::validate::integral_floats_to_ints(v.schema(), &mut fixed);
+                    assert!(!fix.changed && !fix.beyond_64_bits, "{schema} {json}");
+                    assert_eq!(key, middleware::args_key(&json), "{schema} {json}");
+                }
+            }
+        }
+        assert_eq!(schemas, 9 + 18 + 27 * 27 + 81);
+        assert!(accepted > 10_000, "{accepted}");
+    }
+
     #[test]
     fn an_argument_given_twice_is_left_to_the_validator() {
         let flat = Flat::of(&schema()).expect("flat");
