@@ -1220,6 +1220,89 @@ async def test_a_second_await_of_a_running_turn_is_refused_and_the_turn_goes_on(
         await intruder()
 
 
+
+def _turn_of(inv: Invoker, calls: list[dict[str, Any]]) -> Any:
+    """The turn ``invoke_many`` awaits, made as it makes it, not started."""
+    from agentkit_tools import _core
+
+    return _core.Turn(inv._only, inv.registry._core, calls, None)
+
+
+async def test_a_value_sent_to_a_turn_not_started_is_refused_and_it_stays_not_started() -> None:
+    """``send(5)`` before the first step raises the ``TypeError`` a coroutine raises; the turn
+    has not started: awaited after that, it answers every call."""
+    async def native() -> None:
+        return None
+
+    co = native()
+    with pytest.raises(TypeError) as want:
+        co.send(5)
+    co.close()
+    turn = _turn_of(Invoker(ToolRegistry([naps])), [call("naps", "1", x=1), call("naps", "2", x=2)])
+    with pytest.raises(TypeError) as got:
+        turn.send(5)
+    assert str(got.value) == str(want.value) == "can't send non-None value to a just-started coroutine"
+    envs = await turn
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 2}, {"ok": True, "value": 4}]
+
+
+@pytest.mark.parametrize("how", ["throw", "close"])
+async def test_a_turn_thrown_into_or_closed_before_it_started_ends_with_no_call_run(how: str) -> None:
+    """An exception thrown into a turn not started is raised as it is, and ``close()`` does
+    nothing but end it, as for a coroutine: no call is admitted, no audit record made; the
+    turn then refuses to be awaited or stepped as an awaited coroutine does."""
+    records: list[Any] = []
+    inv = Invoker(ToolRegistry([naps]), middleware=[mw.audit(records.append)])
+    turn = _turn_of(inv, [call("naps", "1", x=1), call("naps", "2", x=2)])
+    boom = KeyError("boom")
+    if how == "throw":
+        with pytest.raises(KeyError) as got:
+            turn.throw(boom)
+        assert got.value is boom
+    else:
+        assert turn.close() is None
+    assert turn.close() is None  # closing again does nothing
+    with pytest.raises(RuntimeError, match="^cannot reuse already awaited coroutine$"):
+        turn.send(None)
+    with pytest.raises(RuntimeError, match="^cannot reuse already awaited coroutine$"):
+        await turn
+    again = ValueError("again")
+    with pytest.raises(ValueError) as got_again:
+        turn.throw(again)
+    assert got_again.value is again
+    await asyncio.sleep(0.03)
+    assert records == []
+
+
+async def test_a_stop_iteration_thrown_into_a_turn_not_started_is_a_runtime_error() -> None:
+    """As a coroutine does, a ``StopIteration`` thrown in is not read as the turn's value."""
+    async def native() -> None:
+        return None
+
+    stop = StopIteration(["forged"])
+    co = native()
+    with pytest.raises(RuntimeError) as want:
+        co.throw(stop)
+    turn = _turn_of(Invoker(ToolRegistry([naps])), [call("naps", "1", x=1), call("naps", "2", x=2)])
+    with pytest.raises(RuntimeError) as got:
+        turn.throw(stop)
+    assert str(got.value) == str(want.value) == "coroutine raised StopIteration"
+    assert got.value.__cause__ is stop
+
+
+async def test_a_turn_that_ended_refuses_a_value_and_raises_what_is_thrown_in() -> None:
+    """Once the turn returned its envelopes, a step raises as an exhausted coroutine's does."""
+    turn = _turn_of(Invoker(ToolRegistry([instant])), [call("instant", "1", x=1), call("instant", "2", x=2)])
+    assert [strip(e) for e in await turn] == [{"ok": True, "value": 2}, {"ok": True, "value": 3}]
+    with pytest.raises(RuntimeError, match="^cannot reuse already awaited coroutine$"):
+        turn.send(None)
+    boom = KeyError("boom")
+    with pytest.raises(KeyError) as got:
+        turn.throw(boom)
+    assert got.value is boom
+    assert turn.close() is None
+
+
 TURN_PENDING_AT_EXIT = '''
 import asyncio
 from agentkit_tools import Invoker, ToolRegistry, tool
