@@ -33,6 +33,31 @@ pub fn span_failed(outcome: &str) -> bool {
     outcome != "ok" && outcome != "cancelled"
 }
 
+/// What ending a call's span sets besides the attributes of its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanEnd {
+    /// Nothing more: a success or a cancellation.
+    Plain,
+    /// [`ATTR_ERROR_TYPE`] set to the outcome, and an error status when `status` (only while
+    /// spans are recorded: a tracer provider is installed).
+    Failed { status: bool },
+}
+
+/// How a call's span ends for its record's `outcome` (None: an outcome that is not text, which
+/// is no success); `recording`, asked only for a failed span: whether spans are recorded.
+pub fn span_end<E>(outcome: Option<&str>, recording: impl FnOnce() -> Result<bool, E>) -> Result<SpanEnd, E> {
+    if outcome.is_some_and(|o| !span_failed(o)) {
+        return Ok(SpanEnd::Plain);
+    }
+    Ok(SpanEnd::Failed { status: recording()? })
+}
+
+/// Whether the tracer provider must be looked at to know if spans are recorded: not while none
+/// was ever set (`unset`) and the environment names none (`named_by_env`): then none are.
+pub fn provider_to_look_at(unset: bool, named_by_env: bool) -> bool {
+    !unset || named_by_env
+}
+
 /// The `agentkit_tools.audit` DEBUG line (logging's `%` format) of a record: its tool, decision,
 /// outcome, attempts and elapsed milliseconds, in that order.
 pub const LOG_LINE: &str = "tool call %s %s: %s after %d attempt(s) in %.3f ms";
@@ -64,6 +89,35 @@ mod tests {
         assert!(span_failed("internal_error"));
         assert!(span_failed("my_own_code"));
         assert_eq!(ATTR_OUTCOME, "agentkit.tool.outcome");
+    }
+
+    #[test]
+    fn how_a_span_ends() {
+        let never = || -> Result<bool, ()> { panic!("asked for a span that did not fail") };
+        assert_eq!(span_end(Some("ok"), never), Ok(SpanEnd::Plain));
+        assert_eq!(span_end(Some("cancelled"), never), Ok(SpanEnd::Plain));
+        assert_eq!(
+            span_end(Some("timeout"), || Ok::<_, ()>(true)),
+            Ok(SpanEnd::Failed { status: true })
+        );
+        assert_eq!(
+            span_end(Some("my_code"), || Ok::<_, ()>(false)),
+            Ok(SpanEnd::Failed { status: false })
+        );
+        // An outcome that is not text is no success.
+        assert_eq!(
+            span_end(None, || Ok::<_, ()>(true)),
+            Ok(SpanEnd::Failed { status: true })
+        );
+        assert_eq!(span_end(Some("x"), || Err::<bool, _>("e")), Err("e"));
+    }
+
+    #[test]
+    fn when_the_tracer_provider_is_looked_at() {
+        assert!(!provider_to_look_at(true, false));
+        assert!(provider_to_look_at(true, true));
+        assert!(provider_to_look_at(false, false));
+        assert!(provider_to_look_at(false, true));
     }
 
     #[test]

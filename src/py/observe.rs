@@ -93,7 +93,7 @@ pub(super) fn tracing_on(py: Python<'_>) -> PyResult<bool> {
         .bind(py)
         .get_item(intern!(py, "_TRACER_PROVIDER"))?
         .is_some_and(|p| p.is_none());
-    if unset && !o.from_env {
+    if !rules::provider_to_look_at(unset, o.from_env) {
         return Ok(false);
     }
     Ok(tracer(py)?.is_some())
@@ -171,14 +171,13 @@ pub(super) fn close_span(
         let Some(a) = attrs else { return Ok(()) };
         let outcome = a.get_item(intern!(py, rules::ATTR_OUTCOME))?;
         span.call_method1(intern!(py, "set_attributes"), (a,))?;
-        // (an outcome that is not text is no success)
-        if outcome.extract::<&str>().map_or(true, rules::span_failed) {
-            let traced = tracer(py)?.is_some();
+        let end = rules::span_end(outcome.extract::<&str>().ok(), || Ok::<_, PyErr>(tracer(py)?.is_some()))?;
+        if let rules::SpanEnd::Failed { status } = end {
             span.call_method1(
                 intern!(py, "set_attribute"),
                 (intern!(py, rules::ATTR_ERROR_TYPE), &outcome),
             )?;
-            if traced {
+            if status {
                 span.call_method1(
                     intern!(py, "set_status"),
                     (o.status.bind(py).call1((o.status_error.bind(py), &outcome))?,),
