@@ -32,8 +32,11 @@ pub fn sanitized_tool_name(name: &str) -> String {
         .collect()
 }
 
+/// How a refused name is shown when the host cannot quote it (its `repr` failed).
+pub const UNPRINTABLE_NAME: &str = "<unprintable>";
+
 /// The message of a name the rule refuses; `shown` is the name as the host's language quotes it
-/// (Python's `repr`).
+/// (Python's `repr`; [`UNPRINTABLE_NAME`] when it cannot).
 pub fn tool_name_message(shown: &str) -> String {
     format!(
         "tool name {shown} is not accepted by model providers: use 1-{MAX_TOOL_NAME_CHARS} characters \
@@ -225,6 +228,15 @@ mod tests {
         assert_eq!(closest(&huge, names.iter().map(String::as_str)), None);
         // generous bound on a hang: the quadratic version took seconds
         assert!(started.elapsed().as_secs_f64() < 1.0);
+    }
+
+    #[test]
+    fn an_unprintable_refused_name() {
+        assert_eq!(
+            tool_name_message(UNPRINTABLE_NAME),
+            "tool name <unprintable> is not accepted by model providers: use 1-64 characters from a-z, A-Z, \
+             0-9, '_' and '-' (pass name=...)"
+        );
     }
 
     #[test]

@@ -36,6 +36,22 @@ pub fn not_json_message(why: &str) -> String {
     format!("not a JSON value: {why}")
 }
 
+/// The path of a problem with the value itself (not one of its parts).
+pub const ROOT_PATH: &str = "<root>";
+
+/// The problems of a value that is not JSON (`why`): one, at [`ROOT_PATH`].
+pub fn not_json_problems(why: &str) -> Vec<(String, String)> {
+    vec![(ROOT_PATH.to_owned(), not_json_message(why))]
+}
+
+/// The number an integer beyond 64 bits is validated as: the float of the same magnitude
+/// (`as_float`), or, for one beyond every float (None), the largest finite float of its sign
+/// (`negative`, asked only then). Exact enough for the type and bound checks; the body gets the
+/// integer itself.
+pub fn big_int_stand_in(as_float: Option<f64>, negative: impl FnOnce() -> bool) -> f64 {
+    as_float.unwrap_or_else(|| if negative() { -f64::MAX } else { f64::MAX })
+}
+
 /// A year from 0001 (Python's `datetime` has no year 0).
 macro_rules! year {
     () => {
@@ -272,7 +288,7 @@ impl SchemaValidator {
     pub fn problems(&self, instance: &Value) -> Vec<(String, String)> {
         let validator = match self.validator() {
             Ok(v) => v,
-            Err(e) => return vec![("<root>".to_owned(), e.to_owned())],
+            Err(e) => return vec![(ROOT_PATH.to_owned(), e.to_owned())],
         };
         let errors: Vec<ValidationError<'_>> = validator.iter_errors(instance).collect();
         let mut leaves = Vec::with_capacity(errors.len());
@@ -284,7 +300,7 @@ impl SchemaValidator {
             .map(|e| {
                 let segs = segments(e, instance);
                 let path = if segs.is_empty() {
-                    "<root>".to_owned()
+                    ROOT_PATH.to_owned()
                 } else {
                     display_path(&segs)
                 };
@@ -1449,6 +1465,25 @@ pub fn describe(schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_that_is_not_json_is_one_problem_at_the_root() {
+        assert_eq!(ROOT_PATH, "<root>");
+        assert_eq!(
+            not_json_problems("NaN is not allowed"),
+            vec![("<root>".to_owned(), "not a JSON value: NaN is not allowed".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_integer_beyond_64_bits_is_validated_as_a_float() {
+        assert_eq!(
+            big_int_stand_in(Some(1.8446744073709552e19), || unreachable!()),
+            1.8446744073709552e19
+        );
+        assert_eq!(big_int_stand_in(None, || false), f64::MAX);
+        assert_eq!(big_int_stand_in(None, || true), -f64::MAX);
+    }
     use serde_json::json;
 
     #[test]

@@ -28,7 +28,7 @@ pub(crate) struct Entry {
 fn bad_name(name: &Bound<'_, PyAny>) -> PyErr {
     let shown = name
         .repr()
-        .map_or_else(|_| "<unprintable>".to_owned(), |r| r.to_string());
+        .map_or_else(|_| registry::UNPRINTABLE_NAME.to_owned(), |r| r.to_string());
     definition_error(name.py(), registry::tool_name_message(&shown))
 }
 

@@ -112,13 +112,7 @@ fn note(f: impl FnOnce(&mut Met)) {
 /// that): exact enough for the validator's type and bound checks; the body gets the integer.
 fn big_int_value(obj: &Bound<'_, PyAny>) -> Value {
     note(|m| m.big_ints = true);
-    let f = obj.extract::<f64>().unwrap_or_else(|_| {
-        if obj.lt(0i64).unwrap_or(false) {
-            -f64::MAX
-        } else {
-            f64::MAX
-        }
-    });
+    let f = validate::big_int_stand_in(obj.extract::<f64>().ok(), || obj.lt(0i64).unwrap_or(false));
     serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
 }
 
@@ -413,7 +407,7 @@ impl SchemaValidator {
         let _in = super::shutdown::inside(instance.py());
         match json_value(instance) {
             Ok(v) => Ok(self.inner.problems(&v)),
-            Err(e) => Ok(vec![("<root>".to_owned(), validate::not_json_message(&e.to_string()))]),
+            Err(e) => Ok(validate::not_json_problems(&e.to_string())),
         }
     }
 }
