@@ -79,9 +79,29 @@ impl Found {
     }
 }
 
+/// How deep the host's copies of argument values (freezing them, copying a rendering) go: past
+/// this many levels of nesting the copy refuses, as Python's default recursion limit would (and
+/// a native stack is never exhausted).
+pub const MAX_COPY_DEPTH: usize = 1000;
+
+/// The refusal of a freeze past [`MAX_COPY_DEPTH`].
+pub const FREEZE_TOO_DEEP: &str = "maximum recursion depth exceeded while freezing a value";
+/// The refusal of a copy past [`MAX_COPY_DEPTH`].
+pub const COPY_TOO_DEEP: &str = "maximum recursion depth exceeded while copying a value";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_stop_at_python_s_default_recursion_limit() {
+        assert_eq!(MAX_COPY_DEPTH, 1000);
+        assert_eq!(
+            FREEZE_TOO_DEEP,
+            "maximum recursion depth exceeded while freezing a value"
+        );
+        assert_eq!(COPY_TOO_DEEP, "maximum recursion depth exceeded while copying a value");
+    }
 
     #[test]
     fn found_of_what_checking_did() {

@@ -223,11 +223,12 @@ impl<T> Timers<T> {
         self.live
     }
 
-    /// The timer fired: every entry due by `until` (now, plus the clock's resolution: a timer
+    /// The timer fired at `now`: every entry due by `now` plus the clock's `resolution` (a timer
     /// fires up to that early) expires. Returns their tasks, to cancel (each as `take` gives
     /// it), and when to arm the timer next (None: nothing is left). The timer counts as not armed
     /// until armed again.
-    pub fn fire<U>(&mut self, until: f64, mut take: impl FnMut(&T) -> U) -> (Vec<U>, Option<f64>) {
+    pub fn fire<U>(&mut self, now: f64, resolution: f64, mut take: impl FnMut(&T) -> U) -> (Vec<U>, Option<f64>) {
+        let until = now + resolution;
         self.armed_at = None;
         let mut due = Vec::new();
         while let Some(&Reverse((When(when), seq))) = self.heap.peek() {
@@ -258,6 +259,11 @@ impl<T> Timers<T> {
         self.heap.clear();
         self.live = 0;
     }
+}
+
+/// The delay before a timer for `when` fires, armed at `now`: none for a time already past.
+pub fn timer_delay(when: f64, now: f64) -> f64 {
+    (when - now).max(0.0)
 }
 
 #[cfg(test)]
@@ -337,7 +343,7 @@ mod tests {
         t.set_armed(Some(3.0));
         assert_eq!(t.live(), 3);
         // Fired at 3.0 (resolution 0.001): only c is due; next is a at 5.0.
-        let (due, next) = t.fire(3.001, |t| *t);
+        let (due, next) = t.fire(3.0, 0.001, |t| *t);
         assert_eq!(due, vec!["c"]);
         assert_eq!(next, Some(5.0));
         assert!(t.expired(c));
@@ -349,10 +355,21 @@ mod tests {
         assert!(!t.remove(a)); // left once
         assert_eq!(t.live(), 1);
         // a's heap entry is dropped lazily: firing at 10 expires b only.
-        let (due, next) = t.fire(10.0, |t| *t);
+        let (due, next) = t.fire(10.0, 0.0, |t| *t);
         assert_eq!(due, vec!["b"]);
         assert_eq!(next, None);
         assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn a_timer_fires_up_to_the_resolution_early_and_is_armed_no_earlier_than_now() {
+        let mut t: Timers<u8> = Timers::new();
+        t.add(2.0, 1);
+        t.add(2.002, 2);
+        // Fired at 1.9995 with a 1 ms resolution: the entry at 2.0 is due, the one at 2.002 not.
+        assert_eq!(t.fire(1.9995, 0.001, |t| *t), (vec![1], Some(2.002)));
+        assert_eq!(timer_delay(2.5, 2.0), 0.5);
+        assert_eq!(timer_delay(1.0, 2.0), 0.0);
     }
 
     #[test]
@@ -364,7 +381,7 @@ mod tests {
         assert!(!t.remove(a));
         assert!(!t.remove(b));
         assert_eq!(t.live(), 0);
-        assert_eq!(t.fire(100.0, |t| *t), (vec![], None));
+        assert_eq!(t.fire(100.0, 0.0, |t| *t), (vec![], None));
         assert_eq!(t.tasks().count(), 0);
         // An entry later than the armed timer does not re-arm it; one with nothing armed does.
         let (_, arm) = t.add(5.0, 3);

@@ -183,7 +183,7 @@ impl LoopDeadlines {
             slf.try_borrow_mut()?.timers.set_armed(None);
             return Ok(()); // its loop is gone: nothing is left to cancel
         };
-        let delay = (when - now(py, helpers(py)?)?).max(0.0);
+        let delay = core::timer_delay(when, now(py, helpers(py)?)?);
         let armed = lp.call_method1(intern!(py, "call_later"), (delay, slf));
         let mut t = slf.try_borrow_mut()?;
         match armed {
@@ -222,8 +222,8 @@ impl LoopDeadlines {
         let (due, next) = {
             let mut t = slf.try_borrow_mut()?;
             t.handle = None;
-            let until = now(py, h)? + t.resolution;
-            t.timers.fire(until, |task| task.clone_ref(py))
+            let resolution = t.resolution;
+            t.timers.fire(now(py, h)?, resolution, |task| task.clone_ref(py))
         };
         let mut out = Ok(());
         if let Some(next) = next {

@@ -8,9 +8,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 
-/// Nesting deeper than this raises `RecursionError`, as Python's default recursion limit would
-/// (and a native stack is never exhausted).
-const MAX_DEPTH: usize = 1000;
+use crate::arguments::{COPY_TOO_DEEP, FREEZE_TOO_DEEP, MAX_COPY_DEPTH as MAX_DEPTH};
 
 pub(crate) fn freeze<'py>(
     value: &Bound<'py, PyAny>,
@@ -19,9 +17,7 @@ pub(crate) fn freeze<'py>(
     depth: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     if depth > MAX_DEPTH {
-        return Err(PyRecursionError::new_err(
-            "maximum recursion depth exceeded while freezing a value",
-        ));
+        return Err(PyRecursionError::new_err(FREEZE_TOO_DEEP));
     }
     if let Ok(d) = value.cast::<PyDict>() {
         // An exact dict cannot be a frozen one (the instance check is the slow part).
@@ -212,9 +208,7 @@ fn copy_tree<'py>(
     depth: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     if depth > MAX_DEPTH {
-        return Err(PyRecursionError::new_err(
-            "maximum recursion depth exceeded while copying a value",
-        ));
+        return Err(PyRecursionError::new_err(COPY_TOO_DEEP));
     }
     if is_atom(value) {
         return Ok(value.clone());
