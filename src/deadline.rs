@@ -37,6 +37,23 @@ pub fn overran(limit: Option<f64>, elapsed_s: impl FnOnce() -> f64) -> bool {
     limit.is_some_and(|l| elapsed_s() > l)
 }
 
+/// Whether a body that returned is past its deadline `end` (None: none): with its `limit` known,
+/// by the time it took (`elapsed_s`: no clock read, see [`overran`]); else by the clock (`now`,
+/// read only then, see [`passed`]).
+#[inline]
+pub fn returned_past<E>(
+    end: Option<f64>,
+    limit: Option<f64>,
+    elapsed_s: impl FnOnce() -> f64,
+    now: impl FnOnce() -> Result<f64, E>,
+) -> Result<bool, E> {
+    Ok(match (end, limit) {
+        (None, _) => false,
+        (Some(_), Some(_)) => overran(limit, elapsed_s),
+        (end, None) => passed(now()?, end),
+    })
+}
+
 /// A call whose limit is not above 0 never starts: it is past its deadline already.
 #[inline]
 pub fn never_starts(limit: Option<f64>) -> bool {
@@ -269,6 +286,18 @@ pub fn timer_delay(when: f64, now: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_returned_body_is_past_its_end_by_the_time_it_took_or_the_clock() {
+        let never_f = || -> f64 { panic!("not asked") };
+        let never = || -> Result<f64, ()> { panic!("not asked") };
+        assert_eq!(returned_past(None, Some(1.0), never_f, never), Ok(false));
+        assert_eq!(returned_past(Some(5.0), Some(1.0), || 1.5, never), Ok(true));
+        assert_eq!(returned_past(Some(5.0), Some(1.0), || 1.0, never), Ok(false));
+        assert_eq!(returned_past(Some(5.0), None, never_f, || Ok::<_, ()>(5.5)), Ok(true));
+        assert_eq!(returned_past(Some(5.0), None, never_f, || Ok::<_, ()>(5.0)), Ok(false));
+        assert_eq!(returned_past(Some(5.0), None, never_f, || Err(())), Err(()));
+    }
 
     #[test]
     fn an_abort_waits_one_bound_shared_by_its_segments() {

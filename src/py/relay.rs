@@ -28,7 +28,7 @@ use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 use super::turn::{abort_failed, out_of_err, Mine, Owed};
-use crate::body::{self, Resume};
+use crate::body::{self, CallersCancel, Resume};
 use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -342,18 +342,23 @@ impl Relay {
             // The task was cancelled while the body awaits another task (through a plain
             // future): that task is cancelled, as a task does with what it awaits. At the deadline
             // the body gets the cancellation at once; else once that task has ended.
+            // (Every cancellation of this task is the caller's: the turn's, or the deadline's.)
             let (y, wait) = (y.into_bound(py), wait.into_bound(py));
             let h = helpers(py)?;
-            if !wait.is(&y)
-                && exc.is_instance(h.cancelled_error.bind(py))?
-                && !y.call_method0(intern!(py, "done"))?.is_truthy()?
-            {
-                y.call_method0(intern!(py, "cancel"))?;
-                if !body.deadline.expired(py) {
-                    let wait = super::awaiting::waited(py, h, y.clone())?;
-                    body.y = Some((y.unbind(), wait.clone().unbind()));
-                    self.state = State::Body(body);
-                    return Ok(wait);
+            if exc.is_instance(h.cancelled_error.bind(py))? {
+                let pending = || Ok::<_, PyErr>(!y.call_method0(intern!(py, "done"))?.is_truthy()?);
+                match body::callers_cancel(!wait.is(&y), pending, body.deadline.expired(py))? {
+                    CallersCancel::CancelAndWait => {
+                        y.call_method0(intern!(py, "cancel"))?;
+                        let wait = super::awaiting::waited(py, h, y.clone())?;
+                        body.y = Some((y.unbind(), wait.clone().unbind()));
+                        self.state = State::Body(body);
+                        return Ok(wait);
+                    }
+                    CallersCancel::Abandon { cancel_wait: true } => {
+                        y.call_method0(intern!(py, "cancel"))?;
+                    }
+                    _ => {}
                 }
             }
         }
@@ -458,10 +463,9 @@ impl Relay {
             value = None;
         } else if exc.is_none() {
             let h = helpers(py)?;
-            let passed = match (body.end, self.call.as_ref().and_then(|s| s.limit)) {
-                (Some(_), Some(limit)) => body.started.elapsed().as_secs_f64() > limit,
-                (end, _) => deadline::passed(py, h, end)?,
-            };
+            let limit = self.call.as_ref().and_then(|s| s.limit);
+            let elapsed = || body.started.elapsed().as_secs_f64();
+            let passed = crate::deadline::returned_past(body.end, limit, elapsed, || deadline::now(py, h))?;
             if passed {
                 // Nothing past the deadline is a success.
                 let (tool, limit) = match &self.call {
