@@ -286,6 +286,60 @@ pub fn waits_through_plain_future<E>(
     Ok(!is_none && !exact_future && is_future()?)
 }
 
+/// What becomes of the value a body the core runs returned: past its deadline (`limit`,
+/// `elapsed_s` read only under one) a timeout, whatever it returned; else its result is checked
+/// ([`check`]), with the end of its deadline (`end`) for a result that may still be awaitable
+/// under a limit (`plain`, asked only then: a plain value never is), which settles within what is
+/// left of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    /// The attempt failed with `ToolTimeoutError`.
+    TimedOut,
+    /// The result is checked; `end`: the deadline's end is read for it.
+    Checked { end: bool },
+}
+
+/// See [`Returned`].
+#[inline]
+pub fn returned(limit: Option<f64>, elapsed_s: impl FnOnce() -> f64, plain: impl FnOnce() -> bool) -> Returned {
+    if crate::deadline::overran(limit, elapsed_s) {
+        return Returned::TimedOut;
+    }
+    Returned::Checked {
+        end: limit.is_some() && !plain(),
+    }
+}
+
+/// How a body's result is checked, as `_runner.checked` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// An awaitable result: the driver settles it (a `_runner.Later`), within what is left of
+    /// the deadline, and the settled value is checked then.
+    Settle,
+    /// No check to make (no output schema, the output check the tool's class's own): the value
+    /// as it is, dated when the body returned (nothing but the core's own work ran since).
+    AsIs,
+    /// Checked against the output schema (the tool's output check): the value it answers, dated
+    /// when that check returned.
+    Checked,
+}
+
+/// How a result is checked: one that is no plain value (`plain` false) and is awaitable
+/// (`awaitable`, asked only then) is settled; else it is taken as it is when the tool's output
+/// check would return it as it is (`as_is`), checked otherwise. What asking raises fails the
+/// attempt as raised around the body ([`Stage::Around`]).
+#[inline]
+pub fn check<E>(
+    plain: bool,
+    awaitable: impl FnOnce() -> Result<bool, E>,
+    as_is: impl FnOnce() -> Result<bool, E>,
+) -> Result<Check, E> {
+    if !plain && awaitable()? {
+        return Ok(Check::Settle);
+    }
+    Ok(if as_is()? { Check::AsIs } else { Check::Checked })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +516,31 @@ mod tests {
         assert_eq!(entry(false, Some(10.0), at(10.0)), Ok(Entry::BlockedPast));
         assert_eq!(entry(false, Some(10.0), at(10.5)), Ok(Entry::BlockedPast));
         assert_eq!(entry(false, Some(10.0), || Err(())), Err(()));
+    }
+
+    #[test]
+    fn a_value_past_its_deadline_times_out_and_only_a_value_that_may_be_awaitable_reads_its_end() {
+        let never = || -> f64 { panic!("not asked") };
+        let never_plain = || -> bool { panic!("not asked") };
+        assert_eq!(returned(None, never, never_plain), Returned::Checked { end: false });
+        assert_eq!(returned(Some(1.0), || 1.5, never_plain), Returned::TimedOut);
+        assert_eq!(returned(Some(1.0), || 1.0, || true), Returned::Checked { end: false });
+        assert_eq!(returned(Some(1.0), || 0.5, || false), Returned::Checked { end: true });
+    }
+
+    #[test]
+    fn a_result_is_settled_taken_as_it_is_or_checked() {
+        let yes = || Ok::<_, &str>(true);
+        let no = || Ok::<_, &str>(false);
+        let never = || -> Result<bool, &str> { panic!("not asked") };
+        assert_eq!(check(false, yes, never), Ok(Check::Settle));
+        assert_eq!(check(false, no, yes), Ok(Check::AsIs));
+        assert_eq!(check(false, no, no), Ok(Check::Checked));
+        // A plain value is never awaitable: not asked.
+        assert_eq!(check(true, never, yes), Ok(Check::AsIs));
+        assert_eq!(check(true, never, no), Ok(Check::Checked));
+        assert_eq!(check(false, || Err("isawaitable"), never), Err("isawaitable"));
+        assert_eq!(check(true, never, || Err("_output")), Err("_output"));
     }
 
     #[test]

@@ -84,6 +84,17 @@ pub fn url_arg(text: Option<String>) -> Option<String> {
     text.filter(|u| !u.is_empty())
 }
 
+/// `url_arg` as read at a call (a value that is not kept): it names an argument only when it is
+/// true (`truth`; None: its truth value could not be read, which counts as false), by its text
+/// then (`text`, asked only then; what converting it raises fails the call), as [`url_arg`]
+/// reads it.
+pub fn url_arg_of<E>(truth: Option<bool>, text: impl FnOnce() -> Result<String, E>) -> Result<Option<String>, E> {
+    if truth != Some(true) {
+        return Ok(None);
+    }
+    Ok(url_arg(Some(text()?)))
+}
+
 /// Only an explicit `False` leaves a tool's effects undeclared.
 pub fn undeclared(raw: &Raw) -> bool {
     *raw == Raw::Bool(false)
@@ -246,6 +257,18 @@ mod tests {
         assert_eq!(ToolFlags::of(r.clone()).map(|f| f.timeout_s), Ok(None));
         r[TIMEOUT_S] = Raw::None;
         assert_eq!(ToolFlags::of(r.clone()).map(|f| f.timeout_s), Ok(None));
+    }
+
+    #[test]
+    fn a_url_arg_read_at_a_call_names_an_argument_only_when_true() {
+        let never = || -> Result<String, ()> { panic!("not asked") };
+        assert_eq!(
+            url_arg_of(Some(true), || Ok::<_, ()>("url".into())),
+            Ok(Some("url".into()))
+        );
+        assert_eq!(url_arg_of(Some(false), never), Ok(None));
+        assert_eq!(url_arg_of(None, never), Ok(None));
+        assert_eq!(url_arg_of(Some(true), || Err("not a str")), Err("not a str"));
     }
 
     #[test]

@@ -15,8 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::body::{self, Disposition, Stage};
-use crate::deadline;
+use crate::body::{self, Check, Disposition, Returned, Stage};
 use crate::envelope::{Code, Success};
 use crate::flags::{self, Raw};
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
@@ -600,7 +599,7 @@ pub(super) fn helpers(py: Python<'_>) -> PyResult<&Helpers> {
                     .try_iter()?
                 {
                     let cls = cls?.cast_into::<PyType>()?;
-                    if cls.is(&py.get_type::<PyAny>()) {
+                    if cls.is(py.get_type::<PyAny>()) {
                         continue; // `object`: nothing can be set on it
                     }
                     let view = cls.getattr("__dict__")?;
@@ -1590,14 +1589,9 @@ impl<'py> Flags<'py> {
         if let Some(s) = self.snapshot() {
             return Ok(s.flags.url_arg.clone());
         }
-        let text = match self
-            .get(intern!(self.tool.py(), "url_arg"))?
-            .filter(|a| a.is_truthy().unwrap_or(false))
-        {
-            Some(a) => Some(a.extract()?),
-            None => None,
-        };
-        Ok(flags::url_arg(text))
+        let arg = self.get(intern!(self.tool.py(), "url_arg"))?;
+        let truth = arg.as_ref().map_or(Some(false), |a| a.is_truthy().ok());
+        flags::url_arg_of(truth, || arg.as_ref().map_or(Ok(String::new()), |a| a.extract()))
     }
 
     /// A function tool: `fn` and `check_output` set.
@@ -2259,27 +2253,45 @@ impl Call {
             Ok(v) => v,
             Err(e) => return Ok(here_raised(py, Stage::SyncBody, e)),
         };
+        Ok(self.returned_here(py, h, flags, value, &ctx, limit, started))
+    }
+
+    /// A body the core runs returned `value` (`started`: when it was started, `limit`: its
+    /// deadline in seconds): what becomes of it (see `body::returned`).
+    #[allow(clippy::too_many_arguments)]
+    fn returned_here<'py>(
+        &self,
+        py: Python<'py>,
+        h: &Helpers,
+        flags: &Flags<'py>,
+        value: Bound<'py, PyAny>,
+        ctx: &Bound<'py, PyAny>,
+        limit: Option<f64>,
+        started: Instant,
+    ) -> Here<'py> {
         let after = |e: PyErr| here_raised(py, Stage::Around, e);
         // The clock read once when it returned: for its deadline and as the time the pipeline
         // is told it returned.
         let returned_at = Instant::now();
-        if deadline::overran(limit, || returned_at.duration_since(started).as_secs_f64()) {
-            let name = self.m.facts().name.clone().unwrap_or_default();
-            return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
-                Ok(exc) => Here::Failed(exc),
-                Err(e) => after(e),
-            });
+        let elapsed_s = || returned_at.duration_since(started).as_secs_f64();
+        match body::returned(limit, elapsed_s, || plain(&value)) {
+            Returned::TimedOut => {
+                let name = self.m.facts().name.clone().unwrap_or_default();
+                match h.timeout_error.bind(py).call1((name, limit)) {
+                    Ok(exc) => Here::Failed(exc),
+                    Err(e) => after(e),
+                }
+            }
+            Returned::Checked { end } => {
+                // The deadline's end on `time.monotonic`.
+                let end = match end.then(|| super::deadline::end_since(py, h, limit, started)) {
+                    None => None,
+                    Some(Ok(end)) => end,
+                    Some(Err(e)) => return after(e),
+                };
+                self.checked(py, flags, value, ctx, limit, end, Some(returned_at))
+            }
         }
-        // An awaitable result is settled within what is left of the deadline (its end on
-        // `time.monotonic`, read only for such a result).
-        let end = match limit {
-            Some(_) if !plain(&value) => match super::deadline::end_since(py, h, limit, started) {
-                Ok(end) => end,
-                Err(e) => return Ok(after(e)),
-            },
-            _ => None,
-        };
-        Ok(self.checked(py, flags, value, &ctx, limit, end, Some(returned_at)))
     }
 
     /// Start the `async` body of function tool `tool` and take its first step here, as
@@ -2352,24 +2364,7 @@ impl Call {
                 Ok(Here::Out(STEP_AWAIT, PyTuple::new(py, items)?.into_any()))
             }
             Ok(super::awaiting::Sent::Returned(value)) => {
-                // The clock read once when it returned (see `run_here`).
-                let returned_at = Instant::now();
-                if deadline::overran(limit, || returned_at.duration_since(started).as_secs_f64()) {
-                    let name = self.m.facts().name.clone().unwrap_or_default();
-                    return Ok(match h.timeout_error.bind(py).call1((name, limit)) {
-                        Ok(exc) => Here::Failed(exc),
-                        Err(e) => after(e),
-                    });
-                }
-                // What is left of the deadline, for a result still to settle.
-                let end = match limit {
-                    Some(_) if !plain(&value) => match super::deadline::end_since(py, h, limit, started) {
-                        Ok(end) => end,
-                        Err(e) => return Ok(after(e)),
-                    },
-                    _ => None,
-                };
-                Ok(self.checked(py, flags, value, &ctx, limit, end, Some(returned_at)))
+                Ok(self.returned_here(py, h, flags, value, &ctx, limit, started))
             }
             Err(e) => Ok(failed(e)),
         }
@@ -2417,25 +2412,21 @@ impl Call {
             Ok(h) => h,
             Err(e) => return after(e),
         };
-        if !plain(&value) {
-            match h.isawaitable.bind(py).call1((&value,)).and_then(|a| a.is_truthy()) {
-                Ok(true) => {
-                    return match h.later.bind(py).call1((tool, &value, ctx, limit, end)) {
-                        Ok(later) => Here::Out(STEP_SETTLE, later),
-                        Err(e) => after(e),
-                    };
-                }
-                Ok(false) => {}
-                Err(e) => return after(e),
-            }
-        }
-        match flags.plain_output(py) {
-            Ok(true) => return Here::Ok(value, returned_at),
-            Ok(false) => {}
-            Err(e) => return after(e),
-        }
-        match tool.call_method1(intern!(py, "check_output"), (&value, ctx)) {
-            Ok(v) => Here::Ok(v, None),
+        let how = body::check(
+            plain(&value),
+            || h.isawaitable.bind(py).call1((&value,)).and_then(|a| a.is_truthy()),
+            || flags.plain_output(py),
+        );
+        match how {
+            Ok(Check::Settle) => match h.later.bind(py).call1((tool, &value, ctx, limit, end)) {
+                Ok(later) => Here::Out(STEP_SETTLE, later),
+                Err(e) => after(e),
+            },
+            Ok(Check::AsIs) => Here::Ok(value, returned_at),
+            Ok(Check::Checked) => match tool.call_method1(intern!(py, "check_output"), (&value, ctx)) {
+                Ok(v) => Here::Ok(v, None),
+                Err(e) => after(e),
+            },
             Err(e) => after(e),
         }
     }
