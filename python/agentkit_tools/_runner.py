@@ -440,6 +440,16 @@ _LOOP_PID: int | None = None
 _LOOP_LOCK = threading.Lock()
 
 
+def _new_loop_lock() -> None:
+    """A forked child: the lock may have been held by a thread of the parent making the loop at
+    the moment of the fork, which the child does not have (it would never be released there)."""
+    global _LOOP_LOCK
+    _LOOP_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_loop_lock)
+
+
 class _InboxSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
     """The selector of :func:`background_loop`: before it polls, the loop's thread publishes the
     outcomes of the calls it finished and, when the loop has nothing else to do, spins briefly
