@@ -314,6 +314,14 @@ pub(super) struct Owed {
 }
 
 impl Owed {
+    fn clone_ref(&self, py: Python<'_>) -> Owed {
+        Owed {
+            turn: self.turn.clone_ref(py),
+            i: self.i,
+            m: self.m.clone_ref(py),
+        }
+    }
+
     pub(super) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.turn)?;
         visit.call(&self.m)
@@ -418,11 +426,7 @@ impl Owed {
     /// relay ran the body in the body's context.
     pub(super) fn respawn<'py>(py: Python<'py>, drive: Bound<'py, PyAny>, after: After) -> PyResult<()> {
         let me = match &after {
-            After::Drive(o) | After::Abort(o, _) => Owed {
-                turn: o.turn.clone_ref(py),
-                i: o.i,
-                m: o.m.clone_ref(py),
-            },
+            After::Drive(o) | After::Abort(o, _) => o.clone_ref(py),
             After::Aborts { .. } => {
                 return Err(PyRuntimeError::new_err(
                     "the aborts of a turn go on in a task of their own",
@@ -479,12 +483,7 @@ impl Owed {
                 // The body cancelled its own task and returned: as for a call alone, that
                 // cancellation was the body's; the call's later steps (settling an awaitable it
                 // returned included) go on in a task of their own.
-                let me = Owed {
-                    turn: self.turn.clone_ref(py),
-                    i: self.i,
-                    m: self.m.clone_ref(py),
-                };
-                me.spawn(py, self.drive(py, step, arg)?)?;
+                self.clone_ref(py).spawn(py, self.drive(py, step, arg)?)?;
                 Ok(None)
             }
             Then::Drive => self.drive(py, step, arg).map(Some),
@@ -580,11 +579,7 @@ impl Owed {
                 .map_err(PyErr::from)
                 .and_then(|mut c| c.failed(py, exc)),
         };
-        let me = Owed {
-            turn: self.turn.clone_ref(py),
-            i: self.i,
-            m: self.m.clone_ref(py),
-        };
+        let me = self.clone_ref(py);
         match fed {
             Ok((step, arg)) => match TurnMachine::after_relay_closed(step == STEP_DONE) {
                 Then::Answer => self.answer(py, arg),
