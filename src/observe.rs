@@ -70,6 +70,18 @@ pub const TRACE_EVENT: &str = "tool.call";
 /// itself is).
 pub const TRACE_METHODS: [&str; 2] = ["event", "add_event"];
 
+/// Which of `ctx.trace`'s methods gets the record: the first of [`TRACE_METHODS`] it has set
+/// (`is_set(i)`: method `i` is set; asked in order, none after the first set one), or None:
+/// `ctx.trace` itself is called.
+pub fn trace_method<E>(mut is_set: impl FnMut(usize) -> Result<bool, E>) -> Result<Option<usize>, E> {
+    for i in 0..TRACE_METHODS.len() {
+        if is_set(i)? {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
 /// Logged when the audit log failed.
 pub const LOG_FAILED: &str = "audit log failed (the call's result is unaffected)";
 /// Logged (with the sink, `%r`) when the audit sink failed.
@@ -118,6 +130,24 @@ mod tests {
         assert!(provider_to_look_at(true, true));
         assert!(provider_to_look_at(false, false));
         assert!(provider_to_look_at(false, true));
+    }
+
+    #[test]
+    fn the_trace_method_is_the_first_set_one() {
+        assert_eq!(TRACE_METHODS, ["event", "add_event"]);
+        let mut asked = Vec::new();
+        let mut first = |which: [bool; 2]| {
+            trace_method(|i| {
+                asked.push(i);
+                Ok::<_, ()>(which[i])
+            })
+        };
+        assert_eq!(first([true, true]), Ok(Some(0)));
+        assert_eq!(first([false, true]), Ok(Some(1)));
+        assert_eq!(first([false, false]), Ok(None));
+        // None is asked after the first set one.
+        assert_eq!(asked, [0, 0, 1, 0, 1]);
+        assert_eq!(trace_method(|_| Err::<bool, _>("e")), Err("e"));
     }
 
     #[test]

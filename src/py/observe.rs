@@ -299,13 +299,12 @@ pub(super) fn traced(py: Python<'_>, rec: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
                 .map(|m| PyString::intern(py, m).unbind())
                 .collect()
         });
-        for name in methods.iter().map(|m| m.bind(py)) {
-            let m = getattr.call1((&trace, name, py.None()))?;
-            if m.is_truthy()? {
-                emit = Some(m);
-                break;
-            }
-        }
+        rules::trace_method(|i| -> PyResult<bool> {
+            let m = getattr.call1((&trace, methods[i].bind(py), py.None()))?;
+            let set = m.is_truthy()?;
+            emit = set.then_some(m);
+            Ok(set)
+        })?;
         emit.unwrap_or_else(|| trace.clone())
             .call1((intern!(py, rules::TRACE_EVENT), rec))?;
         Ok(())
