@@ -1334,3 +1334,44 @@ def test_an_interpreter_exiting_with_a_call_pending_on_a_closed_loop_exits_clean
     for code, out, err in run_many(python, source, tmp_path, runs=5, parallel=5):
         assert "panicked" not in err and "Exception ignored" not in err, err
         assert (code, out) == (0, "exiting\n"), err
+
+
+@pytest.mark.parametrize("turn", [False, True])
+@pytest.mark.parametrize("raised", ["ValueError", "KeyboardInterrupt"])
+async def test_closing_a_clean_up_past_the_deadline_lets_only_a_stop_through(turn: bool, raised: str) -> None:
+    """A body abandoned at its deadline whose clean-up still runs, closed (as its loop's holder
+    closes it when the loop is closed): what the body's close raises is dropped as the rest of
+    its outcome is, but a request to stop the process; the same for a turn's call and a call
+    alone."""
+    from agentkit_tools import _runner
+
+    exc = {"ValueError": ValueError, "KeyboardInterrupt": KeyboardInterrupt}[raised]
+
+    @tool(read_only=True, timeout_s=0.05)
+    async def lingers(q: str) -> str:
+        """Wait too long; when cancelled, clean up for a long while, failing when closed."""
+        try:
+            await asyncio.sleep(10)
+        finally:
+            try:
+                await asyncio.sleep(10)
+            finally:
+                raise exc("closed")
+        return q
+
+    inv = Invoker(ToolRegistry([lingers]))
+    if turn:
+        envs = await asyncio.wait_for(inv.invoke_many([call("lingers", "1", q="a"), call("lingers", "2", q="b")]), 5)
+    else:
+        envs = [await asyncio.wait_for(inv.invoke(call("lingers", "1", q="a")), 5)]
+    assert [strip(e) for e in envs] == [timeout_env("lingers", "0.05")] * len(envs)
+    tasks = list(_runner._held(asyncio.get_running_loop()).tasks)
+    assert len(tasks) == len(envs)
+    for task in tasks:
+        if exc is KeyboardInterrupt:
+            with pytest.raises(KeyboardInterrupt):
+                task.get_coro().close()
+        else:
+            assert task.get_coro().close() is None
+        task.cancel()
+    await asyncio.sleep(0)

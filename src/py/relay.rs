@@ -662,7 +662,11 @@ impl Relay {
                     }
                 };
             }
-            State::CleanUp(c, _) => raised = c.bind(py).call_method0(intern!(py, "close")).err(),
+            // (what propagates of a clean-up's close, as for a call alone's)
+            State::CleanUp(c, _) => match c.bind(py).call_method0(intern!(py, "close")) {
+                Err(e) if body::close_propagates(Some(thrown_err(py, &e)), false) => raised = Some(e),
+                _ => {}
+            },
             State::Start | State::Pending(..) | State::Done => {}
         }
         if let Some(start) = self.call.take() {
