@@ -14,6 +14,8 @@ import pytest
 from agentkit_tools import InMemoryStore, Invoker, ToolContext, ToolRegistry, tool
 from agentkit_tools import middleware as mw
 
+from envelopes import native_refusal
+
 FAULT = "The call could not be completed: {}. This is a fault in the agent's tooling, not in your arguments; do not retry."
 STOP_FAULT = {"ok": False, "error": {"code": "internal_error", "message": FAULT.format("RuntimeError: coroutine raised StopIteration")}}
 
@@ -204,18 +206,13 @@ async def test_the_first_step_of_a_drive_takes_no_value() -> None:
         await asyncio.sleep(0)
         return x
 
-    async def native() -> None:
-        return None
-
-    co = native()
-    with pytest.raises(TypeError) as want:
-        co.send(5)
-    co.close()
+    want = native_refusal(lambda co: co.send(5))
     inv = Invoker(ToolRegistry([a]))
     d = _core.drive(inv._only, inv.registry._core, call(name="a", x=1), None)
     with pytest.raises(TypeError) as got:
         d.send(5)
-    assert str(got.value) == str(want.value) == "can't send non-None value to a just-started coroutine"
+    assert type(want) is TypeError
+    assert str(got.value) == str(want) == "can't send non-None value to a just-started coroutine"
     # Still not started: driven as a task drives it, it answers the call.
     assert strip(await d) == {"ok": True, "value": 1}
 

@@ -26,7 +26,7 @@ import pytest
 
 from agentkit_tools import FrozenDict, FrozenList, Invoker, ToolContext, ToolRegistry, middleware as mw, tool
 
-from envelopes import call, internal, strip, timeout_env
+from envelopes import call, internal, native_refusal, strip, timeout_env
 from exit_runs import interpreters, run_many
 from test_async_body import CLEAN_UP_OUTLIVES_ITS_LOOP
 
@@ -1231,17 +1231,12 @@ def _turn_of(inv: Invoker, calls: list[dict[str, Any]]) -> Any:
 async def test_a_value_sent_to_a_turn_not_started_is_refused_and_it_stays_not_started() -> None:
     """``send(5)`` before the first step raises the ``TypeError`` a coroutine raises; the turn
     has not started: awaited after that, it answers every call."""
-    async def native() -> None:
-        return None
-
-    co = native()
-    with pytest.raises(TypeError) as want:
-        co.send(5)
-    co.close()
+    want = native_refusal(lambda co: co.send(5))
     turn = _turn_of(Invoker(ToolRegistry([naps])), [call("naps", "1", x=1), call("naps", "2", x=2)])
     with pytest.raises(TypeError) as got:
         turn.send(5)
-    assert str(got.value) == str(want.value) == "can't send non-None value to a just-started coroutine"
+    assert type(want) is TypeError
+    assert str(got.value) == str(want) == "can't send non-None value to a just-started coroutine"
     envs = await turn
     assert [strip(e) for e in envs] == [{"ok": True, "value": 2}, {"ok": True, "value": 4}]
 
@@ -1276,17 +1271,13 @@ async def test_a_turn_thrown_into_or_closed_before_it_started_ends_with_no_call_
 
 async def test_a_stop_iteration_thrown_into_a_turn_not_started_is_a_runtime_error() -> None:
     """As a coroutine does, a ``StopIteration`` thrown in is not read as the turn's value."""
-    async def native() -> None:
-        return None
-
     stop = StopIteration(["forged"])
-    co = native()
-    with pytest.raises(RuntimeError) as want:
-        co.throw(stop)
+    want = native_refusal(lambda co: co.throw(stop))
     turn = _turn_of(Invoker(ToolRegistry([naps])), [call("naps", "1", x=1), call("naps", "2", x=2)])
     with pytest.raises(RuntimeError) as got:
         turn.throw(stop)
-    assert str(got.value) == str(want.value) == "coroutine raised StopIteration"
+    assert type(want) is RuntimeError
+    assert str(got.value) == str(want) == "coroutine raised StopIteration"
     assert got.value.__cause__ is stop
 
 
