@@ -1518,7 +1518,7 @@ impl<V: Clone> Pipeline<V> {
                 let mine = mine.clone();
                 if let (true, Some(text)) = (env.ok(), m.value_json.as_ref()) {
                     // The window first: a worker waiting for this result must find it open.
-                    m.done = Some(format!("{{\"s\":\"done\",\"value\":{text}}}"));
+                    m.done = Some(crate::stored::done_record(text));
                     return Exit::Wait(Pending::FinishWindow, Step::StoreSet(window_key(&f.scope), key));
                 }
                 // The claim stays in the frame until the store answers: a call aborted meanwhile

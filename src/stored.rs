@@ -17,6 +17,53 @@ pub fn unstorable(exception: bool, propagates: impl FnOnce() -> bool) -> bool {
     exception && !propagates()
 }
 
+/// The record a shared store keeps of a call that succeeded, its result's JSON text `text` as
+/// its value (what [`reads_back`] checks).
+pub fn done_record(text: &str) -> String {
+    format!("{{\"s\":\"done\",\"value\":{text}}}")
+}
+
+/// Whether another worker reads the result whose JSON text is `text` back as the same value from
+/// its [`done_record`]: the record is JSON the reader parses (no `NaN` or `Infinity`, which
+/// Python's encoder writes; not nested deeper than the reader's limit) and every integer in it
+/// is within 64 bits (a larger one would be read back as a float, another value). A result that
+/// does not is not shared, as one that has no JSON text: a record the reader cannot parse counts
+/// as no record, and the call would run again.
+pub fn reads_back(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(&done_record(text)).is_ok() && integers_within_64_bits(text)
+}
+
+/// Whether every integer literal of the JSON text `text` (a number without a fraction or an
+/// exponent, outside strings) is within `i64` or `u64`.
+fn integers_within_64_bits(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                let number = &text[start..i];
+                if !number.contains(['.', 'e', 'E']) && number.parse::<i64>().is_err() && number.parse::<u64>().is_err()
+                {
+                    return false;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    true
+}
+
 /// How a value JSON does not know (a dataclass, a pydantic model, a datetime) becomes JSON data,
 /// the rungs of the ladder in the order they are tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,5 +151,37 @@ mod tests {
             json_default(false, || Ok(false), || false, || Err("isoformat")),
             Err("isoformat")
         );
+    }
+
+    #[test]
+    fn a_result_is_shared_only_when_another_worker_reads_it_back_as_the_same_value() {
+        assert_eq!(done_record("[1]"), r#"{"s":"done","value":[1]}"#);
+        for text in [
+            "1",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "18446744073709551615",
+            "[1.5,-0.0,1e300,5e-324,1E+300,12.5e-3]",
+            r#"{"k\"[99999999999999999999]":"NaN 1e999 -99999999999999999999"}"#,
+            r#""\\""#,
+        ] {
+            assert!(reads_back(text), "{text}");
+        }
+        for text in [
+            "NaN",
+            "[Infinity]",
+            "-Infinity",
+            "18446744073709551616",
+            r#"{"id":-9223372036854775809}"#,
+            r#"["\\",99999999999999999999]"#,
+            "{",
+        ] {
+            assert!(!reads_back(text), "{text}");
+        }
+        let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        // The record holds the value one level down; the reader's limit is 128 levels.
+        assert!(reads_back(&nested(126)));
+        assert!(!reads_back(&nested(127)));
+        assert!(!reads_back(&nested(100_000)));
     }
 }

@@ -2849,7 +2849,8 @@ fn stored_json(py: Python<'_>) -> PyResult<&StoredJson> {
 }
 
 /// The JSON text a shared store keeps of a result; None (logged) when it cannot be made and
-/// what making it raised does not fail the call (see `stored::unstorable`).
+/// what making it raised does not fail the call (see `stored::unstorable`), or another worker
+/// would not read it back as the same value (see `stored::reads_back`).
 fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     match stored_json(py)?
         .encode
@@ -2857,25 +2858,24 @@ fn stored_text(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<Stri
         .call1((value,))
         .and_then(|text| text.extract::<String>())
     {
-        Ok(text) => Ok(Some(text)),
+        Ok(text) if stored::reads_back(&text) => return Ok(Some(text)),
+        Ok(_) => {}
         Err(e)
             if stored::unstorable(e.is_instance_of::<pyo3::exceptions::PyException>(py), || {
                 super::drive::propagates(py, &e)
-            }) =>
-        {
-            let kind = value.get_type().name()?;
-            super::drive::log(
-                py,
-                &super::drive::own(py)?.middleware_log,
-                "warning",
-                stored::UNSTORABLE_RESULT,
-                vec![kind.into_any()],
-                None,
-            );
-            Ok(None)
-        }
-        Err(e) => Err(e),
+            }) => {}
+        Err(e) => return Err(e),
     }
+    let kind = value.get_type().name()?;
+    super::drive::log(
+        py,
+        &super::drive::own(py)?.middleware_log,
+        "warning",
+        stored::UNSTORABLE_RESULT,
+        vec![kind.into_any()],
+        None,
+    );
+    Ok(None)
 }
 
 /// JSON data for a result that is not plain JSON (a dataclass, a pydantic model, a datetime):
