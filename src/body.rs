@@ -340,6 +340,170 @@ pub fn check<E>(
     Ok(if as_is()? { Check::AsIs } else { Check::Checked })
 }
 
+/// What closing the await of a body does, by where the await is ([`Await::close`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// Never started: the body is closed (what that raises propagates).
+    CloseUnstarted,
+    /// A clean-up's await: the body is closed, what that raised propagating as
+    /// [`close_propagates`] says (a loop running).
+    CloseCleanUp,
+    /// A call's await: the body is abandoned (cancelled; its clean-up goes on in a task of its
+    /// own, or it is closed when no loop is left), then its deadline left.
+    Abandon,
+    /// It has ended: nothing to close.
+    Nothing,
+}
+
+impl Await {
+    /// What closing the await (what awaits it is closed) does in this state.
+    #[inline]
+    pub fn close(self) -> Closing {
+        match self {
+            Await::Fresh => Closing::CloseUnstarted,
+            Await::Waiting { clean_up: true, .. } => Closing::CloseCleanUp,
+            Await::Waiting { clean_up: false, .. } => Closing::Abandon,
+            Await::Done => Closing::Nothing,
+        }
+    }
+}
+
+/// The relay of a turn's call (the coroutine of the call's task): where it is, with what the
+/// binding holds in each state (`B`: the body being stepped; `D`: a drive not stepped yet; `T`:
+/// a drive being stepped; `C`: a body's clean-up past its deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relay<B, D, T, C> {
+    /// The body has not started yet.
+    Start,
+    Body(B),
+    /// A drive not stepped yet (a task that starts with it).
+    Pending(D),
+    /// The call goes on in its drive (or is aborted).
+    Then(T),
+    /// A body's clean-up past its deadline, its outcome dropped.
+    CleanUp(C),
+    Done,
+}
+
+/// What a step of a relay does ([`Relay::resume`]), the state it steps handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayStep<B, D, T, C> {
+    /// Start the body within its deadline and take its first step.
+    Start,
+    /// Cancelled (or thrown into) before the body started: the call ends as a body that raised
+    /// what was thrown in at once.
+    EndsAsRaised,
+    /// Step the body with what was sent or thrown.
+    Body(B),
+    /// The drive's first step, with what was sent.
+    FirstDrive(D),
+    /// Step the drive with what was sent or thrown.
+    Drive(T),
+    /// Step the clean-up with what was sent or thrown.
+    CleanUp(C),
+    /// Raise what was thrown in as it is (see [`raised_inside`]): a drive thrown into before its
+    /// first step (the call left to the turn), or a relay that has ended.
+    RaiseAsIs,
+    /// Ended and sent a value: a `RuntimeError` ([`RELAY_REUSED_MESSAGE`]).
+    Reused,
+}
+
+/// What a relay that has ended raises when it is stepped again with a value.
+pub const RELAY_REUSED_MESSAGE: &str = "cannot reuse already awaited relay";
+
+impl<B, D, T, C> Relay<B, D, T, C> {
+    /// What a step does in this state, `throw`n into or sent a value.
+    #[inline(always)]
+    pub fn resume(self, throw: bool) -> RelayStep<B, D, T, C> {
+        match (self, throw) {
+            (Relay::Start, false) => RelayStep::Start,
+            (Relay::Start, true) => RelayStep::EndsAsRaised,
+            (Relay::Body(b), _) => RelayStep::Body(b),
+            (Relay::Pending(d), false) => RelayStep::FirstDrive(d),
+            (Relay::Pending(_), true) => RelayStep::RaiseAsIs,
+            (Relay::Then(t), _) => RelayStep::Drive(t),
+            (Relay::CleanUp(c), _) => RelayStep::CleanUp(c),
+            (Relay::Done, false) => RelayStep::Reused,
+            (Relay::Done, true) => RelayStep::RaiseAsIs,
+        }
+    }
+}
+
+/// How a relay's step of a body came out (see [`relay_step`]; `V`: a value, `E`: what it raised).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyStep<V, E> {
+    /// It returned (a `StopIteration` it raised at the step is its return).
+    Returned(V),
+    /// It yielded.
+    Yielded(V),
+    /// It raised something else.
+    Raised(E),
+}
+
+/// What a relay does once a step of its body came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayStepEnd<V, E> {
+    /// The body ended with its value (checked for its deadline when the call finishes).
+    Value(V),
+    /// Wait on what it yielded.
+    Wait(V),
+    /// Cancelled at its deadline and its clean-up suspended (it yielded this): that clean-up goes
+    /// on in a task of its own (its outcome dropped) and the call ends at once with the
+    /// deadline's cancellation.
+    CleanUpApart(V),
+    /// The call ends with the deadline's cancellation (`timeout`), whatever the body raised.
+    DeadlineOutcome,
+    /// The call ends with what the body raised.
+    AsRaised(E),
+}
+
+/// [`RelayStepEnd`] of a step that came out as `out`: `at_deadline`, the step threw the
+/// deadline's cancellation (see [`at_deadline`]); `raised` classifies what it raised (asked only
+/// when that decides: at the deadline, only a request to stop the process is not the deadline's
+/// outcome, [`deadline_outcome`]).
+#[inline]
+pub fn relay_step<V, E>(
+    out: BodyStep<V, E>,
+    at_deadline: bool,
+    raised: impl FnOnce(&E) -> Thrown,
+) -> RelayStepEnd<V, E> {
+    match out {
+        BodyStep::Returned(v) => RelayStepEnd::Value(v),
+        BodyStep::Yielded(y) if at_deadline => RelayStepEnd::CleanUpApart(y),
+        BodyStep::Yielded(y) => RelayStepEnd::Wait(y),
+        BodyStep::Raised(e) if at_deadline && deadline_outcome(raised(&e)) => RelayStepEnd::DeadlineOutcome,
+        BodyStep::Raised(e) => RelayStepEnd::AsRaised(e),
+    }
+}
+
+/// Whether a relay's step threw its body the deadline's cancellation: something was thrown
+/// (`thrown`), the deadline has expired (`expired`, asked only then) and what was thrown is a
+/// cancellation (`cancelled`, asked only then).
+#[inline]
+pub fn at_deadline<E>(
+    thrown: bool,
+    expired: impl FnOnce() -> bool,
+    cancelled: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    Ok(thrown && expired() && cancelled()?)
+}
+
+/// What closing a relay's body raises when the relay itself is closed (its task's loop was
+/// closed, or something closed it): what the body's close raised (`closed`), but the
+/// `RuntimeError` (`runtime_error`) of a body that awaited while closed, which is dropped;
+/// else what leaving its deadline raised (`left`); else nothing.
+#[inline]
+pub fn relay_closed_raises<E>(
+    left: Result<(), E>,
+    closed: Result<(), E>,
+    runtime_error: impl FnOnce(&E) -> bool,
+) -> Option<E> {
+    match closed {
+        Err(e) if !runtime_error(&e) => Some(e),
+        _ => left.err(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,6 +716,85 @@ mod tests {
         assert_eq!(
             waits_through_plain_future(false, false, || Ok::<_, ()>(false)),
             Ok(false)
+        );
+    }
+    #[test]
+    fn closing_an_await_closes_a_fresh_body_or_a_clean_up_and_abandons_a_calls() {
+        let waiting = |entered, clean_up| Await::Waiting { entered, clean_up };
+        assert_eq!(Await::Fresh.close(), Closing::CloseUnstarted);
+        assert_eq!(waiting(false, true).close(), Closing::CloseCleanUp);
+        assert_eq!(waiting(true, true).close(), Closing::CloseCleanUp);
+        assert_eq!(waiting(false, false).close(), Closing::Abandon);
+        assert_eq!(waiting(true, false).close(), Closing::Abandon);
+        assert_eq!(Await::Done.close(), Closing::Nothing);
+    }
+
+    #[test]
+    fn a_step_of_a_relay_by_its_state() {
+        type R = Relay<u8, u16, u32, u64>;
+        use RelayStep as S;
+        let both = |r: fn() -> R| [r().resume(false), r().resume(true)];
+        assert_eq!(both(|| R::Start), [S::Start, S::EndsAsRaised]);
+        assert_eq!(both(|| R::Body(1)), [S::Body(1), S::Body(1)]);
+        assert_eq!(both(|| R::Pending(2)), [S::FirstDrive(2), S::RaiseAsIs]);
+        assert_eq!(both(|| R::Then(3)), [S::Drive(3), S::Drive(3)]);
+        assert_eq!(both(|| R::CleanUp(4)), [S::CleanUp(4), S::CleanUp(4)]);
+        assert_eq!(both(|| R::Done), [S::Reused, S::RaiseAsIs]);
+    }
+
+    #[test]
+    fn a_relays_body_step_at_its_deadline_ends_with_the_deadline_but_a_stop() {
+        use RelayStepEnd::*;
+        type Step = BodyStep<u8, Thrown>;
+        let never = |_: &Thrown| -> Thrown { panic!("not asked") };
+        assert_eq!(relay_step(Step::Returned(1), false, never), Value(1));
+        // a value past the deadline: the call's finish times it out
+        assert_eq!(relay_step(Step::Returned(1), true, never), Value(1));
+        assert_eq!(relay_step(Step::Yielded(2), false, never), Wait(2));
+        assert_eq!(relay_step(Step::Yielded(2), true, never), CleanUpApart(2));
+        assert_eq!(relay_step(Step::Raised(EXC), false, never), AsRaised(EXC));
+        assert_eq!(
+            [EXC, STOP_ITER, STOP, CANCELLED, EXIT, BASE].map(|t| relay_step(Step::Raised(t), true, |t| *t)),
+            [
+                DeadlineOutcome,
+                DeadlineOutcome,
+                AsRaised(STOP),
+                DeadlineOutcome,
+                DeadlineOutcome,
+                DeadlineOutcome
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_cancellation_thrown_past_the_deadline_is_the_deadlines() {
+        let never_b = || -> bool { panic!("not asked") };
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(at_deadline(false, never_b, never), Ok(false));
+        assert_eq!(at_deadline(true, || false, never), Ok(false));
+        assert_eq!(at_deadline(true, || true, || Ok::<_, ()>(false)), Ok(false));
+        assert_eq!(at_deadline(true, || true, || Ok::<_, ()>(true)), Ok(true));
+        assert_eq!(
+            at_deadline(true, || true, || Err::<bool, _>("isinstance")),
+            Err("isinstance")
+        );
+    }
+
+    #[test]
+    fn a_closed_relays_body_raises_what_its_close_raised_but_a_runtime_error() {
+        let rt = |e: &&str| *e == "RuntimeError";
+        assert_eq!(relay_closed_raises::<&str>(Ok(()), Ok(()), rt), None);
+        assert_eq!(relay_closed_raises(Ok(()), Err("ValueError"), rt), Some("ValueError"));
+        assert_eq!(relay_closed_raises(Ok(()), Err("RuntimeError"), rt), None);
+        assert_eq!(relay_closed_raises(Err("leave"), Ok(()), rt), Some("leave"));
+        assert_eq!(
+            relay_closed_raises(Err("leave"), Err("RuntimeError"), rt),
+            Some("leave")
+        );
+        // what the close raised wins over what leaving the deadline raised
+        assert_eq!(
+            relay_closed_raises(Err("leave"), Err("KeyboardInterrupt"), rt),
+            Some("KeyboardInterrupt")
         );
     }
 }

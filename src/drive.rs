@@ -292,6 +292,21 @@ impl Closed {
     }
 }
 
+impl Close {
+    /// Whether the abort's step in progress and the steps left are lost (logged): only when the
+    /// close [`Close::logs_lost`], the step's loop is closed (`loop_closed`, asked only then)
+    /// and the step is not done (`done`, asked only then); a question that fails counts as no
+    /// (nothing is logged).
+    #[inline]
+    pub fn lost<E>(
+        self,
+        loop_closed: impl FnOnce() -> Result<bool, E>,
+        done: impl FnOnce() -> Result<bool, E>,
+    ) -> bool {
+        self.logs_lost && matches!(loop_closed(), Ok(true)) && matches!(done(), Ok(false))
+    }
+}
+
 /// A step of an abort left behind by the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeftBehind {
@@ -359,6 +374,25 @@ mod tests {
                 aborts_call: false
             }
         );
+    }
+
+    #[test]
+    fn an_aborts_steps_are_lost_only_when_its_loop_closed_with_the_step_not_done() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        let (yes, no) = (|| Ok::<_, ()>(true), || Ok::<_, ()>(false));
+        let (call, chained, abort) = (
+            Closed::CallStep.close(),
+            Closed::Chained.close(),
+            Closed::AbortStep.close(),
+        );
+        assert!(!call.lost(never, never));
+        assert!(!chained.lost(never, never));
+        assert!(!abort.lost(no, never));
+        assert!(abort.lost(yes, no));
+        assert!(!abort.lost(yes, yes));
+        // a question that fails: not lost
+        assert!(!abort.lost(|| Err(()), never));
+        assert!(!abort.lost(yes, || Err(())));
     }
 
     fn never() -> bool {

@@ -852,6 +852,82 @@ async def test_a_call_whose_task_a_sibling_closes_is_answered(caplog: pytest.Log
         assert sorted((r["call_id"], r["outcome"]) for r in records) == [("1", "ok"), ("2", "internal_error")], passes
 
 
+async def test_closing_a_calls_task_raises_what_its_bodys_close_raised_but_a_body_awaiting_while_closed() -> None:
+    """A body closes the coroutine of a sibling call's task while the sibling's body waits: what
+    the sibling's close raised (its ``finally`` raises) is raised to the closer and ends the call;
+    a ``finally`` that awaits while closed (``RuntimeError``) is dropped, the call ended by
+    ``GeneratorExit`` as a body raising it alone is."""
+    gate: list[Any] = []
+    closes: list[Any] = []
+
+    @tool(read_only=True)
+    async def raises(x: int) -> int:
+        """Wait for the gate; when closed, raise."""
+        try:
+            await gate[0]
+        finally:
+            raise ValueError("broken on close")
+        return x
+
+    @tool(read_only=True)
+    async def lingers(x: int) -> int:
+        """Wait for the gate; when closed, await once more."""
+        try:
+            await gate[0]
+        finally:
+            await asyncio.sleep(0)
+        return x
+
+    @tool(read_only=True)
+    async def closer(x: int) -> str:
+        """Close the other calls' tasks once their bodies wait."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+        me = asyncio.current_task()
+        for t in asyncio.all_tasks():
+            if t is not me and type(t.get_coro()).__name__ == "Relay":
+                try:
+                    closes.append(t.get_coro().close())
+                except BaseException as e:  # noqa: BLE001 - what the close raised is the point
+                    closes.append(repr(e))
+        gate[0].set_result(None)
+        return "closed"
+
+    for body, raised, answered in (
+        ("raises", "ValueError('broken on close')", internal("raises", "ValueError: broken on close")),
+        ("lingers", None, internal("lingers", "GeneratorExit")),
+    ):
+        gate[:] = [asyncio.get_running_loop().create_future()]
+        closes.clear()
+        inv = Invoker(ToolRegistry([raises, lingers, closer]))
+        envs = await asyncio.wait_for(inv.invoke_many([call("closer", "1", x=0), call(body, "2", x=2)]), 10)
+        assert [strip(e) for e in envs] == [{"ok": True, "value": "closed"}, answered], body
+        assert closes == [raised], body
+
+
+async def test_a_calls_task_stepped_once_done_raises_what_was_thrown_and_refuses_a_value() -> None:
+    """The coroutine of a turn's call's task (the core's ``Relay``), once the call ended: thrown
+    into, it raises that; sent a value, ``RuntimeError``, as a coroutine reused."""
+    relays: dict[int, Any] = {}
+
+    @tool(read_only=True)
+    async def keeps(x: int) -> int:
+        """Keep the coroutines of the turn's tasks that are the core's, once they all started."""
+        await asyncio.sleep(0)
+        relays.update((id(t), t.get_coro()) for t in asyncio.all_tasks() if type(t.get_coro()).__name__ == "Relay")
+        return x
+
+    inv = Invoker(ToolRegistry([keeps]))
+    envs = await asyncio.wait_for(inv.invoke_many([call("keeps", "1", x=1), call("keeps", "2", x=2)]), 10)
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 1}, {"ok": True, "value": 2}]
+    assert len(relays) == 2  # one task per call
+    for relay in relays.values():
+        with pytest.raises(ValueError, match="^thrown$"):
+            relay.throw(ValueError("thrown"))
+        with pytest.raises(RuntimeError, match="^cannot reuse already awaited relay$"):
+            relay.send(None)
+
+
 async def test_a_call_whose_task_a_sibling_cancels_before_its_body_starts_is_answered() -> None:
     """As a body that raises ``CancelledError`` itself (alone, it is answered so)."""
 

@@ -35,7 +35,7 @@ use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
-use crate::body::{self, Await, CallersCancel, Ending, Entry, Resume, Thrown};
+use crate::body::{self, Await, CallersCancel, Closing, Ending, Entry, Resume, Thrown};
 use crate::cancel::{self, Cancel, Requests};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -86,6 +86,9 @@ fn carried(py: Python<'_>, h: &Helpers, e: PyErr) -> PyErr {
     }
 }
 
+/// The done callbacks of a body's task: `(fn, context)` each.
+type Callbacks = Vec<(Py<PyAny>, Option<Py<PyAny>>)>;
+
 /// The task an `async` body runs as: `asyncio.current_task()` during each of its steps,
 /// whichever task drives them (the caller's, or a clean-up's task past the deadline). It does
 /// what `asyncio.timeout`, `asyncio.TaskGroup` and anyio's cancel scopes ask of a task, with a
@@ -103,8 +106,8 @@ pub struct BodyTask {
     requests: Requests,
     message: Option<Py<PyAny>>,
     cancelled: bool,
-    /// `(fn, context)` to call when the body ends; None once it has ended.
-    callbacks: Option<Vec<(Py<PyAny>, Option<Py<PyAny>>)>>,
+    /// What to call when the body ends; None once it has ended.
+    callbacks: Option<Callbacks>,
     name: Option<String>,
 }
 
@@ -284,7 +287,7 @@ impl BodyTask {
     }
 
     #[getter(_callbacks)]
-    fn pending_callbacks(&self, py: Python<'_>) -> Option<Vec<(Py<PyAny>, Option<Py<PyAny>>)>> {
+    fn pending_callbacks(&self, py: Python<'_>) -> Option<Callbacks> {
         let _in = super::shutdown::inside(py);
         self.callbacks.as_ref().map(|c| {
             c.iter()
@@ -802,6 +805,15 @@ impl Waiting {
         }
     }
 
+    /// Where the await is, as the core reads it.
+    #[inline]
+    fn at(&self) -> Await {
+        Await::Waiting {
+            entered: self.entered,
+            clean_up: self.clean_up,
+        }
+    }
+
     /// It has ended: its loop's holder watches it no more.
     fn unwatch(&mut self, py: Python<'_>) {
         self.held.unwatch(py);
@@ -1021,11 +1033,7 @@ impl BodyAwait {
         mut w: Box<Waiting>,
         input: Input<'py>,
     ) -> Stepped<'py> {
-        let state = Await::Waiting {
-            entered: w.entered,
-            clean_up: w.clean_up,
-        };
-        match state.resume(matches!(input, Input::Throw(_))) {
+        match w.at().resume(matches!(input, Input::Throw(_))) {
             Resume::CloseCleanUp => {
                 close_outcome(py, w.body.close(py, h), false)?;
                 return Err(PyStopIteration::new_err(()));
@@ -1134,9 +1142,10 @@ impl BodyAwait {
         }
     }
 
-    /// What is awaiting this is closed (`exc`: the `GeneratorExit`): a clean-up's body is closed;
-    /// a call's body is abandoned (its clean-up goes on in a task of its own if its loop still
-    /// runs, else it is closed).
+    /// What is awaiting this is closed (`exc`: the `GeneratorExit`): as the core says for the
+    /// await's state (`body::Await::close`), a clean-up's body is closed, a call's body is
+    /// abandoned (its clean-up goes on in a task of its own if its loop still runs, else it is
+    /// closed).
     fn closed<'py>(
         &mut self,
         py: Python<'py>,
@@ -1146,16 +1155,20 @@ impl BodyAwait {
     ) -> PyResult<()> {
         self.state = State::Done;
         w.unwatch(py);
-        if w.clean_up {
-            return close_outcome(py, w.body.close(py, h), false);
+        match w.at().close() {
+            Closing::CloseCleanUp => close_outcome(py, w.body.close(py, h), false),
+            Closing::Abandon => {
+                let abandoned = h
+                    .cancelled_error
+                    .bind(py)
+                    .call0()
+                    .and_then(|c| w.body.abandon(py, h, c, false));
+                w.deadline.leave(py, Some(exc))?;
+                abandoned
+            }
+            // (a waiting await is neither fresh nor done)
+            Closing::CloseUnstarted | Closing::Nothing => Ok(()),
         }
-        let abandoned = h
-            .cancelled_error
-            .bind(py)
-            .call0()
-            .and_then(|c| w.body.abandon(py, h, c, false));
-        w.deadline.leave(py, Some(exc))?;
-        abandoned
     }
 }
 
@@ -1171,6 +1184,7 @@ impl BodyAwait {
         let py = slf.py();
         let mut this = running(slf)?;
         match std::mem::replace(&mut this.state, State::Done) {
+            // (`body::Await::close`: a body never started is closed, what that raises propagating)
             State::Fresh { coro, .. } => coro.bind(py).call_method0(intern!(py, "close")).map(drop),
             State::Waiting(w) => {
                 let h = helpers(py)?;

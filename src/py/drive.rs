@@ -1159,7 +1159,9 @@ impl Drive {
         mut steps: std::vec::IntoIter<(u8, Py<PyTuple>)>,
         mut attrs: Option<Py<PyAny>>,
     ) -> Next<'py> {
-        let started = (|| -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>))>> {
+        // (what the task waits on, the step's task, the step)
+        type Started<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>));
+        let started = (|| -> PyResult<Option<Started<'py>>> {
             let Some((step, arg)) = steps.next() else {
                 return Ok(None);
             };
@@ -1425,17 +1427,17 @@ impl Drive {
             _ => Closed::CallStep,
         }
         .close();
-        if let (true, For::Aborting { step, doing, steps, .. }) = (close.logs_lost, &then) {
-            // The rest of an abort dropped with its closed loop: what it had left is lost, logged.
+        if let For::Aborting { step, doing, steps, .. } = &then {
+            // The rest of an abort dropped with its closed loop: what it had left is lost, logged
+            // (`drive::Close::lost`).
             let step = step.bind(py);
-            let lost = || -> PyResult<bool> {
-                let closed = step
-                    .call_method0(intern!(py, "get_loop"))?
+            let loop_closed = || {
+                step.call_method0(intern!(py, "get_loop"))?
                     .call_method0(intern!(py, "is_closed"))?
-                    .is_truthy()?;
-                Ok(closed && !step.call_method0(intern!(py, "done"))?.is_truthy()?)
+                    .is_truthy()
             };
-            if lost().unwrap_or(false) {
+            let done = || step.call_method0(intern!(py, "done"))?.is_truthy();
+            if close.lost(loop_closed, done) {
                 for (s, arg) in std::iter::once(doing).chain(steps.as_slice()) {
                     drop(self.left_behind(py, &(*s, arg.clone_ref(py)), false));
                 }

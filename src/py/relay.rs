@@ -28,7 +28,7 @@ use super::deadline::{self, Entered};
 use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 use super::turn::{abort_failed, out_of_err, Mine, Owed};
-use crate::body::{self, CallersCancel, Resume};
+use crate::body::{self, BodyStep, CallersCancel, RelayStep, RelayStepEnd, Resume};
 use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -112,18 +112,10 @@ struct Body {
     y: Option<(Py<PyAny>, Py<PyAny>)>,
 }
 
-enum State {
-    /// The body has not started yet.
-    Start,
-    Body(Body),
-    /// A `Drive` not stepped yet (a task that starts with it): a throw then raises as is.
-    Pending(Py<PyAny>, After),
-    /// The call goes on in its `Drive` (or is aborted), its end for `After`.
-    Then(Awaited, After),
-    /// A body's clean-up past its deadline (it yielded the value held until the first step).
-    CleanUp(Py<PyAny>, Option<Py<PyAny>>),
-    Done,
-}
+/// Where the relay is (`body::Relay`): the body being stepped; a `Drive` not stepped yet (a task
+/// that starts with it) and the call goes on in a `Drive` (or is aborted), its end for `After`;
+/// a body's clean-up past its deadline (it yielded the value held until the first step).
+type State = body::Relay<Body, (Py<PyAny>, After), (Awaited, After), (Py<PyAny>, Option<Py<PyAny>>)>;
 
 /// The coroutine of a task of a turn (see the module).
 #[pyclass(module = "agentkit_tools._core")]
@@ -173,9 +165,9 @@ fn inner_attr<'py>(slf: &Bound<'py, Relay>, name: &Bound<'py, pyo3::types::PyStr
     };
     let inner = match &relay.state {
         State::Body(b) => b.coro.bind(py).clone(),
-        State::Then(c, _) => c.object(py),
-        State::CleanUp(c, _) => c.bind(py).clone(),
-        State::Start | State::Pending(..) | State::Done => return Ok(py.None().into_bound(py)),
+        State::Then((c, _)) => c.object(py),
+        State::CleanUp((c, _)) => c.bind(py).clone(),
+        State::Start | State::Pending(_) | State::Done => return Ok(py.None().into_bound(py)),
     };
     drop(relay);
     match inner.getattr(name) {
@@ -225,7 +217,7 @@ impl Relay {
     /// The relay of a task that awaits `drive` (a `Drive`), its end for `after`.
     pub(super) fn driving(drive: Bound<'_, PyAny>, after: After) -> Self {
         Relay {
-            state: State::Pending(drive.unbind(), after),
+            state: State::Pending((drive.unbind(), after)),
             call: None,
         }
     }
@@ -243,28 +235,28 @@ impl Relay {
         }
     }
 
+    /// A step as the core says for the relay's state (`body::Relay::resume`).
     fn resume_inner<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Start => match input {
-                Input::Send(_) => self.start(py),
-                // Cancelled (or thrown into) before it started: as a body that raised that at once.
+        let throw = matches!(input, Input::Throw(_));
+        let reused = || pyo3::exceptions::PyRuntimeError::new_err(body::RELAY_REUSED_MESSAGE);
+        match std::mem::replace(&mut self.state, State::Done).resume(throw) {
+            RelayStep::Start => self.start(py),
+            RelayStep::Body(body) => self.step(py, body, input),
+            RelayStep::FirstDrive((drive, after)) => {
+                self.then(py, Awaited::of(py, drive.into_bound(py))?, after, input)
+            }
+            RelayStep::Drive((then, after)) => self.then(py, then, after, input),
+            RelayStep::CleanUp((coro, first)) => self.clean_up(py, coro, first, input),
+            // (these two `resume` answers only to a throw)
+            RelayStep::EndsAsRaised => match input {
                 Input::Throw(exc) => self.ended(py, None, None, Some(exc)),
+                Input::Send(_) => Err(reused()),
             },
-            State::Body(body) => self.step(py, body, input),
-            State::Pending(drive, after) => match input {
-                Input::Send(v) => self.then(py, Awaited::of(py, drive.into_bound(py))?, after, Input::Send(v)),
-                // Cancelled (or thrown into) before its first step: raised as is, the call left to
-                // the turn.
+            RelayStep::RaiseAsIs => match input {
                 Input::Throw(exc) => Err(super::awaiting::raised_inside(py, PyErr::from_value(exc))),
+                Input::Send(_) => Err(reused()),
             },
-            State::Then(then, after) => self.then(py, then, after, input),
-            State::CleanUp(coro, first) => self.clean_up(py, coro, first, input),
-            State::Done => match input {
-                Input::Send(_) => Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "cannot reuse already awaited relay",
-                )),
-                Input::Throw(exc) => Err(super::awaiting::raised_inside(py, PyErr::from_value(exc))),
-            },
+            RelayStep::Reused => Err(reused()),
         }
     }
 
@@ -380,65 +372,69 @@ impl Relay {
             (false, false) => call_in(py, h, within, f, &[&v]).map(Sent::Yielded),
         };
         // Cancelled at its deadline: whatever the body does but stop the process, the call's
-        // outcome is the deadline's (`timeout`), as for a call alone.
-        let at_deadline = match &thrown {
-            Some(exc) if body.deadline.expired(py) => {
-                (|| -> PyResult<bool> { exc.is_instance(helpers(py)?.cancelled_error.bind(py)) })()
-            }
-            _ => Ok(false),
-        };
+        // outcome is the deadline's (`timeout`), as for a call alone (`body::relay_step`).
+        let at_deadline = body::at_deadline(
+            thrown.is_some(),
+            || body.deadline.expired(py),
+            || match &thrown {
+                Some(exc) => exc.is_instance(helpers(py)?.cancelled_error.bind(py)),
+                None => Ok(false),
+            },
+        );
         let at_deadline = match at_deadline {
-            Ok(a) => a.then(|| thrown.clone()).flatten(),
+            Ok(a) => a,
             Err(e) => {
                 drop(out);
                 return self.finish(py, body, None, Some(e.into_value(py).into_bound(py).into_any()));
             }
         };
-        match out {
-            Ok(Sent::Returned(value)) => self.finish(py, body, Some(value), None),
-            Ok(Sent::Yielded(y)) => {
-                if let Some(exc) = at_deadline {
-                    // Its clean-up suspended: that goes on in a task of its own (in the body's
-                    // context) while this call ends at once.
-                    let held = (|| -> PyResult<()> {
-                        let h = helpers(py)?;
-                        let lp = super::running::running_loop(py)?;
-                        let clean_up = Bound::new(
-                            py,
-                            Relay {
-                                state: State::CleanUp(body.coro.clone_ref(py), Some(y.unbind())),
-                                call: None,
-                            },
-                        )?;
-                        let create_task = lp.getattr(intern!(py, "create_task"))?;
-                        // (made here, in the body's context, it gets a copy of that)
-                        let task = if body.entered {
-                            create_task.call1((clean_up,))?
-                        } else {
-                            call_in(py, h, within, &create_task, &[clean_up.as_any()])?
-                        };
-                        h.hold_clean_up.bind(py).call1((task,))?;
-                        Ok(())
-                    })();
-                    let exc = match held {
-                        Ok(()) => exc,
-                        Err(e) => e.into_value(py).into_bound(py).into_any(),
+        let out = match out {
+            Ok(Sent::Returned(value)) => BodyStep::Returned(value),
+            Ok(Sent::Yielded(y)) => BodyStep::Yielded(y),
+            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                BodyStep::Returned(e.value(py).getattr(intern!(py, "value"))?)
+            }
+            Err(e) => BodyStep::Raised(e),
+        };
+        match body::relay_step(out, at_deadline, |e| thrown_err(py, e)) {
+            RelayStepEnd::Value(value) => self.finish(py, body, Some(value), None),
+            RelayStepEnd::CleanUpApart(y) => {
+                // Its clean-up suspended: that goes on in a task of its own (in the body's
+                // context) while this call ends at once with the deadline's cancellation.
+                let held = (|| -> PyResult<()> {
+                    let h = helpers(py)?;
+                    let lp = super::running::running_loop(py)?;
+                    let clean_up = Bound::new(
+                        py,
+                        Relay {
+                            state: State::CleanUp((body.coro.clone_ref(py), Some(y.unbind()))),
+                            call: None,
+                        },
+                    )?;
+                    let create_task = lp.getattr(intern!(py, "create_task"))?;
+                    // (made here, in the body's context, it gets a copy of that)
+                    let task = if body.entered {
+                        create_task.call1((clean_up,))?
+                    } else {
+                        call_in(py, h, within, &create_task, &[clean_up.as_any()])?
                     };
-                    return self.finish(py, body, None, Some(exc));
-                }
+                    h.hold_clean_up.bind(py).call1((task,))?;
+                    Ok(())
+                })();
+                let exc = match held {
+                    Ok(()) => thrown,
+                    Err(e) => Some(e.into_value(py).into_bound(py).into_any()),
+                };
+                self.finish(py, body, None, exc)
+            }
+            RelayStepEnd::Wait(y) => {
                 let wait = super::awaiting::waited(py, helpers(py)?, y.clone())?;
                 body.y = Some((y.unbind(), wait.clone().unbind()));
                 self.state = State::Body(body);
                 Ok(wait)
             }
-            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
-                let value = e.value(py).getattr(intern!(py, "value"))?;
-                self.finish(py, body, Some(value), None)
-            }
-            Err(e) if at_deadline.is_some() && body::deadline_outcome(thrown_err(py, &e)) => {
-                self.finish(py, body, None, at_deadline)
-            }
-            Err(e) => {
+            RelayStepEnd::DeadlineOutcome => self.finish(py, body, None, thrown),
+            RelayStepEnd::AsRaised(e) => {
                 let exc = e.into_value(py).into_bound(py).into_any();
                 self.finish(py, body, None, Some(exc))
             }
@@ -549,7 +545,7 @@ impl Relay {
         loop {
             let out = match then.step(py, input) {
                 Out::Yield(y) => {
-                    self.state = State::Then(then, after);
+                    self.state = State::Then((then, after));
                     return Ok(y);
                 }
                 Out::Return(v) => Ok(v),
@@ -618,24 +614,19 @@ impl Relay {
         let generator_exit = || super::awaiting::new_exception::<PyGeneratorExit>(py, ());
         let mut raised = None;
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Body(body) => {
+            State::Body(mut body) => {
                 // The task's coroutine is closed (its loop was closed, or something closed it): so
-                // is the body; one that awaits while closed is dropped.
+                // is the body (what that raises: `body::relay_closed_raises`).
                 let closed = body
                     .coro
                     .bind(py)
                     .getattr(intern!(py, "close"))
                     .and_then(|c| call_in(py, helpers(py)?, body.within.bind(py), &c, &[]));
-                let mut body = body;
-                if let Err(e) = body.deadline.leave(py, Some(&generator_exit())) {
-                    raised = Some(e);
-                }
-                match closed {
-                    Err(e) if !e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py) => raised = Some(e),
-                    _ => {}
-                }
+                let left = body.deadline.leave(py, Some(&generator_exit()));
+                let runtime_error = |e: &PyErr| e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py);
+                raised = body::relay_closed_raises(left, closed.map(drop), runtime_error);
             }
-            State::Then(c, after) => {
+            State::Then((c, after)) => {
                 // The drive is closed (it aborts its call as cancelled without awaiting).
                 let out = match c.close(py) {
                     Ok(()) => PyErr::from_value(super::awaiting::new_exception::<PyGeneratorExit>(py, ())),
@@ -663,11 +654,11 @@ impl Relay {
                 };
             }
             // (what propagates of a clean-up's close, as for a call alone's)
-            State::CleanUp(c, _) => match c.bind(py).call_method0(intern!(py, "close")) {
+            State::CleanUp((c, _)) => match c.bind(py).call_method0(intern!(py, "close")) {
                 Err(e) if body::close_propagates(Some(thrown_err(py, &e)), false) => raised = Some(e),
                 _ => {}
             },
-            State::Start | State::Pending(..) | State::Done => {}
+            State::Start | State::Pending(_) | State::Done => {}
         }
         if let Some(start) = self.call.take() {
             let exc = raised
@@ -696,7 +687,7 @@ impl Relay {
             // (its task's first step: nothing to enter)
             (Resume::EnterAndWait, Some(y)) => {
                 let y = y.into_bound(py);
-                self.state = State::CleanUp(coro, None);
+                self.state = State::CleanUp((coro, None));
                 return Ok(y);
             }
             (Resume::CloseCleanUp, _) => {
@@ -722,7 +713,7 @@ impl Relay {
         };
         match (TurnMachine::clean_up(step(&out), cancelled), out) {
             (CleanUp::Yield, Ok(y)) => {
-                self.state = State::CleanUp(coro, None);
+                self.state = State::CleanUp((coro, None));
                 Ok(y)
             }
             (CleanUp::Close, _) => {
@@ -847,15 +838,15 @@ impl Relay {
                     visit.call(wait)?;
                 }
             }
-            State::Pending(d, after) => {
+            State::Pending((d, after)) => {
                 visit.call(d)?;
                 after.visit(&visit)?;
             }
-            State::Then(c, after) => {
+            State::Then((c, after)) => {
                 c.visit(&visit)?;
                 after.visit(&visit)?;
             }
-            State::CleanUp(c, y) => {
+            State::CleanUp((c, y)) => {
                 visit.call(c)?;
                 if let Some(y) = y {
                     visit.call(y)?;
