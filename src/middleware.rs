@@ -851,6 +851,15 @@ impl RetryPolicy {
     pub fn delay_s(&self, attempt: u32, rng: &mut fastrand::Rng) -> f64 {
         rng.f64() * self.ceiling_s(attempt)
     }
+
+    /// After failed attempt `attempt` (1-based) with `kind`: the wait before the next attempt
+    /// ([`RetryPolicy::delay_s`], drawn from `rng` only then), or None when the call is not
+    /// tried again (see [`RetryPolicy::should_retry`]).
+    #[inline]
+    pub fn decide(&self, kind: FailureKind, retry_safe: bool, attempt: u32, rng: &mut fastrand::Rng) -> Option<f64> {
+        self.should_retry(kind, retry_safe, attempt)
+            .then(|| self.delay_s(attempt, rng))
+    }
 }
 
 // ------------------------------------------------------------------ circuit breaker
@@ -1454,6 +1463,24 @@ mod tests {
             let d = p.delay_s(attempt, &mut rng);
             assert!((0.0..p.ceiling_s(attempt)).contains(&d), "{d}");
         }
+    }
+
+    #[test]
+    fn retry_decision_draws_a_delay_only_for_a_retry() {
+        let p = RetryPolicy::default();
+        let (mut rng, mut same) = (fastrand::Rng::with_seed(7), fastrand::Rng::with_seed(7));
+        assert_eq!(
+            p.decide(FailureKind::Transient, true, 2, &mut rng),
+            Some(p.delay_s(2, &mut same))
+        );
+        // No retry: nothing drawn (the next draw is the same as a fresh generator's).
+        assert_eq!(p.decide(FailureKind::Transient, true, 3, &mut rng), None);
+        assert_eq!(p.decide(FailureKind::Transient, false, 1, &mut rng), None);
+        assert_eq!(p.decide(FailureKind::Deadline, true, 1, &mut rng), None);
+        assert_eq!(p.decide(FailureKind::Permanent, true, 1, &mut rng), None);
+        assert_eq!(rng.u64(..), same.u64(..));
+        let zero = RetryPolicy::new(2, 0.0, 0.0).unwrap();
+        assert_eq!(zero.decide(FailureKind::Transient, true, 1, &mut rng), Some(0.0));
     }
 
     #[test]

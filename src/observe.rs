@@ -58,6 +58,67 @@ pub fn provider_to_look_at(unset: bool, named_by_env: bool) -> bool {
     !unset || named_by_env
 }
 
+/// Whether ending a call's span detaches the context its opening made current: not when that
+/// was restored already (`restored`: its call went on elsewhere); for a call dropped and
+/// collected (`dropped`: ended wherever the collector runs, not in its task) only when its span
+/// is the current one there (`is_current`, asked only then; restoring a context that is not
+/// current fails); else always.
+pub fn detaches<E>(restored: bool, dropped: bool, is_current: impl FnOnce() -> Result<bool, E>) -> Result<bool, E> {
+    if restored {
+        return Ok(false);
+    }
+    Ok(!dropped || is_current()?)
+}
+
+/// A truth value read from the host: an exact `bool`'s (no code of the object's own answers it,
+/// so the same object answers the same), or another object's, as it answered now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truth {
+    Bool(bool),
+    Other(bool),
+}
+
+impl Truth {
+    pub fn is_true(self) -> bool {
+        matches!(self, Truth::Bool(true) | Truth::Other(true))
+    }
+
+    /// An exact `bool`'s.
+    fn plain(self) -> bool {
+        matches!(self, Truth::Bool(_))
+    }
+}
+
+/// Whether the audit log is enabled at DEBUG, as the logger's own state shows it (see
+/// [`debug_logged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DebugLogged {
+    /// It is `enabled` or not; `keep`: the answer follows from exact `bool`s alone, so it holds
+    /// while the logger's dict and its cache are unchanged.
+    Known { enabled: bool, keep: bool },
+    /// The logger's state does not show it: ask the logger (`isEnabledFor`).
+    Ask,
+}
+
+/// Whether the audit log is enabled at DEBUG, as `Logger.isEnabledFor` answers from its state:
+/// not while the logger is `disabled`; else what its cache holds for DEBUG (`cached`, read only
+/// then; None: nothing cached, the logger is asked). What reading raises propagates.
+pub fn debug_logged<E>(disabled: Truth, cached: impl FnOnce() -> Result<Option<Truth>, E>) -> Result<DebugLogged, E> {
+    if disabled.is_true() {
+        return Ok(DebugLogged::Known {
+            enabled: false,
+            keep: disabled.plain(),
+        });
+    }
+    Ok(match cached()? {
+        Some(known) => DebugLogged::Known {
+            enabled: known.is_true(),
+            keep: disabled.plain() && known.plain(),
+        },
+        None => DebugLogged::Ask,
+    })
+}
+
 /// The `agentkit_tools.audit` DEBUG line (logging's `%` format) of a record: its tool, decision,
 /// outcome, attempts and elapsed milliseconds, in that order.
 pub const LOG_LINE: &str = "tool call %s %s: %s after %d attempt(s) in %.3f ms";
@@ -92,6 +153,58 @@ pub const TRACE_FAILED: &str = "ctx.trace failed (the call's result is unaffecte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_detaches_its_context_where_it_is_still_current() {
+        let current = |c: bool| move || Ok::<_, ()>(c);
+        let never = || -> Result<bool, ()> { panic!("asked only for a dropped call") };
+        assert_eq!(detaches(false, false, never), Ok(true));
+        assert_eq!(detaches(true, false, never), Ok(false));
+        assert_eq!(detaches(true, true, never), Ok(false));
+        assert_eq!(detaches(false, true, current(true)), Ok(true));
+        assert_eq!(detaches(false, true, current(false)), Ok(false));
+        assert_eq!(detaches(false, true, || Err("raised")), Err("raised"));
+    }
+
+    #[test]
+    fn the_debug_level_is_read_from_the_logger_state() {
+        use DebugLogged::{Ask, Known};
+        let never = || -> Result<Option<Truth>, ()> { panic!("the cache is read only when enabled") };
+        let cached = |t: Option<Truth>| move || Ok::<_, ()>(t);
+        // Disabled: off, kept only when `disabled` is a bool.
+        assert_eq!(
+            debug_logged(Truth::Bool(true), never),
+            Ok(Known {
+                enabled: false,
+                keep: true
+            })
+        );
+        assert_eq!(
+            debug_logged(Truth::Other(true), never),
+            Ok(Known {
+                enabled: false,
+                keep: false
+            })
+        );
+        // Enabled: what the cache holds, kept only when both are bools.
+        for (disabled, known, want) in [
+            (Truth::Bool(false), Truth::Bool(true), (true, true)),
+            (Truth::Bool(false), Truth::Bool(false), (false, true)),
+            (Truth::Bool(false), Truth::Other(true), (true, false)),
+            (Truth::Other(false), Truth::Bool(true), (true, false)),
+            (Truth::Other(false), Truth::Other(false), (false, false)),
+        ] {
+            assert_eq!(
+                debug_logged(disabled, cached(Some(known))),
+                Ok(Known {
+                    enabled: want.0,
+                    keep: want.1
+                })
+            );
+        }
+        assert_eq!(debug_logged(Truth::Bool(false), cached(None)), Ok(Ask));
+        assert_eq!(debug_logged(Truth::Other(false), || Err(3)), Err(3));
+    }
 
     #[test]
     fn failed_outcomes_mark_the_span() {

@@ -233,6 +233,13 @@ pub fn audit_rules(rules: &[Rule]) -> Vec<usize> {
         .collect()
 }
 
+/// The retry rule whose extra transient exception classes classify a body's failures for the
+/// whole pipeline (a failure is fed in with one kind): the first in chain order; None: there is
+/// no retry rule (the built-in transient classes alone).
+pub fn classifying_rule(rules: &[Rule]) -> Option<usize> {
+    rules.iter().position(|r| matches!(r, Rule::Retry { .. }))
+}
+
 /// How a tool body runs (decided at each attempt: a tool may change its flags between them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyKind {
@@ -443,6 +450,53 @@ pub fn retry_safe(idempotent: bool, read_only: bool, effects_declared: bool) -> 
     idempotent || (read_only && effects_declared)
 }
 
+/// What the binding reads of an admitted call (its tool's flags, its context, its arguments) for
+/// [`Facts::read_admitted`], which asks each only when a rule of the pipeline reads it, in its
+/// order: what a read raises is the call's failure, the first to raise the one reported.
+pub trait AdmittedReads {
+    type Error;
+    /// A value of the call's arguments (the URL argument's).
+    type Value;
+    /// The tool's name.
+    fn name(&self) -> Result<String, Self::Error>;
+    fn requires_approval(&self) -> Result<bool, Self::Error>;
+    /// The host approved the call already (see [`host_approved`]); `name`: the tool's.
+    fn host_approved(&self, name: &str) -> Result<bool, Self::Error>;
+    /// The tool has a read-only hook of its own.
+    fn has_read_only_hook(&self) -> Result<bool, Self::Error>;
+    /// What the tool's read-only hook answers for this call.
+    fn ask_read_only_hook(&self) -> Result<bool, Self::Error>;
+    fn side_effecting(&self) -> Result<bool, Self::Error>;
+    fn idempotent(&self) -> Result<bool, Self::Error>;
+    /// The tool left its effects undeclared (see `flags::undeclared`).
+    fn undeclared(&self) -> Result<bool, Self::Error>;
+    /// The tool's own deadline per attempt (see `flags::timeout_s`).
+    fn timeout_s(&self) -> Result<Option<f64>, Self::Error>;
+    /// Seconds left before the context's deadline, on the host's clock (None: it sets none).
+    fn deadline_left(&self) -> Result<Option<f64>, Self::Error>;
+    /// The name of the argument holding the URL the tool reaches (see `flags::url_arg`).
+    fn url_arg(&self) -> Result<Option<String>, Self::Error>;
+    /// The value of argument `arg` in the call's arguments.
+    fn url_value(&self, arg: &str) -> UrlValue<Self::Value>;
+    /// A set URL value as text (see [`egress_url`]).
+    fn url_text(&self, value: Self::Value) -> Result<String, Self::Error>;
+}
+
+/// Where an admitted call's canonical argument text and key come from (each made only when a
+/// rule reads it, see [`Facts::identify`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Identity {
+    /// The text is known already (a call a user middleware passed on carries it).
+    Text(String),
+    /// The validated arguments.
+    Of(Value),
+    /// The arguments' key ([`crate::middleware::args_key`]), made as they were checked; their
+    /// text, if read, made from the body's arguments.
+    Key(Vec<u8>),
+    /// Only the body's arguments: the text, if read, is made from them (and is the key).
+    FromArgs,
+}
+
 /// What the binding read from the tool, the context and the call before the first step.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
@@ -504,6 +558,108 @@ impl Facts {
     }
 }
 
+impl Facts {
+    /// Record how the audit rules observe the call: `audits` their indices among the pipeline's
+    /// `rules` rules, each asked `how(nth, index)` in order (what asking raises is the call's
+    /// failure). [`Facts::audit`] stays empty (no allocation) while nobody observes the call: a
+    /// rule without an entry is not observed. Returns whether anything observes it.
+    #[inline]
+    pub fn observe<E>(
+        &mut self,
+        audits: &[usize],
+        rules: usize,
+        mut how: impl FnMut(usize, usize) -> Result<Observed, E>,
+    ) -> Result<bool, E> {
+        let mut observed = false;
+        for (nth, &i) in audits.iter().enumerate() {
+            let o = how(nth, i)?;
+            if o != Observed::No {
+                if self.audit.is_empty() {
+                    self.audit = vec![Observed::No; rules];
+                }
+                self.audit[i] = o;
+                observed = true;
+            }
+        }
+        Ok(observed)
+    }
+
+    /// The facts of an admitted call that the rules `n` read, asked of `r` in this order and
+    /// only when read: its name; the approval (`requires_approval`, then the host's approval only
+    /// for a tool that requires it); whether it is read-only (the tool's hook when it has one,
+    /// else not `side_effecting`); whether a retry is safe (`idempotent`, then `undeclared`);
+    /// the tool's deadline, then the context's (placed on the [`Time::mono`] clock read by
+    /// `mono` once it is known); the URL argument and its value.
+    #[inline]
+    pub fn read_admitted<R: AdmittedReads>(
+        &mut self,
+        n: &Needs,
+        r: &R,
+        mono: impl FnOnce() -> f64,
+    ) -> Result<(), R::Error> {
+        self.admitted = true;
+        let name = r.name()?;
+        if n.approval && r.requires_approval()? {
+            self.requires_approval = true;
+            self.host_approved = r.host_approved(&name)?;
+        }
+        if n.read_only {
+            let hook = r.has_read_only_hook()?;
+            self.read_only = crate::flags::read_only(hook.then_some(|| r.ask_read_only_hook()), || r.side_effecting())?;
+        }
+        if n.retry {
+            self.retry_safe = retry_safe(r.idempotent()?, self.read_only, !r.undeclared()?);
+        }
+        if n.timeout {
+            self.tool_timeout_s = r.timeout_s()?;
+            if let Some(left) = r.deadline_left()? {
+                self.deadline = Some(deadline_at(mono(), left));
+            }
+        }
+        if n.egress {
+            if let Some(arg) = r.url_arg()? {
+                let value = r.url_value(&arg);
+                self.url = egress_url(arg, value, |v| r.url_text(v))?;
+            }
+        }
+        self.name = Some(name);
+        Ok(())
+    }
+
+    /// The canonical text and key of an admitted call (read after [`Facts::read_admitted`]:
+    /// the approval refusal quotes the text), from `id`, each made only when a rule reads it
+    /// (see [`admitted_identity`]; `observed`: an audit record hashes the text): a text known
+    /// already is the key itself; `text` makes it from the body's arguments (what it raises
+    /// fails the call).
+    #[inline]
+    pub fn identify<E>(
+        &mut self,
+        n: &Needs,
+        id: Identity,
+        observed: bool,
+        text: impl FnOnce() -> Result<String, E>,
+    ) -> Result<(), E> {
+        match id {
+            Identity::Text(c) => self.canonical = c,
+            Identity::Of(value) => {
+                (self.canonical, self.key) = admitted_identity(n, &value, observed, self.requires_approval);
+            }
+            Identity::Key(key) => {
+                self.key = key;
+                if n.canonical_of_admitted(observed, self.requires_approval) {
+                    self.canonical = text()?;
+                }
+            }
+            Identity::FromArgs => {
+                if n.identity_of_admitted(observed, self.requires_approval) {
+                    self.canonical = text()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The clocks the driver reads at each step.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Time {
@@ -511,6 +667,44 @@ pub struct Time {
     pub mono: f64,
     /// Unix seconds (the shared store's leases).
     pub unix: f64,
+}
+
+impl Time {
+    /// The clocks at `at` (a reading of `Instant::now()`): [`mono_at`]; the wall clock only when
+    /// `unix` (a rule reads it: a shared store's leases), else 0.
+    #[inline]
+    pub fn at(unix: bool, at: std::time::Instant) -> Time {
+        let unix = if unix {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        } else {
+            0.0
+        };
+        Time {
+            mono: mono_at(at),
+            unix,
+        }
+    }
+
+    /// The clocks now (see [`Time::at`]).
+    #[inline]
+    pub fn now(unix: bool) -> Time {
+        Time::at(unix, std::time::Instant::now())
+    }
+}
+
+/// The [`Time::mono`] clock at `at` (a reading of `Instant::now()`): seconds since its first
+/// reading in this process (0 for an instant before it).
+pub fn mono_at(at: std::time::Instant) -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    at.saturating_duration_since(*START.get_or_init(std::time::Instant::now))
+        .as_secs_f64()
+}
+
+/// The [`Time::mono`] clock now.
+pub fn mono_now() -> f64 {
+    mono_at(std::time::Instant::now())
 }
 
 /// A refusal the pipeline answers itself (the tool is not run).
@@ -1568,11 +1762,10 @@ impl<V: Clone> Pipeline<V> {
                         return Exit::Next;
                     }
                 }
-                if !policy.should_retry(kind, m.facts.retry_safe, attempt) {
-                    return Exit::Next;
+                match policy.decide(kind, m.facts.retry_safe, attempt, &mut self.rng) {
+                    Some(delay) => Exit::Wait(Pending::RetrySleep, Step::Sleep(delay)),
+                    None => Exit::Next,
                 }
-                let delay = policy.delay_s(attempt, &mut self.rng);
-                Exit::Wait(Pending::RetrySleep, Step::Sleep(delay))
             }
             _ => Exit::Next,
         }

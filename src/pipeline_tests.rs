@@ -1182,6 +1182,18 @@ fn needs_follow_the_rules() {
 }
 
 #[test]
+fn the_first_retry_rule_classifies_failures() {
+    let retry = |n| Rule::Retry {
+        policy: RetryPolicy::new(n, 0.0, 0.0).unwrap(),
+        breaker: None,
+    };
+    assert_eq!(classifying_rule(&[Rule::Audit, retry(2), retry(3)]), Some(1));
+    assert_eq!(classifying_rule(&[retry(2)]), Some(0));
+    assert_eq!(classifying_rule(&[Rule::Audit, Rule::Timeout { default_s: 1.0 }]), None);
+    assert_eq!(classifying_rule(&[]), None);
+}
+
+#[test]
 fn canonical_text_only_when_something_reads_it() {
     let bare = Needs::default();
     let timeout = Needs::of(&[Rule::Timeout { default_s: 1.0 }]);
@@ -1564,4 +1576,333 @@ fn facts_in_scope_are_the_default_facts_in_that_scope() {
         ..Facts::default()
     };
     assert_eq!(format!("{made:?}"), format!("{defaulted:?}"));
+}
+
+// ------------------------------------------------------------------ reading an admitted call's facts
+
+/// A call's tool, context and arguments as plain answers; every read is logged in order.
+struct Fake {
+    asked: std::cell::RefCell<Vec<&'static str>>,
+    requires_approval: bool,
+    hook: Option<bool>,
+    side_effecting: bool,
+    idempotent: bool,
+    undeclared: bool,
+    deadline_left: Option<f64>,
+    url_arg: Option<&'static str>,
+    url: UrlValue<&'static str>,
+    /// The read that raises (its name), if any.
+    fails: Option<&'static str>,
+}
+
+impl Default for Fake {
+    fn default() -> Self {
+        Fake {
+            asked: std::cell::RefCell::new(Vec::new()),
+            requires_approval: false,
+            hook: None,
+            side_effecting: false,
+            idempotent: false,
+            undeclared: false,
+            deadline_left: None,
+            url_arg: None,
+            url: UrlValue::Missing,
+            fails: None,
+        }
+    }
+}
+
+impl Fake {
+    fn ask<T>(&self, what: &'static str, answer: T) -> Result<T, &'static str> {
+        self.asked.borrow_mut().push(what);
+        if self.fails == Some(what) {
+            return Err(what);
+        }
+        Ok(answer)
+    }
+}
+
+impl AdmittedReads for Fake {
+    type Error = &'static str;
+    type Value = &'static str;
+    fn name(&self) -> Result<String, &'static str> {
+        self.ask("name", "t".to_owned())
+    }
+    fn requires_approval(&self) -> Result<bool, &'static str> {
+        self.ask("requires_approval", self.requires_approval)
+    }
+    fn host_approved(&self, name: &str) -> Result<bool, &'static str> {
+        self.ask("host_approved", name == "t")
+    }
+    fn has_read_only_hook(&self) -> Result<bool, &'static str> {
+        self.ask("has_read_only_hook", self.hook.is_some())
+    }
+    fn ask_read_only_hook(&self) -> Result<bool, &'static str> {
+        self.ask("ask_read_only_hook", self.hook.unwrap_or(false))
+    }
+    fn side_effecting(&self) -> Result<bool, &'static str> {
+        self.ask("side_effecting", self.side_effecting)
+    }
+    fn idempotent(&self) -> Result<bool, &'static str> {
+        self.ask("idempotent", self.idempotent)
+    }
+    fn undeclared(&self) -> Result<bool, &'static str> {
+        self.ask("undeclared", self.undeclared)
+    }
+    fn timeout_s(&self) -> Result<Option<f64>, &'static str> {
+        self.ask("timeout_s", Some(2.5))
+    }
+    fn deadline_left(&self) -> Result<Option<f64>, &'static str> {
+        self.ask("deadline_left", self.deadline_left)
+    }
+    fn url_arg(&self) -> Result<Option<String>, &'static str> {
+        self.ask("url_arg", self.url_arg.map(str::to_owned))
+    }
+    fn url_value(&self, arg: &str) -> UrlValue<&'static str> {
+        self.asked.borrow_mut().push("url_value");
+        assert_eq!(Some(arg), self.url_arg);
+        self.url
+    }
+    fn url_text(&self, value: &'static str) -> Result<String, &'static str> {
+        self.ask("url_text", value.to_uppercase())
+    }
+}
+
+fn all_needs() -> Needs {
+    Needs::of(&default_rules()).with_egress_and_approval()
+}
+
+impl Needs {
+    fn with_egress_and_approval(mut self) -> Needs {
+        self.approval = true;
+        self.egress = true;
+        self
+    }
+}
+
+#[test]
+fn read_admitted_asks_every_fact_a_rule_reads_in_order() {
+    let r = Fake {
+        requires_approval: true,
+        idempotent: false,
+        deadline_left: Some(4.0),
+        url_arg: Some("url"),
+        url: UrlValue::Set("http://x"),
+        ..Fake::default()
+    };
+    let mut f = Facts::in_scope("run".into());
+    f.read_admitted(&all_needs(), &r, || 10.5).unwrap();
+    assert_eq!(
+        *r.asked.borrow(),
+        [
+            "name",
+            "requires_approval",
+            "host_approved",
+            "has_read_only_hook",
+            "side_effecting",
+            "idempotent",
+            "undeclared",
+            "timeout_s",
+            "deadline_left",
+            "url_arg",
+            "url_value",
+            "url_text"
+        ]
+    );
+    assert!(f.admitted);
+    assert_eq!(f.name.as_deref(), Some("t"));
+    assert!(f.requires_approval && f.host_approved);
+    assert!(f.read_only);
+    assert!(f.retry_safe); // read-only and declared
+    assert_eq!(f.tool_timeout_s, Some(2.5));
+    assert_eq!(f.deadline, Some(14.5));
+    assert_eq!(f.url, Some(("url".to_owned(), "HTTP://X".to_owned())));
+}
+
+#[test]
+fn read_admitted_asks_only_what_the_answers_before_make_matter() {
+    // No approval needed: the host is not asked; a hook answers read-only (side_effecting not
+    // asked); undeclared effects: a read-only call is not retry-safe; no deadline in the
+    // context: the clock is not read; no URL argument: no value read.
+    let r = Fake {
+        hook: Some(true),
+        side_effecting: true,
+        undeclared: true,
+        ..Fake::default()
+    };
+    let mut f = Facts::in_scope("run".into());
+    f.read_admitted(&all_needs(), &r, || panic!("the clock is read only for a deadline"))
+        .unwrap();
+    assert_eq!(
+        *r.asked.borrow(),
+        [
+            "name",
+            "requires_approval",
+            "has_read_only_hook",
+            "ask_read_only_hook",
+            "idempotent",
+            "undeclared",
+            "timeout_s",
+            "deadline_left",
+            "url_arg"
+        ]
+    );
+    assert!(!f.requires_approval && !f.host_approved);
+    assert!(f.read_only && !f.retry_safe);
+    assert_eq!((f.deadline, f.url.clone()), (None, None));
+
+    // A URL argument the call leaves unset or None: nothing to check, its text not asked.
+    for url in [UrlValue::Missing, UrlValue::Null] {
+        let r = Fake {
+            url_arg: Some("u"),
+            url,
+            ..Fake::default()
+        };
+        let mut f = Facts::in_scope("run".into());
+        f.read_admitted(&all_needs(), &r, || 0.0).unwrap();
+        assert_eq!(r.asked.borrow().last(), Some(&"url_value"));
+        assert_eq!(f.url, None);
+    }
+}
+
+#[test]
+fn read_admitted_under_no_rule_reads_the_name_alone() {
+    let r = Fake::default();
+    let mut f = Facts::in_scope("run".into());
+    f.read_admitted(&Needs::default(), &r, || 0.0).unwrap();
+    assert_eq!(*r.asked.borrow(), ["name"]);
+    assert!(f.admitted);
+    assert_eq!(f.name.as_deref(), Some("t"));
+    // Only the retry rule: read-only as the retry reads it, idempotent and undeclared too.
+    let retry = Needs::of(&[Rule::Retry {
+        policy: RetryPolicy::default(),
+        breaker: None,
+    }]);
+    let r = Fake {
+        idempotent: true,
+        side_effecting: true,
+        ..Fake::default()
+    };
+    let mut f = Facts::in_scope("run".into());
+    f.read_admitted(&retry, &r, || 0.0).unwrap();
+    assert_eq!(
+        *r.asked.borrow(),
+        [
+            "name",
+            "has_read_only_hook",
+            "side_effecting",
+            "idempotent",
+            "undeclared"
+        ]
+    );
+    assert!(!f.read_only && f.retry_safe);
+}
+
+#[test]
+fn read_admitted_stops_at_the_first_read_that_fails() {
+    let r = Fake {
+        requires_approval: true,
+        fails: Some("host_approved"),
+        ..Fake::default()
+    };
+    let mut f = Facts::in_scope("run".into());
+    assert_eq!(f.read_admitted(&all_needs(), &r, || 0.0), Err("host_approved"));
+    assert_eq!(*r.asked.borrow(), ["name", "requires_approval", "host_approved"]);
+    assert_eq!(f.name, None);
+}
+
+#[test]
+fn identify_makes_the_text_and_key_only_when_read() {
+    let value = serde_json::json!({"b": 1, "a": [2]});
+    let counts = Needs::of(&[Rule::Repeat { limit: 3 }]);
+    let none = Needs::default();
+    let text = || Ok::<_, ()>("from args".to_owned());
+    let unread = || -> Result<String, ()> { panic!("the text is made only when read") };
+
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&none, Identity::Text("{}".into()), false, unread).unwrap();
+    assert_eq!((f.canonical.as_str(), f.key.len()), ("{}", 0));
+
+    // The validated arguments: the key alone for a rule that counts; the text too when observed
+    // (the text is the key then).
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&counts, Identity::Of(value.clone()), false, unread).unwrap();
+    assert_eq!(
+        (f.canonical.as_str(), f.key.clone()),
+        ("", crate::middleware::args_key(&value))
+    );
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&counts, Identity::Of(value.clone()), true, unread).unwrap();
+    assert_eq!(f.canonical, r#"{"a":[2],"b":1}"#);
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&none, Identity::Of(value.clone()), false, unread).unwrap();
+    assert_eq!((f.canonical.as_str(), f.key.len()), ("", 0));
+
+    // A key made at admission: the text from the arguments only when read (an approval refusal
+    // quotes it).
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&counts, Identity::Key(vec![1, 2]), false, unread).unwrap();
+    assert_eq!((f.canonical.as_str(), f.key.clone()), ("", vec![1, 2]));
+    let mut f = Facts::in_scope("run".into());
+    f.requires_approval = true;
+    f.identify(&counts, Identity::Key(vec![1, 2]), false, text).unwrap();
+    assert_eq!((f.canonical.as_str(), f.key.clone()), ("from args", vec![1, 2]));
+
+    // Only the arguments: the text when anything reads the identity, which is then the key.
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&counts, Identity::FromArgs, false, text).unwrap();
+    assert_eq!((f.canonical.as_str(), f.key.len()), ("from args", 0));
+    let mut f = Facts::in_scope("run".into());
+    f.identify(&none, Identity::FromArgs, false, unread).unwrap();
+    assert_eq!(f.canonical, "");
+    let mut f = Facts::in_scope("run".into());
+    assert_eq!(f.identify(&counts, Identity::FromArgs, false, || Err(7)), Err(7));
+}
+
+#[test]
+fn observe_keeps_an_entry_per_rule_only_once_one_observes() {
+    let mut f = Facts::in_scope("run".into());
+    let mut asked = Vec::new();
+    let observed = f
+        .observe(&[0, 3], 5, |nth, i| {
+            asked.push((nth, i));
+            Ok::<_, ()>(Observed::No)
+        })
+        .unwrap();
+    assert!(!observed);
+    assert_eq!(asked, [(0, 0), (1, 3)]);
+    assert!(f.audit.is_empty());
+
+    let mut f = Facts::in_scope("run".into());
+    let answers = [Observed::No, Observed::Span];
+    let observed = f.observe(&[1, 3], 4, |nth, _| Ok::<_, ()>(answers[nth])).unwrap();
+    assert!(observed);
+    assert_eq!(f.audit, [Observed::No, Observed::No, Observed::No, Observed::Span]);
+
+    // What asking raises fails the call; nothing after it is asked.
+    let mut f = Facts::in_scope("run".into());
+    let mut asked = 0;
+    let r = f.observe(&[0, 1], 2, |_, _| {
+        asked += 1;
+        Err("raised")
+    });
+    assert_eq!((r, asked), (Err("raised"), 1));
+}
+
+#[test]
+fn time_reads_the_wall_clock_only_when_asked() {
+    mono_now(); // the clock's first reading is behind `a`
+    let a = std::time::Instant::now();
+    let t = Time::at(false, a);
+    assert_eq!(t.unix, 0.0);
+    assert_eq!(t.mono, mono_at(a));
+    let later = a + std::time::Duration::from_millis(1500);
+    assert!((mono_at(later) - mono_at(a) - 1.5).abs() < 1e-9);
+    assert!(Time::at(true, a).unix > 1.7e9);
+    assert!(Time::now(false).mono >= t.mono);
+    // An instant before the clock's first reading reads 0.
+    let before = a.checked_sub(std::time::Duration::from_secs(3600 * 24 * 365));
+    if let Some(before) = before {
+        assert_eq!(mono_at(before), 0.0);
+    }
 }

@@ -188,10 +188,10 @@ pub(super) fn close_span(
     })();
     let detached = (|| -> PyResult<()> {
         let dropped = exc.is_some_and(|e| e.is_instance_of::<pyo3::exceptions::PyGeneratorExit>());
-        if token.is_none() {
-            return Ok(()); // restored already (see `restore_context`)
-        }
-        if !dropped || o.get_current_span.bind(py).call0()?.is(&span) {
+        // (A token of None: restored already, see `restore_context`.)
+        if rules::detaches(token.is_none(), dropped, || {
+            Ok::<_, PyErr>(o.get_current_span.bind(py).call0()?.is(&span))
+        })? {
             o.detach.bind(py).call1((token,))?;
         }
         Ok(())

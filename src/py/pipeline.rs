@@ -5,7 +5,7 @@
 //! A step is `(code, payload)`; see `STEP_*` and `EV_*` (exported to Python with the same names).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -19,9 +19,10 @@ use crate::body::{self, Check, Disposition, Returned, Stage};
 use crate::envelope::{Code, Success};
 use crate::flags::{self, Raw};
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
+use crate::observe::{self, DebugLogged, Truth};
 use crate::pipeline::{
-    self as core, Approvals, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Needs, Observed,
-    RawArgs, Refusal, Rule, Step, Time, UrlValue, Val, Wake,
+    self as core, Approvals, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Identity, Needs,
+    Observed, RawArgs, Refusal, Rule, Step, Time, UrlValue, Val, Wake,
 };
 use crate::stored::{self, JsonDefault};
 
@@ -256,26 +257,23 @@ pub(super) fn debug_logged(py: Python<'_>, h: &Helpers) -> PyResult<bool> {
             Some(d) => d,
             None => log.getattr(intern!(py, "disabled"))?,
         };
-        let keep = |answer: bool| {
-            if let Some(d) = dict.filter(|_| super::watch::on(py)) {
-                KEPT.with(py, |k| {
-                    *k = Some((super::watch::Seen::of(d), super::watch::Seen::of(cache), answer))
-                });
-            }
-            answer
+        let truth = |v: &Bound<'_, PyAny>| -> PyResult<Truth> {
+            Ok(match v.cast::<PyBool>() {
+                Ok(b) => Truth::Bool(b.is_true()), // bool cannot be subclassed
+                Err(_) => Truth::Other(v.is_truthy()?),
+            })
         };
-        if disabled.is_truthy()? {
-            return Ok(if disabled.is_exact_instance_of::<PyBool>() {
-                keep(false)
-            } else {
-                false
-            });
-        }
-        if let Some(known) = cache.get_item(DEBUG)? {
-            return Ok(match known.cast::<PyBool>() {
-                Ok(b) if disabled.is_exact_instance_of::<PyBool>() => keep(b.is_true()),
-                _ => known.is_truthy()?,
-            });
+        let cached = || cache.get_item(DEBUG)?.map(|known| truth(&known)).transpose();
+        match observe::debug_logged(truth(&disabled)?, cached)? {
+            DebugLogged::Known { enabled, keep } => {
+                if let Some(d) = dict.filter(|_| keep && super::watch::on(py)) {
+                    KEPT.with(py, |k| {
+                        *k = Some((super::watch::Seen::of(d), super::watch::Seen::of(cache), enabled))
+                    });
+                }
+                return Ok(enabled);
+            }
+            DebugLogged::Ask => {}
         }
     }
     log.call_method1(intern!(py, "isEnabledFor"), (DEBUG,))?.is_truthy()
@@ -314,6 +312,12 @@ fn observed_level(py: Python<'_>, config: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
 }
 
 // ------------------------------------------------------------------ retry
+
+thread_local! {
+    /// The draws of `RetryPolicy.decide` and `.delay_s` (the pipeline's own retries draw from
+    /// its own generator).
+    static RNG: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new(fastrand::Rng::new());
+}
 
 /// Retry settings and the classification of failures by exception type.
 #[pyclass(frozen, module = "agentkit_tools._core")]
@@ -370,18 +374,12 @@ impl RetryPolicy {
     ) -> PyResult<(&'static str, Option<f64>)> {
         let _in = super::shutdown::inside(py);
         let kind = self.classify(py, exc)?;
-        let delay = self
-            .policy
-            .should_retry(kind, retry_safe, attempt)
-            .then(|| self.delay_s(attempt));
+        let delay = RNG.with(|r| self.policy.decide(kind, retry_safe, attempt, &mut r.borrow_mut()));
         Ok((kind.as_str(), delay))
     }
 
     /// A full-jitter delay in seconds, uniform in `[0, min(cap_s, base_s * 2**(attempt-1)))`.
     fn delay_s(&self, attempt: u32) -> f64 {
-        thread_local! {
-            static RNG: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new(fastrand::Rng::new());
-        }
         RNG.with(|r| self.policy.delay_s(attempt, &mut r.borrow_mut()))
     }
 
@@ -392,38 +390,6 @@ impl RetryPolicy {
 }
 
 // ------------------------------------------------------------------ the pipeline
-
-fn mono() -> f64 {
-    mono_at(Instant::now())
-}
-
-/// `mono()` at `at`, a reading of `Instant::now()`.
-fn mono_at(at: Instant) -> f64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    at.saturating_duration_since(*START.get_or_init(Instant::now))
-        .as_secs_f64()
-}
-
-/// The clocks now; the wall clock only when `unix` (a rule reads it: a shared store's leases),
-/// else 0.
-fn now(unix: bool) -> Time {
-    now_at(unix, Instant::now())
-}
-
-/// `now(unix)` with the monotonic clock read at `at` (a reading of `Instant::now()`).
-fn now_at(unix: bool, at: Instant) -> Time {
-    let unix = if unix {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-    } else {
-        0.0
-    };
-    Time {
-        mono: mono_at(at),
-        unix,
-    }
-}
 
 /// Python helpers the binding calls back (imported once); the relay (`super::relay`) uses them too.
 pub(super) struct Helpers {
@@ -717,7 +683,7 @@ impl Pipeline {
                             args,
                             sealed: !unsealed,
                             core: Some(entry.core.bind(py).clone()),
-                            canonical: Canonical::Key(key),
+                            canonical: Identity::Key(key),
                         })
                     }
                     Frozen::Other(admission) => admission,
@@ -738,11 +704,11 @@ impl Pipeline {
                             h.frozen_list.bind(py),
                             !unsealed,
                         )?;
-                        (frozen, Canonical::Of(checked.value))
+                        (frozen, Identity::Of(checked.value))
                     } else {
                         (
                             entry.core.get().kwargs(py, &args, &checked)?.into_any(),
-                            Canonical::FromArgs,
+                            Identity::FromArgs,
                         )
                     };
                     Admitted::Tool {
@@ -853,8 +819,10 @@ impl Pipeline {
         let _in = super::shutdown::inside(py);
         let mut compiled = Vec::with_capacity(rules.len());
         let mut configs = Vec::with_capacity(rules.len());
-        let mut transient = None;
+        let mut transients = Vec::with_capacity(rules.len());
         for (kind, cfg) in rules {
+            // The retry rule's extra transient classes.
+            let mut transient = None;
             let rule = match kind.as_str() {
                 "audit" => Rule::Audit,
                 "approval" => Rule::Approval {
@@ -869,7 +837,7 @@ impl Pipeline {
                 },
                 "retry" => {
                     let policy = cfg.getattr("policy")?.cast_into::<RetryPolicy>()?;
-                    transient.get_or_insert_with(|| policy.get().transient.clone_ref(py));
+                    transient = Some(policy.get().transient.clone_ref(py));
                     let threshold: Option<u32> = cfg.getattr("breaker_threshold")?.extract()?;
                     let cooldown: f64 = cfg.getattr("breaker_cooldown_s")?.extract()?;
                     Rule::Retry {
@@ -885,9 +853,11 @@ impl Pipeline {
                 },
                 other => return Err(PyValueError::new_err(format!("unknown pipeline rule {other:?}"))),
             };
+            transients.push(transient);
             compiled.push(rule);
             configs.push(cfg.unbind());
         }
+        let transient = core::classifying_rule(&compiled).and_then(|i| transients.swap_remove(i));
         let needs = Needs::of(&compiled);
         let audits = core::audit_rules(&compiled);
         let unix = needs.wall_clock();
@@ -959,7 +929,7 @@ impl Pipeline {
                 args: tc.getattr(intern!(py, "args"))?,
                 sealed: true,
                 core: core.cast_into::<CoreTool>().ok(),
-                canonical: Canonical::Text(tc.getattr(intern!(py, "canonical"))?.extract()?),
+                canonical: Identity::Text(tc.getattr(intern!(py, "canonical"))?.extract()?),
             }
         };
         let call = tc.getattr(intern!(py, "call"))?;
@@ -995,7 +965,6 @@ impl Pipeline {
     }
 }
 
-/// Where a call's canonical argument text comes from (computed only when a rule needs it).
 /// What the calls of one turn share, read once for the turn: the scope (the context's `run_id`,
 /// else the default) and how each audit rule observes the calls (by the rules' order in
 /// `Pipeline::audits`). None where reading it failed: each call then reads it itself (and fails
@@ -1003,18 +972,6 @@ impl Pipeline {
 pub(super) struct Shared {
     scope: Option<Arc<str>>,
     observed: Option<Vec<Observed>>,
-}
-
-enum Canonical {
-    /// Known already (a `ToolCall` carries it).
-    Text(String),
-    /// The validated arguments.
-    Of(serde_json::Value),
-    /// The arguments' key (`rules::args_key`), made as they were checked; their text, if
-    /// something reads it, from the body's Python arguments.
-    Key(Vec<u8>),
-    /// The body's Python arguments.
-    FromArgs,
 }
 
 enum Admitted<'py> {
@@ -1025,7 +982,7 @@ enum Admitted<'py> {
         args: Bound<'py, PyAny>,
         sealed: bool,
         core: Option<Bound<'py, CoreTool>>,
-        canonical: Canonical,
+        canonical: Identity,
     },
     /// `code`: the envelope's error code when known (else read from it); `raw`: the arguments
     /// as read, when exactly what was sent (their canonical text is the raw arguments').
@@ -1837,6 +1794,102 @@ pub struct Call {
     kept: Option<Py<ToolFlags>>,
 }
 
+/// What `Facts::read_admitted` asks of an admitted call, read from its tool (`flags`), the call
+/// dict, its context and its arguments (sealed first when the tool's read-only hook gets them).
+struct Reads<'a, 'py> {
+    flags: &'a Flags<'py>,
+    call: &'a Bound<'py, PyAny>,
+    ctx: &'a Bound<'py, PyAny>,
+    args: std::cell::RefCell<Bound<'py, PyAny>>,
+    sealed: std::cell::Cell<bool>,
+    /// The tool's read-only hook, as `has_read_only_hook` found it.
+    hook: std::cell::OnceCell<Option<Bound<'py, PyAny>>>,
+}
+
+impl<'py> core::AdmittedReads for Reads<'_, 'py> {
+    type Error = PyErr;
+    type Value = Bound<'py, PyAny>;
+
+    fn name(&self) -> PyResult<String> {
+        self.flags.name()
+    }
+
+    fn requires_approval(&self) -> PyResult<bool> {
+        self.flags.requires_approval()
+    }
+
+    fn host_approved(&self, name: &str) -> PyResult<bool> {
+        host_approved(self.call, self.ctx, name)
+    }
+
+    fn has_read_only_hook(&self) -> PyResult<bool> {
+        let hook = self.flags.read_only_hook(self.ctx.py())?;
+        Ok(self.hook.get_or_init(|| hook).is_some())
+    }
+
+    fn ask_read_only_hook(&self) -> PyResult<bool> {
+        let py = self.ctx.py();
+        if !self.sealed.get() {
+            let sealed = seal(py, &self.args.borrow())?;
+            *self.args.borrow_mut() = sealed;
+            self.sealed.set(true);
+        }
+        let tool = &self.flags.tool;
+        helpers(py)?
+            .read_only
+            .bind(py)
+            .call1((tool, &*self.args.borrow()))?
+            .is_truthy()
+    }
+
+    fn side_effecting(&self) -> PyResult<bool> {
+        self.flags.side_effecting()
+    }
+
+    fn idempotent(&self) -> PyResult<bool> {
+        self.flags.idempotent()
+    }
+
+    fn undeclared(&self) -> PyResult<bool> {
+        self.flags.undeclared()
+    }
+
+    fn timeout_s(&self) -> PyResult<Option<f64>> {
+        self.flags.timeout_s()
+    }
+
+    /// `ctx.deadline - time.monotonic()`, with Python's own errors for a bad value.
+    fn deadline_left(&self) -> PyResult<Option<f64>> {
+        let (py, ctx) = (self.ctx.py(), self.ctx);
+        if ctx.is_none() {
+            return Ok(None);
+        }
+        match ctx.getattr_opt(intern!(py, "deadline"))?.filter(|d| !d.is_none()) {
+            Some(d) => Ok(Some(d.sub(helpers(py)?.monotonic.bind(py).call0()?)?.extract()?)),
+            None => Ok(None),
+        }
+    }
+
+    fn url_arg(&self) -> PyResult<Option<String>> {
+        self.flags.url_arg()
+    }
+
+    fn url_value(&self, arg: &str) -> UrlValue<Bound<'py, PyAny>> {
+        match self.args.borrow().get_item(arg) {
+            Err(_) => UrlValue::Missing,
+            Ok(v) if v.is_none() => UrlValue::Null,
+            Ok(v) => UrlValue::Set(v),
+        }
+    }
+
+    fn url_text(&self, v: Bound<'py, PyAny>) -> PyResult<String> {
+        Ok(match v.cast::<PyString>() {
+            Ok(s) => s.to_str()?.to_owned(),
+            Err(_) => v.str()?.to_string(),
+        })
+    }
+}
+
 impl Call {
     fn new<'py>(
         pipe: &Bound<'py, Pipeline>,
@@ -1848,7 +1901,6 @@ impl Call {
         let py = pipe.py();
         let p = pipe.get();
         let n = p.needs;
-        let has_ctx = !ctx.is_none();
         // The scope is read for every call (a context whose run_id fails fails every call), once
         // for a turn's calls.
         let mut f = Facts::in_scope(match shared.and_then(|s| s.scope.as_ref()) {
@@ -1859,25 +1911,13 @@ impl Call {
         let (mut tool_held, mut args_held, mut core_held, mut call_id_held, mut env_held) =
             (None, None, None, None, None);
         let (mut call_sealed, mut flags_dict, mut kept) = (true, None, None);
-        let mut observed = false;
-        if n.audit {
-            // Left empty (no allocation) while nobody observes the call: a rule without an entry
-            // is not observed.
+        let observed = n.audit && {
             let known = shared.and_then(|s| s.observed.as_deref());
-            for (n, &i) in p.audits.iter().enumerate() {
-                let o = match known {
-                    Some(o) => o[n],
-                    None => observed_by(py, p.configs[i].bind(py), ctx)?,
-                };
-                if o != Observed::No {
-                    if f.audit.is_empty() {
-                        f.audit = vec![Observed::No; p.configs.len()];
-                    }
-                    f.audit[i] = o;
-                    observed = true;
-                }
-            }
-        }
+            f.observe(&p.audits, p.configs.len(), |nth, i| match known {
+                Some(o) => Ok(o[nth]),
+                None => observed_by(py, p.configs[i].bind(py), ctx),
+            })?
+        };
         match parts {
             Admitted::Rejected {
                 env,
@@ -1901,84 +1941,30 @@ impl Call {
             }
             Admitted::Tool {
                 tool,
-                mut args,
+                args,
                 sealed,
                 core,
                 canonical,
             } => {
-                let mut sealed_now = sealed;
-                f.admitted = true;
                 // Read here, no registry borrowed: what reading a flag raises is the call's failure.
                 let mut flags = Flags::of_tool(py, &tool, core.as_ref(), n)?;
-                let name = flags.name()?;
-                if n.approval && flags.requires_approval()? {
-                    f.requires_approval = true;
-                    f.host_approved = host_approved(call, ctx, &name)?;
-                }
-                if n.read_only {
-                    let hook = flags.read_only_hook(py)?;
-                    let ask_hook = || -> PyResult<bool> {
-                        if !sealed_now {
-                            args = seal(py, &args)?;
-                            sealed_now = true;
-                        }
-                        helpers(py)?.read_only.bind(py).call1((&tool, &args))?.is_truthy()
-                    };
-                    f.read_only = flags::read_only(hook.is_some().then_some(ask_hook), || flags.side_effecting())?;
-                }
-                if n.retry {
-                    f.retry_safe = core::retry_safe(flags.idempotent()?, f.read_only, !flags.undeclared()?);
-                }
-                if n.timeout {
-                    f.tool_timeout_s = flags.timeout_s()?;
-                    if has_ctx {
-                        if let Some(d) = ctx.getattr_opt(intern!(py, "deadline"))?.filter(|d| !d.is_none()) {
-                            // `deadline - time.monotonic()` with Python's own errors for a bad value.
-                            let left: f64 = d.sub(helpers(py)?.monotonic.bind(py).call0()?)?.extract()?;
-                            f.deadline = Some(core::deadline_at(mono(), left));
-                        }
-                    }
-                }
-                if n.egress {
-                    if let Some(arg) = flags.url_arg()? {
-                        let value = match args.get_item(&arg) {
-                            Err(_) => UrlValue::Missing,
-                            Ok(v) if v.is_none() => UrlValue::Null,
-                            Ok(v) => UrlValue::Set(v),
-                        };
-                        f.url = core::egress_url(arg, value, |v| -> PyResult<String> {
-                            Ok(match v.cast::<PyString>() {
-                                Ok(s) => s.to_str()?.to_owned(),
-                                Err(_) => v.str()?.to_string(),
-                            })
-                        })?;
-                    }
-                }
-                // The text and key only when something reads them (see `core::admitted_identity`;
-                // a text, when there is one, is the key itself).
-                match canonical {
-                    Canonical::Text(c) => f.canonical = c,
-                    Canonical::Of(value) => {
-                        (f.canonical, f.key) = core::admitted_identity(&n, &value, observed, f.requires_approval);
-                    }
-                    Canonical::Key(key) => {
-                        f.key = key;
-                        if n.canonical_of_admitted(observed, f.requires_approval) {
-                            f.canonical = canonical_text(&args)?;
-                        }
-                    }
-                    Canonical::FromArgs if n.identity_of_admitted(observed, f.requires_approval) => {
-                        f.canonical = canonical_text(&args)?;
-                    }
-                    Canonical::FromArgs => {}
-                }
-                f.name = Some(name);
+                let reads = Reads {
+                    flags: &flags,
+                    call,
+                    ctx,
+                    args: std::cell::RefCell::new(args),
+                    sealed: std::cell::Cell::new(sealed),
+                    hook: std::cell::OnceCell::new(),
+                };
+                f.read_admitted(&n, &reads, core::mono_now)?;
+                let (args, sealed) = (reads.args.into_inner(), reads.sealed.get());
+                f.identify(&n, canonical, observed, || canonical_text(&args))?;
                 kept = flags.view.take().map(Bound::unbind);
                 flags_dict = flags.dict.map(Bound::unbind);
                 tool_held = Some(tool.unbind());
                 args_held = Some(args.unbind());
                 core_held = core.map(Bound::unbind);
-                call_sealed = sealed_now;
+                call_sealed = sealed;
             }
         }
         if observed && call_id_held.is_none() {
@@ -2006,7 +1992,7 @@ impl Call {
 
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let at = Instant::now();
-        let t = now_at(self.pipe.get().unix, at);
+        let t = Time::at(self.pipe.get().unix, at);
         self.began = Some(at);
         let pipe = self.pipe.clone_ref(py);
         let step = pipe.get().inner.with_pure(py, |p| p.start(&mut self.m, t))?;
@@ -2018,7 +2004,7 @@ impl Call {
     fn feed_step(&mut self, py: Python<'_>, ev: Event<V>, at: Option<Instant>) -> PyResult<Step<V>> {
         self.began = None;
         let pipe = self.pipe.clone_ref(py);
-        let t = now_at(pipe.get().unix, at.unwrap_or_else(Instant::now));
+        let t = Time::at(pipe.get().unix, at.unwrap_or_else(Instant::now));
         pipe.get().inner.with_pure(py, |p| p.feed(&mut self.m, ev, t))
     }
 
@@ -2773,7 +2759,7 @@ impl Call {
         let steps = pipe
             .get()
             .inner
-            .with_pure(py, |p| p.abort(&mut self.m, cancelled, now(pipe.get().unix)))?;
+            .with_pure(py, |p| p.abort(&mut self.m, cancelled, Time::now(pipe.get().unix)))?;
         self.wake(py)?;
         let configs = &pipe.get().configs;
         let mut out = Vec::with_capacity(steps.len());
