@@ -38,17 +38,88 @@ fn empty() -> Value {
 
 static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-fn json_loads<'py>(text: &Bound<'py, PyString>) -> Result<Bound<'py, PyAny>, Rejection> {
+fn json_loads<'py>(text: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
     let py = text.py();
-    let loads = JSON_LOADS
-        .get_or_try_init(py, || {
-            py.import("json").and_then(|m| m.getattr("loads")).map(Bound::unbind)
-        })
-        .map_err(|e| Rejection::NotJson(e.to_string()))?;
-    loads.bind(py).call1((text,)).map_err(|e| {
-        let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
-        Rejection::NotJson(msg)
-    })
+    let loads = JSON_LOADS.get_or_try_init(py, || {
+        py.import("json").and_then(|m| m.getattr("loads")).map(Bound::unbind)
+    })?;
+    loads.bind(py).call1((text,))
+}
+
+/// What reading the arguments raised (`e`): a stop (`KeyboardInterrupt`, `SystemExit`, see
+/// `drive::propagates`) propagates; anything else is the rejection `refuse` makes of it.
+fn unreadable(py: Python<'_>, e: PyErr, refuse: impl FnOnce(&PyErr) -> Rejection) -> Refused {
+    if super::drive::propagates(py, &e) {
+        return Refused {
+            rejection: Rejection::NotJson(String::new()),
+            raw: None,
+            stop: Some(e),
+        };
+    }
+    refuse(&e).into()
+}
+
+/// [`unreadable`] of what converting a Python value to JSON failed with, `refuse` given its
+/// words.
+fn unconvertible(py: Python<'_>, e: pythonize::PythonizeError, refuse: impl FnOnce(String) -> Rejection) -> Refused {
+    let message = e.to_string();
+    unreadable(py, PyErr::from(e), |_| refuse(message))
+}
+
+/// The arguments as the validator reads them (a mapping through `keys()` and `values()`, a
+/// sequence through its length and items, a set through iteration; containers deeper than the
+/// validator reads are left as they are), as exact dicts, lists, tuples and sets: read once, so
+/// what the body gets from it is what was validated, however a container of the caller's
+/// answers a second read.
+fn snapshot<'py>(obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    if depth > validate::MAX_NESTING
+        || obj.is_none()
+        || obj.is_instance_of::<pyo3::types::PyBool>()
+        || obj.is_instance_of::<PyInt>()
+        || obj.is_instance_of::<PyString>()
+        || obj.is_instance_of::<PyFloat>()
+    {
+        return Ok(obj.clone());
+    }
+    let is_tuple = obj.is_instance_of::<PyTuple>();
+    if obj.is_instance_of::<PyList>() || is_tuple {
+        let seq = obj.cast::<pyo3::types::PySequence>()?;
+        let items = (0..obj.len()?)
+            .map(|i| snapshot(&seq.get_item(i)?, depth + 1))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(if is_tuple {
+            PyTuple::new(py, items)?.into_any()
+        } else {
+            PyList::new(py, items)?.into_any()
+        });
+    }
+    let is_frozen = obj.is_instance_of::<PyFrozenSet>();
+    if is_frozen || obj.is_instance_of::<PySet>() {
+        let items = obj
+            .try_iter()?
+            .map(|item| snapshot(&item?, depth + 1))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(if is_frozen {
+            PyFrozenSet::new(py, &items)?.into_any()
+        } else {
+            PySet::new(py, &items)?.into_any()
+        });
+    }
+    if let Ok(map) = obj.cast::<PyMapping>() {
+        let (keys, values) = (map.keys()?, map.values()?);
+        if keys.len() != values.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the mapping's keys() and values() differ in length",
+            ));
+        }
+        let d = PyDict::new(py);
+        for (k, v) in keys.iter().zip(values.iter()) {
+            d.set_item(k, snapshot(&v, depth + 1)?)?;
+        }
+        return Ok(d.into_any());
+    }
+    Ok(obj.clone())
 }
 
 /// The rejection of a JSON text holding a number too large for this reader (beyond a float's
@@ -71,22 +142,36 @@ fn oversized(py: Python<'_>, text: &str) -> Option<Rejection> {
 pub(crate) struct Refused {
     pub(crate) rejection: Rejection,
     pub(crate) raw: Option<Value>,
+    /// A stop raised while the arguments were read: raised, not answered.
+    stop: Option<PyErr>,
 }
 
 impl From<Rejection> for Refused {
     fn from(rejection: Rejection) -> Self {
-        Refused { rejection, raw: None }
+        Refused {
+            rejection,
+            raw: None,
+            stop: None,
+        }
     }
 }
 
 /// Parse (JSON text) or convert (a mapping) the arguments and check them. No arguments, in any
 /// form (None, empty or blank text, JSON `null`), is the empty call `{}`.
-pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Rejection> {
-    check_call(validator, args).map_err(|r| r.rejection)
+/// A stop (`KeyboardInterrupt`, `SystemExit`) raised while the arguments are read is raised.
+pub(crate) fn check(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> PyResult<Result<Checked, Rejection>> {
+    Ok(check_call(validator, args)?.map_err(|r| r.rejection))
 }
 
 /// `check`, keeping the arguments as read when they are rejected (see [`Refused`]).
-pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Refused> {
+pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> PyResult<Result<Checked, Refused>> {
+    match checked_call(validator, args) {
+        Err(Refused { stop: Some(e), .. }) => Err(e),
+        other => Ok(other),
+    }
+}
+
+fn checked_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Refused> {
     let py = args.py();
     let mut as_sent = false;
     let mut exact = None;
@@ -102,11 +187,12 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
             ArgumentsText::Empty => empty(),
             ArgumentsText::ExactIntegers => {
                 // Python's json keeps every integer exact.
-                let obj = json_loads(text).map_err(|e| match e {
-                    Rejection::NotJson(msg) => not_json(msg),
-                    other => other,
+                let obj = json_loads(text).map_err(|e| {
+                    unreadable(py, e, |e| {
+                        not_json(e.value(py).str().map(|s| s.to_string()).unwrap_or_default())
+                    })
                 })?;
-                let value = super::tools::json_value_of(&obj).map_err(|e| not_json(e.to_string()))?;
+                let value = super::tools::json_value_of(&obj).map_err(|e| unconvertible(py, e, not_json))?;
                 if super::tools::last_met().big_ints {
                     exact = Some(obj.unbind());
                 }
@@ -125,14 +211,23 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
     } else if args.is_none() {
         empty()
     } else {
-        let value = super::tools::json_value_of(args).map_err(|e| Rejection::NotJson(e.to_string()))?;
-        let met = super::tools::last_met();
+        let read = |args: &Bound<'_, PyAny>| {
+            super::tools::json_value_of(args).map_err(|e| unconvertible(py, e, Rejection::NotJson))
+        };
+        let mut value = read(args)?;
+        let mut met = super::tools::last_met();
+        if met.big_ints {
+            // The body's arguments are made from the Python values (its integers kept exact):
+            // from one read of the caller's containers, the one validated.
+            let snap = snapshot(args, 0).map_err(|e| unreadable(py, e, |e| Rejection::NotJson(e.to_string())))?;
+            value = read(&snap)?;
+            met = super::tools::last_met();
+            met.other_containers = true;
+            exact = Some(snap.unbind());
+        }
         other_containers = met.other_containers;
         containers_at = met.containers_at;
         as_sent = !met.other_containers && !met.big_ints;
-        if met.big_ints {
-            exact = Some(args.clone().unbind());
-        }
         value
     };
     let dropped = validator.drop_injected(&mut value);
@@ -146,6 +241,7 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
         return Err(Refused {
             rejection,
             raw: (as_sent && !dropped).then_some(value),
+            stop: None,
         });
     }
     let fix = if large {
@@ -159,6 +255,7 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
             return Err(Refused {
                 rejection: Rejection::invalid(invalid),
                 raw: None,
+                stop: None,
             });
         }
     }

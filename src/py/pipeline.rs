@@ -731,6 +731,8 @@ impl Pipeline {
         })();
         let parts = match admitted {
             Ok(parts) => parts,
+            // A stop raised while the call was read (its arguments' containers) is no malformed call.
+            Err(exc) if super::drive::propagates(py, &exc) => return Err(exc),
             Err(exc) => {
                 let msg = exc.value(py).str().map_or_else(|_| String::new(), |s| s.to_string());
                 let f = Failure::invalid_call(&msg);

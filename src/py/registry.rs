@@ -357,7 +357,7 @@ impl CoreRegistry {
     /// Check the arguments of a call of `entry`.
     fn check<'a, 'py>(py: Python<'py>, entry: &'a Entry, args: Bound<'py, PyAny>) -> PyResult<Admission<'a, 'py>> {
         let core = entry.core.get();
-        Ok(match core.check_call(&args) {
+        Ok(match core.check_call(&args)? {
             Ok(checked) => Admission::Tool { entry, args, checked },
             Err(refused) => Admission::Refused {
                 env: core.rejection_envelope(py, &refused.rejection)?,

@@ -520,12 +520,15 @@ impl CoreTool {
 
     /// Parse (JSON text) or convert (a mapping) the arguments and check them (see
     /// [`super::args::check`]).
-    pub(crate) fn check(&self, args: &Bound<'_, PyAny>) -> Result<super::args::Checked, Rejection> {
+    pub(crate) fn check(&self, args: &Bound<'_, PyAny>) -> PyResult<Result<super::args::Checked, Rejection>> {
         super::args::check(&self.validator, args)
     }
 
     /// `check`, keeping the arguments as read when they are rejected.
-    pub(crate) fn check_call(&self, args: &Bound<'_, PyAny>) -> Result<super::args::Checked, super::args::Refused> {
+    pub(crate) fn check_call(
+        &self,
+        args: &Bound<'_, PyAny>,
+    ) -> PyResult<Result<super::args::Checked, super::args::Refused>> {
         super::args::check_call(&self.validator, args)
     }
 
@@ -658,7 +661,7 @@ impl CoreTool {
     /// Raises `ToolArgumentError` with every problem.
     fn validate<'py>(&self, py: Python<'py>, args: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
         let _in = super::shutdown::inside(py);
-        match self.check(args) {
+        match self.check(args)? {
             Ok(checked) => self.kwargs(py, args, &checked),
             Err(rejection) => Err(self.argument_error(py, &rejection)),
         }
