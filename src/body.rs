@@ -171,6 +171,18 @@ pub enum CallersCancel {
     Throw,
 }
 
+impl CallersCancel {
+    /// Whether the future the body waits on is cancelled first (as a task does with the future
+    /// it awaits).
+    #[inline]
+    pub fn cancels_wait(self) -> bool {
+        matches!(
+            self,
+            CallersCancel::CancelAndWait | CallersCancel::Abandon { cancel_wait: true }
+        )
+    }
+}
+
 /// [`CallersCancel`] of a body whose task waits on a plain future in its place (`wrapped`: it
 /// waits on another task or a gathering future) that has not ended (`pending`, asked only
 /// then), the deadline `expired` or not.
@@ -186,6 +198,32 @@ pub fn callers_cancel<E>(
         CallersCancel::CancelAndWait
     } else {
         CallersCancel::Throw
+    })
+}
+
+/// What the await of a suspended body does with what is thrown into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThrownIn {
+    /// A `GeneratorExit`: what awaits it is being closed; the await is closed (see
+    /// [`Await::close`]), then that is raised.
+    Close,
+    /// A cancellation: the caller's own, or one the body caused (see
+    /// `cancel::thrown_is_callers`), then [`callers_cancel`].
+    Cancellation,
+    /// Anything else: thrown into the body.
+    Throw,
+}
+
+/// [`ThrownIn`] of what was thrown: a `GeneratorExit` (`generator_exit`), or a cancellation
+/// (`cancelled`, asked only otherwise), or anything else.
+#[inline]
+pub fn thrown_in<E>(generator_exit: bool, cancelled: impl FnOnce() -> Result<bool, E>) -> Result<ThrownIn, E> {
+    Ok(if generator_exit {
+        ThrownIn::Close
+    } else if cancelled()? {
+        ThrownIn::Cancellation
+    } else {
+        ThrownIn::Throw
     })
 }
 
@@ -654,6 +692,17 @@ mod tests {
             callers_cancel(true, || Ok::<_, ()>(false), false),
             Ok(CallersCancel::Throw)
         );
+        use CallersCancel::*;
+        assert_eq!(
+            [
+                CancelAndWait,
+                Abandon { cancel_wait: true },
+                Abandon { cancel_wait: false },
+                Throw
+            ]
+            .map(CallersCancel::cancels_wait),
+            [true, true, false, false]
+        );
     }
 
     #[test]
@@ -718,6 +767,15 @@ mod tests {
             Ok(false)
         );
     }
+    #[test]
+    fn what_is_thrown_into_a_suspended_await_closes_it_is_a_cancellation_or_goes_to_the_body() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(thrown_in(true, never), Ok(ThrownIn::Close));
+        assert_eq!(thrown_in(false, || Ok::<_, ()>(true)), Ok(ThrownIn::Cancellation));
+        assert_eq!(thrown_in(false, || Ok::<_, ()>(false)), Ok(ThrownIn::Throw));
+        assert_eq!(thrown_in(false, || Err("isinstance")), Err("isinstance"));
+    }
+
     #[test]
     fn closing_an_await_closes_a_fresh_body_or_a_clean_up_and_abandons_a_calls() {
         let waiting = |entered, clean_up| Await::Waiting { entered, clean_up };

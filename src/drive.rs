@@ -258,6 +258,51 @@ pub fn ending(
     }
 }
 
+/// What a step of a drive does (`B`: how it begins, not begun yet; `A`: what it awaits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<B, A> {
+    /// Begin, with None sent (the first step).
+    Begin(B),
+    /// Not begun and sent a value that is not None: refused ([`NOT_NONE_MESSAGE`], a
+    /// `TypeError`), the drive still not begun.
+    RefuseValue(B),
+    /// Step what it awaits with what was sent or thrown.
+    Await(A),
+    /// Raise what was thrown in (see `body::raised_inside`): a drive thrown into before it began
+    /// never begins; one that has ended raises it.
+    Raise,
+    /// Ended and sent a value: a `RuntimeError` ([`REUSED_MESSAGE`]).
+    Reused,
+}
+
+/// What a drive sent a value that is not None before it began raises (as a coroutine does).
+pub const NOT_NONE_MESSAGE: &str = "can't send non-None value to a just-started coroutine";
+
+/// What a drive that has ended raises when it is sent a value (as a coroutine does).
+pub const REUSED_MESSAGE: &str = "cannot reuse already awaited coroutine";
+
+/// What a step of a drive does: not begun (`begin`), or awaiting (`awaiting`, taken only when it
+/// has begun), else ended; `throw`n into or sent a value (`sent_none`: None, asked only before it
+/// began).
+#[inline]
+pub fn step<B, A>(
+    begin: Option<B>,
+    awaiting: impl FnOnce() -> Option<A>,
+    throw: bool,
+    sent_none: impl FnOnce() -> bool,
+) -> Step<B, A> {
+    match begin {
+        Some(_) if throw => Step::Raise,
+        Some(b) if sent_none() => Step::Begin(b),
+        Some(b) => Step::RefuseValue(b),
+        None => match awaiting() {
+            Some(a) => Step::Await(a),
+            None if throw => Step::Raise,
+            None => Step::Reused,
+        },
+    }
+}
+
 /// What a drive being closed awaited, by what for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Closed {
@@ -374,6 +419,20 @@ mod tests {
                 aborts_call: false
             }
         );
+    }
+
+    #[test]
+    fn a_step_of_a_drive_begins_it_steps_what_it_awaits_or_refuses_as_a_coroutine_does() {
+        let never_a = || -> Option<u16> { panic!("not asked") };
+        let never_b = || -> bool { panic!("not asked") };
+        assert_eq!(step(Some(1u8), never_a, false, || true), Step::Begin(1));
+        assert_eq!(step(Some(1u8), never_a, false, || false), Step::RefuseValue(1));
+        assert_eq!(step(Some(1u8), never_a, true, never_b), Step::Raise);
+        for throw in [false, true] {
+            assert_eq!(step(None::<u8>, || Some(2u16), throw, never_b), Step::Await(2));
+        }
+        assert_eq!(step(None::<u8>, || None::<u16>, false, never_b), Step::Reused);
+        assert_eq!(step(None::<u8>, || None::<u16>, true, never_b), Step::Raise);
     }
 
     #[test]

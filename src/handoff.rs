@@ -49,6 +49,22 @@ pub fn reached(now: Instant, deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| now >= d)
 }
 
+/// Whether a synchronous caller waiting for its coroutine's outcome on the loop's thread gives
+/// up at `now`: a signal's exception is pending (`signalled`), or its deadline (None: none) is
+/// reached ([`reached`]); the coroutine is then cancelled, or never starts.
+#[inline]
+pub fn gives_up(signalled: bool, now: Instant, deadline: Option<Instant>) -> bool {
+    signalled || reached(now, deadline)
+}
+
+/// Whether the loop's thread, in its selector before it polls with `timeout` seconds (None:
+/// until something happens), only answers whether calls are queued: nothing to publish
+/// (`nothing_finished`) and no time to spin (`timeout` not above 0).
+#[inline]
+pub fn idle_at_once(nothing_finished: bool, timeout: Option<f64>) -> bool {
+    nothing_finished && timeout.is_some_and(|t| t <= 0.0)
+}
+
 /// Whether an event loop has nothing to do within `bound` seconds: no callback ready, and its
 /// next timer (when it has one, at `next_timer` on the loop's clock, now `now`) due later than
 /// that. Its caller may then wait for a result briefly instead of suspending.
@@ -470,6 +486,27 @@ impl<V> Slot<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sync_caller_gives_up_on_a_signal_or_at_its_deadline() {
+        let now = Instant::now();
+        let later = now + Duration::from_millis(5);
+        assert!(!gives_up(false, now, None));
+        assert!(gives_up(true, now, None));
+        assert!(!gives_up(false, now, Some(later)));
+        assert!(gives_up(false, later, Some(later)));
+        assert!(gives_up(false, later + Duration::from_millis(1), Some(later)));
+        assert!(gives_up(true, now, Some(later)));
+    }
+
+    #[test]
+    fn the_loop_thread_answers_at_once_only_with_nothing_to_publish_and_no_time_to_spin() {
+        assert!(idle_at_once(true, Some(0.0)));
+        assert!(idle_at_once(true, Some(-1.0)));
+        assert!(!idle_at_once(true, Some(0.001)));
+        assert!(!idle_at_once(true, None));
+        assert!(!idle_at_once(false, Some(0.0)));
+    }
     use std::sync::Arc;
     use std::thread;
 

@@ -217,6 +217,34 @@ async def test_the_first_step_of_a_drive_takes_no_value() -> None:
     assert strip(await d) == {"ok": True, "value": 1}
 
 
+async def test_a_drive_thrown_into_before_its_first_step_or_stepped_once_done_acts_as_a_coroutine() -> None:
+    """Thrown into before its first step, a drive raises that and goes no further (its body,
+    whose first step the core took when it made the drive, runs no more); once it ended, it raises
+    what is thrown in and refuses a value sent, as a coroutine does."""
+    from agentkit_tools import _core
+
+    ran: list[int] = []
+
+    @tool(read_only=True)
+    async def a(x: int) -> int:
+        """Async tool that records that it ran, suspends once and returns x, for the protocol check."""
+        ran.append(x)
+        await asyncio.sleep(0)
+        return x
+
+    inv = Invoker(ToolRegistry([a]))
+    for done in (False, True):
+        d = _core.drive(inv._only, inv.registry._core, call(name="a", x=1), None)
+        if done:
+            assert strip(await d) == {"ok": True, "value": 1}
+        with pytest.raises(ValueError, match="^thrown$"):
+            d.throw(ValueError("thrown"))
+        with pytest.raises(RuntimeError, match="^cannot reuse already awaited coroutine$"):
+            d.send(None)
+        assert ran == [1], done
+        ran.clear()
+
+
 class Passes(mw.Middleware):
     def wrap(self, inv: Any, nxt: Any) -> Any:
         async def handle(tc: Any) -> Any:

@@ -35,7 +35,7 @@ use pyo3::{PyTraverseError, PyTypeInfo, PyVisit};
 use super::coroutine::{coroutine_methods, running, Coroutine};
 use super::deadline::{self, cancels_delivered, timeout, Entered};
 use super::pipeline::{helpers, swap_task, Helpers};
-use crate::body::{self, Await, CallersCancel, Closing, Ending, Entry, Resume, Thrown};
+use crate::body::{self, Await, CallersCancel, Closing, Ending, Entry, Resume, Thrown, ThrownIn};
 use crate::cancel::{self, Cancel, Requests};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1051,53 +1051,56 @@ impl BodyAwait {
         let mut callers = false;
         let (throw, arg) = match input {
             Input::Send(v) => (false, v),
-            Input::Throw(exc) if exc.is_instance_of::<PyGeneratorExit>() => {
-                let out = self.closed(py, h, w, &exc);
-                return Err(out.err().unwrap_or_else(|| PyErr::from_value(exc)));
-            }
-            Input::Throw(exc) if exc.is_instance(h.cancelled_error.bind(py))? => {
-                let (y, wait) = (w.y.bind(py).clone(), w.wait.bind(py).clone());
-                let count = match &w.task {
-                    Some(task) => Some(
-                        task.bind(py)
-                            .call_method0(intern!(py, "cancelling"))?
-                            .extract::<isize>()?,
-                    ),
-                    None => None, // a task that does not count (Python 3.10's)
-                };
-                callers = cancel::thrown_is_callers(count, &mut w.seen, wait.is(&y), w.body.waiter_cancelled(py));
-                if callers {
-                    w.delivered = true;
-                    w.body.requested(py)?; // the body's task is cancelled with this one
-                    let expired = w.expired(py)?;
-                    let pending = || Ok::<_, PyErr>(!y.call_method0(intern!(py, "done"))?.is_truthy()?);
-                    let then = body::callers_cancel(!wait.is(&y), pending, expired)?;
-                    if matches!(
-                        then,
-                        CallersCancel::CancelAndWait | CallersCancel::Abandon { cancel_wait: true }
-                    ) {
-                        y.call_method0(intern!(py, "cancel"))?; // as a task does with the future it awaits
+            Input::Throw(exc) => {
+                let cancelled = || exc.is_instance(h.cancelled_error.bind(py));
+                match body::thrown_in(exc.is_instance_of::<PyGeneratorExit>(), cancelled)? {
+                    ThrownIn::Close => {
+                        let out = self.closed(py, h, w, &exc);
+                        return Err(out.err().unwrap_or_else(|| PyErr::from_value(exc)));
                     }
-                    match then {
-                        CallersCancel::CancelAndWait => {
-                            // The body sees the cancellation once that future has ended.
-                            let wait = w.wrap(py, h, y)?;
-                            w.wait = wait.clone().unbind();
-                            self.state = State::Waiting(w);
-                            return Ok(wait);
-                        }
-                        CallersCancel::Abandon { .. } => {
-                            if let Err(e) = w.body.abandon(py, h, exc.clone(), true) {
-                                return w.finish(py, Err(e));
+                    ThrownIn::Cancellation => {
+                        let (y, wait) = (w.y.bind(py).clone(), w.wait.bind(py).clone());
+                        let count = match &w.task {
+                            Some(task) => Some(
+                                task.bind(py)
+                                    .call_method0(intern!(py, "cancelling"))?
+                                    .extract::<isize>()?,
+                            ),
+                            None => None, // a task that does not count (Python 3.10's)
+                        };
+                        callers =
+                            cancel::thrown_is_callers(count, &mut w.seen, wait.is(&y), w.body.waiter_cancelled(py));
+                        if callers {
+                            w.delivered = true;
+                            w.body.requested(py)?; // the body's task is cancelled with this one
+                            let expired = w.expired(py)?;
+                            let pending = || Ok::<_, PyErr>(!y.call_method0(intern!(py, "done"))?.is_truthy()?);
+                            let then = body::callers_cancel(!wait.is(&y), pending, expired)?;
+                            if then.cancels_wait() {
+                                y.call_method0(intern!(py, "cancel"))?; // as a task does with the future it awaits
                             }
-                            return w.finish(py, Err(PyErr::from_value(exc)));
+                            match then {
+                                CallersCancel::CancelAndWait => {
+                                    // The body sees the cancellation once that future has ended.
+                                    let wait = w.wrap(py, h, y)?;
+                                    w.wait = wait.clone().unbind();
+                                    self.state = State::Waiting(w);
+                                    return Ok(wait);
+                                }
+                                CallersCancel::Abandon { .. } => {
+                                    if let Err(e) = w.body.abandon(py, h, exc.clone(), true) {
+                                        return w.finish(py, Err(e));
+                                    }
+                                    return w.finish(py, Err(PyErr::from_value(exc)));
+                                }
+                                CallersCancel::Throw => {}
+                            }
                         }
-                        CallersCancel::Throw => {}
+                        (true, exc)
                     }
+                    ThrownIn::Throw => (true, exc),
                 }
-                (true, exc)
             }
-            Input::Throw(exc) => (true, exc),
         };
         match w.body.step(py, h, throw, arg) {
             Ok(y) => {

@@ -45,7 +45,7 @@ use super::registry::CoreRegistry;
 use crate::cancel::{Current, Raised};
 use crate::drive::{
     after_abort_step, approval, body_end, ending, AfterAbortStep, Answer, Approval, BodyEnd, Closed, Ending,
-    LeftBehind, Segment, StoreAsked, Waited,
+    LeftBehind, Segment, Step as DriveStep, StoreAsked, Waited,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -582,28 +582,25 @@ impl Drive {
         }
     }
 
+    /// A step as the core says for where the drive is (`drive::step`).
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
-        let next = if let Some(begin) = self.begin.take() {
-            match input {
-                Input::Throw(exc) => return Err(raised_inside(py, PyErr::from_value(exc))), // never started
-                Input::Send(v) if !v.is_none() => {
-                    self.begin = Some(begin);
-                    return Err(PyTypeError::new_err(
-                        "can't send non-None value to a just-started coroutine",
-                    ));
-                }
-                Input::Send(_) => self.start(py, begin),
+        let throw = matches!(input, Input::Throw(_));
+        let sent_none = || matches!(&input, Input::Send(v) if v.is_none());
+        let next = match crate::drive::step(self.begin.take(), || self.awaiting.take(), throw, sent_none) {
+            DriveStep::Begin(begin) => self.start(py, begin),
+            DriveStep::RefuseValue(begin) => {
+                self.begin = Some(begin);
+                return Err(PyTypeError::new_err(crate::drive::NOT_NONE_MESSAGE));
             }
-        } else {
-            let Some((aw, then)) = self.awaiting.take() else {
-                return match input {
-                    Input::Send(_) => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
-                    Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
-                };
-            };
-            match self.step(py, aw, then, input) {
+            DriveStep::Await((aw, then)) => match self.step(py, aw, then, input) {
                 Ok(next) => next,
                 Err(y) => return Ok(y),
+            },
+            DriveStep::Raise | DriveStep::Reused => {
+                return match input {
+                    Input::Throw(exc) => Err(raised_inside(py, PyErr::from_value(exc))),
+                    Input::Send(_) => Err(PyRuntimeError::new_err(crate::drive::REUSED_MESSAGE)),
+                }
             }
         };
         self.run(py, next)

@@ -192,7 +192,7 @@ impl LoopInbox {
                 break;
             }
             let signalled = py.check_signals();
-            if signalled.is_err() || left().is_some_and(|l| l.is_zero()) {
+            if handoff::gives_up(signalled.is_err(), Instant::now(), until) {
                 if !j.slot.abandon() {
                     break; // published meanwhile
                 }
@@ -240,7 +240,7 @@ impl LoopInbox {
             false
         });
         lock(&self.running).extend(running);
-        if finished.is_empty() && timeout.is_some_and(|t| t <= 0.0) {
+        if handoff::idle_at_once(finished.is_empty(), timeout) {
             return self.jobs.has_jobs(); // nothing to publish, no time to spin
         }
         let timeout =

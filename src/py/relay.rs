@@ -339,18 +339,15 @@ impl Relay {
             let h = helpers(py)?;
             if exc.is_instance(h.cancelled_error.bind(py))? {
                 let pending = || Ok::<_, PyErr>(!y.call_method0(intern!(py, "done"))?.is_truthy()?);
-                match body::callers_cancel(!wait.is(&y), pending, body.deadline.expired(py))? {
-                    CallersCancel::CancelAndWait => {
-                        y.call_method0(intern!(py, "cancel"))?;
-                        let wait = super::awaiting::waited(py, h, y.clone())?;
-                        body.y = Some((y.unbind(), wait.clone().unbind()));
-                        self.state = State::Body(body);
-                        return Ok(wait);
-                    }
-                    CallersCancel::Abandon { cancel_wait: true } => {
-                        y.call_method0(intern!(py, "cancel"))?;
-                    }
-                    _ => {}
+                let then = body::callers_cancel(!wait.is(&y), pending, body.deadline.expired(py))?;
+                if then.cancels_wait() {
+                    y.call_method0(intern!(py, "cancel"))?;
+                }
+                if then == CallersCancel::CancelAndWait {
+                    let wait = super::awaiting::waited(py, h, y.clone())?;
+                    body.y = Some((y.unbind(), wait.clone().unbind()));
+                    self.state = State::Body(body);
+                    return Ok(wait);
                 }
             }
         }
