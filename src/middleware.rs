@@ -1005,11 +1005,11 @@ fn read_http_url(url: &str) -> Result<String, EgressDenial> {
     } else {
         authority.split_once(':').unwrap_or((authority, ""))
     };
-    if !port.is_empty()
-        && !(port.len() <= 5
+    let port_ok = port.is_empty()
+        || (port.len() <= 5
             && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u32>().is_ok_and(|p| p <= 65535))
-    {
+            && port.parse::<u32>().is_ok_and(|p| p <= 65535));
+    if !port_ok {
         return Err(EgressDenial::Refused(format!(
             "the port '{port}' is not a number from 0 to 65535"
         )));

@@ -111,6 +111,10 @@ pub struct CasDone {
     pub written: bool,
 }
 
+/// What applying a batch makes of a document: the new tree when something changed, and each
+/// command's answer.
+type Applied = (Option<Tree>, Vec<Result<String, MemoryError>>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Idle,
@@ -180,7 +184,7 @@ impl CasLoop {
 
     /// Applies every command to `doc`: `None` when the document is unreadable (the error),
     /// else the new tree when something changed, and the answers.
-    fn apply_all(&self, doc: Option<&str>) -> Result<(Option<Tree>, Vec<Result<String, MemoryError>>), MemoryError> {
+    fn apply_all(&self, doc: Option<&str>) -> Result<Applied, MemoryError> {
         let mut tree = Tree::from_json(&self.root, doc)?;
         let mut changed = false;
         let outcomes = self
