@@ -10,11 +10,21 @@ use crate::docstring::{self, DocstringError};
 /// The minimum length of a tool description after stripping: shorter ones are refused at definition time.
 pub const MIN_DESCRIPTION_CHARS: usize = 30;
 
-/// Whether an optional parameter's default is advertised in the input schema: only one JSON
-/// can carry (`json_default`; not NaN, not an integer beyond 64 bits); a required parameter has
-/// none.
-pub fn advertises_default(required: bool, json_default: bool) -> bool {
-    !required && json_default
+/// The default an optional parameter advertises in the input schema: its JSON when the
+/// parameter has a default (`default`: None when it has none) that JSON can carry — the host's
+/// introspection did not find it otherwise (`carried`: not NaN, not an integer beyond 64 bits,
+/// ...) and its conversion (`json`, asked only then) succeeds. A required parameter advertises
+/// none. The one rule for every way a tool is defined.
+pub fn advertised_default<D, E>(
+    required: bool,
+    default: Option<D>,
+    carried: bool,
+    json: impl FnOnce(D) -> Result<Value, E>,
+) -> Option<Value> {
+    if required || !carried {
+        return None;
+    }
+    json(default?).ok()
 }
 
 /// One advertised parameter, as Python's introspection found it.
@@ -350,9 +360,16 @@ mod tests {
 
     #[test]
     fn which_defaults_are_advertised() {
-        assert!(advertises_default(false, true));
-        assert!(!advertises_default(false, false));
-        assert!(!advertises_default(true, true));
-        assert!(!advertises_default(true, false));
+        let json = |d: i64| Ok::<_, ()>(Value::from(d));
+        let not_json = |_: i64| Err::<Value, _>("nested too deep");
+        let asked = |_: i64| -> Result<Value, ()> { panic!("converted") };
+        assert_eq!(advertised_default(false, Some(5), true, json), Some(Value::from(5)));
+        // a default the host found JSON cannot carry, or whose conversion fails, is not advertised
+        assert_eq!(advertised_default(false, Some(5), false, asked), None);
+        assert_eq!(advertised_default(false, Some(5), true, not_json), None);
+        // no default, or a required parameter: none (nothing converted)
+        assert_eq!(advertised_default(false, None, true, asked), None);
+        assert_eq!(advertised_default(true, Some(5), true, asked), None);
+        assert_eq!(advertised_default(true, Some(5), false, asked), None);
     }
 }

@@ -525,6 +525,48 @@ def test_non_json_defaults_are_left_out() -> None:
     assert t._lint.non_json_defaults == ("b", "c", "d", "e")
 
 
+def test_a_default_nested_deeper_than_json_carries_is_left_out() -> None:
+    """A default introspection takes for JSON but the core cannot convert (nested past the
+    core's 127 levels) is left out by the same rule as any other: the tool is still defined."""
+    deep: Any = 0
+    for _ in range(200):
+        deep = [deep]
+
+    def f(a: int = 1, b: Any = deep) -> None:
+        """A function whose default is nested two hundred levels deep."""
+
+    t = FunctionTool.from_callable(f)
+    assert t.schema.parameters["properties"] == {"a": {"type": "integer", "default": 1}, "b": {}}
+    assert t.schema.parameters["required"] == []
+
+
+def test_define_tool_advertises_no_default_for_a_required_parameter() -> None:
+    """The core's ``define_tool`` decides which defaults are advertised by the one rule: a
+    required parameter has none, whatever it was passed; an optional one only with a JSON
+    default."""
+    from agentkit_tools import _core
+
+    doc = "A tool defined straight through the core for this test."
+    core = _core.define_tool(
+        "t",
+        None,
+        doc,
+        [
+            ("a", {"type": "integer"}, True, 5, None, True),
+            ("b", {"type": "integer"}, False, 6, None, True),
+            ("c", {"type": "integer"}, False, None, None, False),
+        ],
+        False,
+        [],
+    )
+    assert core.parameters["properties"] == {
+        "a": {"type": "integer"},
+        "b": {"type": "integer", "default": 6},
+        "c": {"type": "integer"},
+    }
+    assert core.parameters["required"] == ["a"]
+
+
 @pytest.mark.parametrize(
     ("default", "expected"),
     [

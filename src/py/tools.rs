@@ -697,15 +697,16 @@ fn define_tool(
     let params = params
         .into_iter()
         .map(|(n, fragment, required, default, desc, has_default)| {
-            (n, fragment, required, has_default.then_some(default), desc)
+            (n, fragment, required, Some(default), has_default, desc)
         });
     let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
     CoreTool::build(py, name, def.description, def.documented, def.parameters, dropped)
 }
 
 /// The input schema of a tool defined from introspected parameters `(name, schema fragment,
-/// required, JSON default (None: not advertised), Annotated description)`, the description
-/// rules applied, and `defs` (for recursive types) placed at its root as `$defs`.
+/// required, default (None: none), whether JSON can carry that default as introspection found,
+/// Annotated description)`, the description rules applied (which defaults are advertised:
+/// `schema::advertised_default`), and `defs` (for recursive types) placed at its root as `$defs`.
 fn assemble<'py>(
     py: Python<'py>,
     name: &str,
@@ -717,6 +718,7 @@ fn assemble<'py>(
             Bound<'py, PyAny>,
             bool,
             Option<Bound<'py, PyAny>>,
+            bool,
             Option<String>,
         ),
     >,
@@ -724,12 +726,11 @@ fn assemble<'py>(
     defs: Option<Bound<'py, PyAny>>,
 ) -> PyResult<schema::Definition> {
     let mut specs = Vec::with_capacity(params.len());
-    for (pname, fragment, required, default, pdesc) in params {
+    for (pname, fragment, required, default, carried, pdesc) in params {
         specs.push(ParamSpec {
             schema: to_value(&fragment)?,
             required,
-            // A default JSON cannot carry (NaN, an integer beyond 64 bits) is not advertised.
-            default: default.and_then(|d| to_value(&d).ok()),
+            default: schema::advertised_default(required, default, carried, |d| to_value(&d)),
             description: pdesc,
             name: pname,
         });
@@ -851,8 +852,8 @@ fn define_function_tool<'py>(
 ) -> PyResult<(CoreTool, Bound<'py, PyAny>)> {
     let _in = super::shutdown::inside(py);
     let params = params.into_iter().map(|(n, fragment, required, default, desc)| {
-        let advertised = schema::advertises_default(required, !non_json.contains(&n));
-        (n, fragment, required, advertised.then_some(default), desc)
+        let carried = !non_json.contains(&n);
+        (n, fragment, required, Some(default), carried, desc)
     });
     let def = assemble(py, &name, description, doc, params, allow_extra, defs)?;
     let validator = ArgumentValidator::new(def.parameters, dropped).map_err(|error| schema_error(py, &name, error))?;
