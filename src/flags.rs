@@ -85,11 +85,11 @@ pub fn url_arg(text: Option<String>) -> Option<String> {
 }
 
 /// `url_arg` as read at a call (a value that is not kept): it names an argument only when it is
-/// true (`truth`; None: its truth value could not be read, which counts as false), by its text
-/// then (`text`, asked only then; what converting it raises fails the call), as [`url_arg`]
-/// reads it.
-pub fn url_arg_of<E>(truth: Option<bool>, text: impl FnOnce() -> Result<String, E>) -> Result<Option<String>, E> {
-    if truth != Some(true) {
+/// true (`truth`), by its text then (`text`, asked only then), as [`url_arg`] reads it. What
+/// reading its truth value or converting it raised fails the call: an egress rule fails closed,
+/// never skipping its check for a flag it could not read.
+pub fn url_arg_of<E>(truth: Result<bool, E>, text: impl FnOnce() -> Result<String, E>) -> Result<Option<String>, E> {
+    if !truth? {
         return Ok(None);
     }
     Ok(url_arg(Some(text()?)))
@@ -263,12 +263,18 @@ mod tests {
     fn a_url_arg_read_at_a_call_names_an_argument_only_when_true() {
         let never = || -> Result<String, ()> { panic!("not asked") };
         assert_eq!(
-            url_arg_of(Some(true), || Ok::<_, ()>("url".into())),
+            url_arg_of(Ok(true), || Ok::<_, ()>("url".into())),
             Ok(Some("url".into()))
         );
-        assert_eq!(url_arg_of(Some(false), never), Ok(None));
-        assert_eq!(url_arg_of(None, never), Ok(None));
-        assert_eq!(url_arg_of(Some(true), || Err("not a str")), Err("not a str"));
+        assert_eq!(url_arg_of(Ok(false), never), Ok(None));
+        assert_eq!(url_arg_of(Ok(true), || Err("not a str")), Err("not a str"));
+    }
+
+    #[test]
+    fn a_url_arg_whose_truth_value_raises_fails_the_call() {
+        let never = || -> Result<String, &str> { panic!("not asked") };
+        // fails closed: the egress check is never skipped for a flag that could not be read
+        assert_eq!(url_arg_of(Err("__bool__ raised"), never), Err("__bool__ raised"));
     }
 
     #[test]

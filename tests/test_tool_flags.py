@@ -452,6 +452,50 @@ async def test_a_flag_that_raises_while_read_fails_the_call_as_an_internal_error
         assert plain(await Invoker(ToolRegistry([t]), middleware=[]).invoke(CALL, fresh())) == {"ok": True, "value": 3}
 
 
+class _NoTruth:
+    """A ``url_arg`` whose truth value cannot be read."""
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("url_arg has no truth value")
+
+    def __str__(self) -> str:
+        return "url"
+
+
+async def test_a_url_arg_whose_truth_value_raises_fails_the_egress_check_closed(caplog: pytest.LogCaptureFixture) -> None:
+    """The egress rule never skips its check for a ``url_arg`` it could not read: the call is not
+    run and the model gets the ``internal_error`` envelope (a fault in the tooling, not to be
+    retried), through ``invoke`` and ``invoke_many``. ``dispatch`` and a chain without the egress
+    rule never read the flag: they run the tool."""
+    runs: list[str] = []
+
+    @tool(read_only=True)
+    def fetch(url: str) -> str:
+        """Fetch a web page by its absolute URL and return its text."""
+        runs.append(url)
+        return "page"
+
+    fetch.url_arg = _NoTruth()
+    call = {"id": "1", "name": "fetch", "input": {"url": "https://evil.example/x"}}
+    failed = {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": "The call could not be completed: RuntimeError: url_arg has no truth value. This is a "
+                       "fault in the agent's tooling, not in your arguments; do not retry.",
+        },
+    }
+    inv = Invoker(ToolRegistry([fetch]), middleware=[*default_chain(), egress(allow=["example.com"])])
+    with caplog.at_level(logging.ERROR):
+        assert await inv.invoke(call, fresh()) == failed
+        assert await inv.invoke_many([call, {**call, "id": "2"}], fresh()) == [failed, failed]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("ERROR", "Invoker failed on a call of 'fetch'")] * 3
+    assert runs == []
+    assert plain(await Invoker(ToolRegistry([fetch])).invoke(call, fresh())) == {"ok": True, "value": "page"}
+    assert plain(dispatch(call, ToolRegistry([fetch]))) == {"ok": True, "value": "page"}
+    assert runs == ["https://evil.example/x"] * 2
+
+
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
 async def test_a_flag_raising_keyboard_interrupt_or_system_exit_propagates(monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]) -> None:
     echo = _raising_flag(monkeypatch, exc())

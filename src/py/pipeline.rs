@@ -1542,14 +1542,15 @@ impl<'py> Flags<'py> {
         Ok(flags::timeout_s(number))
     }
 
-    /// The name of the argument holding the URL the tool reaches (see `flags::url_arg`):
-    /// `url_arg` when true, as a string (what converting it raises fails the call).
+    /// The name of the argument holding the URL the tool reaches (see `flags::url_arg_of`):
+    /// `url_arg` when true, as a string (what reading its truth value or converting it raises
+    /// fails the call).
     fn url_arg(&self) -> PyResult<Option<String>> {
         if let Some(s) = self.snapshot() {
             return Ok(s.flags.url_arg.clone());
         }
         let arg = self.get(intern!(self.tool.py(), "url_arg"))?;
-        let truth = arg.as_ref().map_or(Some(false), |a| a.is_truthy().ok());
+        let truth = arg.as_ref().map_or(Ok(false), |a| a.is_truthy());
         flags::url_arg_of(truth, || arg.as_ref().map_or(Ok(String::new()), |a| a.extract()))
     }
 
