@@ -54,6 +54,16 @@ pub fn returned_past<E>(
     })
 }
 
+/// Whether an outcome the caller takes is a timeout because the deadline passed before it took
+/// it (`past`, asked only for a success): a success is, as nothing past the deadline is a
+/// success; what the body raised stands (its own answer, as for every body: an exception is
+/// carried past the deadline, see [`left`]). The one rule for both ways a caller on an event
+/// loop takes the outcome of a body on the worker pool (at once, or awaited on its loop).
+#[inline]
+pub fn taken_timed_out<E>(ok: bool, past: impl FnOnce() -> Result<bool, E>) -> Result<bool, E> {
+    Ok(ok && past()?)
+}
+
 /// A call whose limit is not above 0 never starts: it is past its deadline already.
 #[inline]
 pub fn never_starts(limit: Option<f64>) -> bool {
@@ -297,6 +307,16 @@ mod tests {
         assert_eq!(returned_past(Some(5.0), None, never_f, || Ok::<_, ()>(5.5)), Ok(true));
         assert_eq!(returned_past(Some(5.0), None, never_f, || Ok::<_, ()>(5.0)), Ok(false));
         assert_eq!(returned_past(Some(5.0), None, never_f, || Err(())), Err(()));
+    }
+
+    #[test]
+    fn only_a_success_taken_past_the_deadline_is_a_timeout() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(taken_timed_out(true, || Ok::<_, ()>(true)), Ok(true));
+        assert_eq!(taken_timed_out(true, || Ok::<_, ()>(false)), Ok(false));
+        // what the body raised stands, past the deadline too: the clock is not even read
+        assert_eq!(taken_timed_out(false, never), Ok(false));
+        assert_eq!(taken_timed_out(true, || Err(())), Err(()));
     }
 
     #[test]

@@ -349,6 +349,100 @@ async def test_an_outcome_the_loop_takes_past_the_deadline_is_a_timeout(body, en
     assert envs == [timeout_envelope("slowish", "0.6")] * len(calls)
 
 
+NOT_FOUND = {"ok": False, "error": {"code": "not_found", "message": "no such page", "retriable": False}}
+
+
+@pytest.mark.parametrize("entry", ["invoke", "invoke_many"])
+async def test_an_error_the_loop_takes_past_the_deadline_stands(entry):
+    """The sync body raises well within its deadline, but the caller's loop is blocked until
+    after it: what the body raised is its own answer and stands, as for an ``async`` body or a
+    ``non_blocking`` one (only a value is never taken past the deadline)."""
+    from agentkit_tools import ToolError
+
+    @tool(read_only=True, timeout_s=0.6)
+    def fails(q: str) -> str:
+        """Raise not_found after 50 ms (a test tool that is briefly slow)."""
+        time.sleep(0.05)
+        raise ToolError("no such page", code="not_found")
+
+    loop = asyncio.get_running_loop()
+
+    def block_past_the_deadline() -> None:
+        time.sleep(0.4)  # the body raises meanwhile; its outcome is queued on this loop
+        loop.call_soon(time.sleep, 0.8)  # then the loop is blocked past the deadline
+
+    inv = Invoker(ToolRegistry([fails]))
+    calls = [{"id": f"c{i}", "name": "fails", "input": {"q": "v"}} for i in range(2 if entry == "invoke_many" else 1)]
+    started = time.monotonic()
+    loop.call_later(0.01, block_past_the_deadline)
+    if entry == "invoke":
+        envs = [await inv.invoke(calls[0])]
+    else:
+        envs = await inv.invoke_many(calls)
+    assert time.monotonic() - started > 0.6  # taken past the deadline
+    assert envs == [NOT_FOUND] * len(calls)
+
+
+async def test_an_outcome_taken_at_once_past_the_deadline_follows_the_same_rule():
+    """The caller waits briefly for a worker's outcome with the interpreter lock released (the
+    loop has nothing else to run) and gets it within that wait, but takes the lock back only past
+    the deadline (another thread holds it meanwhile): a value is a timeout, what the body raised
+    stands — the rule of an outcome the loop takes late (above). Rounds where the outcome was
+    not there by the end of the brief wait, or the lock came back at once, show nothing and are
+    run again."""
+    from agentkit_tools import ToolContext, ToolError, _runner
+
+    gate, stop = threading.Lock(), threading.Event()
+    gate.acquire()
+
+    def hog() -> None:
+        """Waits (lock released) until a body lets it go, then holds the lock 150 ms."""
+        while True:
+            gate.acquire()
+            if stop.is_set():
+                return
+            end = time.monotonic() + 0.15
+            while time.monotonic() < end:
+                pass
+
+    @tool(read_only=True, timeout_s=0.05)
+    def quick(fail: bool) -> str:
+        """Answer at once, or raise not_found at once (a test tool for deadlines)."""
+        gate.release()
+        if fail:
+            raise ToolError("no such page", code="not_found")
+        return "v"
+
+    inv = Invoker(ToolRegistry([quick]))
+    hogging = threading.Thread(target=hog, daemon=True)
+    hogging.start()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)  # the hog keeps the lock for all of its 150 ms
+    late = {True: 0, False: 0}
+    try:
+        for i in range(200):
+            if late[True] and late[False]:
+                break
+            fail = i % 2 == 0
+            at_once = _runner._POOL.starts()[0]
+            started = time.monotonic()
+            env = await inv.invoke({"id": "1", "name": "quick", "input": {"fail": fail}}, ToolContext(run_id=f"r{i}"))
+            took = time.monotonic() - started
+            if _runner._POOL.starts()[0] == at_once or took < 0.1:
+                await asyncio.sleep(0.2)  # let the hog finish its round
+                continue
+            late[fail] += 1
+            assert env == (NOT_FOUND if fail else timeout_envelope("quick", "0.05")), (i, took)
+            await asyncio.sleep(0.05)
+    finally:
+        sys.setswitchinterval(switch)
+        stop.set()
+        if gate.locked():  # the hog waits for it: let it see the stop
+            gate.release()
+        hogging.join(5)
+    assert late[True] and late[False], late
+
+
 def test_dispatch_timeout_does_not_wait_for_the_clean_up():
     stubborn, log, gate = make_swallower(4.0, "finally")
     started = time.monotonic()

@@ -957,7 +957,7 @@ class JobAwait:
     """``await`` of the outcome of a job ``WorkerPool.start`` handed to a worker: the job's future
     awaited within the call's deadline (an entry of the loop's deadline timer, entered at the
     first step for the awaiting task and left on every way the await ends: at the deadline
-    ``ToolTimeoutError``, the task's own cancellation propagating, also one arriving at the same
+    ``ToolTimeoutError``, also for a value taken past it (what the body raised stands), the task's own cancellation propagating, also one arriving at the same
     time when the task counts its cancellation requests: every task on Python 3.11+). Ended otherwise than by the outcome (the deadline, a cancellation,
     closed or dropped), the job is given up: queued, it never starts; running, its thread stops
     counting against ``POOL_MAX_WORKERS``."""
@@ -1033,9 +1033,10 @@ class WorkerPool:
         already (the caller waited for it briefly, with the interpreter lock released, when a
         worker was idle and the loop had nothing else to run), else ``(False, awaiting)``:
         ``await awaiting`` (a :class:`JobAwait`) for the outcome within the deadline. Raises what
-        the body raised (a ``StopIteration`` as a ``RuntimeError`` caused by it),
-        ``ToolTimeoutError`` for an outcome past the deadline (at once when ``limit_s`` is not
-        above 0: it never starts), the saturation error when no worker can take it."""
+        the body raised (a ``StopIteration`` as a ``RuntimeError`` caused by it; also when taken
+        past the deadline), ``ToolTimeoutError`` at the deadline and for a value taken past it
+        (at once when ``limit_s`` is not above 0: it never starts), the saturation error when no
+        worker can take it."""
 
     def run(self, func: Callable[[Any, Any], Any], a: Any, b: Any, limit_s: float | None, name: str) -> Any:
         """``func(a, b)`` on a worker thread, waited for by this thread (no event loop) within

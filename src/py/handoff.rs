@@ -163,8 +163,9 @@ impl JobAwait {
         this.finish(py, out)
     }
 
-    /// The await ended by `out`: the deadline left (past it, `ToolTimeoutError`), the job given
-    /// up unless its outcome came; returns the outcome as a coroutine's step does.
+    /// The await ended by `out`: the deadline left (at it, `ToolTimeoutError`; a value taken
+    /// past it too), the job given up unless its outcome came; returns the outcome as a
+    /// coroutine's step does.
     fn finish<'py>(&mut self, py: Python<'py>, out: PyResult<Bound<'py, PyAny>>) -> Stepped<'py> {
         self.done = true;
         self.it = None;
@@ -172,13 +173,12 @@ impl JobAwait {
         let exc = out.as_ref().err().map(|e| e.value(py).clone().into_any());
         let out = match entered.leave(py, exc.as_ref()) {
             // An outcome taken past the end (the loop resumed this await late, before its
-            // deadline's timer ran) is a timeout all the same: nothing past the end succeeds.
-            Ok(()) if out.is_ok() => match self.past_end(py) {
+            // deadline's timer ran): see `taken_timed_out`.
+            Ok(()) => match crate::deadline::taken_timed_out(out.is_ok(), || self.past_end(py)) {
                 Ok(false) => out,
                 Ok(true) => Err(timeout(py, helpers(py)?, self.name.bind(py), self.limit)),
                 Err(e) => Err(e),
             },
-            Ok(()) => out,
             Err(t) => Err(t),
         };
         match out {
@@ -364,7 +364,7 @@ impl WorkerPool {
             if published || !j.slot.abandon() {
                 pool.at_once.fetch_add(1, Ordering::Relaxed);
                 let (ok, value) = Self::taken(j)?;
-                if deadline::passed(py, h, end)? {
+                if crate::deadline::taken_timed_out(ok, || deadline::passed(py, h, end))? {
                     return Err(timeout(py, h, &name, limit_s));
                 }
                 if ok {
@@ -471,9 +471,9 @@ impl WorkerPool {
     /// seconds (None: no deadline); `name`: the tool's, for the errors. Returns `(True, value)`
     /// when the outcome is here already, else `(False, awaiting)`: `await awaiting` (a
     /// `JobAwait`) for the outcome within the deadline. Raises what the body raised (a
-    /// `StopIteration` as a `RuntimeError` caused by it), `ToolTimeoutError` for an outcome past
-    /// the deadline (at once when `limit_s` is not above 0: it never starts), the saturation
-    /// error when no worker can take it.
+    /// `StopIteration` as a `RuntimeError` caused by it; also when taken past the deadline),
+    /// `ToolTimeoutError` at the deadline and for a value taken past it (at once when `limit_s`
+    /// is not above 0: it never starts), the saturation error when no worker can take it.
     ///
     /// When a worker is idle and the loop has nothing else to run (no ready callback, no timer
     /// due; asyncio's own loops only), this thread first waits for the outcome with the
