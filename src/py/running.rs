@@ -8,10 +8,12 @@
 //! running in the thread, holding the loop (or None) and the process id it was set in, and
 //! `get_running_loop()` answers its loop when that process id is this process's. The same is done
 //! here, reading the holder's two fields, with the process id read once per process (again in a
-//! forked child). Only once a first reading matched what `get_running_loop()` answered (the
-//! holder's size, its loop and its process id as expected): else, and on other Pythons (3.12 keeps
-//! the loop itself there and makes no system call), `get_running_loop()` is asked each time.
-use std::sync::atomic::{AtomicU32, Ordering};
+//! forked child: a handler the C library runs in the child of every `fork()`, Python's `os.fork`
+//! or a raw one that runs none of Python's fork hooks, forgets it). Only once a first reading
+//! matched what `get_running_loop()` answered (the holder's size, its loop and its process id as
+//! expected): else, and on other Pythons (3.12 keeps the loop itself there and makes no system
+//! call), `get_running_loop()` is asked each time.
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use pyo3::ffi;
 use pyo3::intern;
@@ -33,7 +35,7 @@ enum Layout {
 
 static LAYOUT: GilCell<Layout> = GilCell::new(Layout::Unknown);
 
-/// This process's id (0: not read yet in this process, see `after_fork`).
+/// This process's id (0: not read yet in this process, see `forget_pid`).
 static PID: AtomicU32 = AtomicU32::new(0);
 
 /// `PyRunningLoopHolder` (3.10, 3.11): the object header, the loop, then the process id.
@@ -103,7 +105,9 @@ fn pid_now() -> u32 {
     match PID.load(Ordering::Relaxed) {
         0 => {
             let pid = std::process::id();
-            PID.store(pid, Ordering::Relaxed);
+            if watch_forks() {
+                PID.store(pid, Ordering::Relaxed);
+            }
             pid
         }
         pid => pid,
@@ -141,7 +145,40 @@ fn look<'py>(py: Python<'py>, entry: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
     Ok(lp)
 }
 
-/// In a forked child: the process id is read again (no object is touched, no code runs).
-pub(crate) fn after_fork() {
+/// In the child of a fork, run by the C library before `fork()` returns there: the process id
+/// is read again (one atomic store: nothing else is safe in that handler).
+extern "C" fn forget_pid() {
     PID.store(0, Ordering::Relaxed);
+}
+
+/// Have the C library run [`forget_pid`] in the child of every fork of this process (registered
+/// once): `os.fork`, and a fork that runs none of Python's fork hooks (a C extension's, or
+/// `ctypes.PyDLL(None).fork()`). False when it could not be registered: the id is then read at
+/// every use, never kept.
+fn watch_forks() -> bool {
+    // 0: not registered yet, 1: registered, 2: could not be (no lock: a fork from another thread
+    // could leave one held in the child; registering twice only stores twice).
+    static WATCHING: AtomicU8 = AtomicU8::new(0);
+    match WATCHING.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            #[cfg(unix)]
+            let registered = {
+                extern "C" {
+                    fn pthread_atfork(
+                        prepare: Option<extern "C" fn()>,
+                        parent: Option<extern "C" fn()>,
+                        child: Option<extern "C" fn()>,
+                    ) -> std::ffi::c_int;
+                }
+                // SAFETY: registers a handler that only stores to an atomic.
+                unsafe { pthread_atfork(None, None, Some(forget_pid)) == 0 }
+            };
+            #[cfg(not(unix))]
+            let registered = true; // no fork
+            WATCHING.store(if registered { 1 } else { 2 }, Ordering::Relaxed);
+            registered
+        }
+    }
 }

@@ -63,12 +63,10 @@ fn _close_exit_gate(py: Python<'_>) -> bool {
     py.detach(|| GATE.wait_empty(Instant::now() + EXIT_WAIT))
 }
 
-/// The `os.register_at_fork` hook of a child: the parent's other threads do not exist there, and
-/// the loop the parent's thread was running is not running here (see `super::running`).
+/// The `os.register_at_fork` hook of a child: the parent's other threads do not exist there.
 #[pyfunction]
 fn _exit_gate_after_fork() {
     GATE.after_fork();
-    super::running::after_fork();
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
