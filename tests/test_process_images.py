@@ -1,11 +1,14 @@
 """What the core reads of its own process once and keeps: the process id behind its reading of
 the running loop (forgotten in the child of any fork, also one that runs none of Python's fork
-hooks). Each runs in a subprocess of its own."""
+hooks), and CPython's ``PyContext_Enter``/``PyContext_Exit`` (taken from the interpreter's own
+image, never from another library loaded in the process that defines the same names). Each runs
+in a subprocess of its own."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -78,3 +81,61 @@ def test_the_child_of_any_fork_asks_for_its_running_loop_itself(fork: str) -> No
         assert (running, env) == ("a loop", {"ok": True, "value": 2})
     if sys.version_info < (3, 12) or fork == "os.fork":
         assert running == "no running event loop"
+
+
+IMPOSTOR = r"""
+#include <unistd.h>
+int PyContext_Enter(void *ctx) { (void)ctx; write(2, "impostor entered\n", 17); _exit(97); }
+int PyContext_Exit(void *ctx) { (void)ctx; write(2, "impostor left\n", 14); _exit(97); }
+"""
+
+CONTEXT_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, contextvars
+    from agentkit_tools import Invoker, ToolRegistry, dispatch, tool
+
+    var = contextvars.ContextVar("var", default="unset")
+
+    @tool(read_only=True)
+    async def reads(x: int) -> str:
+        '''Read a context variable the caller set, after one suspension (test tool).'''
+        await asyncio.sleep(0)
+        seen = var.get()
+        var.set("body")
+        return f"{seen}-{x}"
+
+    @tool(read_only=True, non_blocking=True)
+    def reads_sync(x: int) -> str:
+        '''Read a context variable the caller set, on the loop (test tool).'''
+        return f"{var.get()}-{x}"
+
+    async def main() -> None:
+        var.set("caller")
+        inv = Invoker(ToolRegistry([reads, reads_sync]))
+        one = await inv.invoke({"id": "1", "name": "reads", "input": {"x": 1}})
+        turn = await inv.invoke_many(
+            [{"id": "2", "name": "reads", "input": {"x": 2}}, {"id": "3", "name": "reads_sync", "input": {"x": 3}}]
+        )
+        print(one["value"], [e["value"] for e in turn], var.get())
+
+    asyncio.run(main())
+    print(dispatch({"id": "4", "name": "reads", "input": {"x": 4}}, ToolRegistry([reads]))["value"])
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="LD_PRELOAD is the Linux dynamic linker's")
+def test_a_library_that_defines_the_context_functions_too_is_never_called(tmp_path: Path) -> None:
+    """A library loaded ahead of the interpreter's own (``LD_PRELOAD``; the same for a second
+    libpython) that defines ``PyContext_Enter``/``PyContext_Exit``: the core enters a body's
+    context with the interpreter's own functions, never that library's (which would end the
+    process here), and every body sees its caller's context variables."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler (the Rust toolchain that builds the core needs one)"
+    (tmp_path / "impostor.c").write_text(IMPOSTOR)
+    lib = tmp_path / "libimpostor.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "impostor.c")], check=True)
+    env = {**os.environ, "LD_PRELOAD": str(lib)}
+    out = subprocess.run([sys.executable, "-c", CONTEXT_SCRIPT], capture_output=True, text=True, timeout=60, env=env)
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout == "caller-1 ['caller-2', 'caller-3'] caller\nunset-4\n"
