@@ -72,8 +72,9 @@ pub fn loop_idle(ready: bool, next_timer: Option<f64>, now: f64, bound: f64) -> 
     !ready && next_timer.is_none_or(|when| when > now + bound)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; a poisoned one still holds consistent state.
+/// `m` locked, a poisoned lock too: nothing panics while holding the crate's locks, so a
+/// poisoned one still holds consistent state (the one such helper of the crate).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

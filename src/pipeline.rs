@@ -410,6 +410,18 @@ pub enum RawArgs<'a> {
     Unreadable(Option<String>),
 }
 
+/// The raw arguments of a call refused at admission, as the binding holds them (see
+/// [`Facts::rejected`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawSent<'a, A> {
+    /// Parsed, exactly as they were sent.
+    Parsed(&'a Value),
+    /// Only as the host's object `A` (its text made by the binding, see [`raw_canonical`]).
+    Held(A),
+    /// None were given.
+    Absent,
+}
+
 /// The canonical text of a call's raw arguments (hashed in its audit record, counted by the
 /// repeat guard): JSON as canonical JSON; JSON text that does not parse as it is; a value that is
 /// not JSON by how it prints, one that cannot be printed by a placeholder naming its type; no
@@ -582,6 +594,31 @@ impl Facts {
             }
         }
         Ok(observed)
+    }
+
+    /// The facts of a call refused at admission with `code`: its `name` (None: it named none),
+    /// and the canonical text of its raw arguments `args` when a rule reads it (see
+    /// [`Needs::canonical_of_rejected`]; `observed`: an audit record hashes it): from what was
+    /// parsed when the arguments were, else from the host's object (`text`, asked only then).
+    #[inline]
+    pub fn rejected<A>(
+        &mut self,
+        n: &Needs,
+        code: Code,
+        name: Option<String>,
+        observed: bool,
+        args: RawSent<'_, A>,
+        text: impl FnOnce(A) -> String,
+    ) {
+        self.rejection_code = Some(code);
+        if n.canonical_of_rejected(name.is_some(), observed) {
+            self.canonical = match args {
+                RawSent::Parsed(value) => raw_canonical(RawArgs::Value(value)),
+                RawSent::Held(a) => text(a),
+                RawSent::Absent => raw_canonical(RawArgs::Absent),
+            };
+        }
+        self.name = name;
     }
 
     /// The facts of an admitted call that the rules `n` read, asked of `r` in this order and

@@ -1906,3 +1906,72 @@ fn time_reads_the_wall_clock_only_when_asked() {
         assert_eq!(mono_at(before), 0.0);
     }
 }
+
+#[test]
+fn a_rejected_call_s_raw_text_only_when_read() {
+    let counts = Needs::of(&[Rule::Repeat { limit: 3 }]);
+    let value = serde_json::json!({"b": 1, "a": 2});
+    let unread = |_: &str| -> String { panic!("the text is made only when read") };
+    let invalid = Code::Known(ErrorCode::InvalidArguments);
+
+    // A named call the repeat guard counts: the parsed arguments' canonical text.
+    let mut f = Facts::in_scope("run".into());
+    f.rejected(
+        &counts,
+        invalid.clone(),
+        Some("t".into()),
+        false,
+        RawSent::Parsed(&value),
+        unread,
+    );
+    assert_eq!(
+        (f.rejection_code.clone(), f.name.as_deref(), f.canonical.as_str()),
+        (Some(invalid.clone()), Some("t"), r#"{"a":2,"b":1}"#)
+    );
+    // Only held as the host's object: its text from the binding.
+    let mut f = Facts::in_scope("run".into());
+    f.rejected(
+        &counts,
+        invalid.clone(),
+        Some("t".into()),
+        false,
+        RawSent::Held("x"),
+        |a| format!("<{a}>"),
+    );
+    assert_eq!(f.canonical, "<x>");
+    let mut f = Facts::in_scope("run".into());
+    f.rejected(
+        &counts,
+        invalid.clone(),
+        Some("t".into()),
+        false,
+        RawSent::<&str>::Absent,
+        unread,
+    );
+    assert_eq!(f.canonical, "{}");
+    // Unnamed and unobserved: nothing reads it; observed: an audit record hashes it.
+    let mut f = Facts::in_scope("run".into());
+    f.rejected(&counts, invalid.clone(), None, false, RawSent::Held("x"), unread);
+    assert_eq!((f.name.clone(), f.canonical.as_str()), (None, ""));
+    let mut f = Facts::in_scope("run".into());
+    f.rejected(
+        &Needs::default(),
+        invalid.clone(),
+        None,
+        true,
+        RawSent::Held("x"),
+        |a| a.to_owned(),
+    );
+    assert_eq!(f.canonical, "x");
+    let mut f = Facts::in_scope("run".into());
+    f.rejected(
+        &Needs::default(),
+        invalid,
+        Some("t".into()),
+        false,
+        RawSent::Parsed(&value),
+        unread,
+    );
+    assert_eq!(f.canonical, "");
+    assert!(!f.admitted);
+}

@@ -16,11 +16,7 @@ use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::shutdown::{inside, Inside};
-use crate::handoff::{self, Inbox, Slot, Spin};
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::handoff::{self, lock, Inbox, Slot, Spin};
 
 /// One coroutine run on the loop for a synchronous caller: the coroutine (and a copy of its
 /// caller's context, its task's) until the loop's thread starts it, its task while it runs, the

@@ -18,11 +18,12 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::body::{self, Check, Disposition, Returned, Stage};
 use crate::envelope::{Code, Success};
 use crate::flags::{self, Raw};
+use crate::handoff::lock;
 use crate::middleware::{self as rules, FailureKind, HostAllowList};
 use crate::observe::{self, DebugLogged, Truth};
 use crate::pipeline::{
     self as core, Approvals, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Identity, Needs,
-    Observed, RawArgs, Refusal, Rule, Step, Time, UrlValue, Val, Wake,
+    Observed, RawArgs, RawSent, Refusal, Rule, Step, Time, UrlValue, Val, Wake,
 };
 use crate::stored::{self, JsonDefault};
 
@@ -786,10 +787,6 @@ fn scope_in(py: Python<'_>, ctx: &Bound<'_, PyAny>, default_scope: &Arc<str>) ->
         .transpose()?;
     let run_id = run_id.as_ref().map(|r| r.to_string_lossy());
     Ok(core::scope_of(run_id.as_deref(), default_scope))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[pymethods]
@@ -1930,15 +1927,14 @@ impl Call {
                 args,
                 call_id,
             } => {
-                f.rejection_code = Some(code.unwrap_or_else(|| Code::of_envelope(code_text(&env))));
-                f.name = name.as_ref().map(|n| n.to_string());
-                if n.canonical_of_rejected(f.name.is_some(), observed) {
-                    f.canonical = match (&raw, &args) {
-                        (Some(value), _) => core::raw_canonical(RawArgs::Value(value)),
-                        (None, Some(a)) => raw_canonical(a),
-                        (None, None) => core::raw_canonical(RawArgs::Absent),
-                    };
-                }
+                let code = code.unwrap_or_else(|| Code::of_envelope(code_text(&env)));
+                let sent = match (&raw, &args) {
+                    (Some(value), _) => RawSent::Parsed(value),
+                    (None, Some(a)) => RawSent::Held(a),
+                    (None, None) => RawSent::Absent,
+                };
+                let name = name.as_ref().map(|n| n.to_string());
+                f.rejected(&n, code, name, observed, sent, raw_canonical);
                 call_id_held = call_id.map(Bound::unbind);
                 env_held = Some(env.unbind());
             }
