@@ -56,7 +56,6 @@ UNGATED = {
     "deadline.rs::LoopDeadlines::__traverse__": _GC,
     "deadline.rs::LoopDeadlines::__clear__": _GC,
     "shutdown.rs::_close_exit_gate": _GATE,
-    "shutdown.rs::_exit_gate_after_fork": _GATE,
     **{
         name: _PURE
         for name in (

@@ -63,9 +63,11 @@ fn _close_exit_gate(py: Python<'_>) -> bool {
     py.detach(|| GATE.wait_empty(Instant::now() + EXIT_WAIT))
 }
 
-/// The `os.register_at_fork` hook of a child: the parent's other threads do not exist there.
-#[pyfunction]
-fn _exit_gate_after_fork() {
+/// In the child of a fork, run by the C library before `fork()` returns there (for `os.fork`
+/// and for a fork that runs none of Python's fork hooks alike): the parent's other threads do
+/// not exist there. Only atomics and this thread's own counter are touched.
+#[cfg(unix)]
+extern "C" fn gate_after_fork() {
     GATE.after_fork();
 }
 
@@ -73,8 +75,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let close = wrap_pyfunction!(_close_exit_gate, m)?;
     py.import("atexit")?.call_method1("register", (close,))?;
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("after_in_child", wrap_pyfunction!(_exit_gate_after_fork, m)?)?;
-    py.import("os")?.call_method("register_at_fork", (), Some(&kwargs))?;
+    #[cfg(unix)]
+    {
+        extern "C" {
+            fn pthread_atfork(
+                prepare: Option<extern "C" fn()>,
+                parent: Option<extern "C" fn()>,
+                child: Option<extern "C" fn()>,
+            ) -> std::ffi::c_int;
+        }
+        // SAFETY: registers a handler that touches only the gate's atomics and this thread's
+        // counter (once per process: the module is initialized once).
+        if unsafe { pthread_atfork(None, None, Some(gate_after_fork)) } != 0 {
+            return Err(pyo3::exceptions::PyOSError::new_err(
+                "could not register the exit gate's fork handler",
+            ));
+        }
+    }
     Ok(())
 }
