@@ -189,6 +189,39 @@ pub enum Waited<S, E> {
     Failed(E),
 }
 
+impl<S, E> Waited<S, E> {
+    /// How the wait for an abort's step (a task of its own) ended: the wait returned (`out` Ok)
+    /// with the step done (`done`, asked only then) or not (the bound passed), or raised (a
+    /// cancellation, `cancellation`, or anything else). A step done is done with the stop it
+    /// returned (`result`: None, none; what reading it raised, a failed wait), but a step its own
+    /// cancellation ended (`cancelled`, asked only when done), which is done with no stop (its
+    /// failure, which it logged itself). What asking `done` or `cancelled` raised is returned.
+    #[inline]
+    pub fn of(
+        out: Result<(), E>,
+        done: impl FnOnce() -> Result<bool, E>,
+        cancelled: impl FnOnce() -> Result<bool, E>,
+        result: impl FnOnce() -> Result<Option<S>, E>,
+        cancellation: impl FnOnce(&E) -> bool,
+    ) -> Result<Self, E> {
+        Ok(match out {
+            Ok(()) if done()? => {
+                if cancelled()? {
+                    Waited::Done(None)
+                } else {
+                    match result() {
+                        Ok(stop) => Waited::Done(stop),
+                        Err(e) => Waited::Failed(e),
+                    }
+                }
+            }
+            Ok(()) => Waited::BoundPassed,
+            Err(e) if cancellation(&e) => Waited::Cancelled(e),
+            Err(e) => Waited::Failed(e),
+        })
+    }
+}
+
 /// How an abort goes on after the wait for one of its steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterAbortStep<S, E> {
@@ -433,6 +466,42 @@ mod tests {
         }
         assert_eq!(step(None::<u8>, || None::<u16>, false, never_b), Step::Reused);
         assert_eq!(step(None::<u8>, || None::<u16>, true, never_b), Step::Raise);
+    }
+
+    #[test]
+    fn the_wait_for_an_aborts_step_ends_done_with_its_stop_past_the_bound_cancelled_or_failed() {
+        type W = Waited<&'static str, &'static str>;
+        let (yes, no) = (|| Ok::<_, &str>(true), || Ok::<_, &str>(false));
+        let never_b = || -> Result<bool, &'static str> { panic!("not asked") };
+        let never_r = || -> Result<Option<&'static str>, &'static str> { panic!("not asked") };
+        let never_c = |_: &&str| -> bool { panic!("not asked") };
+        let is_cancel = |e: &&str| *e == "CancelledError";
+        assert_eq!(
+            W::of(Ok(()), yes, no, || Ok(Some("stop")), never_c),
+            Ok(Waited::Done(Some("stop")))
+        );
+        assert_eq!(W::of(Ok(()), yes, no, || Ok(None), never_c), Ok(Waited::Done(None)));
+        assert_eq!(
+            W::of(Ok(()), yes, no, || Err("result"), never_c),
+            Ok(Waited::Failed("result"))
+        );
+        // its own cancellation ended it: done, no stop (a failure it logged itself)
+        assert_eq!(W::of(Ok(()), yes, yes, never_r, never_c), Ok(Waited::Done(None)));
+        assert_eq!(W::of(Ok(()), no, never_b, never_r, never_c), Ok(Waited::BoundPassed));
+        assert_eq!(
+            W::of(Err("CancelledError"), never_b, never_b, never_r, is_cancel),
+            Ok(Waited::Cancelled("CancelledError"))
+        );
+        assert_eq!(
+            W::of(Err("OSError"), never_b, never_b, never_r, is_cancel),
+            Ok(Waited::Failed("OSError"))
+        );
+        // what asking raised is returned
+        assert_eq!(W::of(Ok(()), || Err("done"), never_b, never_r, never_c), Err("done"));
+        assert_eq!(
+            W::of(Ok(()), yes, || Err("cancelled"), never_r, never_c),
+            Err("cancelled")
+        );
     }
 
     #[test]

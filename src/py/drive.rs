@@ -1029,22 +1029,17 @@ impl Drive {
                     doing,
                 } => {
                     let task = step.bind(py);
-                    let waited = match out {
-                        Ok(_) if task.call_method0(intern!(py, "done"))?.is_truthy()? => {
-                            // (its own cancellation ended it: its failure, logged by it)
-                            if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
-                                Waited::Done(None)
-                            } else {
-                                match task.call_method0(intern!(py, "result")) {
-                                    Ok(stop) => Waited::Done((!stop.is_none()).then_some(stop)),
-                                    Err(e) => Waited::Failed(e),
-                                }
-                            }
-                        }
-                        Ok(_) => Waited::BoundPassed,
-                        Err(e) if e.is_instance(py, helpers(py)?.cancelled_error.bind(py)) => Waited::Cancelled(e),
-                        Err(e) => Waited::Failed(e),
-                    };
+                    let cancelled_error = helpers(py)?.cancelled_error.bind(py);
+                    let waited = Waited::of(
+                        out.map(drop),
+                        || task.call_method0(intern!(py, "done"))?.is_truthy(),
+                        || task.call_method0(intern!(py, "cancelled"))?.is_truthy(),
+                        || {
+                            let stop = task.call_method0(intern!(py, "result"))?;
+                            Ok((!stop.is_none()).then_some(stop))
+                        },
+                        |e| e.is_instance(py, cancelled_error),
+                    )?;
                     let by_stop = thrown(exc.bind(py)).raised() == Raised::Stop;
                     match after_abort_step(waited, by_stop) {
                         AfterAbortStep::Next => self.abort_next(py, exc.into_bound(py), steps, attrs),
