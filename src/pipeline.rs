@@ -1076,6 +1076,10 @@ pub struct CallMachine<V> {
     lost: u32,
     /// When the call began ([`Time::mono`]).
     began: f64,
+    /// The record of audit rule `.0` handed to the driver, until it says it is emitted; once the
+    /// driver says it never performed that step ([`CallMachine::unperformed`]), `.2` is set and
+    /// the call's abort emits it.
+    unrecorded: Option<(usize, AuditRecord, bool)>,
 }
 
 impl<V> CallMachine<V> {
@@ -1097,6 +1101,15 @@ impl<V> CallMachine<V> {
             wakes: Vec::new(),
             lost: 0,
             began: 0.0,
+            unrecorded: None,
+        }
+    }
+
+    /// The driver never performed the step the machine handed it last (the task that was to take
+    /// it was cancelled before its first step): a record it was to emit is the abort's to emit.
+    pub fn unperformed(&mut self) {
+        if let Some((_, _, lost)) = &mut self.unrecorded {
+            *lost = true;
         }
     }
     /// The rule whose step is in progress (None: the body, or finished).
@@ -1260,6 +1273,10 @@ impl<V: Clone> Pipeline<V> {
             Phase::In(i, _) | Phase::Out(i, _) => i + 1,
             _ => self.rules.len(),
         };
+        if let Some((i, rec, true)) = m.unrecorded.take() {
+            // The call's record, made as it went out, that its driver never emitted.
+            steps.push((i, Step::Record(rec)));
+        }
         for i in (0..limit.min(self.rules.len())).rev() {
             match std::mem::take(&mut m.frames[i]) {
                 Frame::Claimed { shared, cached } => {
@@ -1733,6 +1750,7 @@ impl<V: Clone> Pipeline<V> {
                     decision,
                 };
                 m.frames[i] = Frame::Idle;
+                m.unrecorded = Some((i, rec.clone(), false));
                 Exit::Wait(Pending::Record, Step::Record(rec))
             }
             (Rule::Repeat { .. }, _) => {
@@ -1837,6 +1855,7 @@ impl<V: Clone> Pipeline<V> {
         let env = m.env.take().expect("an envelope going out");
         match (p, ev) {
             (Pending::Record, Event::Recorded) | (Pending::FinishCas, Event::StoreCas(_) | Event::StoreFailed) => {
+                m.unrecorded = None;
                 if p == Pending::FinishCas {
                     m.frames[i] = Frame::Claimed {
                         shared: None,

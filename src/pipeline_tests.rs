@@ -1975,3 +1975,46 @@ fn a_rejected_call_s_raw_text_only_when_read() {
     assert_eq!(f.canonical, "");
     assert!(!f.admitted);
 }
+
+#[test]
+fn a_record_its_driver_never_emitted_is_the_aborts_to_emit_and_only_that_one() {
+    let mut p = P::new(default_rules());
+    // (each part a tool of its own: the repeat guard refuses a third identical call)
+    let seen = |name: &str| Facts {
+        audit: vec![Observed::Record],
+        ..facts(name)
+    };
+    let ok = AuditRecord {
+        outcome: "ok".into(),
+        attempts: 1,
+        elapsed_ms: 250.0,
+        decision: "executed",
+    };
+    // The record step handed out, then the task that was to take it cancelled before its first
+    // step: the call's abort emits that record (the call's outcome), not a cancellation.
+    let (mut m, _) = p.begin(seen("a"), at(0.0));
+    assert_eq!(p.feed(&mut m, Event::BodyOk("7"), at(0.25)), Step::Record(ok.clone()));
+    m.unperformed();
+    assert_eq!(p.abort(&mut m, true, at(0.5)), vec![(0, Step::Record(ok.clone()))]);
+    assert_eq!(p.abort(&mut m, true, at(0.6)), vec![]);
+    // Performed (the driver awaits the sink when it is aborted): the sink has it, nothing again.
+    let (mut m, _) = p.begin(seen("b"), at(0.0));
+    assert_eq!(p.feed(&mut m, Event::BodyOk("7"), at(0.25)), Step::Record(ok.clone()));
+    assert_eq!(p.abort(&mut m, true, at(0.5)), vec![]);
+    // Emitted: an abort afterwards (none is asked once the call finished) and a step left
+    // unperformed later say nothing of it.
+    let (mut m, _) = p.begin(seen("c"), at(0.0));
+    p.feed(&mut m, Event::BodyOk("7"), at(0.25));
+    assert_eq!(p.feed(&mut m, Event::Recorded, at(0.3)), Step::Done(ok_env("7", 250.0)));
+    m.unperformed();
+    assert_eq!(p.abort(&mut m, true, at(0.5)), vec![]);
+    // Before any record was handed out, an abort records the cancellation as before.
+    let (mut m, step) = p.begin(seen("d"), at(0.0));
+    assert!(matches!(step, Step::RunBody { .. }), "{step:?}");
+    m.unperformed();
+    let steps = p.abort(&mut m, true, at(0.5));
+    assert!(
+        matches!(&steps[..], [(0, Step::Record(r))] if r.outcome == "cancelled"),
+        "{steps:?}"
+    );
+}

@@ -565,6 +565,16 @@ impl Drive {
         d
     }
 
+    /// The drive ends before it started (thrown into or closed first; its task cancelled before
+    /// its first step): the step of its call it was to take first was never performed, and what
+    /// that step was to emit (a record) is the call's abort's.
+    pub(super) fn unstarted(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(Begin::From(m, _, _)) = &self.begin {
+            m.bind(py).try_borrow_mut()?.unperformed();
+        }
+        Ok(())
+    }
+
     fn new(begin: Option<Begin>, ctx: Py<PyAny>) -> Self {
         Drive {
             begin,
@@ -585,6 +595,9 @@ impl Drive {
     /// A step as the core says for where the drive is (`drive::step`).
     fn resume<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
         let throw = matches!(input, Input::Throw(_));
+        if throw {
+            self.unstarted(py)?;
+        }
         let sent_none = || matches!(&input, Input::Send(v) if v.is_none());
         let next = match crate::drive::step(self.begin.take(), || self.awaiting.take(), throw, sent_none) {
             DriveStep::Begin(begin) => self.start(py, begin),
@@ -1404,6 +1417,7 @@ impl Drive {
     /// `close()`: what is awaited is closed, then the call is aborted without awaiting; raises
     /// what its close raised (`GeneratorExit` ends it quietly).
     fn close_now(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.unstarted(py)?;
         self.begin = None;
         self.closed = true;
         let Some((aw, then)) = self.awaiting.take() else {

@@ -1891,6 +1891,12 @@ impl<'py> core::AdmittedReads for Reads<'_, 'py> {
 }
 
 impl Call {
+    /// The step this call's machine handed out last was never performed (see
+    /// `CallMachine::unperformed`).
+    pub(super) fn unperformed(&mut self) {
+        self.m.unperformed();
+    }
+
     fn new<'py>(
         pipe: &Bound<'py, Pipeline>,
         parts: Admitted<'py>,

@@ -239,6 +239,9 @@ impl Relay {
     fn resume_inner<'py>(&mut self, py: Python<'py>, input: Input<'py>) -> Stepped<'py> {
         let throw = matches!(input, Input::Throw(_));
         let reused = || pyo3::exceptions::PyRuntimeError::new_err(body::RELAY_REUSED_MESSAGE);
+        if let (true, State::Pending((drive, _))) = (throw, &self.state) {
+            unstarted(py, drive)?; // the call left to the turn, its drive never stepped
+        }
         match std::mem::replace(&mut self.state, State::Done).resume(throw) {
             RelayStep::Start => self.start(py),
             RelayStep::Body(body) => self.step(py, body, input),
@@ -655,7 +658,8 @@ impl Relay {
                 Err(e) if body::close_propagates(Some(thrown_err(py, &e)), false) => raised = Some(e),
                 _ => {}
             },
-            State::Start | State::Pending(_) | State::Done => {}
+            State::Pending((drive, _)) => unstarted(py, &drive)?,
+            State::Start | State::Done => {}
         }
         if let Some(start) = self.call.take() {
             let exc = raised
@@ -859,4 +863,12 @@ impl Relay {
         self.call = None;
     }
 }
+}
+
+/// A relay's drive that never stepped (see `Drive::unstarted`).
+fn unstarted(py: Python<'_>, drive: &Py<PyAny>) -> PyResult<()> {
+    match drive.bind(py).cast::<Drive>() {
+        Ok(d) => d.try_borrow()?.unstarted(py),
+        Err(_) => Ok(()),
+    }
 }
