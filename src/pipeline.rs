@@ -85,6 +85,40 @@ pub enum Rule {
     Egress { allow: HostAllowList },
 }
 
+/// The kinds of built-in rule, by the names a host configures a pipeline with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    Audit,
+    Approval,
+    Repeat,
+    Idempotency,
+    Retry,
+    Timeout,
+    Egress,
+}
+
+impl RuleKind {
+    /// Each kind with its name.
+    pub const NAMES: [(RuleKind, &'static str); 7] = [
+        (RuleKind::Audit, "audit"),
+        (RuleKind::Approval, "approval"),
+        (RuleKind::Repeat, "repeat_guard"),
+        (RuleKind::Idempotency, "idempotency"),
+        (RuleKind::Retry, "retry"),
+        (RuleKind::Timeout, "timeout"),
+        (RuleKind::Egress, "egress"),
+    ];
+
+    /// The kind named `name`; the error names an unknown one.
+    pub fn of(name: &str) -> Result<RuleKind, String> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|&(kind, _)| kind)
+            .ok_or_else(|| format!("unknown pipeline rule {name:?}"))
+    }
+}
+
 /// How an audit rule observes a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Observed {

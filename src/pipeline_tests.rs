@@ -2018,3 +2018,16 @@ fn a_record_its_driver_never_emitted_is_the_aborts_to_emit_and_only_that_one() {
         "{steps:?}"
     );
 }
+
+#[test]
+fn rule_kinds_by_name() {
+    assert_eq!(RuleKind::of("repeat_guard"), Ok(RuleKind::Repeat));
+    for (kind, name) in RuleKind::NAMES {
+        assert_eq!(RuleKind::of(name), Ok(kind));
+    }
+    assert_eq!(
+        RuleKind::of("Retry"),
+        Err(r#"unknown pipeline rule "Retry""#.to_owned())
+    );
+    assert_eq!(RuleKind::of(""), Err(r#"unknown pipeline rule """#.to_owned()));
+}

@@ -959,6 +959,13 @@ async def test_breaker_stops_retries_and_success_resets_it():
     assert (env["error"]["code"], runs2.n) == ("internal_error", 2)  # the open circuit ended the retries
 
 
+def test_pipeline_refuses_an_unknown_rule_kind():
+    with pytest.raises(ValueError) as e:
+        _core.Pipeline([("audit", mw.audit()), ("Retry", mw.retry())], "s")
+    assert str(e.value) == 'unknown pipeline rule "Retry"'
+    assert [type(c).__name__ for c in _core.Pipeline([("timeout", mw.timeout(1.0))], "s").configs] == ["_Timeout"]
+
+
 def test_retry_policy_bounds_and_validation():
     policy = _core.RetryPolicy(3, 0.5, 30.0)
     assert [policy.ceiling_s(a) for a in (1, 2, 3, 7, 8)] == [0.5, 1.0, 2.0, 30.0, 30.0]

@@ -23,7 +23,7 @@ use crate::middleware::{self as rules, FailureKind, HostAllowList};
 use crate::observe::{self, DebugLogged, Truth};
 use crate::pipeline::{
     self as core, Approvals, AuditRecord, AuditValue, BodyKind, CallMachine, Env, Event, Facts, Identity, Needs,
-    Observed, RawArgs, RawSent, Refusal, Rule, Step, Time, UrlValue, Val, Wake,
+    Observed, RawArgs, RawSent, Refusal, Rule, RuleKind, Step, Time, UrlValue, Val, Wake,
 };
 use crate::stored::{self, JsonDefault};
 
@@ -822,19 +822,19 @@ impl Pipeline {
         for (kind, cfg) in rules {
             // The retry rule's extra transient classes.
             let mut transient = None;
-            let rule = match kind.as_str() {
-                "audit" => Rule::Audit,
-                "approval" => Rule::Approval {
+            let rule = match RuleKind::of(&kind).map_err(PyValueError::new_err)? {
+                RuleKind::Audit => Rule::Audit,
+                RuleKind::Approval => Rule::Approval {
                     approver: !cfg.getattr("approver")?.is_none(),
                 },
-                "repeat_guard" => Rule::Repeat {
+                RuleKind::Repeat => Rule::Repeat {
                     limit: cfg.getattr("limit")?.extract()?,
                 },
-                "idempotency" => Rule::Idempotency {
+                RuleKind::Idempotency => Rule::Idempotency {
                     shared: !cfg.getattr("store")?.is_none(),
                     lease_s: cfg.getattr("lease_s")?.extract()?,
                 },
-                "retry" => {
+                RuleKind::Retry => {
                     let policy = cfg.getattr("policy")?.cast_into::<RetryPolicy>()?;
                     transient = Some(policy.get().transient.clone_ref(py));
                     let threshold: Option<u32> = cfg.getattr("breaker_threshold")?.extract()?;
@@ -844,13 +844,12 @@ impl Pipeline {
                         breaker: threshold.map(|t| (t, cooldown)),
                     }
                 }
-                "timeout" => Rule::Timeout {
+                RuleKind::Timeout => Rule::Timeout {
                     default_s: cfg.getattr("default_s")?.extract()?,
                 },
-                "egress" => Rule::Egress {
+                RuleKind::Egress => Rule::Egress {
                     allow: HostAllowList::new(cfg.getattr("allowed")?.extract::<Vec<String>>()?),
                 },
-                other => return Err(PyValueError::new_err(format!("unknown pipeline rule {other:?}"))),
             };
             transients.push(transient);
             compiled.push(rule);
