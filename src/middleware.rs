@@ -83,6 +83,7 @@ pub fn args_key(value: &Value) -> Vec<u8> {
 
 /// A length or count as LEB128 (seven bits a byte, the high bit set on all but the last): one
 /// byte below 128, and prefix-free as the rest of the encoding.
+#[inline]
 fn key_len(out: &mut Vec<u8>, n: usize) {
     let mut n = n as u64;
     while n >= 0x80 {
@@ -92,6 +93,7 @@ fn key_len(out: &mut Vec<u8>, n: usize) {
     out.push(n as u8);
 }
 
+#[inline]
 fn key_str(out: &mut Vec<u8>, s: &str) {
     key_len(out, s.len());
     out.extend_from_slice(s.as_bytes());
@@ -101,21 +103,25 @@ fn key_str(out: &mut Vec<u8>, s: &str) {
 // binding that walks its own values (`crate::flat`) writes the same bytes with them.
 
 /// JSON `null`.
+#[inline]
 pub fn key_null(out: &mut Vec<u8>) {
     out.push(0);
 }
 
+#[inline]
 pub fn key_bool(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(&[1, u8::from(b)]);
 }
 
 /// A non-negative integer (as the text writes it: unsigned).
+#[inline]
 pub fn key_u64(out: &mut Vec<u8>, u: u64) {
     out.push(2);
     out.extend_from_slice(&u.to_le_bytes());
 }
 
 /// An integer: unsigned when it is not negative (see [`key_u64`]), else signed.
+#[inline]
 pub fn key_int(out: &mut Vec<u8>, i: i64) {
     if let Ok(u) = u64::try_from(i) {
         return key_u64(out, u);
@@ -125,17 +131,20 @@ pub fn key_int(out: &mut Vec<u8>, i: i64) {
 }
 
 /// A float (a number the text writes with a fraction or an exponent).
+#[inline]
 pub fn key_float(out: &mut Vec<u8>, f: f64) {
     out.push(4);
     out.extend_from_slice(&f.to_bits().to_le_bytes());
 }
 
+#[inline]
 pub fn key_string(out: &mut Vec<u8>, s: &str) {
     out.push(5);
     key_str(out, s);
 }
 
 /// An array of `len` items; the items follow.
+#[inline]
 pub fn key_array(out: &mut Vec<u8>, len: usize) {
     out.push(6);
     key_len(out, len);
@@ -143,12 +152,14 @@ pub fn key_array(out: &mut Vec<u8>, len: usize) {
 
 /// An object of `len` entries; they follow, each a [`key_entry_name`] then its value, in the
 /// order [`key_sorted`] gives.
+#[inline]
 pub fn key_object(out: &mut Vec<u8>, len: usize) {
     out.push(7);
     key_len(out, len);
 }
 
 /// The name of an object's entry.
+#[inline]
 pub fn key_entry_name(out: &mut Vec<u8>, name: &str) {
     key_str(out, name);
 }

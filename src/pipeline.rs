@@ -634,7 +634,7 @@ impl Facts {
     /// and the canonical text of its raw arguments `args` when a rule reads it (see
     /// [`Needs::canonical_of_rejected`]; `observed`: an audit record hashes it): from what was
     /// parsed when the arguments were, else from the host's object (`text`, asked only then).
-    #[inline]
+    #[cold]
     pub fn rejected<A>(
         &mut self,
         n: &Needs,
