@@ -336,6 +336,13 @@ pub enum TaskClosed {
     Propagate,
 }
 
+/// The name of the task a turn makes for a call whose first step is its `async` body, the
+/// `__qualname__` of the tool's function being `qualname` (as `asyncio.Task.get_name()` shows
+/// it; the body of a call alone is named so too).
+pub fn body_task_name(qualname: &str) -> String {
+    format!("tool body {qualname}")
+}
+
 /// The state of one turn's decisions (see the module).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnMachine {
@@ -655,6 +662,12 @@ impl TurnMachine {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_body_task_is_named_after_its_function() {
+        assert_eq!(body_task_name("search_docs"), "tool body search_docs");
+        assert_eq!(body_task_name("Docs.search"), "tool body Docs.search");
+    }
 
     #[test]
     fn the_last_answer_wakes_the_waiter() {

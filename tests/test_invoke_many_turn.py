@@ -795,6 +795,21 @@ async def test_a_turns_body_task_shows_the_body_to_asyncio_introspection() -> No
     assert len(own) == 4 and all(" running" in r for r in own)
 
 
+async def test_a_turns_body_task_is_named_after_its_tool_as_the_body_of_a_call_alone() -> None:
+    """The task a turn makes for a call's ``async`` body is named ``tool body <qualified name
+    of the tool's function>``, as ``asyncio.current_task()`` shows the body of a call alone."""
+
+    async def own_name(x: int) -> str:
+        """Answer with the name of the task the body runs in."""
+        return asyncio.current_task().get_name()  # type: ignore[union-attr]
+
+    inv = Invoker(ToolRegistry([tool(own_name, read_only=True), tool(own_name, name="renamed", read_only=True)]))
+    envs = await inv.invoke_many([call("own_name", "1", x=1), call("renamed", "2", x=2), call("own_name", "3", x=3)])
+    named = {"ok": True, "value": f"tool body {own_name.__qualname__}"}
+    assert [strip(e) for e in envs] == [named] * 3
+    assert strip(await inv.invoke(call("own_name", "4", x=4))) == named
+
+
 async def test_a_body_that_is_an_awaitable_but_no_coroutine_is_awaited_as_alone() -> None:
     """A function marked as a coroutine function that returns a future or an object with
     ``__await__`` is awaited through its ``__await__``; one that returns a plain generator (not

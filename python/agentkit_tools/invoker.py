@@ -160,7 +160,8 @@ class Invoker:
         the built-in rules only (the default chain), a call whose first step is its ``async``
         body (no approval to ask, no tracing span to open) runs that first attempt as a task of
         its own (one task per call, as ``asyncio.gather`` costs): ``asyncio.current_task()`` in
-        it is that task. Any later attempt (a retry), and a body reached after other steps, runs
+        it is that task, named as the body of a call alone is (``tool body <qualified name of the
+        tool's function>``). Any later attempt (a retry), and a body reached after other steps, runs
         as in :meth:`invoke`, where ``asyncio.current_task()`` is a stand-in task for the body
         (it cancels the body, never the caller). Either way the body's ``contextvars`` changes
         reach neither the caller nor the call's later steps."""

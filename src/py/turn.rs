@@ -139,11 +139,19 @@ impl Direct {
         }))
     }
 
-    /// A task whose coroutine is `relay`, run in `context` (see `spawn`). (`kw` keeps the last
-    /// task's context until the next task is made or the turn is gone.)
-    fn spawn<'py>(&self, py: Python<'py>, relay: Relay, context: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// A task whose coroutine is `relay`, run in `context`, named `name` (None: asyncio names
+    /// it; see `spawn`). (`kw` keeps the last task's context and name until the next task is
+    /// made or the turn is gone.)
+    fn spawn<'py>(
+        &self,
+        py: Python<'py>,
+        relay: Relay,
+        context: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let kw = self.kw.bind(py);
         kw.set_item(intern!(py, "context"), context)?;
+        kw.set_item(intern!(py, "name"), name)?;
         let task = own(py)?.task.bind(py).call((Bound::new(py, relay)?,), Some(kw))?;
         task.setattr(intern!(py, "_log_destroy_pending"), false)?;
         Ok(task)
@@ -152,7 +160,7 @@ impl Direct {
     /// A task of the turn's for a call's later steps (in a fresh copy of `base`).
     fn spawn_later<'py>(&self, py: Python<'py>, relay: Relay) -> PyResult<Bound<'py, PyAny>> {
         let context = self.base.bind(py).call_method0(intern!(py, "copy"))?;
-        self.spawn(py, relay, &context)
+        self.spawn(py, relay, &context, None)
     }
 
     fn clone_ref(&self, py: Python<'_>) -> Self {
@@ -594,9 +602,48 @@ impl Owed {
 /// the tasks it creates: the turn's caller cannot reach them, so a loop closed with them pending
 /// drops them without a report (the caller's own task is reported, if it asks for that).
 fn spawn<'py>(py: Python<'py>, create_task: &Bound<'py, PyAny>, relay: Relay) -> PyResult<Bound<'py, PyAny>> {
-    let task = create_task.call1((Bound::new(py, relay)?,))?;
+    spawn_with(py, create_task, relay, None)
+}
+
+/// `spawn`, `create_task` given the keyword arguments `kw`.
+fn spawn_with<'py>(
+    py: Python<'py>,
+    create_task: &Bound<'py, PyAny>,
+    relay: Relay,
+    kw: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let task = create_task.call((Bound::new(py, relay)?,), kw)?;
     task.setattr(intern!(py, "_log_destroy_pending"), false)?;
     Ok(task)
+}
+
+/// The names of the tasks a turn makes for its calls' bodies, made once per tool and turn: as
+/// the body of a call alone is named (`core::body_task_name` of the `__qualname__` of the
+/// tool's function, `tool.__wrapped__`; `?` when it has none). None when that cannot be read:
+/// asyncio names the task.
+#[derive(Default)]
+struct BodyNames<'py> {
+    made: Vec<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)>,
+}
+
+impl<'py> BodyNames<'py> {
+    fn of(&mut self, tool: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+        if let Some((_, name)) = self.made.iter().find(|(t, _)| t.is(tool)) {
+            return name.clone();
+        }
+        let py = tool.py();
+        let qualname = tool.getattr(intern!(py, "__wrapped__")).and_then(|f| {
+            Ok(match f.getattr_opt(intern!(py, "__qualname__"))? {
+                Some(q) => q.str()?.to_string_lossy().into_owned(),
+                None => "?".to_owned(),
+            })
+        });
+        let name = qualname
+            .ok()
+            .map(|q| pyo3::types::PyString::new(py, &core::body_task_name(&q)).into_any());
+        self.made.push((tool.clone(), name.clone()));
+        name
+    }
 }
 
 /// The aborts of a cancelled turn's calls failed on `e`: logged (the next call is aborted).
@@ -749,8 +796,10 @@ impl Turn {
         let create_task = lp.getattr(intern!(py, "create_task"))?;
         let direct = Direct::of(py, &lp)?;
         state(slf)?.direct = direct.as_ref().map(|d| d.clone_ref(py));
+        let copy_context = helpers(py)?.copy_context.bind(py);
         // What every call of the turn reads of the context and the rules, read once.
         let shared = Pipeline::shared(pipe, ctx);
+        let mut names = BodyNames::default();
         for (i, call) in calls.iter().enumerate() {
             let call = call.bind(py);
             let begun = Pipeline::admit_unsealed(pipe, registry, call, ctx, &shared);
@@ -763,26 +812,34 @@ impl Turn {
             });
             let task = match (start, begun) {
                 (Start::Body, Ok(Begun::Body(m, limit))) => {
-                    let tool = m.tool_object(py).unbind();
+                    let tool = m.tool_object(py);
+                    let name = names.of(&tool);
                     let mine = Mine {
                         turn: turn.clone_ref(py),
                         i,
                         call: m,
                     };
+                    let tool = tool.unbind();
                     match &direct {
                         Some(d) => {
-                            let within = helpers(py)?.copy_context.bind(py).call0()?;
+                            let within = copy_context.call0()?;
                             d.spawn(
                                 py,
                                 Relay::body(tool, limit, ctx.clone().unbind(), mine, Some(within.clone().unbind())),
                                 &within,
+                                name.as_ref(),
                             )?
                         }
-                        None => spawn(
-                            py,
-                            &create_task,
-                            Relay::body(tool, limit, ctx.clone().unbind(), mine, None),
-                        )?,
+                        None => {
+                            let kw = PyDict::new(py);
+                            kw.set_item(intern!(py, "name"), name)?;
+                            spawn_with(
+                                py,
+                                &create_task,
+                                Relay::body(tool, limit, ctx.clone().unbind(), mine, None),
+                                Some(&kw),
+                            )?
+                        }
                     }
                 }
                 (Start::Answer, Ok(Begun::Step(m, _, env))) => {
