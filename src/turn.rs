@@ -17,6 +17,7 @@
 
 use std::time::Instant;
 
+use crate::body;
 use crate::cancel::Raised;
 
 /// How a step of the turn's own (a drive's, an abort's, the wait on the tasks) ended, as the
@@ -36,6 +37,18 @@ pub enum Out {
 }
 
 impl Out {
+    /// What a step that raised is, `raised` being how [`crate::cancel::Raised`] classifies it;
+    /// `exception`: whether it is an `Exception`, asked only of one that is neither a request to
+    /// stop nor a cancellation.
+    pub fn of_raised(raised: Raised, exception: impl FnOnce() -> bool) -> Out {
+        match raised {
+            Raised::Stop => Out::Stop,
+            Raised::Cancelled => Out::Cancelled,
+            Raised::Other if exception() => Out::Failed,
+            Raised::Other => Out::Other,
+        }
+    }
+
     /// The classification of what a step raised, for the decisions that take a
     /// [`crate::cancel::Raised`].
     pub fn raised(self) -> Raised {
@@ -306,6 +319,16 @@ pub enum Closing {
     Aborts { task: bool },
 }
 
+/// How the turn makes the tasks of its calls on the running loop ([`TurnMachine::tasks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tasks {
+    /// `asyncio.Task(relay, loop=..., name=..., context=...)`, as asyncio's own
+    /// `BaseEventLoop.create_task` makes it, each task given its context.
+    Direct,
+    /// Through the loop's `create_task`.
+    CreateTask,
+}
+
 /// What a cancelled turn does once it looked at the tasks it cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cancelling {
@@ -400,6 +423,27 @@ impl TurnMachine {
             Phase::Done => Awaitable::Reused,
             Phase::Waiting | Phase::Cancelling | Phase::Aborting => Awaitable::Awaited,
         }
+    }
+
+    /// How the turn makes its tasks on the running loop: directly where what the loop's
+    /// `create_task` does is known, that is where tasks take the context they run in (Python
+    /// 3.11+: `takes_context`), the loop's `create_task` is asyncio's own
+    /// (`asyncios_create_task`), it has no task factory (`no_factory`) and is not in debug mode
+    /// (`debug`: its tasks then keep where they were made); else through `create_task`. Each
+    /// fact is asked only when those before it hold; what asking one raised propagates.
+    pub fn tasks<E>(
+        takes_context: bool,
+        asyncios_create_task: impl FnOnce() -> Result<bool, E>,
+        no_factory: impl FnOnce() -> Result<bool, E>,
+        debug: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<Tasks, E> {
+        Ok(
+            if takes_context && asyncios_create_task()? && no_factory()? && !debug()? {
+                Tasks::Direct
+            } else {
+                Tasks::CreateTask
+            },
+        )
     }
 
     /// How a call the pipeline admitted as `admission` starts.
@@ -637,10 +681,12 @@ impl TurnMachine {
     }
 
     /// A step of a body's clean-up past its deadline ended with `step` (`cancelled`: a
-    /// cancellation of its task was thrown into it).
+    /// cancellation of its task was thrown into it): what a yield does is the rule of any
+    /// clean-up's await (`body::closes_after_yield`: one that swallowed its task's cancellation
+    /// is closed).
     pub fn clean_up(step: CleanUpStep, cancelled: bool) -> CleanUp {
         match step {
-            CleanUpStep::Yielded if cancelled => CleanUp::Close,
+            CleanUpStep::Yielded if body::closes_after_yield(true, cancelled) => CleanUp::Close,
             CleanUpStep::Yielded => CleanUp::Yield,
             CleanUpStep::Stopped => CleanUp::Propagate,
             CleanUpStep::Ended => CleanUp::Done,
@@ -810,6 +856,14 @@ mod tests {
             assert_eq!(TurnMachine::wait_ended(out), WaitEnded::Propagate);
         }
         assert_eq!(Out::Stop.raised(), Raised::Stop);
+        let never = || -> bool { panic!("not asked") };
+        assert_eq!(Out::of_raised(Raised::Stop, never), Out::Stop);
+        assert_eq!(Out::of_raised(Raised::Cancelled, never), Out::Cancelled);
+        assert_eq!(Out::of_raised(Raised::Other, || true), Out::Failed);
+        assert_eq!(Out::of_raised(Raised::Other, || false), Out::Other);
+        for out in [Out::Stop, Out::Cancelled, Out::Failed, Out::Other] {
+            assert_eq!(Out::of_raised(out.raised(), || out == Out::Failed), out);
+        }
         assert_eq!(Out::Cancelled.raised(), Raised::Cancelled);
         assert_eq!(Out::Failed.raised(), Raised::Other);
     }
@@ -856,6 +910,18 @@ mod tests {
         for phase in [Phase::Waiting, Phase::Cancelling, Phase::Aborting] {
             assert_eq!(TurnMachine::awaitable(phase), Awaitable::Awaited);
         }
+    }
+
+    #[test]
+    fn tasks_are_made_directly_only_where_the_loops_create_task_is_asyncios_own() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        let (yes, no) = (|| Ok::<bool, ()>(true), || Ok::<bool, ()>(false));
+        assert_eq!(TurnMachine::tasks(true, yes, yes, no), Ok(Tasks::Direct));
+        assert_eq!(TurnMachine::tasks(false, never, never, never), Ok(Tasks::CreateTask));
+        assert_eq!(TurnMachine::tasks(true, no, never, never), Ok(Tasks::CreateTask));
+        assert_eq!(TurnMachine::tasks(true, yes, no, never), Ok(Tasks::CreateTask));
+        assert_eq!(TurnMachine::tasks(true, yes, yes, yes), Ok(Tasks::CreateTask));
+        assert_eq!(TurnMachine::tasks(true, || Err(()), never, never), Err(()));
     }
 
     #[test]

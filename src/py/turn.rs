@@ -38,7 +38,7 @@ use super::relay::{After, Relay};
 use crate::cancel::Raised;
 use crate::turn::{
     self as core, Aborted, Aborting, Admission, Awaitable, BodyRaised, Cancelling, Closing, DriveEnded, Driven, Ending,
-    RelayClosed, Start, Step, TaskClosed, Then, TurnMachine, WaitEnded, Waiting,
+    RelayClosed, Start, Step, TaskClosed, Tasks, Then, TurnMachine, WaitEnded, Waiting,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -86,14 +86,9 @@ pub(super) fn out_of(py: Python<'_>, out: &Out) -> core::Out {
     }
 }
 
-/// What `e` is to the core's decisions (`crate::turn::Out`).
+/// What `e` is to the core's decisions (`crate::turn::Out::of_raised`).
 pub(super) fn out_of_err(py: Python<'_>, e: &PyErr) -> core::Out {
-    match raised(py, e) {
-        Raised::Stop => core::Out::Stop,
-        Raised::Cancelled => core::Out::Cancelled,
-        Raised::Other if e.is_instance_of::<pyo3::exceptions::PyException>(py) => core::Out::Failed,
-        Raised::Other => core::Out::Other,
-    }
+    core::Out::of_raised(raised(py, e), || e.is_instance_of::<pyo3::exceptions::PyException>(py))
 }
 
 /// What the exception object `exc` is to the core's decisions.
@@ -105,30 +100,32 @@ fn value_of<'py>(py: Python<'py>, e: PyErr) -> Bound<'py, PyAny> {
     e.into_value(py).into_bound(py).into_any()
 }
 
-/// How the turn makes the tasks of its calls where the loop's `create_task` is asyncio's own
-/// (Python 3.11+, no task factory, not in debug mode): `asyncio.Task(relay, loop=lp,
-/// context=...)` as that method does, each task given its context: a call whose first step is
-/// its `async` body gets the copy of the caller's context its body runs in (one copy per call,
-/// as `asyncio.gather` makes), any later task a fresh copy of `base`, the caller's context when
-/// the turn started. `kw`: the keyword arguments, `loop` set (`context` set per task).
+/// How the turn makes the tasks of its calls where the core says they are made directly
+/// (`crate::turn::Tasks::Direct`: the loop's `create_task` is asyncio's own): `asyncio.Task(relay,
+/// loop=lp, name=..., context=...)` as that method does, each task given its context: a call
+/// whose first step is its `async` body gets the copy of the caller's context its body runs in
+/// (one copy per call, as `asyncio.gather` makes), any later task a fresh copy of `base`, the
+/// caller's context when the turn started. `kw`: the keyword arguments, `loop` set (`name` and
+/// `context` set per task).
 struct Direct {
     kw: Py<PyDict>,
     base: Py<PyAny>,
 }
 
 impl Direct {
-    /// Where the loop `lp`'s tasks can be made so (see the type).
+    /// Where the loop `lp`'s tasks are made so (the core's `TurnMachine::tasks`).
     fn of(py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Option<Self>> {
-        let Some(create_task) = &own(py)?.create_task else {
-            return Ok(None);
-        };
-        if !lp
-            .get_type()
-            .getattr(intern!(py, "create_task"))?
-            .is(create_task.bind(py))
-            || !lp.call_method0(intern!(py, "get_task_factory"))?.is_none()
-            || lp.call_method0(intern!(py, "get_debug"))?.is_truthy()?
-        {
+        let create_task = own(py)?.create_task.as_ref();
+        let tasks = TurnMachine::tasks(
+            create_task.is_some(),
+            || match create_task {
+                Some(own) => Ok(lp.get_type().getattr(intern!(py, "create_task"))?.is(own.bind(py))),
+                None => Ok(false),
+            },
+            || Ok::<_, PyErr>(lp.call_method0(intern!(py, "get_task_factory"))?.is_none()),
+            || lp.call_method0(intern!(py, "get_debug"))?.is_truthy(),
+        )?;
+        if tasks == Tasks::CreateTask {
             return Ok(None);
         }
         let kw = PyDict::new(py);
