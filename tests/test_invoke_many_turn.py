@@ -188,6 +188,39 @@ async def test_each_body_of_a_turn_gets_its_arguments_frozen_as_alone() -> None:
     assert in_turn == [records[2]["args_hash"]]
 
 
+async def test_the_frozen_arguments_of_a_plain_call_are_left_to_reference_counting() -> None:
+    """Arguments a flat schema accepts (atoms, lists of atoms) can be in no reference cycle: the
+    frozen lists a body gets are not tracked by the cycle collector (as CPython leaves a tuple of
+    atoms), in a turn as for the call alone, also inside the ``FrozenDict`` a replaced ``fn`` of
+    ``(args, ctx)`` gets (a dict holding a list, tracked as CPython tracks any)."""
+    import gc
+
+    seen: list[Any] = []
+
+    @tool(read_only=True)
+    async def plain(items: list[int], n: int = 0) -> int:
+        """Sum the items of a list, for a turn's frozen arguments."""
+        seen.append(("plain", list(items), gc.is_tracked(items)))
+        return sum(items) + n
+
+    @tool(read_only=True)
+    async def wrapped(items: list[int]) -> str:
+        """Echo the items back; the body below replaces this one."""
+        return "original"
+
+    async def replaced(args: Any, ctx: Any) -> str:
+        seen.append(("wrapped", dict(args), gc.is_tracked(args), gc.is_tracked(args["items"])))
+        return "replaced"
+
+    wrapped.fn = replaced  # type: ignore[misc]
+    inv = Invoker(ToolRegistry([plain, wrapped]))
+    calls = [call("plain", "a", items=[1, 2], n=1), call("wrapped", "b", items=[3])]
+    envs = await inv.invoke_many(calls)
+    assert [strip(e) for e in envs] == [{"ok": True, "value": 4}, {"ok": True, "value": "replaced"}]
+    assert [strip(await inv.invoke(c)) for c in calls] == [strip(e) for e in envs]
+    assert seen == [("plain", [1, 2], False), ("wrapped", {"items": [3]}, True, False)] * 2
+
+
 async def test_the_repeat_guard_counts_the_calls_of_a_turn_in_call_order() -> None:
     runs: list[int] = []
 

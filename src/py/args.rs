@@ -441,6 +441,17 @@ fn write_canonical(w: &mut crate::middleware::Canonical, obj: &Bound<'_, PyAny>)
 
 // ------------------------------------------------------------------ plain calls of a flat schema
 
+/// `obj`, a new container of the arguments holding atoms only (a frozen list of atoms, or the
+/// arguments' dict of atoms and such lists), is untracked by the cycle collector, as CPython
+/// untracks a tuple of atoms: it can be in no reference cycle, and each call's arguments then
+/// cost the collector nothing (a dict given a value that may be in a cycle is tracked again by
+/// CPython itself; the frozen lists refuse changes).
+fn left_to_refcount(obj: &Bound<'_, PyAny>) {
+    // SAFETY: a live object of a type the collector may track (untracking one it does not track
+    // does nothing); the interpreter lock is held.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr().cast()) };
+}
+
 /// `obj` as an atom of `crate::flat`, when it is one (exact built-in types only: nothing of the
 /// caller's runs while reading it).
 fn atom_of<'a>(obj: &'a Bound<'_, PyAny>) -> Option<Atom<'a>> {
@@ -590,8 +601,11 @@ pub(crate) fn plain_call<'py>(
         let (k, v) = unsafe { (Bound::from_borrowed_ptr(py, k), Bound::from_borrowed_ptr(py, v)) };
         if v.is_exact_instance_of::<PyList>() {
             lists &= lists - 1;
-            target.set_item(&k, super::frozen::freeze(&v, frozen_dict, frozen_list, 1)?)?;
+            let frozen = super::frozen::freeze(&v, frozen_dict, frozen_list, 1)?;
+            left_to_refcount(&frozen);
+            target.set_item(&k, frozen)?;
         }
     }
+    left_to_refcount(&target);
     Ok(Some((target.into_any(), key)))
 }
