@@ -91,12 +91,17 @@ pub fn abort_until(now: Instant) -> Instant {
     now + Duration::from_secs_f64(ABORT_WAIT_S)
 }
 
-/// The bound of a caller's abort: `held`, the bound a segment around this one started for the
-/// same exception (a user middleware between segments passes it on), else a new one from `now`:
-/// the caller of a chain of segments waits no longer than for one.
+/// The bound of a caller's abort, and whether this segment leaves it for the segments around it
+/// (true: it started it). `held`: the bound a segment around this one left (a user middleware
+/// between segments passes the exception on), and whether it was left for this very exception
+/// (`Some((true, _))`): that bound then; else a new one from `now`, which this segment leaves.
+/// So the caller of a chain of segments waits no longer than for one.
 #[inline]
-pub fn abort_bound(held: Option<Instant>, now: Instant) -> Instant {
-    held.unwrap_or_else(|| abort_until(now))
+pub fn abort_bound(held: Option<(bool, Instant)>, now: Instant) -> (Instant, bool) {
+    match held {
+        Some((true, bound)) => (bound, false),
+        _ => (abort_until(now), true),
+    }
 }
 
 /// What is left at `now` of a wait until `until` (seconds; 0 once it passed).
@@ -324,9 +329,14 @@ mod tests {
         let now = Instant::now();
         let until = abort_until(now);
         assert_eq!(until - now, Duration::from_secs(1));
-        assert_eq!(abort_bound(None, now), until);
+        assert_eq!(abort_bound(None, now), (until, true));
         let held = now + Duration::from_millis(300);
-        assert_eq!(abort_bound(Some(held), now + Duration::from_millis(900)), held);
+        assert_eq!(
+            abort_bound(Some((true, held)), now + Duration::from_millis(900)),
+            (held, false)
+        );
+        // a bound left for another exception is not this abort's: a new one, left in its place
+        assert_eq!(abort_bound(Some((false, held)), now), (until, true));
         assert_eq!(left_until(until, now + Duration::from_millis(250)), 0.75);
         assert_eq!(left_until(until, until + Duration::from_millis(1)), 0.0);
     }

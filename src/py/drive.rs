@@ -1127,15 +1127,16 @@ impl Drive {
     fn bound_of(&self, py: Python<'_>, e: &PyErr) -> std::time::Instant {
         let Some(tc) = &self.tc else { return abort_deadline() };
         let (tc, exc) = (tc.bind(py), e.value(py));
+        // (the bound left on it, and whether it was left for this exception)
         let held = match tc.getattr_opt(intern!(py, "_abort")) {
             Ok(Some(held)) => match held.extract::<(Bound<'_, PyAny>, Bound<'_, AbortBound>)>() {
-                Ok((by, bound)) if by.is(exc) => Some(bound.get().0),
+                Ok((by, bound)) => Some((by.is(exc), bound.get().0)),
                 _ => None,
             },
             _ => None,
         };
-        let until = crate::deadline::abort_bound(held, std::time::Instant::now());
-        if held.is_none() {
+        let (until, leaves) = crate::deadline::abort_bound(held, std::time::Instant::now());
+        if leaves {
             if let Ok(bound) = Bound::new(py, AbortBound(until)) {
                 drop(tc.setattr(intern!(py, "_abort"), (exc, bound)));
             }
