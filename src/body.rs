@@ -446,6 +446,18 @@ pub enum RelayStep<B, D, T, C> {
     Reused,
 }
 
+/// What a task that awaits itself is thrown (`RuntimeError`, the task's repr after it), as
+/// asyncio words it.
+pub const AWAITS_ITSELF: &str = "Task cannot await on itself: ";
+
+/// Whether what a relay's body yielded is the task the relay runs as (`itself`, asked only for
+/// what is neither None nor a plain future: `plain`): the body then gets [`AWAITS_ITSELF`] at
+/// once, as asyncio's task gives it, instead of waiting for itself until its deadline.
+#[inline]
+pub fn awaits_itself<E>(plain: bool, itself: impl FnOnce() -> Result<bool, E>) -> Result<bool, E> {
+    Ok(!plain && itself()?)
+}
+
 /// What a relay that has ended raises when it is stepped again with a value.
 pub const RELAY_REUSED_MESSAGE: &str = "cannot reuse already awaited relay";
 
@@ -854,5 +866,20 @@ mod tests {
             relay_closed_raises(Err("leave"), Err("KeyboardInterrupt"), rt),
             Some("KeyboardInterrupt")
         );
+    }
+
+    #[test]
+    fn a_body_that_awaits_its_own_task_is_told_so_and_a_plain_future_is_never_asked_about() {
+        assert_eq!(
+            awaits_itself(true, || -> Result<bool, ()> { panic!("asked") }),
+            Ok(false)
+        );
+        assert_eq!(awaits_itself(false, || Ok::<_, ()>(true)), Ok(true));
+        assert_eq!(awaits_itself(false, || Ok::<_, ()>(false)), Ok(false));
+        assert_eq!(
+            awaits_itself(false, || Err::<bool, _>("current_task")),
+            Err("current_task")
+        );
+        assert_eq!(AWAITS_ITSELF, "Task cannot await on itself: ");
     }
 }

@@ -428,7 +428,16 @@ impl Relay {
                 self.finish(py, body, None, exc)
             }
             RelayStepEnd::Wait(y) => {
-                let wait = super::awaiting::waited(py, helpers(py)?, y.clone())?;
+                let h = helpers(py)?;
+                if body::awaits_itself(y.is_none() || y.get_type().is(h.future.bind(py)), || {
+                    Ok::<_, PyErr>(y.is(&h.current_task.bind(py).call0()?))
+                })? {
+                    // As asyncio answers a task that awaits itself, thrown into the body at once.
+                    let exc =
+                        pyo3::exceptions::PyRuntimeError::new_err(format!("{}{}", body::AWAITS_ITSELF, y.repr()?));
+                    return self.step(py, body, Input::Throw(exc.into_value(py).into_bound(py).into_any()));
+                }
+                let wait = super::awaiting::waited(py, h, y.clone())?;
                 body.y = Some((y.unbind(), wait.clone().unbind()));
                 self.state = State::Body(body);
                 Ok(wait)
