@@ -171,6 +171,8 @@ pub(crate) fn check_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>)
     }
 }
 
+// (a refusal, large, is made at most once per call)
+#[allow(clippy::result_large_err)]
 fn checked_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Result<Checked, Refused> {
     let py = args.py();
     let mut as_sent = false;
@@ -211,6 +213,7 @@ fn checked_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Resul
     } else if args.is_none() {
         empty()
     } else {
+        #[allow(clippy::result_large_err)]
         let read = |args: &Bound<'_, PyAny>| {
             super::tools::json_value_of(args).map_err(|e| unconvertible(py, e, Rejection::NotJson))
         };
