@@ -164,17 +164,7 @@ fn watch_forks() -> bool {
         2 => false,
         _ => {
             #[cfg(unix)]
-            let registered = {
-                extern "C" {
-                    fn pthread_atfork(
-                        prepare: Option<extern "C" fn()>,
-                        parent: Option<extern "C" fn()>,
-                        child: Option<extern "C" fn()>,
-                    ) -> std::ffi::c_int;
-                }
-                // SAFETY: registers a handler that only stores to an atomic.
-                unsafe { pthread_atfork(None, None, Some(forget_pid)) == 0 }
-            };
+            let registered = super::shutdown::in_fork_child(forget_pid); // it only stores to an atomic
             #[cfg(not(unix))]
             let registered = true; // no fork
             WATCHING.store(if registered { 1 } else { 2 }, Ordering::Relaxed);

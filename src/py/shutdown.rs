@@ -71,26 +71,35 @@ extern "C" fn gate_after_fork() {
     GATE.after_fork();
 }
 
+/// Have the C library run `handler` in the child of every fork of this process, before `fork()`
+/// returns there: `os.fork`, and a fork that runs none of Python's fork hooks (a C extension's,
+/// or `ctypes.PyDLL(None).fork()`). False when it could not be registered. The handler runs in a
+/// process with one thread, possibly while another thread of the parent held a lock: it may
+/// only touch atomics and its own thread's state.
+#[cfg(unix)]
+pub(crate) fn in_fork_child(handler: extern "C" fn()) -> bool {
+    extern "C" {
+        fn pthread_atfork(
+            prepare: Option<extern "C" fn()>,
+            parent: Option<extern "C" fn()>,
+            child: Option<extern "C" fn()>,
+        ) -> std::ffi::c_int;
+    }
+    // SAFETY: registers a function pointer; what the handler may do is the caller's promise above.
+    unsafe { pthread_atfork(None, None, Some(handler)) == 0 }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let close = wrap_pyfunction!(_close_exit_gate, m)?;
     py.import("atexit")?.call_method1("register", (close,))?;
+    // The gate's handler touches only its atomics and this thread's counter (registered once per
+    // process: the module is initialized once).
     #[cfg(unix)]
-    {
-        extern "C" {
-            fn pthread_atfork(
-                prepare: Option<extern "C" fn()>,
-                parent: Option<extern "C" fn()>,
-                child: Option<extern "C" fn()>,
-            ) -> std::ffi::c_int;
-        }
-        // SAFETY: registers a handler that touches only the gate's atomics and this thread's
-        // counter (once per process: the module is initialized once).
-        if unsafe { pthread_atfork(None, None, Some(gate_after_fork)) } != 0 {
-            return Err(pyo3::exceptions::PyOSError::new_err(
-                "could not register the exit gate's fork handler",
-            ));
-        }
+    if !in_fork_child(gate_after_fork) {
+        return Err(pyo3::exceptions::PyOSError::new_err(
+            "could not register the exit gate's fork handler",
+        ));
     }
     Ok(())
 }
