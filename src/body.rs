@@ -107,16 +107,16 @@ pub enum Ending {
 }
 
 /// How the await ends when the body returned (`raised` None) or raised: a return past the
-/// deadline (`past`, asked only then) is a timeout; a cancellation the caller's (`callers`,
-/// asked only for a cancellation) propagates as it is; anything else the body raised is
-/// carried.
+/// deadline (`past`, asked only then) is a timeout, by the rule of
+/// [`crate::deadline::taken_timed_out`]; a cancellation the caller's (`callers`, asked only for
+/// a cancellation) propagates as it is; anything else the body raised is carried.
 pub fn ending<E>(
     raised: Option<Thrown>,
     past: impl FnOnce() -> Result<bool, E>,
     callers: impl FnOnce() -> Result<bool, E>,
 ) -> Result<Ending, E> {
     Ok(match raised {
-        None if past()? => Ending::TimedOut,
+        None if crate::deadline::taken_timed_out(true, past)? => Ending::TimedOut,
         None => Ending::Value,
         Some(t) if t.cancelled && callers()? => Ending::AsRaised,
         Some(_) => Ending::Carried,

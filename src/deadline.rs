@@ -57,8 +57,9 @@ pub fn returned_past<E>(
 /// Whether an outcome the caller takes is a timeout because the deadline passed before it took
 /// it (`past`, asked only for a success): a success is, as nothing past the deadline is a
 /// success; what the body raised stands (its own answer, as for every body: an exception is
-/// carried past the deadline, see [`left`]). The one rule for both ways a caller on an event
-/// loop takes the outcome of a body on the worker pool (at once, or awaited on its loop).
+/// carried past the deadline, see [`left`]). The one rule for every way a caller takes a body's
+/// outcome: from the worker pool at once or awaited on its loop, and from a body awaited in the
+/// caller's own task (`body::ending`).
 #[inline]
 pub fn taken_timed_out<E>(ok: bool, past: impl FnOnce() -> Result<bool, E>) -> Result<bool, E> {
     Ok(ok && past()?)
