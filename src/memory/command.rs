@@ -221,8 +221,8 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                     format!("old_str is empty; pass the exact text to replace in {p}, copied from a view of the file"),
                 ));
             }
-            let starts = occurrences(current, old_str);
-            match starts.len() {
+            let found = Occurrences::of(current, old_str);
+            match found.count {
                 0 => Err(MemoryError::invalid(
                     ErrorCode::NoMatch,
                     format!(
@@ -231,7 +231,7 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                     ),
                 )),
                 1 => {
-                    let at = starts[0];
+                    let at = found.first[0];
                     let mut next = String::with_capacity(current.len() - old_str.len() + new_str.len());
                     next.push_str(&current[..at]);
                     next.push_str(new_str);
@@ -247,11 +247,15 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
                     })
                 }
                 n => {
-                    let lines: Vec<String> = starts.iter().map(|&s| line_of(current, s).to_string()).collect();
+                    let lines: Vec<String> = lines_of(current, &found.first).iter().map(usize::to_string).collect();
+                    let more = match n - found.first.len() {
+                        0 => String::new(),
+                        rest => format!(" and {rest} more"),
+                    };
                     Err(MemoryError::invalid(
                         ErrorCode::AmbiguousMatch,
                         format!(
-                            "old_str occurs {n} times in {p} (at lines {}); it must occur exactly \
+                            "old_str occurs {n} times in {p} (at lines {}{more}); it must occur exactly \
                              once: add surrounding context to old_str so it matches only the place \
                              you mean",
                             lines.join(", ")
@@ -500,26 +504,75 @@ fn check_parents_are_dirs(tree: &Tree, root: &Root, p: &str) -> Result<(), Memor
     Ok(())
 }
 
-/// Start offsets of every (possibly overlapping) occurrence of `needle`.
-fn occurrences(hay: &str, needle: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = hay[from..].find(needle) {
-        let at = from + i;
-        out.push(at);
-        // Step one character forward so overlapping matches count too.
-        let step = hay[at..].chars().next().map_or(1, char::len_utf8);
-        from = at + step;
-        if from > hay.len() {
-            break;
-        }
-    }
-    out
+/// How many occurrences of a needle an ambiguous-match error spells out by line.
+pub const LISTED_MATCHES: usize = 10;
+
+/// The (possibly overlapping) occurrences of a needle in a text: how many, and the start offsets
+/// of the first [`LISTED_MATCHES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Occurrences {
+    count: usize,
+    first: Vec<usize>,
 }
 
-/// 1-based line number of byte offset `at`.
-fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1
+impl Occurrences {
+    /// Counts in one pass over `hay` (Knuth-Morris-Pratt on the UTF-8 bytes), so the time is
+    /// linear in the text and the needle whatever they hold: restarting a search after each
+    /// match is quadratic for a needle that matches almost everywhere (`"a"` in a text of `a`s,
+    /// or a long run of `a`s in a longer one). A byte match of valid UTF-8 in valid UTF-8
+    /// starts and ends on character boundaries.
+    fn of(hay: &str, needle: &str) -> Occurrences {
+        let (h, n) = (hay.as_bytes(), needle.as_bytes());
+        let mut found = Occurrences {
+            count: 0,
+            first: Vec::new(),
+        };
+        if n.is_empty() || n.len() > h.len() {
+            return found;
+        }
+        // fail[i]: the length of the longest proper prefix of n[..=i] that is also its suffix.
+        let mut fail = vec![0usize; n.len()];
+        let mut k = 0;
+        for i in 1..n.len() {
+            while k > 0 && n[i] != n[k] {
+                k = fail[k - 1];
+            }
+            if n[i] == n[k] {
+                k += 1;
+            }
+            fail[i] = k;
+        }
+        let mut k = 0;
+        for (i, &b) in h.iter().enumerate() {
+            while k > 0 && b != n[k] {
+                k = fail[k - 1];
+            }
+            if b == n[k] {
+                k += 1;
+            }
+            if k == n.len() {
+                found.count += 1;
+                if found.first.len() < LISTED_MATCHES {
+                    found.first.push(i + 1 - n.len());
+                }
+                k = fail[k - 1];
+            }
+        }
+        found
+    }
+}
+
+/// The 1-based line numbers of the ascending byte offsets `at`, in one pass.
+fn lines_of(text: &str, at: &[usize]) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let (mut line, mut from) = (1, 0);
+    at.iter()
+        .map(|&a| {
+            line += bytes[from..a].iter().filter(|&&b| b == b'\n').count();
+            from = a;
+            line
+        })
+        .collect()
 }
 
 /// Refuses a write of `new_text` to file `p` that would grow the tree past a limit.

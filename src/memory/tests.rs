@@ -296,6 +296,62 @@ fn str_replace_errors_say_how_many_and_what_to_do() {
     );
 }
 
+#[test]
+fn str_replace_lists_the_first_ten_matches_and_counts_the_rest() {
+    let text: String = (1..=25).map(|i| format!("item {i}: todo\n")).collect();
+    let mut t = tree_with(&[("/memories/f", &text), ("/memories/e", "h\u{e9}\u{e9}\u{e9}\n\u{e9}")]);
+    fails(
+        &mut t,
+        replace("/memories/f", "todo", "done"),
+        ErrorKind::InvalidArgument,
+        "ambiguous_match",
+        "old_str occurs 25 times in /memories/f (at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 15 more); it must \
+         occur exactly once: add surrounding context to old_str so it matches only the place you mean",
+    );
+    // Multi-byte characters: overlapping matches start on character boundaries only.
+    fails(
+        &mut t,
+        replace("/memories/e", "\u{e9}\u{e9}", "x"),
+        ErrorKind::InvalidArgument,
+        "ambiguous_match",
+        "old_str occurs 2 times in /memories/e (at lines 1, 1); it must occur exactly once: add \
+         surrounding context to old_str so it matches only the place you mean",
+    );
+    run(&mut t, replace("/memories/e", "\u{e9}\n\u{e9}", "!")).unwrap();
+    assert_eq!(t.get("/memories/e"), Some("h\u{e9}\u{e9}!"));
+    // A needle with a repeated prefix (a failure-table path) is found where it is.
+    let mut k = tree_with(&[("/memories/k", "aabaabaaab\nabaaab")]);
+    run(&mut k, replace("/memories/k", "aabaaab", "X")).unwrap();
+    assert_eq!(k.get("/memories/k"), Some("aabX\nabaaab"));
+}
+
+#[test]
+fn str_replace_counting_is_linear_for_needles_that_match_almost_everywhere() {
+    // Restarting a search after each overlapping match took time quadratic in these sizes
+    // (minutes for the first, far longer for the second); one pass takes milliseconds.
+    let mut t = tree_with(&[("/memories/a", &"a".repeat(4_000_000))]);
+    let e = run(&mut t, replace("/memories/a", "a", "b")).unwrap_err();
+    assert_eq!(
+        e.message,
+        "old_str occurs 4000000 times in /memories/a (at lines 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 and 3999990 more); \
+         it must occur exactly once: add surrounding context to old_str so it matches only the place you mean"
+    );
+    let e = run(&mut t, replace("/memories/a", &"a".repeat(1_000_000), "b")).unwrap_err();
+    assert!(
+        e.message.starts_with(
+            "old_str occurs 3000001 times in /memories/a (at lines 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 and 2999991 more)"
+        ),
+        "{}",
+        e.message
+    );
+    let e = run(
+        &mut t,
+        replace("/memories/a", &format!("{}b", "a".repeat(1_000_000)), "b"),
+    )
+    .unwrap_err();
+    assert_eq!(e.code.as_str(), "no_match");
+}
+
 // ---------------------------------------------------------------- insert
 
 #[test]
