@@ -143,8 +143,9 @@ def test_run_accepts_json_text_frozen_values_and_nulls():
          "/memories/f already exists; pass overwrite=true to replace it, use str_replace or insert to edit it, or pick another path"),
         ({"command": "delete", "path": "../../etc"}, MemoryPermissionError, "permission_denied",
          'path "../../etc" is outside the memory directory /memories; use a path under /memories/ (relative paths are joined under it)'),
-        ({"command": "rename", "old_path": "f", "new_path": "f"}, MemoryExistsError, "already_exists",
-         "cannot rename /memories/f to /memories/f: /memories/f already exists; delete it first or choose another new_path"),
+        # onto itself: never "already exists; delete it first", which would lose the file
+        ({"command": "rename", "old_path": "f", "new_path": "/memories/./f"}, MemoryCommandError, "invalid_argument",
+         "old_path and new_path are both /memories/f, so there is nothing to rename and nothing was changed; pass the new name as new_path"),
         ({"command": "insert", "path": "f", "insert_text": "t"}, MemoryCommandError, "missing_argument",
          'command "insert" is missing required argument(s) insert_line; it takes path, insert_line, insert_text (required: path, insert_line, insert_text)'),
     ],
@@ -304,3 +305,21 @@ def test_is_read_only_call_is_true_for_view_only():
         assert t.is_read_only_call({"command": command, "path": "/memories/a"}) is False
     assert t.is_read_only_call({}) is False
     assert t.side_effecting is True  # the tool as a whole stays side-effecting
+
+
+@pytest.mark.parametrize("backend", [InMemoryFiles(), StoreFiles(InMemoryStore(), namespace="many")], ids=["in_memory", "store"])
+def test_a_needle_that_matches_everywhere_is_answered_within_the_deadline(backend):
+    # Counting restarted a search after each match: 80,000 matches ran past the 10 s deadline
+    # (timeout envelope) and 10,000 made a 30 KB message of line numbers.
+    from agentkit_tools import ToolRegistry, dispatch
+
+    reg = ToolRegistry()
+    reg.register(FileTool(backend))
+    call = lambda **a: dispatch({"id": "1", "name": "memory", "input": a}, reg)  # noqa: E731
+    assert call(command="create", path="e", file_text="e" * 40_000 + "\n" + "e" * 40_000)["ok"] is True
+    env = call(command="str_replace", path="e", old_str="e", new_str="x")
+    assert env["error"]["code"] == "ambiguous_match"
+    assert env["error"]["message"] == (
+        "old_str occurs 80000 times in /memories/e (at lines 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 and 79990 more); it must "
+        "occur exactly once: add surrounding context to old_str so it matches only the place you mean"
+    )
