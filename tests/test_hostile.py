@@ -682,8 +682,8 @@ def test_memory_hostile_edits(t: FileTool) -> None:
         insert_err.format(n=-1),
         insert_err.format(n=2**40),
         "ok: Text inserted after line 3 of /memories/a.txt.",
-        "MemoryExistsError: cannot rename /memories/a.txt to /memories/a.txt: /memories/a.txt already exists; delete it "
-        "first or choose another new_path",
+        "MemoryCommandError: old_path and new_path are both /memories/a.txt, so there is nothing to rename and nothing "
+        "was changed; pass the new name as new_path",
         "ok: File created successfully at /memories/dir/f (1 bytes).",
         "MemoryCommandError: cannot move directory /memories/dir into itself (/memories/dir/sub); choose a new_path outside /memories/dir",
         "MemoryPermissionError: cannot rename /memories to /memories/x: the memory root /memories cannot be moved or replaced",

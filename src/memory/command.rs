@@ -343,6 +343,15 @@ pub fn apply(tree: &mut Tree, cmd: &Command, limits: &Limits) -> Result<Outcome,
             if !is_file && !tree.is_dir(&old) {
                 return Err(not_found(&root, &old));
             }
+            if old == new {
+                return Err(MemoryError::invalid(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "old_path and new_path are both {old}, so there is nothing to rename and nothing \
+                         was changed; pass the new name as new_path"
+                    ),
+                ));
+            }
             if tree.get(&new).is_some() || tree.is_dir(&new) {
                 return Err(MemoryError::exists(format!(
                     "cannot rename {old} to {new}: {new} already exists; delete it first or choose another new_path"
@@ -404,7 +413,16 @@ fn view(
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         let n = lines.len() as i64;
         let end_v = if end == -1 { n } else { end };
-        if n == 0 || start < 1 || start > n || end_v < start || end_v > n {
+        if n == 0 {
+            return Err(MemoryError::invalid(
+                ErrorCode::OutOfRange,
+                format!(
+                    "view_range [{start}, {end}] is out of range for {p}, which is empty (0 lines); omit \
+                     view_range to view it, or add text with create (overwrite=true) or insert at line 0"
+                ),
+            ));
+        }
+        if start < 1 || start > n || end_v < start || end_v > n {
             return Err(MemoryError::invalid(
                 ErrorCode::OutOfRange,
                 format!(

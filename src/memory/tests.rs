@@ -125,6 +125,15 @@ fn view_file_and_ranges() {
         run(&mut e, view_range("/memories/e", 1, 1)).unwrap_err().code.as_str(),
         "out_of_range"
     );
+    // Not "pass [start, end] with 1 <= start <= end <= 0", which no range meets.
+    fails(
+        &mut e,
+        view_range("/memories/e", 1, -1),
+        ErrorKind::InvalidArgument,
+        "out_of_range",
+        "view_range [1, -1] is out of range for /memories/e, which is empty (0 lines); omit view_range to \
+         view it, or add text with create (overwrite=true) or insert at line 0",
+    );
 }
 
 #[test]
@@ -480,8 +489,38 @@ fn rename_refusals() {
         "cannot rename /memories/a to /memories/b: /memories/b already exists; delete it first or choose another new_path");
     fails(&mut t, rename("/memories/a", "/memories/d"), ErrorKind::AlreadyExists, "already_exists",
         "cannot rename /memories/a to /memories/d: /memories/d already exists; delete it first or choose another new_path");
-    fails(&mut t, rename("/memories/a", "/memories/a"), ErrorKind::AlreadyExists, "already_exists",
-        "cannot rename /memories/a to /memories/a: /memories/a already exists; delete it first or choose another new_path");
+    // Onto itself: not "already exists; delete it first" (following that loses the file).
+    let same = "old_path and new_path are both /memories/a, so there is nothing to rename and nothing was \
+                changed; pass the new name as new_path";
+    fails(
+        &mut t,
+        rename("/memories/a", "/memories/a"),
+        ErrorKind::InvalidArgument,
+        "invalid_argument",
+        same,
+    );
+    fails(
+        &mut t,
+        rename("a", "/memories/x/../a/"),
+        ErrorKind::InvalidArgument,
+        "invalid_argument",
+        same,
+    );
+    fails(
+        &mut t,
+        rename("/memories/d", "d"),
+        ErrorKind::InvalidArgument,
+        "invalid_argument",
+        "old_path and new_path are both /memories/d, so there is nothing to rename and nothing was changed; pass \
+         the new name as new_path",
+    );
+    fails(
+        &mut t,
+        rename("/memories/nope", "/memories/nope"),
+        ErrorKind::NotFound,
+        "not_found",
+        "no file or directory at /memories/nope; view /memories to list the existing files",
+    );
     fails(
         &mut t,
         rename("/memories/zz", "/memories/c"),
