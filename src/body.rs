@@ -315,13 +315,17 @@ pub fn entry<E>(clean_up: bool, end: Option<f64>, now: impl FnOnce() -> Result<f
 
 /// What a task waits on for what a body yielded: a plain future in its place (true) only for
 /// a future (`is_future`) that is not exactly an `asyncio.Future`: another task or a gathering
-/// future (cancelling the caller then never waits for that task's own clean-up).
+/// future (cancelling the caller then never waits for that task's own clean-up). A clean-up's
+/// task (`clean_up`: no caller waits on it, its outcome is dropped) waits on what was yielded as
+/// it is.
+#[inline]
 pub fn waits_through_plain_future<E>(
+    clean_up: bool,
     is_none: bool,
     exact_future: bool,
     is_future: impl FnOnce() -> Result<bool, E>,
 ) -> Result<bool, E> {
-    Ok(!is_none && !exact_future && is_future()?)
+    Ok(!clean_up && !is_none && !exact_future && is_future()?)
 }
 
 /// What becomes of the value a body the core runs returned: past its deadline (`limit`,
@@ -769,16 +773,22 @@ mod tests {
     }
 
     #[test]
-    fn only_another_tasks_future_is_waited_through_a_plain_one() {
+    fn only_another_tasks_future_is_waited_through_a_plain_one_and_never_by_a_clean_up() {
         let never = || -> Result<bool, ()> { panic!("not asked") };
-        assert_eq!(waits_through_plain_future(true, false, never), Ok(false));
-        assert_eq!(waits_through_plain_future(false, true, never), Ok(false));
-        assert_eq!(waits_through_plain_future(false, false, || Ok::<_, ()>(true)), Ok(true));
+        assert_eq!(waits_through_plain_future(false, true, false, never), Ok(false));
+        assert_eq!(waits_through_plain_future(false, false, true, never), Ok(false));
         assert_eq!(
-            waits_through_plain_future(false, false, || Ok::<_, ()>(false)),
+            waits_through_plain_future(false, false, false, || Ok::<_, ()>(true)),
+            Ok(true)
+        );
+        assert_eq!(
+            waits_through_plain_future(false, false, false, || Ok::<_, ()>(false)),
             Ok(false)
         );
+        assert_eq!(waits_through_plain_future(true, false, false, never), Ok(false));
+        assert_eq!(waits_through_plain_future(false, false, false, || Err(())), Err(()));
     }
+
     #[test]
     fn what_is_thrown_into_a_suspended_await_closes_it_is_a_cancellation_or_goes_to_the_body() {
         let never = || -> Result<bool, ()> { panic!("not asked") };

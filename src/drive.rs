@@ -64,14 +64,22 @@ impl<E> Approval<E> {
     }
 }
 
-/// What the approver answered: `Ok(true)` when it returned exactly the boolean `True` (a truthy
-/// "no" must not fail open), else what it raised, classified; `callers`: whether a cancellation
-/// it raised is the caller's (asked only then).
+/// Whether an answer approves (an approver's, or the `"approved"` key of a call): only the
+/// boolean `True` itself (`answer`: the answer when it is a `bool`, None when it is anything
+/// else). A truthy "no" (`1`, `"yes"`, a non-empty object) must not fail open.
 #[inline]
-pub fn approval<E>(answer: Result<bool, (Raised, E)>, callers: impl FnOnce() -> bool) -> Approval<E> {
+pub fn approves(answer: Option<bool>) -> bool {
+    answer == Some(true)
+}
+
+/// What the approver answered: what it returned (as a `bool` when it is one, see [`approves`]),
+/// else what it raised, classified; `callers`: whether a cancellation it raised is the caller's
+/// (asked only then).
+#[inline]
+pub fn approval<E>(answer: Result<Option<bool>, (Raised, E)>, callers: impl FnOnce() -> bool) -> Approval<E> {
     match answer {
-        Ok(true) => Approval::Approved,
-        Ok(false) => Approval::Refused,
+        Ok(a) if approves(a) => Approval::Approved,
+        Ok(_) => Approval::Refused,
         Err((raised, e)) if raised.propagates(callers) => Approval::Propagates(e),
         Err((_, e)) => Approval::Failed(e),
     }
@@ -547,8 +555,13 @@ mod tests {
 
     #[test]
     fn only_true_approves_a_failing_approver_refuses() {
-        assert_eq!(approval::<u8>(Ok(true), never), Approval::Approved);
-        assert_eq!(approval::<u8>(Ok(false), never), Approval::Refused);
+        assert_eq!(approval::<u8>(Ok(Some(true)), never), Approval::Approved);
+        assert_eq!(approval::<u8>(Ok(Some(false)), never), Approval::Refused);
+        assert_eq!(approval::<u8>(Ok(None), never), Approval::Refused); // `1`, `"yes"`
+        assert_eq!(
+            [approves(Some(true)), approves(Some(false)), approves(None)],
+            [true, false, false]
+        );
         assert_eq!(approval(Err((Raised::Other, 1)), never), Approval::Failed(1));
         assert_eq!(approval(Err((Raised::Stop, 2)), never), Approval::Propagates(2));
         assert_eq!(approval(Err((Raised::Cancelled, 3)), || true), Approval::Propagates(3));

@@ -177,6 +177,16 @@ pub fn read_only<E>(
     }
 }
 
+/// Whether a tool is a function tool: `fn` set and `check_output` set (`fn_set`, then
+/// `check_output_set`, asked only when `fn` is; set: present and not None).
+#[inline]
+pub fn function<E>(
+    fn_set: impl FnOnce() -> Result<bool, E>,
+    check_output_set: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    Ok(fn_set()? && check_output_set()?)
+}
+
 /// How a tool's body runs at this attempt, its facts asked in this order and only when they
 /// matter: a function tool (`function`: `fn` and `check_output` set) with an `async` body
 /// (`is_async`) is awaited; a sync one declared non-blocking (`non_blocking`) or named among the
@@ -243,6 +253,24 @@ mod tests {
         let mut r = raws();
         r[URL_ARG] = Raw::Bool(true);
         assert_eq!(ToolFlags::of(r.clone()), Err(URL_ARG));
+    }
+
+    #[test]
+    fn a_function_tool_has_fn_and_check_output_and_check_output_is_asked_only_after_fn() {
+        assert_eq!(function(|| Ok::<_, ()>(true), || Ok(true)), Ok(true));
+        assert_eq!(function(|| Ok::<_, ()>(true), || Ok(false)), Ok(false));
+        assert_eq!(
+            function(|| Ok::<_, ()>(false), || -> Result<bool, ()> { panic!("asked") }),
+            Ok(false)
+        );
+        assert_eq!(
+            function(|| Err("fn"), || -> Result<bool, &str> { panic!("asked") }),
+            Err("fn")
+        );
+        assert_eq!(
+            function(|| Ok(true), || Err::<bool, _>("check_output")),
+            Err("check_output")
+        );
     }
 
     #[test]

@@ -653,6 +653,19 @@ impl TurnMachine {
         }
     }
 
+    /// Where a call's later steps go on that its relay goes on with after the body
+    /// (`in_body_context`: the relay's task runs in the body's context, on Python 3.11+): in a
+    /// task of their own then (in a fresh copy of the caller's context: what the body set must
+    /// not reach them), else in the relay's task.
+    #[inline]
+    pub fn later_steps(in_body_context: bool) -> Then {
+        if in_body_context {
+            Then::OwnTask
+        } else {
+            Then::Drive
+        }
+    }
+
     /// How a call goes on once what closed its relay was fed to its state (`done`: that step
     /// answers it): its later steps go on in a task of their own, the relay being closed.
     pub fn after_relay_closed(done: bool) -> Then {
@@ -993,6 +1006,12 @@ mod tests {
         assert!(t.stopped());
         assert!(!t.aborts_done(true));
         assert_eq!(t.ending(false), Ending::Stop);
+    }
+
+    #[test]
+    fn later_steps_leave_a_relay_that_runs_in_the_bodys_context() {
+        assert_eq!(TurnMachine::later_steps(true), Then::OwnTask);
+        assert_eq!(TurnMachine::later_steps(false), Then::Drive);
     }
 
     #[test]

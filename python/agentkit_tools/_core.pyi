@@ -452,7 +452,8 @@ class Pipeline:
       ``inline``), called on the caller's thread; ``BODY_ASYNC`` an ``async`` function,
       awaited; ``BODY_WORKER`` any other sync function, on the worker pool; ``BODY_TOOL`` any
       other tool, its own ``run(args, ctx)``;
-    - ``STEP_APPROVE``: ``(approver, tool, args)``: ask, then ``feed(EV_APPROVED, answer)``;
+    - ``STEP_APPROVE``: ``(approver, tool, args)``: ask, then ``feed(EV_APPROVED, answer)``, the
+      answer as it is (only the boolean ``True`` approves);
     - ``STEP_SLEEP``: ``(sleep or None, seconds)``, then ``feed(EV_SLEPT)``;
     - ``STEP_WAIT``: an asyncio future (an identical call in flight), then ``feed(EV_WOKEN)``;
     - ``STEP_GET`` ``(store, key)``, ``STEP_SET`` ``(store, key, value)``, ``STEP_CAS``

@@ -89,7 +89,7 @@ def dispatch(call: Mapping[str, Any], registry: Any, *, ctx: Any = None, approve
                         raise
                     answer = False
                     _log.exception(_core.APPROVER_FAILED, approver, tool.name)
-            step, arg = m.feed(_core.EV_APPROVED, answer is True)  # only the boolean True approves
+            step, arg = m.feed(_core.EV_APPROVED, answer)
     return arg  # type: ignore[no-any-return]
 
 

@@ -823,13 +823,9 @@ impl Waiting {
         Ok(self.deadline.expired(py))
     }
 
-    /// What the task waits on for `y`: a task or a gathering future through a plain future
-    /// completed with it (in the caller's task only).
+    /// What the task waits on for `y` (see `waited`).
     fn wrap<'py>(&self, py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) -> Stepped<'py> {
-        if self.clean_up {
-            return Ok(y);
-        }
-        waited(py, h, y)
+        waited(py, h, y, self.clean_up)
     }
 
     /// The await ends (`out`: the body's value, or what is raised): leave the deadline (at the
@@ -853,12 +849,19 @@ impl Waiting {
     }
 }
 
-/// What a task waits on for `y`, a body yielded: a task or a gathering future through a plain
-/// future completed with it (cancelling the task then cancels that plain future at once, never
-/// waiting for the other task's own clean-up), anything else as it is.
-pub(super) fn waited<'py>(py: Python<'py>, h: &Helpers, y: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// What a task waits on for `y`, a body yielded (`clean_up`: the task drives an abandoned
+/// body's clean-up): a task or a gathering future through a plain future completed with it
+/// (cancelling the task then cancels that plain future at once, never waiting for the other
+/// task's own clean-up), anything else as it is (see `body::waits_through_plain_future`).
+pub(super) fn waited<'py>(
+    py: Python<'py>,
+    h: &Helpers,
+    y: Bound<'py, PyAny>,
+    clean_up: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let is_future = || h.isfuture.bind(py).call1((&y,))?.is_truthy();
-    if !body::waits_through_plain_future(y.is_none(), y.get_type().is(h.future.bind(py)), is_future)? {
+    let exact = y.get_type().is(h.future.bind(py));
+    if !body::waits_through_plain_future(clean_up, y.is_none(), exact, is_future)? {
         return Ok(y);
     }
     // Its loop as an asyncio task finds it (`asyncio.futures._get_loop`): `get_loop()`, else

@@ -961,7 +961,7 @@ impl Drive {
                 }
                 For::Approve { approver, tool } => {
                     let answer = match out {
-                        Ok(answer) => Ok(answer.is(pyo3::types::PyBool::new(py, true))),
+                        Ok(answer) => Ok(super::pipeline::bool_of(&answer)),
                         Err(e) => Err((raised(py, &e), e)),
                     };
                     let approved = match approval(answer, || caller_cancelled(py)) {

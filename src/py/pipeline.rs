@@ -1017,9 +1017,7 @@ fn call_id<'py>(call: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
 fn host_approved(call: &Bound<'_, PyAny>, ctx: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
     let py = call.py();
     let flagged = match call.cast::<PyDict>() {
-        Ok(d) => d
-            .get_item(intern!(py, "approved"))?
-            .is_some_and(|v| v.is(PyBool::new(py, true))),
+        Ok(d) => crate::drive::approves(d.get_item(intern!(py, "approved"))?.and_then(|v| bool_of(&v))),
         Err(_) => false,
     };
     let held = std::cell::OnceCell::new();
@@ -1126,7 +1124,8 @@ fn view_names(py: Python<'_>) -> [&Bound<'_, PyString>; 6] {
 struct ToolView {
     dict: super::watch::Seen,
     classes: Arc<[super::watch::Seen]>,
-    /// `fn` is not None (it is read from the dict where it is called: it is not kept here).
+    /// A function tool (`flags::function`; `fn` is read from the dict where it is called: it is
+    /// not kept here).
     function: bool,
     is_async: bool,
     non_blocking: bool,
@@ -1174,7 +1173,8 @@ impl ToolView {
         let view = ToolView {
             dict: seen,
             classes,
-            function: !f.is_none(),
+            // (`check_output` is `FunctionTool`'s own: set)
+            function: flags::function(|| Ok::<_, PyErr>(!f.is_none()), || Ok(true))?,
             is_async,
             non_blocking: flags::non_blocking(&raw(&nb)),
             plain_output: o.is_none(),
@@ -1298,6 +1298,12 @@ impl ToolFlags {
 }
 
 /// A flag's value as the core reads it (`flags::Raw`): no code of the value's own runs.
+/// `v` when it is a `bool` (None: anything else).
+#[inline]
+pub(super) fn bool_of(v: &Bound<'_, PyAny>) -> Option<bool> {
+    v.cast::<PyBool>().ok().map(|b| b.is_true()) // bool cannot be subclassed
+}
+
 fn raw(v: &Bound<'_, PyAny>) -> Raw {
     if v.is_none() {
         Raw::None
@@ -1550,13 +1556,16 @@ impl<'py> Flags<'py> {
         flags::url_arg_of(truth, || arg.as_ref().map_or(Ok(String::new()), |a| a.extract()))
     }
 
-    /// A function tool: `fn` and `check_output` set.
+    /// A function tool (see `flags::function`).
     fn function(&self) -> PyResult<bool> {
         if let Some(v) = self.viewed() {
             return Ok(v.function);
         }
         let set = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| !v.is_none());
-        Ok(set(self.fn_attr()?) && set(self.get_unbound(intern!(self.tool.py(), "check_output"))?))
+        flags::function(
+            || Ok(set(self.fn_attr()?)),
+            || Ok(set(self.get_unbound(intern!(self.tool.py(), "check_output"))?)),
+        )
     }
 
     fn is_async(&self) -> PyResult<bool> {
@@ -2715,7 +2724,7 @@ impl Call {
     }
 
     /// Feed the outcome of the step the driver performed (`EV_*`; `value`: the approver's
-    /// answer, the store's document or compare-and-set result).
+    /// answer as it is (see `drive::approves`), the store's document or compare-and-set result).
     #[pyo3(signature = (event, value=None))]
     pub(super) fn feed<'py>(
         &mut self,
@@ -2725,7 +2734,7 @@ impl Call {
     ) -> PyResult<(u8, Bound<'py, PyAny>)> {
         let _in = super::shutdown::inside(py);
         let ev = match event {
-            EV_APPROVED => Event::Approved(value.is_some_and(|v| v.is(PyBool::new(py, true)))),
+            EV_APPROVED => Event::Approved(crate::drive::approves(value.and_then(|v| bool_of(&v)))),
             EV_SLEPT => Event::Slept,
             EV_WOKEN => Event::Woken,
             EV_GOT => Event::StoreGot(match value {

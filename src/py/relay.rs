@@ -29,7 +29,7 @@ use super::drive::{Awaited, Drive, Out};
 use super::pipeline::{helpers, Call, STEP_DONE};
 use super::turn::{abort_failed, out_of_err, Mine, Owed};
 use crate::body::{self, BodyStep, CallersCancel, RelayStep, RelayStepEnd, Resume};
-use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, TurnMachine};
+use crate::turn::{self as core, AbortEnded, AbortsStep, CleanUp, CleanUpStep, Then, TurnMachine};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Relay>()
@@ -347,7 +347,7 @@ impl Relay {
                     y.call_method0(intern!(py, "cancel"))?;
                 }
                 if then == CallersCancel::CancelAndWait {
-                    let wait = super::awaiting::waited(py, h, y.clone())?;
+                    let wait = super::awaiting::waited(py, h, y.clone(), false)?;
                     body.y = Some((y.unbind(), wait.clone().unbind()));
                     self.state = State::Body(body);
                     return Ok(wait);
@@ -437,7 +437,7 @@ impl Relay {
                         pyo3::exceptions::PyRuntimeError::new_err(format!("{}{}", body::AWAITS_ITSELF, y.repr()?));
                     return self.step(py, body, Input::Throw(exc.into_value(py).into_bound(py).into_any()));
                 }
-                let wait = super::awaiting::waited(py, h, y.clone())?;
+                let wait = super::awaiting::waited(py, h, y.clone(), false)?;
                 body.y = Some((y.unbind(), wait.clone().unbind()));
                 self.state = State::Body(body);
                 Ok(wait)
@@ -526,19 +526,20 @@ impl Relay {
                 }
             }
         };
-        match then {
-            None => Err(stopped(py)),
-            // This task runs in the body's context: the later steps go on in a task of their own.
-            Some((drive, after)) if within.is_some() => {
-                Owed::respawn(py, drive, after)?;
-                Err(stopped(py))
-            }
-            Some((drive, after)) => self.then(
+        let Some((drive, after)) = then else {
+            return Err(stopped(py));
+        };
+        match TurnMachine::later_steps(within.is_some()) {
+            Then::Drive => self.then(
                 py,
                 Awaited::of(py, drive)?,
                 after,
                 Input::Send(py.None().into_bound(py)),
             ),
+            _ => {
+                Owed::respawn(py, drive, after)?;
+                Err(stopped(py))
+            }
         }
     }
 
