@@ -179,6 +179,50 @@ def test_containers_enums_and_formats_arrive_typed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        # Integer keys travel as canonical decimals: "01" and "-0" are refused by the schema, so
+        # {"1": ..., "01": ...} no longer arrives as one entry with the other value dropped.
+        ({"by_id": {"1": "one", "01": "uno"}}, 'by_id: "01" does not match "^(?:0|-?[1-9][0-9]*)$"'),
+        ({"by_id": {"0": "zero", "-0": "nil"}}, 'by_id: "-0" does not match "^(?:0|-?[1-9][0-9]*)$"'),
+        # Keys whose spellings the schema cannot tell apart are refused when they convert to one.
+        (
+            {"by_uid": {"123e4567-e89b-12d3-a456-426614174000": 1, "123E4567-E89B-12D3-A456-426614174000": 2}},
+            "by_uid: cannot be read: the keys '123e4567-e89b-12d3-a456-426614174000' and "
+            "'123E4567-E89B-12D3-A456-426614174000' stand for the same key "
+            "UUID('123e4567-e89b-12d3-a456-426614174000'); send it once",
+        ),
+        (
+            {"by_amount": {"1.0": 1, "1.00": 2}},
+            "by_amount: cannot be read: the keys '1.0' and '1.00' stand for the same key Decimal('1.00'); send it once",
+        ),
+    ],
+)
+def test_keys_that_convert_to_one_key_are_refused_not_merged(args: dict[str, Any], reason: str) -> None:
+    seen: list[Any] = []
+
+    @tool(side_effecting=False)
+    def keyed(
+        by_id: dict[int, str] = {}, by_uid: dict[uuid.UUID, int] = {}, by_amount: dict[decimal.Decimal, int] = {}
+    ) -> str:
+        """Receive mappings with converted keys so the test can see what arrives."""
+        seen.append((by_id, by_uid, by_amount))
+        return "ok"
+
+    env = dispatch({"id": "1", "name": "keyed", "input": args}, ToolRegistry([keyed]))
+    assert env["ok"] is False and env["error"]["code"] == "invalid_arguments"
+    assert [f"{e['path']}: {e['reason']}" for e in env["error"]["errors"]] == [reason]
+    assert seen == []
+    # One spelling of each still arrives converted.
+    assert run(keyed, {"by_id": {"0": "zero", "-7": "m", "10": "ten"}}) == "ok"
+    assert run(keyed, {"by_uid": {"123E4567-E89B-12D3-A456-426614174000": 2}, "by_amount": {"1.00": 2}}) == "ok"
+    assert seen == [
+        ({0: "zero", -7: "m", 10: "ten"}, {}, {}),
+        ({}, {uuid.UUID("123e4567-e89b-12d3-a456-426614174000"): 2}, {decimal.Decimal("1.00"): 2}),
+    ]
+
+
+@pytest.mark.parametrize(
     ("args", "invalid"),
     [
         ({"n": 0}, [("n", "must be >= 1, got integer 0")]),

@@ -190,7 +190,7 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
     (cabc.Mapping[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
     (
         dict[int, str],
-        {"type": "object", "propertyNames": {"pattern": "^-?[0-9]+$"}, "additionalProperties": {"type": "string"}},
+        {"type": "object", "propertyNames": {"pattern": "^(?:0|-?[1-9][0-9]*)$"}, "additionalProperties": {"type": "string"}},
     ),
     (
         dict[Color, int],

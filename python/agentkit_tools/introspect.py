@@ -865,8 +865,9 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
         key_schema: dict[str, Any] = {}
         key_conv: Converter | None = None
         if key_tp is int:
-            # JSON object keys are strings: integer keys travel as their decimal text.
-            key_schema, key_conv = {"pattern": r"^-?[0-9]+$"}, int
+            # JSON object keys are strings: integer keys travel as their canonical decimal text
+            # (no leading zeros, no "-0"), so two keys never stand for one integer.
+            key_schema, key_conv = {"pattern": INT_KEY_PATTERN}, int
         elif key_tp is not str and key_tp is not typing.Any:
             key_schema, key_conv, _ = _schema(key_tp, defs)
             if key_schema.get("type") != "string":
@@ -882,13 +883,38 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
             out["additionalProperties"] = val_schema
         if conv is None and key_conv is None:
             return out, None, None
-        kc = key_conv or (lambda k: k)
         vc = conv or (lambda x: x)
-        return out, lambda v: {kc(k): (None if x is None else vc(x)) for k, x in v.items()}, None
+        if key_conv is None:
+            return out, lambda v: {k: (None if x is None else vc(x)) for k, x in v.items()}, None
+        return out, _keyed_converter(key_conv, vc), None
     structured = _structured(tp, defs)
     if structured is not None:
         return structured
     raise _Unsupported(f"no JSON Schema for the type {tp!r}; annotate with a JSON type or a structured class")
+
+
+#: The ``propertyNames`` pattern of ``dict[int, V]``: canonical decimal integers only.
+INT_KEY_PATTERN = r"^(?:0|-?[1-9][0-9]*)$"
+
+
+def _keyed_converter(key_conv: Converter, vc: Converter) -> Converter:
+    """The converter of a mapping whose keys are converted too (``dict[UUID, V]``, ...): two
+    keys that convert to one (``"A0..."`` and ``"a0..."`` as UUIDs, ``"1.0"`` and ``"1.00"`` as
+    Decimals, one instant at two offsets) are refused instead of one value silently replacing
+    the other."""
+
+    def convert(v: "cabc.Mapping[str, Any]") -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        sent: dict[Any, str] = {}
+        for k, x in v.items():
+            ck = key_conv(k)
+            if ck in sent:
+                raise ValueError(f"the keys {sent[ck]!r} and {k!r} stand for the same key {ck!r}; send it once")
+            sent[ck] = k
+            out[ck] = None if x is None else vc(x)
+        return out
+
+    return convert
 
 
 def _alias_schema(tp: Any, origin: Any, args: tuple[Any, ...], defs: _Defs) -> tuple[dict[str, Any], Converter | None, str | None]:
