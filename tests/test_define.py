@@ -291,8 +291,10 @@ def test_timeout_s_that_is_not_a_deadline_is_refused_everywhere(bad):
     assert str(info.value) == expected
 
 
-@pytest.mark.parametrize("bad", [0, -3, True, "2000", 2000.0, 1.5])
+@pytest.mark.parametrize("bad", [0, -3, True, "2000", 2000.0, 1.5, 2**63, 10**30])
 def test_max_result_chars_that_is_not_a_limit_is_refused(bad):
+    # 10**30 was accepted, and rendering the tool's result then raised OverflowError ("int too
+    # big to convert") in the provider round-trips and the MCP server.
     def lookup(sku: str) -> str:
         """Look up one stock-keeping unit and return its record."""
         return sku
@@ -301,7 +303,7 @@ def test_max_result_chars_that_is_not_a_limit_is_refused(bad):
         tool(read_only=True, max_result_chars=bad)(lookup)
     assert str(info.value) == (
         f"tool 'lookup': max_result_chars={bad!r} is not a limit; pass a whole number of characters (at least "
-        "1), or None for the registry's limit (default 2000)"
+        "1, at most 9223372036854775807), or None for the registry's limit (default 2000)"
     )
 
 
@@ -311,7 +313,7 @@ def test_registry_limits_that_are_not_limits_are_refused(bad):
         ToolRegistry(max_result_chars=bad)
     assert str(info.value) == (
         f"ToolRegistry: max_result_chars={bad!r} is not a limit; pass a whole number of characters (at least "
-        "1), or None for the registry's limit (default 2000)"
+        "1, at most 9223372036854775807), or None for the registry's limit (default 2000)"
     )
     with pytest.raises(ToolDefinitionError) as info:
         ToolRegistry(max_media_bytes=bad)
@@ -321,6 +323,25 @@ def test_registry_limits_that_are_not_limits_are_refused(bad):
     )
     reg = ToolRegistry(max_result_chars=1, max_media_bytes=1)
     assert (reg.max_result_chars, reg.max_media_bytes) == (1, 1)
+
+
+def test_the_largest_max_result_chars_renders_results():
+    from agentkit_tools import dispatch
+    from agentkit_tools.roundtrip import tool_result_text
+
+    @tool(read_only=True, max_result_chars=2**63 - 1)
+    def lookup(sku: str) -> str:
+        """Look up one stock-keeping unit and return its record."""
+        return sku * 3
+
+    env = dispatch({"id": "1", "name": "lookup", "input": {"sku": "ab"}}, ToolRegistry([lookup]))
+    assert tool_result_text(env, max_chars=lookup.max_result_chars) == "ababab"
+    with pytest.raises(ToolDefinitionError) as info:
+        ToolRegistry(max_result_chars=2**63)
+    assert str(info.value) == (
+        "ToolRegistry: max_result_chars=9223372036854775808 is not a limit; pass a whole number of characters "
+        "(at least 1, at most 9223372036854775807), or None for the registry's limit (default 2000)"
+    )
 
 
 def test_good_numeric_options_are_kept_as_given():

@@ -35,6 +35,9 @@ else:
 MAX_TIMEOUT_S = 2_592_000.0
 """The longest per-call deadline a tool may declare: 30 days, in seconds."""
 
+MAX_RESULT_CHARS = 2**63 - 1
+"""The largest ``max_result_chars`` a tool or registry may declare (what rendering a result takes)."""
+
 
 def check_tool_options(
     name: str,
@@ -47,7 +50,8 @@ def check_tool_options(
     """The rule for a tool's numeric options (every way of making a tool, and a registry's
     defaults, apply it): ``timeout_s`` is None or a number of seconds greater than 0 and at most
     2,592,000 (30 days); ``max_result_chars`` is None or a whole number of characters, at least
-    1; ``max_media_bytes`` is None or a whole number of bytes, at least 1. Booleans, strings,
+    1 and at most :data:`MAX_RESULT_CHARS` (a larger one could not be applied when a result is
+    rendered); ``max_media_bytes`` is None or a whole number of bytes, at least 1. Booleans, strings,
     NaN and infinity are refused. Raises ``ToolDefinitionError`` naming the tool (or ``owner``,
     for options that several tools share) and the option."""
     what = owner if owner is not None else f"tool {name!r}"
@@ -61,10 +65,11 @@ def check_tool_options(
             )
     if max_result_chars is not None:
         ok = isinstance(max_result_chars, int) and not isinstance(max_result_chars, bool)
-        if not ok or max_result_chars < 1:
+        if not ok or not 1 <= max_result_chars <= MAX_RESULT_CHARS:
             raise ToolDefinitionError(
                 f"{what}: max_result_chars={max_result_chars!r} is not a limit; pass a whole "
-                "number of characters (at least 1), or None for the registry's limit (default 2000)"
+                f"number of characters (at least 1, at most {MAX_RESULT_CHARS}), or None for the "
+                "registry's limit (default 2000)"
             )
     if max_media_bytes is not None:
         ok = isinstance(max_media_bytes, int) and not isinstance(max_media_bytes, bool)
