@@ -287,3 +287,42 @@ def test_cli_bad_target() -> None:
     assert proc.stderr == (
         "error: cannot load tests.fakes.no_such_module:registry: No module named 'tests.fakes.no_such_module'\n"
     )
+
+
+@dataclasses.dataclass
+class Reading:
+    celsius: float
+
+
+async def test_structured_content_that_breaks_the_advertised_output_schema_is_an_output_mismatch() -> None:
+    # An instance of the declared class passes the tool's own output check as it is; its JSON
+    # could still break the outputSchema the server advertises, and the SDK's client then raised
+    # RuntimeError ("Invalid structured content returned by tool ...") instead of giving the
+    # model any answer.
+    @tool(read_only=True)
+    def thermometer(probe: str) -> Reading:
+        """Read the temperature of one probe, in degrees Celsius."""
+        return {"ok": Reading(21.5), "inf": Reading(float("inf")), "str": Reading("warm")}[probe]  # type: ignore[arg-type]
+
+    async with Client(build_server(ToolRegistry([thermometer]))) as client:
+        ok = await client.call_tool("thermometer", {"probe": "ok"})
+        inf = await client.call_tool("thermometer", {"probe": "inf"})
+        word = await client.call_tool("thermometer", {"probe": "str"})
+    server = ("agentkit-tools", __version__)
+    assert wire(ok) == text('{"celsius": 21.5}', structured={"celsius": 21.5}, server=server)
+    tail = (
+        ". This is a fault in the tool, not in your arguments: try different arguments once, or tell the user the "
+        "tool is returning malformed data."
+    )
+    assert wire(inf) == text(
+        "thermometer returned a value that does not match its declared output schema 'Reading' (<root>: not a "
+        "JSON value: inf is not a JSON number; send a finite number)" + tail,
+        error=True,
+        server=server,
+    )
+    assert wire(word) == text(
+        "thermometer returned a value that does not match its declared output schema 'Reading' (celsius: "
+        'expected number, got string "warm")' + tail,
+        error=True,
+        server=server,
+    )

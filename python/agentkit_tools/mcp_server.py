@@ -11,7 +11,10 @@
   ``structuredContent`` (the value as JSON) when the tool has an output schema; every failure
   (unknown tool, invalid arguments, a tool error, a refusal of the middleware) is a result with
   ``isError: true`` whose text is the envelope's ``error.message``, so the model can correct
-  itself (MCP reports tool errors inside the result, not as protocol errors).
+  itself (MCP reports tool errors inside the result, not as protocol errors). A success whose
+  ``structuredContent`` would not match the advertised ``outputSchema`` (an instance of the
+  declared class passes the tool's own check as it is) is answered as ``output_mismatch``:
+  MCP clients refuse a result that breaks the schema.
 - A tool with ``requires_approval=True`` runs when the server allows it (``approve=`` names it,
   or ``approver(tool, args, ctx)`` returns ``True``); without either, the server asks the user
   through the client when the client supports form elicitation, and otherwise refuses the call
@@ -24,6 +27,7 @@ Entry points: :func:`build_server` (the low-level ``mcp.server.lowlevel.Server``
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterable, Mapping
 
 from . import _core
@@ -90,6 +94,32 @@ def call_tool_result(
             structured_content=data,
         )
     return types.CallToolResult(content=[types.TextContent(text=tool_result_text(envelope, max_chars=max_chars))])
+
+
+def _conforming(envelope: Mapping[str, Any], tool_name: str, output_schema: Any, registry: Any) -> Mapping[str, Any]:
+    """``envelope``, or the ``output_mismatch`` envelope when the value's JSON form (what
+    ``structuredContent`` carries) does not match the output schema the tool advertises: MCP
+    requires structured results to conform, and a client refuses one that does not, so the model
+    would get no answer at all. An instance of the declared class passes the tool's own output
+    check as it is, so its JSON can still break the schema (a dataclass field of the wrong type, a
+    float that is not finite, which JSON cannot carry)."""
+    from .errors import ToolShapeError
+
+    problems = _output_validator(_core.canonical_args(output_schema)[0]).problems(_jsonable(envelope.get("value")))
+    if not problems:
+        return envelope
+    check = getattr(registry.get(tool_name), "_output", None)
+    expected = getattr(check, "expected", None) or str(output_schema.get("title") or "schema")
+    shape = ToolShapeError(tool_name, expected, envelope.get("value"), problems)
+    return _core.error_envelope(tool_name, shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _output_validator(schema_json: str) -> Any:
+    """The compiled validator of an output schema (its canonical JSON), compiled once."""
+    import json
+
+    return _core.SchemaValidator(json.loads(schema_json))
 
 
 class _SessionScopes:
@@ -221,7 +251,10 @@ def build_server(
         finally:
             if ephemeral:
                 inv.forget(run_ctx.run_id)
-        structured = "outputSchema" in _mcp_entry(reg, tool_name)
+        output_schema = _mcp_entry(reg, tool_name).get("outputSchema")
+        structured = output_schema is not None
+        if structured and envelope.get("ok") and _media_parts(envelope, 0) is None:
+            envelope = _conforming(envelope, tool_name, output_schema, reg)
         return call_tool_result(
             envelope,
             max_chars=result_limit(reg, tool_name),
