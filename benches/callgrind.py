@@ -18,8 +18,10 @@ and prints thousands of instructions per call, steady state:
   async tool that sleeps 10 ms (the default chain), against a bare ``asyncio.gather`` of the same
   coroutines; the calls are built before the region.
 - with a mapping, the default chain observed: ``audit(sink)`` with a sync sink (each call builds
-  and emits its record), and last, with an OpenTelemetry SDK tracer provider installed (no span
-  processor: each call opens and ends its ``execute_tool`` span too);
+  and emits its record), with an async sink that does not suspend, one that suspends once
+  (``asyncio.sleep(0)``) and one that waits once on a future, and last, with an OpenTelemetry SDK
+  tracer provider installed (no span processor: each call opens and ends its ``execute_tool``
+  span too);
 
 How: each measured region is one ``sys.call_tracing(region, ...)``; callgrind collects only
 inside that C function (``--toggle-collect=sys_call_tracing``) and dumps a profile after each
@@ -58,6 +60,23 @@ def _drop(record: Any) -> None:
     """An audit sink that keeps nothing."""
 
 
+async def _adrop(record: Any) -> None:
+    """An async audit sink that keeps nothing and does not suspend."""
+
+
+async def _asleep(record: Any) -> None:
+    """An async audit sink that keeps nothing and suspends once (``asyncio.sleep(0)``)."""
+    await asyncio.sleep(0)
+
+
+async def _await_future(record: Any) -> None:
+    """An async audit sink that keeps nothing and waits once on a future (the loop completes it at
+    once)."""
+    fut = asyncio.get_running_loop().create_future()
+    fut.get_loop().call_soon(fut.set_result, None)
+    await fut
+
+
 def _cases(calls: int) -> list[tuple[str, str, Callable[[int], Any]]]:
     """``(name, kind, run)``: ``run(n)`` performs ``n`` calls; kind ``sync`` runs in a plain
     loop, ``async`` returns a coroutine run on one event loop."""
@@ -82,6 +101,9 @@ def _cases(calls: int) -> list[tuple[str, str, Callable[[int], Any]]]:
     chain = [audit(), approval(), repeat_guard(limit=10**9), idempotency(), retry(), timeout()]
     inv = Invoker(reg, middleware=chain)
     sunk = Invoker(reg, middleware=[audit(_drop), *chain[1:]])
+    asunk = Invoker(reg, middleware=[audit(_adrop), *chain[1:]])
+    asleeps = Invoker(reg, middleware=[audit(_asleep), *chain[1:]])
+    afuture = Invoker(reg, middleware=[audit(_await_future), *chain[1:]])
     bare = Invoker(reg, middleware=[])
     validate = inline._core.validate
 
@@ -134,6 +156,12 @@ def _cases(calls: int) -> list[tuple[str, str, Callable[[int], Any]]]:
             ("invoke async, tool made per call (mapping)", "async", async_loop(made_per_call(c_as))),
             ("invoke inline, audit sink (mapping)", "async", async_loop(lambda: sunk.invoke(c_in))),
             ("invoke async, audit sink (mapping)", "async", async_loop(lambda: sunk.invoke(c_as))),
+            ("invoke inline, async audit sink (mapping)", "async", async_loop(lambda: asunk.invoke(c_in))),
+            ("invoke async, async audit sink (mapping)", "async", async_loop(lambda: asunk.invoke(c_as))),
+            ("invoke inline, async audit sink that suspends (mapping)", "async",
+             async_loop(lambda: asleeps.invoke(c_in))),
+            ("invoke inline, async audit sink that awaits a future (mapping)", "async",
+             async_loop(lambda: afuture.invoke(c_in))),
             # last: the tracer provider, once installed, stays for the rest of the process
             ("invoke inline, audit sink + span (mapping)", "async", traced(lambda: sunk.invoke(c_in))),
             ("invoke async, audit sink + span (mapping)", "async", traced(lambda: sunk.invoke(c_as))),
