@@ -230,6 +230,46 @@ impl<S, E> Waited<S, E> {
     }
 }
 
+/// What the caller's task waits on for what a call's audit sink yielded (`none`: a bare yield),
+/// the sink's awaitable being awaited in the caller's task: a plain future completed with it for
+/// any future (`is_future`, asked only then), so that the caller's cancellation, which cancels the
+/// future its task waits on, never cancels what the sink waits on (see [`sink_thrown`]); a bare
+/// yield as it is. A step of an abort (`step_of_abort`) is a task of its own already: what its
+/// sink yields goes to its task as it is.
+#[inline]
+pub fn sink_waits_through_plain_future<E>(
+    step_of_abort: bool,
+    none: bool,
+    is_future: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    Ok(!step_of_abort && !none && is_future()?)
+}
+
+/// What a cancellation thrown into a call's drive while its audit sink writes the record does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkThrown {
+    /// The caller's cancellation (only the caller's task cancels the plain future it waits on in
+    /// the sink's place): it does not reach the sink, which goes on in a task of its own (its
+    /// first step waits on what the sink waits on); the call is aborted by the cancellation, and
+    /// its abort waits for that task within its bound (see
+    /// `crate::pipeline::CallMachine::recording`).
+    OwnTask,
+    /// Thrown into the sink (anything else, and anything in a step of an abort, a task of its
+    /// own already).
+    Into,
+}
+
+/// What `cancelled` (a cancellation or not) thrown into a drive awaiting its call's audit sink
+/// does (see [`SinkThrown`]); `step_of_abort`: the drive is a step of an abort.
+#[inline]
+pub fn sink_thrown(step_of_abort: bool, cancelled: bool) -> SinkThrown {
+    if cancelled && !step_of_abort {
+        SinkThrown::OwnTask
+    } else {
+        SinkThrown::Into
+    }
+}
+
 /// How an abort goes on after the wait for one of its steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterAbortStep<S, E> {
@@ -354,6 +394,10 @@ pub enum Closed {
     Chained,
     /// A step of its call's abort, in a task of its own (the abort goes on there).
     AbortStep,
+    /// Its call's audit sink writing the record (in the drive's task, or in a task of its own
+    /// once the caller's cancellation reached it, see [`SinkThrown::OwnTask`]): the call is
+    /// aborted, and that record is lost (logged) if its loop is closed with the sink not done.
+    Recording,
 }
 
 /// What closing a drive does once what it awaited is closed.
@@ -372,8 +416,8 @@ impl Closed {
     #[inline]
     pub fn close(self) -> Close {
         Close {
-            logs_lost: self == Closed::AbortStep,
-            aborts_call: self == Closed::CallStep,
+            logs_lost: matches!(self, Closed::AbortStep | Closed::Recording),
+            aborts_call: matches!(self, Closed::CallStep | Closed::Recording),
         }
     }
 }
@@ -460,6 +504,36 @@ mod tests {
                 aborts_call: false
             }
         );
+        assert_eq!(
+            Closed::Recording.close(),
+            Close {
+                logs_lost: true,
+                aborts_call: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_calls_sink_waits_through_a_plain_future_and_goes_to_a_task_of_its_own_when_cancelled() {
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(
+            sink_waits_through_plain_future(false, false, || Ok::<_, ()>(true)),
+            Ok(true)
+        );
+        assert_eq!(
+            sink_waits_through_plain_future(false, false, || Ok::<_, ()>(false)),
+            Ok(false)
+        );
+        assert_eq!(sink_waits_through_plain_future(false, true, never), Ok(false));
+        assert_eq!(sink_waits_through_plain_future(true, false, never), Ok(false));
+        assert_eq!(
+            sink_waits_through_plain_future(false, false, || Err("isfuture")),
+            Err("isfuture")
+        );
+        assert_eq!(sink_thrown(false, true), SinkThrown::OwnTask);
+        assert_eq!(sink_thrown(false, false), SinkThrown::Into);
+        assert_eq!(sink_thrown(true, true), SinkThrown::Into);
+        assert_eq!(sink_thrown(true, false), SinkThrown::Into);
     }
 
     #[test]
@@ -516,16 +590,15 @@ mod tests {
     fn an_aborts_steps_are_lost_only_when_its_loop_closed_with_the_step_not_done() {
         let never = || -> Result<bool, ()> { panic!("not asked") };
         let (yes, no) = (|| Ok::<_, ()>(true), || Ok::<_, ()>(false));
-        let (call, chained, abort) = (
-            Closed::CallStep.close(),
-            Closed::Chained.close(),
-            Closed::AbortStep.close(),
-        );
+        let (call, chained) = (Closed::CallStep.close(), Closed::Chained.close());
         assert!(!call.lost(never, never));
         assert!(!chained.lost(never, never));
-        assert!(!abort.lost(no, never));
-        assert!(abort.lost(yes, no));
-        assert!(!abort.lost(yes, yes));
+        for abort in [Closed::AbortStep.close(), Closed::Recording.close()] {
+            assert!(!abort.lost(no, never));
+            assert!(abort.lost(yes, no));
+            assert!(!abort.lost(yes, yes));
+        }
+        let abort = Closed::AbortStep.close();
         // a question that fails: not lost
         assert!(!abort.lost(|| Err(()), never));
         assert!(!abort.lost(yes, || Err(())));

@@ -990,6 +990,9 @@ pub enum Step<V> {
     AuditOpen,
     /// Emit the record (and close the span when one was opened); then `Recorded`.
     Record(AuditRecord),
+    /// An abort's step only: wait for the task of its own that writes this record, the call's
+    /// (see [`CallMachine::recording`]); the record is not emitted again.
+    Recording(AuditRecord),
     /// Finished.
     Done(Env<V>),
 }
@@ -1110,10 +1113,21 @@ pub struct CallMachine<V> {
     lost: u32,
     /// When the call began ([`Time::mono`]).
     began: f64,
-    /// The record of audit rule `.0` handed to the driver, until it says it is emitted; once the
-    /// driver says it never performed that step ([`CallMachine::unperformed`]), `.2` is set and
-    /// the call's abort emits it.
-    unrecorded: Option<(usize, AuditRecord, bool)>,
+    /// The record of audit rule `.0` handed to the driver, until it says it is emitted, and where
+    /// it is (`.2`, see [`Handed`]).
+    unrecorded: Option<(usize, AuditRecord, Handed)>,
+}
+
+/// Where the record handed to the driver last is, for the call's abort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handed {
+    /// With the driver: its sink has it (the abort emits nothing again).
+    Driver,
+    /// Never performed ([`CallMachine::unperformed`]): the abort emits it.
+    Unperformed,
+    /// Written in a task of its own ([`CallMachine::recording`]): the abort waits for that task
+    /// ([`Step::Recording`]).
+    InTask,
 }
 
 impl<V> CallMachine<V> {
@@ -1142,8 +1156,17 @@ impl<V> CallMachine<V> {
     /// The driver never performed the step the machine handed it last (the task that was to take
     /// it was cancelled before its first step): a record it was to emit is the abort's to emit.
     pub fn unperformed(&mut self) {
-        if let Some((_, _, lost)) = &mut self.unrecorded {
-            *lost = true;
+        if let Some((_, _, handed)) = &mut self.unrecorded {
+            *handed = Handed::Unperformed;
+        }
+    }
+
+    /// The driver writes the record it was handed last in a task of its own, which the caller's
+    /// cancellation does not reach (see `crate::drive::SinkThrown`): the call's abort waits for
+    /// that task ([`Step::Recording`]) instead of losing the record or emitting it again.
+    pub fn recording(&mut self) {
+        if let Some((_, _, handed)) = &mut self.unrecorded {
+            *handed = Handed::InTask;
         }
     }
     /// The rule whose step is in progress (None: the body, or finished).
@@ -1293,7 +1316,10 @@ impl<V: Clone> Pipeline<V> {
     ///   returned; the store had not confirmed the result) writes that result instead.
     /// - [`Step::Record`]: the audit record, outcome `cancelled` when `cancelled`, else
     ///   `internal_error` (the envelope the caller gets for a fault outside the pipeline),
-    ///   decision `failed`.
+    ///   decision `failed`; or the call's own record, made as it went out, that its driver never
+    ///   emitted ([`CallMachine::unperformed`]).
+    /// - [`Step::Recording`]: the call's own record is being written in a task of its own
+    ///   ([`CallMachine::recording`]): wait for that task.
     ///
     /// In-process, the identical calls waiting for this one wake (see
     /// [`CallMachine::take_wakes`]). A call aborted after its body started is released like a
@@ -1307,9 +1333,12 @@ impl<V: Clone> Pipeline<V> {
             Phase::In(i, _) | Phase::Out(i, _) => i + 1,
             _ => self.rules.len(),
         };
-        if let Some((i, rec, true)) = m.unrecorded.take() {
+        match m.unrecorded.take() {
             // The call's record, made as it went out, that its driver never emitted.
-            steps.push((i, Step::Record(rec)));
+            Some((i, rec, Handed::Unperformed)) => steps.push((i, Step::Record(rec))),
+            // That record, being written in a task of its own: the abort waits for it.
+            Some((i, rec, Handed::InTask)) => steps.push((i, Step::Recording(rec))),
+            Some((_, _, Handed::Driver)) | None => {}
         }
         for i in (0..limit.min(self.rules.len())).rev() {
             match std::mem::take(&mut m.frames[i]) {
@@ -1784,7 +1813,7 @@ impl<V: Clone> Pipeline<V> {
                     decision,
                 };
                 m.frames[i] = Frame::Idle;
-                m.unrecorded = Some((i, rec.clone(), false));
+                m.unrecorded = Some((i, rec.clone(), Handed::Driver));
                 Exit::Wait(Pending::Record, Step::Record(rec))
             }
             (Rule::Repeat { .. }, _) => {

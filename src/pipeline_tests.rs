@@ -1977,7 +1977,7 @@ fn a_rejected_call_s_raw_text_only_when_read() {
 }
 
 #[test]
-fn a_record_its_driver_never_emitted_is_the_aborts_to_emit_and_only_that_one() {
+fn a_record_its_driver_never_emitted_is_the_aborts_to_emit_and_one_written_in_a_task_the_aborts_to_wait_for() {
     let mut p = P::new(default_rules());
     // (each part a tool of its own: the repeat guard refuses a third identical call)
     let seen = |name: &str| Facts {
@@ -2001,17 +2001,27 @@ fn a_record_its_driver_never_emitted_is_the_aborts_to_emit_and_only_that_one() {
     let (mut m, _) = p.begin(seen("b"), at(0.0));
     assert_eq!(p.feed(&mut m, Event::BodyOk("7"), at(0.25)), Step::Record(ok.clone()));
     assert_eq!(p.abort(&mut m, true, at(0.5)), vec![]);
+    // Written in a task of its own (the caller's cancellation ends only its wait): the abort
+    // waits for that task, and emits nothing again; then nothing is left to wait for.
+    let (mut m, _) = p.begin(seen("e"), at(0.0));
+    assert_eq!(p.feed(&mut m, Event::BodyOk("7"), at(0.25)), Step::Record(ok.clone()));
+    m.recording();
+    assert_eq!(p.abort(&mut m, true, at(0.5)), vec![(0, Step::Recording(ok.clone()))]);
+    assert_eq!(p.abort(&mut m, true, at(0.6)), vec![]);
     // Emitted: an abort afterwards (none is asked once the call finished) and a step left
-    // unperformed later say nothing of it.
+    // unperformed or a task said later say nothing of it.
     let (mut m, _) = p.begin(seen("c"), at(0.0));
     p.feed(&mut m, Event::BodyOk("7"), at(0.25));
+    m.recording();
     assert_eq!(p.feed(&mut m, Event::Recorded, at(0.3)), Step::Done(ok_env("7", 250.0)));
     m.unperformed();
+    m.recording();
     assert_eq!(p.abort(&mut m, true, at(0.5)), vec![]);
     // Before any record was handed out, an abort records the cancellation as before.
     let (mut m, step) = p.begin(seen("d"), at(0.0));
     assert!(matches!(step, Step::RunBody { .. }), "{step:?}");
     m.unperformed();
+    m.recording();
     let steps = p.abort(&mut m, true, at(0.5));
     assert!(
         matches!(&steps[..], [(0, Step::Record(r))] if r.outcome == "cancelled"),

@@ -45,6 +45,7 @@ __all__ = [
     "STEP_RAISE",
     "STEP_AWAIT",
     "STEP_FAILING",
+    "STEP_RECORDING",
     "EV_APPROVED",
     "EV_SLEPT",
     "EV_WOKEN",
@@ -539,9 +540,11 @@ class Call:
         identical calls waiting for it in this process wake. Returns the steps to perform before
         re-raising, in order: ``(STEP_CAS, (store, key, expected, value))`` releases the call's
         shared idempotency claim (compare-and-set from exactly its own record; the answer is not
-        fed back) and ``(STEP_RECORD, (config, record))`` emits the audit record (outcome
-        ``"cancelled"``, else ``"internal_error"``). ``attempts``: body starts so far, when a
-        user middleware after this segment counts them."""
+        fed back), ``(STEP_RECORD, (config, record))`` emits the audit record (outcome
+        ``"cancelled"``, else ``"internal_error"``) and ``(STEP_RECORDING, (config, record))``
+        waits for the task of its own the driver writes the call's own record in (an async
+        sink's). ``attempts``: body starts so far, when a user middleware after this segment
+        counts them."""
 
     @property
     def attempts(self) -> int:
@@ -565,6 +568,7 @@ STEP_SETTLE: int
 STEP_RAISE: int
 STEP_AWAIT: int
 STEP_FAILING: int
+STEP_RECORDING: int
 EV_APPROVED: int
 EV_SLEPT: int
 EV_WOKEN: int

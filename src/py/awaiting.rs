@@ -864,11 +864,20 @@ pub(super) fn waited<'py>(
     if !body::waits_through_plain_future(clean_up, y.is_none(), exact, is_future)? {
         return Ok(y);
     }
+    let wait = completed_with(py, &y)?;
+    y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
+    wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+    Ok(wait)
+}
+
+/// A plain future of the loop of `fut` (a task or a gathering future) completed once `fut` has
+/// ended: cancelling a task that waits on it cancels that plain future only, never `fut`.
+pub(super) fn completed_with<'py>(py: Python<'py>, fut: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     // Its loop as an asyncio task finds it (`asyncio.futures._get_loop`): `get_loop()`, else
     // `_loop` (a future-like object of an older library).
-    let lp = match y.getattr_opt(intern!(py, "get_loop"))? {
+    let lp = match fut.getattr_opt(intern!(py, "get_loop"))? {
         Some(get_loop) => get_loop.call0()?,
-        None => y.getattr(intern!(py, "_loop"))?,
+        None => fut.getattr(intern!(py, "_loop"))?,
     };
     let wait = lp.call_method0(intern!(py, "create_future"))?;
     let woken = Bound::new(
@@ -877,9 +886,7 @@ pub(super) fn waited<'py>(
             wait: wait.clone().unbind(),
         },
     )?;
-    y.call_method1(intern!(py, "add_done_callback"), (woken,))?;
-    y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
-    wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+    fut.call_method1(intern!(py, "add_done_callback"), (woken,))?;
     Ok(wait)
 }
 

@@ -11,6 +11,11 @@
 //! (the body, a host callback's coroutine, a future) is stepped with `yield from` semantics, what
 //! that yields goes to the task untouched and what the task sends or throws goes to it.
 //!
+//! An async audit sink is awaited in the caller's task, but the caller's cancellation never
+//! reaches it: the task waits on a plain future in place of each future the sink waits on, and
+//! once that cancellation is thrown in, the sink goes on in a task of its own, which the call's
+//! abort waits for (see `step_sink`).
+//!
 //! Host callbacks: only the boolean `True` approves, an approver that fails refuses the call
 //! (logged); a store that fails is logged and the call goes on without sharing. Any other
 //! exception while driving aborts the call (`Call.abort`: its shared claim released and its record
@@ -39,13 +44,13 @@ use super::observe;
 use super::pipeline::{
     helpers, Call, Pipeline, EV_APPROVED, EV_CAS, EV_GOT, EV_OPENED, EV_RECORDED, EV_SET, EV_SLEPT, EV_STORE_FAILED,
     EV_WOKEN, STEP_APPROVE, STEP_AWAIT, STEP_CAS, STEP_DONE, STEP_FAILING, STEP_GET, STEP_OPEN, STEP_RAISE,
-    STEP_RECORD, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
+    STEP_RECORD, STEP_RECORDING, STEP_RUN, STEP_SET, STEP_SETTLE, STEP_SLEEP, STEP_WAIT,
 };
 use super::registry::CoreRegistry;
 use crate::cancel::{Current, Raised};
 use crate::drive::{
-    after_abort_step, approval, body_end, ending, AfterAbortStep, Answer, Approval, BodyEnd, Closed, Ending,
-    LeftBehind, Segment, Step as DriveStep, StoreAsked, Waited,
+    after_abort_step, approval, body_end, ending, sink_thrown, sink_waits_through_plain_future, AfterAbortStep, Answer,
+    Approval, BodyEnd, Closed, Ending, LeftBehind, Segment, SinkThrown, Step as DriveStep, StoreAsked, Waited,
 };
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -430,11 +435,14 @@ enum For {
     Slept,
     Woken,
     /// The audit sink's awaitable (`sink` returned it): then the rest of record `rec` (`attrs`:
-    /// its span attributes when a span is open, see `observe::span_attributes`).
+    /// its span attributes when a span is open, see `observe::span_attributes`). `waiting`: the
+    /// future the sink waits on, when the caller's task waits on a plain future completed with it
+    /// in its place (see `step_sink`).
     Recorded {
         rec: Py<PyAny>,
         sink: Py<PyAny>,
         attrs: Option<Py<PyAny>>,
+        waiting: Option<Py<PyAny>>,
     },
     /// The release of an aborted call's shared claim on `key` (a drive of the release alone).
     Released(Py<PyAny>),
@@ -464,10 +472,16 @@ impl For {
                 visit.call(approver)?;
                 visit.call(tool)
             }
-            For::Recorded { rec, sink, attrs } => {
+            For::Recorded {
+                rec,
+                sink,
+                attrs,
+                waiting,
+            } => {
                 visit.call(rec)?;
                 visit.call(sink)?;
-                visit.call(attrs)
+                visit.call(attrs)?;
+                visit.call(waiting)
             }
             For::Released(r) | For::Store(_, r) => visit.call(r),
             For::Aborting {
@@ -505,6 +519,11 @@ enum Begin {
     /// value)`; a failing store logged).
     Record(Py<PyAny>, Py<PyAny>),
     Release(Py<PyTuple>),
+    /// A call's record, in a task of its own once the caller's cancellation reached its audit
+    /// sink (its end: None): the rest of `.0`, what the sink `.3` returned for record `.2`, whose
+    /// first step waits on `.1` (what the sink waits on; None: it is sent None), then the record
+    /// goes to `ctx.trace`.
+    Sunk(Awaited, Option<Py<PyAny>>, Py<PyAny>, Py<PyAny>),
 }
 
 /// What to do next in a drive's loop.
@@ -516,6 +535,8 @@ enum Next<'py> {
     Fail(PyErr),
     /// End with the fault (aborted, or nothing to abort).
     End(PyErr),
+    /// Yield this to the task (what is awaited is set).
+    Yield(Bound<'py, PyAny>),
 }
 
 /// The driver of one call (see the module).
@@ -544,6 +565,9 @@ pub struct Drive {
     step_of_abort: bool,
     /// Closed (`close()`, or a `GeneratorExit` thrown in) before it ended.
     closed: bool,
+    /// The task of its own the call's audit sink goes on writing the record in, once the caller's
+    /// cancellation reached it (see `step_sink`): the call's abort waits for it (`STEP_RECORDING`).
+    recording: Option<Py<PyAny>>,
 }
 
 fn stop_with<'py>(value: Bound<'py, PyAny>) -> Stepped<'py> {
@@ -589,6 +613,7 @@ impl Drive {
             abort_until: None,
             step_of_abort: false,
             closed: false,
+            recording: None,
         }
     }
 
@@ -628,6 +653,15 @@ impl Drive {
         then: For,
         input: Input<'py>,
     ) -> Result<Next<'py>, Bound<'py, PyAny>> {
+        let then = match then {
+            For::Recorded {
+                rec,
+                sink,
+                attrs,
+                waiting,
+            } if !self.step_of_abort => return self.step_sink(py, aw, (rec, sink, attrs), waiting, input),
+            then => then,
+        };
         match aw.step(py, input) {
             Out::Yield(y) => {
                 self.awaiting = Some((aw, then));
@@ -636,6 +670,89 @@ impl Drive {
             Out::Return(v) => Ok(Next::Outcome(then, Ok(v))),
             Out::Raise(e) => Ok(Next::Outcome(then, Err(e))),
         }
+    }
+
+    /// A step of the call's audit sink (`aw`, what `sink` returned for record `rec`, `attrs`: its
+    /// span attributes), awaited in the caller's task: the task waits on a plain future completed
+    /// with what the sink waits on (`waiting`, see `drive::sink_waits_through_plain_future`), so
+    /// the caller's cancellation never cancels it; that cancellation thrown in does not reach the
+    /// sink, which goes on in a task of its own (`drive::sink_thrown`), and aborts the call.
+    fn step_sink<'py>(
+        &mut self,
+        py: Python<'py>,
+        aw: Awaited,
+        (rec, sink, attrs): (Py<PyAny>, Py<PyAny>, Option<Py<PyAny>>),
+        waiting: Option<Py<PyAny>>,
+        input: Input<'py>,
+    ) -> Result<Next<'py>, Bound<'py, PyAny>> {
+        if let Input::Throw(exc) = &input {
+            if sink_thrown(self.step_of_abort, thrown(exc).cancelled) == SinkThrown::OwnTask {
+                let exc = PyErr::from_value(exc.clone());
+                return Ok(match self.sink_to_task(py, aw, waiting, rec, sink) {
+                    Ok(()) => Next::Fail(exc),
+                    Err(e) => Next::Fail(e),
+                });
+            }
+        }
+        let then = |waiting| For::Recorded {
+            rec,
+            sink,
+            attrs,
+            waiting,
+        };
+        match aw.step(py, input) {
+            Out::Yield(y) => match self.through_plain_future(py, &y) {
+                Ok(Some(wait)) => {
+                    self.awaiting = Some((aw, then(Some(y.unbind()))));
+                    Err(wait)
+                }
+                // A bare yield, or what cannot be waited on through a plain future: as it is.
+                _ => {
+                    self.awaiting = Some((aw, then(None)));
+                    Err(y)
+                }
+            },
+            Out::Return(v) => Ok(Next::Outcome(then(None), Ok(v))),
+            Out::Raise(e) => Ok(Next::Outcome(then(None), Err(e))),
+        }
+    }
+
+    /// The plain future the caller's task waits on in place of `y`, what the call's audit sink
+    /// yielded, when it waits on one (see `drive::sink_waits_through_plain_future`).
+    fn through_plain_future<'py>(&self, py: Python<'py>, y: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let is_future = || helpers(py)?.isfuture.bind(py).call1((y,))?.is_truthy();
+        if !sink_waits_through_plain_future(self.step_of_abort, y.is_none(), is_future)? {
+            return Ok(None);
+        }
+        let wait = super::awaiting::completed_with(py, y)?;
+        y.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
+        wait.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+        Ok(Some(wait))
+    }
+
+    /// The caller's cancellation reached the call's audit sink (`aw`, what `sink` returned for
+    /// record `rec`, waiting on `waiting`): the sink goes on in a task of its own (a drive of the
+    /// record alone, held as a clean-up is), which the call's abort waits for
+    /// (`Call::recording`, `STEP_RECORDING`).
+    fn sink_to_task(
+        &mut self,
+        py: Python<'_>,
+        aw: Awaited,
+        waiting: Option<Py<PyAny>>,
+        rec: Py<PyAny>,
+        sink: Py<PyAny>,
+    ) -> PyResult<()> {
+        let mut d = Drive::new(Some(Begin::Sunk(aw, waiting, rec, sink)), self.ctx.clone_ref(py));
+        // A stop its sink raises is its value, for the abort awaiting it to go on with (see `end`).
+        d.step_of_abort = true;
+        let lp = super::running::running_loop(py)?;
+        let task = lp.call_method1(intern!(py, "create_task"), (Bound::new(py, d)?,))?;
+        // Held as a clean-up is: a loop closed first drops it without asyncio's report (its loss
+        // is logged by the drive awaiting it, see `close_now`).
+        helpers(py)?.hold_clean_up.bind(py).call1((&task,))?;
+        self.call(py)?.recording();
+        self.recording = Some(task.unbind());
+        Ok(())
     }
 
     /// The `ToolCall` a user middleware passed on to this segment (None: no middleware before).
@@ -678,6 +795,29 @@ impl Drive {
                 return self
                     .record(py, cfg.bind(py), rec.into_bound(py))
                     .unwrap_or_else(Next::End)
+            }
+            Begin::Sunk(aw, waiting, rec, sink) => {
+                let then = For::Recorded {
+                    rec,
+                    sink,
+                    attrs: None,
+                    waiting: None,
+                };
+                return match waiting {
+                    Some(waiting) => {
+                        // Its task waits on it now (the caller's task waited on a plain future).
+                        let waiting = waiting.into_bound(py);
+                        if let Err(e) = waiting.setattr(intern!(py, "_asyncio_future_blocking"), true) {
+                            return Next::Outcome(then, Err(e));
+                        }
+                        self.awaiting = Some((aw, then));
+                        Next::Yield(waiting)
+                    }
+                    None => match self.step(py, aw, then, Input::Send(py.None().into_bound(py))) {
+                        Ok(next) => next,
+                        Err(y) => Next::Yield(y),
+                    },
+                };
             }
             Begin::Release(arg) => {
                 let arg = arg.into_bound(py);
@@ -734,6 +874,7 @@ impl Drive {
                 Next::Outcome(then, out) => self.outcome(py, then, out),
                 Next::Fail(e) => self.fail(py, e),
                 Next::End(e) => return self.end(py, e),
+                Next::Yield(y) => return Ok(y),
             };
         }
     }
@@ -994,7 +1135,7 @@ impl Drive {
                     out?;
                     Next::fed(self.call(py)?.feed(py, EV_WOKEN, None)?)
                 }
-                For::Recorded { rec, sink, attrs } => {
+                For::Recorded { rec, sink, attrs, .. } => {
                     if let Err(e) = out {
                         observe::sink_failed(py, sink.bind(py), e)?;
                     }
@@ -1041,18 +1182,7 @@ impl Drive {
                     step,
                     doing,
                 } => {
-                    let task = step.bind(py);
-                    let cancelled_error = helpers(py)?.cancelled_error.bind(py);
-                    let waited = Waited::of(
-                        out.map(drop),
-                        || task.call_method0(intern!(py, "done"))?.is_truthy(),
-                        || task.call_method0(intern!(py, "cancelled"))?.is_truthy(),
-                        || {
-                            let stop = task.call_method0(intern!(py, "result"))?;
-                            Ok((!stop.is_none()).then_some(stop))
-                        },
-                        |e| e.is_instance(py, cancelled_error),
-                    )?;
+                    let waited = waited_for(py, step.bind(py), out)?;
                     let by_stop = thrown(exc.bind(py)).raised() == Raised::Stop;
                     match after_abort_step(waited, by_stop) {
                         AfterAbortStep::Next => self.abort_next(py, exc.into_bound(py), steps, attrs),
@@ -1168,15 +1298,32 @@ impl Drive {
         // (what the task waits on, the step's task, the step)
         type Started<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, (u8, Py<PyTuple>));
         let started = (|| -> PyResult<Option<Started<'py>>> {
-            let Some((step, arg)) = steps.next() else {
-                return Ok(None);
-            };
-            let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
-            let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
-            // Held as a clean-up is: a loop closed first drops it without asyncio's report (its
-            // loss is logged by the drive awaiting it, see `close_now`).
-            helpers(py)?.hold_clean_up.bind(py).call1((&task,))?;
-            Ok(Some((self.wait_for_step(py, &task)?, task, (step, arg))))
+            loop {
+                let Some((step, arg)) = steps.next() else {
+                    return Ok(None);
+                };
+                let task = if step == STEP_RECORDING {
+                    // The call's own record, in its task already: waited for unless done.
+                    if self.span.is_some() {
+                        let record = arg.bind(py).get_item(1)?;
+                        attrs = Some(observe::span_attributes(py, &record)?.into_any().unbind());
+                    }
+                    match self.recording.take() {
+                        Some(task) if !task.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? => {
+                            task.into_bound(py)
+                        }
+                        _ => continue,
+                    }
+                } else {
+                    let coro = self.abort_step(py, step, arg.bind(py), &mut attrs)?;
+                    let task = own(py)?.ensure_future.bind(py).call1((coro,))?;
+                    // Held as a clean-up is: a loop closed first drops it without asyncio's
+                    // report (its loss is logged by the drive awaiting it, see `close_now`).
+                    helpers(py)?.hold_clean_up.bind(py).call1((&task,))?;
+                    task
+                };
+                return Ok(Some((self.wait_for_step(py, &task)?, task, (step, arg))));
+            }
         })();
         match started {
             Ok(Some((aw, step, doing))) => Next::Await(
@@ -1218,6 +1365,7 @@ impl Drive {
             None => None,
         };
         rest.aborting = Some(exc.clone_ref(py));
+        rest.recording = self.recording.take();
         let aw = rest.wait_for_step(py, step.bind(py))?;
         rest.awaiting = Some((
             Awaited::of(py, aw)?,
@@ -1250,11 +1398,26 @@ impl Drive {
     /// it (`going_on`: its bound passed), or it cannot go on (its event loop is closed).
     fn left_behind(&self, py: Python<'_>, doing: &(u8, Py<PyTuple>), going_on: bool) -> PyResult<()> {
         let (step, arg) = (doing.0, doing.1.bind(py));
-        let (left, what) = if step == STEP_CAS {
-            (LeftBehind::Release, arg.get_item(1)?)
-        } else {
-            (LeftBehind::Record, arg.get_item(0)?.getattr(intern!(py, "sink"))?)
-        };
+        if step != STEP_CAS {
+            return self.logged_left_behind(
+                py,
+                LeftBehind::Record,
+                arg.get_item(0)?.getattr(intern!(py, "sink"))?,
+                going_on,
+            );
+        }
+        self.logged_left_behind(py, LeftBehind::Release, arg.get_item(1)?, going_on)
+    }
+
+    /// What is left behind (`left`: a release, the record of an audit sink), logged naming
+    /// `what` (the key, the sink), as `left_behind` says.
+    fn logged_left_behind<'py>(
+        &self,
+        py: Python<'py>,
+        left: LeftBehind,
+        what: Bound<'py, PyAny>,
+        going_on: bool,
+    ) -> PyResult<()> {
         let mut args = vec![what];
         if going_on {
             args.push(pyo3::types::PyFloat::new(py, crate::deadline::ABORT_WAIT_S).into_any());
@@ -1308,6 +1471,7 @@ impl Drive {
                     rec: rec.unbind(),
                     sink: sink.unbind(),
                     attrs,
+                    waiting: None,
                 },
             )),
             None => self.recorded(py, rec, attrs),
@@ -1334,6 +1498,7 @@ impl Drive {
                             rec: rec.unbind(),
                             sink: sink.unbind(),
                             attrs: None,
+                            waiting: None,
                         },
                     ));
                     return Ok(None);
@@ -1408,6 +1573,9 @@ impl Drive {
         let steps = m.bind(py).try_borrow_mut()?.abort(py, true, attempts)?;
         let mut attrs = None;
         for (step, arg) in steps {
+            if step == STEP_RECORDING {
+                continue; // the call's own record, in a task of its own (held): it goes on there
+            }
             if !without_loop(py, self.abort_step(py, step, &arg, &mut attrs)?) {
                 self.left_behind(py, &(step, arg.unbind()), false)?;
             }
@@ -1430,10 +1598,29 @@ impl Drive {
         };
         let close = match &then {
             For::Aborting { .. } => Closed::AbortStep,
+            For::Recorded { .. } if !self.step_of_abort => Closed::Recording,
             For::Chained => Closed::Chained,
             _ => Closed::CallStep,
         }
         .close();
+        if let For::Recorded {
+            sink,
+            waiting: Some(waiting),
+            ..
+        } = &then
+        {
+            // The call's sink, closed with the record: lost if its loop is closed (logged).
+            let waiting = waiting.bind(py);
+            let loop_closed = || {
+                waiting
+                    .call_method0(intern!(py, "get_loop"))?
+                    .call_method0(intern!(py, "is_closed"))?
+                    .is_truthy()
+            };
+            if close.lost(loop_closed, || Ok::<_, PyErr>(false)) {
+                drop(self.logged_left_behind(py, LeftBehind::Record, sink.bind(py).clone(), false));
+            }
+        }
         if let For::Aborting { step, doing, steps, .. } = &then {
             // The rest of an abort dropped with its closed loop: what it had left is lost, logged
             // (`drive::Close::lost`).
@@ -1462,6 +1649,26 @@ impl Drive {
             _ => Ok(()),
         }
     }
+}
+
+/// How the caller's wait for `task` (an abort's step, in a task of its own) ended with `out` (see
+/// `crate::drive::Waited::of`).
+fn waited_for<'py>(
+    py: Python<'py>,
+    task: &Bound<'py, PyAny>,
+    out: PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Waited<Bound<'py, PyAny>, PyErr>> {
+    let cancelled_error = helpers(py)?.cancelled_error.bind(py);
+    Waited::of(
+        out.map(drop),
+        || task.call_method0(intern!(py, "done"))?.is_truthy(),
+        || task.call_method0(intern!(py, "cancelled"))?.is_truthy(),
+        || {
+            let stop = task.call_method0(intern!(py, "result"))?;
+            Ok((!stop.is_none()).then_some(stop))
+        },
+        |e| e.is_instance(py, cancelled_error),
+    )
 }
 
 impl<'py> Next<'py> {
@@ -1615,8 +1822,15 @@ impl Drive {
                 visit.call(r)?;
             }
             Some(Begin::Release(a)) => visit.call(a)?,
+            Some(Begin::Sunk(a, w, r, s)) => {
+                a.visit(&visit)?;
+                visit.call(w)?;
+                visit.call(r)?;
+                visit.call(s)?;
+            }
             None => {}
         }
+        visit.call(&self.recording)?;
         visit.call(&self.m)?;
         visit.call(&self.ctx)?;
         visit.call(&self.nxt)?;
@@ -1645,6 +1859,7 @@ impl Drive {
         self.call = None;
         self.span = None;
         self.aborting = None;
+        self.recording = None;
     }
 }
 }

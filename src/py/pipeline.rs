@@ -61,6 +61,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("STEP_RAISE", STEP_RAISE),
         ("STEP_AWAIT", STEP_AWAIT),
         ("STEP_FAILING", STEP_FAILING),
+        ("STEP_RECORDING", STEP_RECORDING),
         ("BODY_INLINE", BodyKind::Inline as u8),
         ("BODY_ASYNC", BodyKind::Async as u8),
         ("BODY_WORKER", BodyKind::Worker as u8),
@@ -107,6 +108,9 @@ pub(super) const STEP_AWAIT: u8 = 12;
 /// claim): the payload is `(key, why)`; log it as a failing store on `key`, then
 /// `feed(EV_STORE_FAILED)` (the call goes on without sharing).
 pub(super) const STEP_FAILING: u8 = 13;
+/// An abort's step only: the call's own record `(config, record)` is being written in a task of
+/// its own, its driver's (`Call::recording`): wait for that task; the record is not emitted again.
+pub(super) const STEP_RECORDING: u8 = 14;
 
 pub(super) const EV_APPROVED: u8 = 0;
 pub(super) const EV_SLEPT: u8 = 1;
@@ -1905,6 +1909,12 @@ impl Call {
         self.m.unperformed();
     }
 
+    /// The record this call's machine handed out last is written in a task of its own, the
+    /// driver's (see `CallMachine::recording`).
+    pub(super) fn recording(&mut self) {
+        self.m.recording();
+    }
+
     fn new<'py>(
         pipe: &Bound<'py, Pipeline>,
         parts: Admitted<'py>,
@@ -2591,6 +2601,11 @@ impl Call {
                     PyTuple::new(py, [self.config(py), rec.into_any()])?.into_any(),
                 )
             }
+            Step::Recording(_) => {
+                return Err(PyRuntimeError::new_err(
+                    "the pipeline asked to wait for a record's task outside an abort",
+                ))
+            }
         })
     }
 
@@ -2754,8 +2769,9 @@ impl Call {
     /// The caller gave up (`cancelled`) or a fault outside the pipeline ended the call: the
     /// identical calls waiting for it in this process wake; returns the steps the driver performs
     /// before re-raising, in order, as `(STEP_CAS, (store, key, expected, value))` (release the
-    /// call's shared idempotency claim; the answer is not fed back) and `(STEP_RECORD, (config,
-    /// record))` (outcome `cancelled`, else `internal_error`).
+    /// call's shared idempotency claim; the answer is not fed back), `(STEP_RECORD, (config,
+    /// record))` (outcome `cancelled`, else `internal_error`) and `(STEP_RECORDING, (config,
+    /// record))` (the call's own record, written in a task of its own: wait for it).
     /// `attempts`: body starts so far, when a user middleware after this segment counts them.
     #[pyo3(signature = (cancelled, attempts=None))]
     pub(super) fn abort<'py>(
@@ -2791,6 +2807,10 @@ impl Call {
                 }
                 Step::Record(r) => (
                     STEP_RECORD,
+                    PyTuple::new(py, [config.clone(), self.record(py, &r)?.into_any()])?,
+                ),
+                Step::Recording(r) => (
+                    STEP_RECORDING,
                     PyTuple::new(py, [config.clone(), self.record(py, &r)?.into_any()])?,
                 ),
                 _ => {
