@@ -520,9 +520,14 @@ impl TurnMachine {
         self.cancelled
     }
 
-    /// The caller's cancellation (or a stop) reached the turn, or it was closed.
-    pub fn cancel(&mut self) {
+    /// The caller's cancellation (or a stop) reached the turn at `now`, or it was closed. The bound
+    /// of the turn's aborts starts (see [`TurnMachine::abort_bound`]) unless a call's stop started
+    /// it: one bound from the cancellation, for the calls its own drive aborts meanwhile (a record
+    /// being written when the cancellation reaches its task, awaited until that bound) as for the
+    /// calls aborted once all the turn's tasks have ended.
+    pub fn cancel(&mut self, now: Instant) {
         self.cancelled = true;
+        self.abort_bound(now);
     }
 
     /// A call was answered: whether it was the last (the waiter is woken).
@@ -757,6 +762,12 @@ mod tests {
         let first = t.abort_bound(now);
         assert_eq!(first, now + Duration::from_secs_f64(crate::deadline::ABORT_WAIT_S));
         assert_eq!(t.abort_bound(now + Duration::from_secs(5)), first);
+        t.cancel(now + Duration::from_secs(6));
+        assert_eq!(t.abort_bound(now + Duration::from_secs(7)), first);
+        // The caller's cancellation starts it: the aborts after the tasks have ended keep it.
+        let mut t = TurnMachine::new(2);
+        t.cancel(now);
+        assert_eq!(t.abort_bound(now + Duration::from_secs(5)), first);
         assert!(TurnMachine::aborts_within_turn(Raised::Stop));
         assert!(!TurnMachine::aborts_within_turn(Raised::Cancelled));
         assert!(!TurnMachine::aborts_within_turn(Raised::Other));
@@ -768,7 +779,7 @@ mod tests {
         assert_eq!(t.body_raised(Raised::Stop), BodyRaised::Abort);
         assert_eq!(t.body_raised(Raised::Cancelled), BodyRaised::Feed);
         assert_eq!(t.body_raised(Raised::Other), BodyRaised::Feed);
-        t.cancel();
+        t.cancel(Instant::now());
         assert!(t.cancelled());
         assert_eq!(t.body_raised(Raised::Stop), BodyRaised::Abort);
         assert_eq!(t.body_raised(Raised::Cancelled), BodyRaised::Left);
@@ -794,7 +805,7 @@ mod tests {
             t.drive_ended(Driven::Closed, || true),
             DriveEnded::Closed { answer: false }
         );
-        t.cancel();
+        t.cancel(Instant::now());
         assert_eq!(
             t.drive_ended(Driven::Raised(Raised::Cancelled), never),
             DriveEnded::Left
@@ -826,7 +837,7 @@ mod tests {
         assert_eq!(t.relay_closed(true, || false, Raised::Stop), RelayClosed::Abort);
         assert_eq!(t.relay_closed(true, || false, Raised::Other), RelayClosed::Feed);
         assert_eq!(t.relay_closed(true, || false, Raised::Cancelled), RelayClosed::Feed);
-        t.cancel();
+        t.cancel(Instant::now());
         assert_eq!(t.relay_closed(true, never, Raised::Other), RelayClosed::Nothing);
     }
 
@@ -995,7 +1006,7 @@ mod tests {
     #[test]
     fn a_stop_during_the_aborts_ends_the_turn() {
         let mut t = TurnMachine::new(2);
-        t.cancel();
+        t.cancel(Instant::now());
         assert!(!t.aborts_done(false));
         assert!(!t.has_stop());
         assert_eq!(t.ending(false), Ending::Cancelled);

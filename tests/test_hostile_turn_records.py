@@ -188,3 +188,49 @@ async def test_a_cancellation_an_async_sink_raises_itself_in_a_turn_is_its_failu
             for r in caplog.records] == [("ERROR", "audit sink <sink> failed (the call's result is unaffected)",
                                           "CancelledError")]
 
+
+
+@tool(read_only=True, timeout_s=60)
+async def sometimes_waits(x: int) -> int:
+    """Answer with the number given: at once for 0, else after a very long wait."""
+    if x:
+        await asyncio.sleep(3600)
+    return x
+
+
+async def test_a_turn_cancelled_while_one_record_is_written_and_one_body_runs_waits_one_bound_for_both(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Cancelled while its sink (which does not finish) writes the record of a call whose body
+    returned and another call's body still runs: the records of both calls are waited for within
+    one bound from the cancellation (1 s), not 1 s for the record being written and 1 s more for
+    the aborted call's, and each is named in a warning."""
+    writing = asyncio.Event()
+    finish = asyncio.Event()
+    got: list[tuple[str, str]] = []
+
+    async def sink(rec: dict[str, Any]) -> None:
+        writing.set()
+        await finish.wait()
+        got.append((rec["call_id"], rec["outcome"]))
+
+    inv = Invoker(ToolRegistry([sometimes_waits]), middleware=[mw.audit(sink), mw.timeout()])
+    calls = [{"id": str(i), "name": "sometimes_waits", "input": {"x": i}} for i in range(2)]
+    task = asyncio.ensure_future(inv.invoke_many(calls, ToolContext(run_id="r")))
+    await asyncio.wait_for(writing.wait(), 5)
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools"):
+        task.cancel()
+        t0 = time.monotonic()
+        await asyncio.wait([task], timeout=5)
+        took = time.monotonic() - t0
+    assert (task.done(), task.done() and task.cancelled()) == (True, True)
+    assert 0.95 <= took < 1.6, took  # 2 s: a bound for the record being written, one for the other call
+    assert [(r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [
+        ("WARNING", LEFT_BEHIND)
+    ] * 2
+    finish.set()
+    for _ in range(100):
+        if len(got) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(got) == [("0", "ok"), ("1", "cancelled")]

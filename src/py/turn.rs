@@ -891,7 +891,7 @@ impl Turn {
         let py = slf.py();
         let running = {
             let mut t = state(slf)?;
-            t.machine.cancel();
+            t.machine.cancel(std::time::Instant::now());
             t.tasks.iter().flatten().map(|t| t.clone_ref(py)).collect()
         };
         Self::cancelling(slf, exc, running)
@@ -1180,7 +1180,7 @@ impl Turn {
     fn __clear__(&mut self) {
         // Its relays may still hand calls in: the slots stay, emptied.
         self.phase = Phase::Done;
-        self.machine.cancel();
+        self.machine.cancel(std::time::Instant::now());
         self.lp = None;
         self.direct = None;
         self.waiter = None;
