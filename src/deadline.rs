@@ -11,6 +11,19 @@ use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
 
+/// Nanoseconds on the monotonic clock as the seconds `time.monotonic()` answers for them:
+/// CPython converts its nanosecond reading so (a whole number of seconds by an integer division,
+/// else the nanoseconds divided by 1e9), and the same reading gives the same float here.
+#[inline]
+pub fn seconds_of_ns(ns: i64) -> f64 {
+    const NS: i64 = 1_000_000_000;
+    if ns % NS == 0 {
+        (ns / NS) as f64
+    } else {
+        ns as f64 / 1e9
+    }
+}
+
 /// The end of a call of `limit` seconds (None: no deadline) that starts at `now`: the one place
 /// a call's end is computed.
 #[inline]
@@ -302,6 +315,16 @@ pub fn timer_delay(when: f64, now: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nanoseconds_become_the_seconds_time_monotonic_answers() {
+        assert_eq!(seconds_of_ns(0), 0.0);
+        assert_eq!(seconds_of_ns(3_000_000_000), 3.0);
+        assert_eq!(seconds_of_ns(1_500_000_000), 1.5);
+        // not a whole second: the nanoseconds as a float, divided by 1e9
+        assert_eq!(seconds_of_ns(86_400_123_456_789), 86_400_123_456_789_f64 / 1e9);
+        assert_eq!(seconds_of_ns(123_456_789).to_bits(), (0.123456789_f64).to_bits());
+    }
 
     #[test]
     fn a_returned_body_is_past_its_end_by_the_time_it_took_or_the_clock() {

@@ -189,6 +189,18 @@ def test_a_call_end_is_computed_by_the_core() -> None:
     assert _runner._deadline_end is _core.deadline_end
 
 
+def test_the_core_reads_the_clock_time_monotonic_reads() -> None:
+    """A deadline of 0 s ends now on ``time.monotonic``: read between two readings of it, the
+    core's clock lies between them, every time (the core reads that clock itself where it can)."""
+    from agentkit_tools import _core
+
+    for _ in range(2000):
+        before = time.monotonic()
+        end = _core.deadline_end(0.0)
+        after = time.monotonic()
+        assert before <= end <= after
+
+
 @pytest.mark.parametrize("path", ["dispatch", "invoke"])
 def test_a_worker_keeps_nothing_of_a_call_once_it_has_answered(path: str) -> None:
     """The body, its arguments and the context of a call a worker ran are freed when the call

@@ -30,9 +30,46 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pending_deadlines, m)?)
 }
 
-/// `time.monotonic()`, the clock every call's deadline is on (as `ToolContext.deadline`).
+/// `time.monotonic()`, the clock every call's deadline is on (as `ToolContext.deadline`): on
+/// 64-bit Linux read here, without a call into Python (see [`monotonic`]), elsewhere through
+/// `time.monotonic`.
 pub(super) fn now(py: Python<'_>, h: &Helpers) -> PyResult<f64> {
+    if let Some(t) = monotonic() {
+        return Ok(t);
+    }
     h.monotonic.bind(py).call0()?.extract()
+}
+
+/// What `time.monotonic()` answers now, read as CPython reads it on Linux:
+/// `clock_gettime(CLOCK_MONOTONIC)` (also the event loop's `time()`), its nanoseconds converted
+/// by `crate::deadline::seconds_of_ns`. None where the clock cannot be read so.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+#[inline]
+pub(super) fn monotonic() -> Option<f64> {
+    use std::ffi::c_int;
+    /// `struct timespec` on 64-bit Linux (`time_t` and `long` are 64-bit there).
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: c_int, tp: *mut Timespec) -> c_int;
+    }
+    const CLOCK_MONOTONIC: c_int = 1;
+    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a `struct timespec` for the call to fill in.
+    if unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return None;
+    }
+    let ns = ts.tv_sec.checked_mul(1_000_000_000)?.checked_add(ts.tv_nsec)?;
+    Some(core::seconds_of_ns(ns))
+}
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+#[inline]
+pub(super) fn monotonic() -> Option<f64> {
+    None
 }
 
 /// The end of a call of `limit` seconds (None: no deadline) starting now, on `time.monotonic`:
@@ -137,8 +174,8 @@ fn find<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, LoopD
     None
 }
 
-/// The timer of loop `lp`, made if it has none.
-fn timer_of<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py, LoopDeadlines>> {
+/// The timer of loop `lp`, made if it has none. (While a caller holds it, it stays the loop's.)
+pub(super) fn timer_of<'py>(py: Python<'py>, lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py, LoopDeadlines>> {
     if let Some(t) = find(py, lp) {
         return Ok(t);
     }
@@ -298,12 +335,23 @@ pub(super) fn enter_for(
     limit: Option<f64>,
     name: &Bound<'_, PyAny>,
 ) -> PyResult<Entered> {
-    let py = lp.py();
-    let timer = timer_of(py, lp)?;
-    let seq = LoopDeadlines::add(&timer, end, task)?;
+    enter_in(&timer_of(lp.py(), lp)?, task, cancelling, end, limit, name)
+}
+
+/// [`enter_for`] where the caller holds the timer of the task's loop (`timer_of`).
+pub(super) fn enter_in(
+    timer: &Bound<'_, LoopDeadlines>,
+    task: &Bound<'_, PyAny>,
+    cancelling: isize,
+    end: f64,
+    limit: Option<f64>,
+    name: &Bound<'_, PyAny>,
+) -> PyResult<Entered> {
+    let py = timer.py();
+    let seq = LoopDeadlines::add(timer, end, task)?;
     let counts = counts_cancels(py, helpers(py)?, task);
     Ok(Entered(Some(Held {
-        timer: timer.unbind(),
+        timer: timer.clone().unbind(),
         seq,
         task: task.clone().unbind(),
         cancelling,

@@ -1877,7 +1877,7 @@ impl<'py> core::AdmittedReads for Reads<'_, 'py> {
             return Ok(None);
         }
         match ctx.getattr_opt(intern!(py, "deadline"))?.filter(|d| !d.is_none()) {
-            Some(d) => Ok(Some(d.sub(helpers(py)?.monotonic.bind(py).call0()?)?.extract()?)),
+            Some(d) => Ok(Some(d.sub(super::deadline::now(py, helpers(py)?)?)?.extract()?)),
             None => Ok(None),
         }
     }

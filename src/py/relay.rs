@@ -306,9 +306,9 @@ impl Relay {
             // Entered as the task's, in its first step: no cancellation of it was delivered yet
             // (one requested before would have been thrown in instead of this step; one the
             // body's sync prelude requested is not delivered yet).
-            Some(end) => match start.mine.task_and_loop(py)? {
+            Some(end) => match start.mine.task_and_timer(py)? {
                 // (the relay of a call's body is the coroutine of the call's task)
-                Some((task, lp)) => deadline::enter_for(&lp, &task, 0, end, limit, &tool)?,
+                Some((task, timer)) => deadline::enter_in(&timer, &task, 0, end, limit, &tool)?,
                 None => match h.current_task.bind(py).call0()? {
                     task if task.is_none() => Entered::none(),
                     task => deadline::enter_for(&super::running::running_loop(py)?, &task, 0, end, limit, &tool)?,

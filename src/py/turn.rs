@@ -31,6 +31,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::awaiting::{raised_inside, Input, Stepped};
 use super::coroutine::{coroutine_methods, Coroutine};
+use super::deadline::LoopDeadlines;
 use super::drive::{call_fault, raised, Awaited, Drive, Out};
 use super::pipeline::{helpers, Begun, Call, Pipeline, STEP_DONE};
 use super::registry::CoreRegistry;
@@ -216,6 +217,8 @@ pub struct Turn {
     ctx: Py<PyAny>,
     /// The running loop and the future the turn waits on (from the first step on).
     lp: Option<Py<PyAny>>,
+    /// The deadline timer of that loop, found when the first body enters its deadline.
+    timer: Option<Py<LoopDeadlines>>,
     direct: Option<Direct>,
     waiter: Option<Py<PyAny>>,
     envs: Vec<Option<Py<PyAny>>>,
@@ -298,16 +301,33 @@ impl Mine {
         Ok(self.turn.bind(py).try_borrow()?.machine.cancelled())
     }
 
-    /// The call's task and the turn's loop, once the turn has started.
-    pub(super) fn task_and_loop<'py>(
+    /// The call's task and the deadline timer of the turn's loop (found once per turn), once the
+    /// turn has started.
+    pub(super) fn task_and_timer<'py>(
         &self,
         py: Python<'py>,
-    ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
-        let t = self.turn.bind(py).try_borrow()?;
-        Ok(match (&t.tasks[self.i], &t.lp) {
-            (Some(task), Some(lp)) => Some((task.bind(py).clone(), lp.bind(py).clone())),
-            _ => None,
-        })
+    ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, LoopDeadlines>)>> {
+        let turn = self.turn.bind(py);
+        let (task, lp, timer) = {
+            let t = turn.try_borrow()?;
+            match (&t.tasks[self.i], &t.lp) {
+                (Some(task), Some(lp)) => (
+                    task.bind(py).clone(),
+                    lp.bind(py).clone(),
+                    t.timer.as_ref().map(|d| d.bind(py).clone()),
+                ),
+                _ => return Ok(None),
+            }
+        };
+        let timer = match timer {
+            Some(timer) => timer,
+            None => {
+                let timer = super::deadline::timer_of(py, &lp)?;
+                turn.try_borrow_mut()?.timer = Some(timer.clone().unbind());
+                timer
+            }
+        };
+        Ok(Some((task, timer)))
     }
 }
 
@@ -1129,6 +1149,7 @@ impl Turn {
             calls,
             ctx,
             lp: None,
+            timer: None,
             direct: None,
             waiter: None,
             envs: (0..n).map(|_| None).collect(),
@@ -1148,6 +1169,7 @@ impl Turn {
         }
         visit.call(&self.ctx)?;
         visit.call(&self.lp)?;
+        visit.call(&self.timer)?;
         if let Some(d) = &self.direct {
             d.visit(&visit)?;
         }
@@ -1182,6 +1204,7 @@ impl Turn {
         self.phase = Phase::Done;
         self.machine.cancel(std::time::Instant::now());
         self.lp = None;
+        self.timer = None;
         self.direct = None;
         self.waiter = None;
         self.envs.iter_mut().chain(self.tasks.iter_mut()).for_each(|v| *v = None);
