@@ -47,6 +47,7 @@ import json
 import logging
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -426,7 +427,6 @@ async def m5(res: Results, s: dict[str, Any], scale: float, rounds: int = 7) -> 
 
     async def ours() -> Any:
         envs = await inv.invoke_many(calls)
-        assert all(e["ok"] for e in envs)
         inv.forget(inv.default_scope)
         return envs
 
@@ -449,12 +449,19 @@ async def m5(res: Results, s: dict[str, Any], scale: float, rounds: int = 7) -> 
     samples: dict[str, list[float]] = {k: [] for k in cases}
     for f in cases.values():  # warm up
         await f()
-    for _ in range(rep):  # interleaved rounds
-        for k, f in cases.items():
+    order = list(cases)
+    for r in range(rep):
+        # Interleaved rounds, in an order shuffled per round (seeded): in a fixed order the same
+        # case always ran first after langchain-core's (180 ms of other code, caches left cold),
+        # about 1% slower than in any other place, whichever case it was.
+        random.Random(r).shuffle(order)
+        for k in order:
             gc.collect()
             t0 = time.perf_counter()
-            await f()
+            out = await cases[k]()
             samples[k].append((time.perf_counter() - t0) * 1e3)
+            if k.startswith("ours"):  # checked outside the timing, as the others' results are not checked
+                assert all(e["ok"] for e in out), out[0]
     res.add("M5 1,000 concurrent 10 ms async calls", "ours: Invoker.invoke_many (default chain)",
             [(k, v, k.startswith("ours")) for k, v in samples.items()])
 
