@@ -444,6 +444,30 @@ pub enum RawArgs<'a> {
     Unreadable(Option<String>),
 }
 
+/// The canonical text of arguments the host holds as an object (neither text nor None): their
+/// canonical JSON text when they read as JSON (`canonical`), else how they print (`printed`,
+/// asked only then), else a placeholder naming their type (`type_name`, asked only then; see
+/// [`raw_canonical`]). What reading or printing them raised is the next way tried, but what
+/// propagates (`propagates`: a stop, the caller's cancellation): that is raised, as everywhere
+/// the caller's objects are read.
+pub fn held_canonical<E>(
+    canonical: impl FnOnce() -> Result<String, E>,
+    printed: impl FnOnce() -> Result<String, E>,
+    type_name: impl FnOnce() -> Option<String>,
+    propagates: impl Fn(&E) -> bool,
+) -> Result<String, E> {
+    let args = match canonical() {
+        Ok(text) => RawArgs::Canonical(text),
+        Err(e) if propagates(&e) => return Err(e),
+        Err(_) => match printed() {
+            Ok(text) => RawArgs::Printed(text),
+            Err(e) if propagates(&e) => return Err(e),
+            Err(_) => RawArgs::Unreadable(type_name()),
+        },
+    };
+    Ok(raw_canonical(args))
+}
+
 /// The raw arguments of a call refused at admission, as the binding holds them (see
 /// [`Facts::rejected`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -633,26 +657,28 @@ impl Facts {
     /// The facts of a call refused at admission with `code`: its `name` (None: it named none),
     /// and the canonical text of its raw arguments `args` when a rule reads it (see
     /// [`Needs::canonical_of_rejected`]; `observed`: an audit record hashes it): from what was
-    /// parsed when the arguments were, else from the host's object (`text`, asked only then).
+    /// parsed when the arguments were, else from the host's object (`text`, asked only then;
+    /// what it raises is raised: see [`held_canonical`]).
     #[cold]
-    pub fn rejected<A>(
+    pub fn rejected<A, E>(
         &mut self,
         n: &Needs,
         code: Code,
         name: Option<String>,
         observed: bool,
         args: RawSent<'_, A>,
-        text: impl FnOnce(A) -> String,
-    ) {
+        text: impl FnOnce(A) -> Result<String, E>,
+    ) -> Result<(), E> {
         self.rejection_code = Some(code);
         if n.canonical_of_rejected(name.is_some(), observed) {
             self.canonical = match args {
                 RawSent::Parsed(value) => raw_canonical(RawArgs::Value(value)),
-                RawSent::Held(a) => text(a),
+                RawSent::Held(a) => text(a)?,
                 RawSent::Absent => raw_canonical(RawArgs::Absent),
             };
         }
         self.name = name;
+        Ok(())
     }
 
     /// The facts of an admitted call that the rules `n` read, asked of `r` in this order and

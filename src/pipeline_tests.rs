@@ -1911,7 +1911,7 @@ fn time_reads_the_wall_clock_only_when_asked() {
 fn a_rejected_call_s_raw_text_only_when_read() {
     let counts = Needs::of(&[Rule::Repeat { limit: 3 }]);
     let value = serde_json::json!({"b": 1, "a": 2});
-    let unread = |_: &str| -> String { panic!("the text is made only when read") };
+    let unread = |_: &str| -> Result<String, ()> { panic!("the text is made only when read") };
     let invalid = Code::Known(ErrorCode::InvalidArguments);
 
     // A named call the repeat guard counts: the parsed arguments' canonical text.
@@ -1923,7 +1923,8 @@ fn a_rejected_call_s_raw_text_only_when_read() {
         false,
         RawSent::Parsed(&value),
         unread,
-    );
+    )
+    .unwrap();
     assert_eq!(
         (f.rejection_code.clone(), f.name.as_deref(), f.canonical.as_str()),
         (Some(invalid.clone()), Some("t"), r#"{"a":2,"b":1}"#)
@@ -1936,8 +1937,9 @@ fn a_rejected_call_s_raw_text_only_when_read() {
         Some("t".into()),
         false,
         RawSent::Held("x"),
-        |a| format!("<{a}>"),
-    );
+        |a| Ok::<_, ()>(format!("<{a}>")),
+    )
+    .unwrap();
     assert_eq!(f.canonical, "<x>");
     let mut f = Facts::in_scope("run".into());
     f.rejected(
@@ -1947,11 +1949,13 @@ fn a_rejected_call_s_raw_text_only_when_read() {
         false,
         RawSent::<&str>::Absent,
         unread,
-    );
+    )
+    .unwrap();
     assert_eq!(f.canonical, "{}");
     // Unnamed and unobserved: nothing reads it; observed: an audit record hashes it.
     let mut f = Facts::in_scope("run".into());
-    f.rejected(&counts, invalid.clone(), None, false, RawSent::Held("x"), unread);
+    f.rejected(&counts, invalid.clone(), None, false, RawSent::Held("x"), unread)
+        .unwrap();
     assert_eq!((f.name.clone(), f.canonical.as_str()), (None, ""));
     let mut f = Facts::in_scope("run".into());
     f.rejected(
@@ -1960,8 +1964,9 @@ fn a_rejected_call_s_raw_text_only_when_read() {
         None,
         true,
         RawSent::Held("x"),
-        |a| a.to_owned(),
-    );
+        |a| Ok::<_, ()>(a.to_owned()),
+    )
+    .unwrap();
     assert_eq!(f.canonical, "x");
     let mut f = Facts::in_scope("run".into());
     f.rejected(
@@ -1971,9 +1976,50 @@ fn a_rejected_call_s_raw_text_only_when_read() {
         false,
         RawSent::Parsed(&value),
         unread,
-    );
+    )
+    .unwrap();
     assert_eq!(f.canonical, "");
     assert!(!f.admitted);
+    // What making the host's object's text raised (a stop) is raised.
+    let mut f = Facts::in_scope("run".into());
+    let raised = f.rejected(
+        &counts,
+        Code::Known(ErrorCode::UnknownTool),
+        Some("t".into()),
+        false,
+        RawSent::Held("x"),
+        |_| Err("KeyboardInterrupt"),
+    );
+    assert_eq!(raised, Err("KeyboardInterrupt"));
+}
+
+#[test]
+fn held_arguments_read_as_json_else_print_else_name_their_type_and_a_stop_propagates() {
+    let stop = |e: &&str| *e == "stop";
+    let never = || -> Result<String, &str> { panic!("not asked") };
+    let no_type = || -> Option<String> { panic!("not asked") };
+    let ok = |t: &str| -> Result<String, &str> { Ok(t.to_owned()) };
+    assert_eq!(
+        held_canonical(|| ok("{\"a\":1}"), never, no_type, stop),
+        Ok("{\"a\":1}".into())
+    );
+    assert_eq!(
+        held_canonical(|| Err("TypeError"), || ok("<A>"), no_type, stop),
+        Ok("<A>".into())
+    );
+    assert_eq!(
+        held_canonical(|| Err("TypeError"), || Err("ValueError"), || Some("A".into()), stop),
+        Ok("<unreadable A>".into())
+    );
+    assert_eq!(
+        held_canonical(|| Err("TypeError"), || Err("ValueError"), || None, stop),
+        Ok("<unreadable object>".into())
+    );
+    assert_eq!(held_canonical(|| Err("stop"), never, no_type, stop), Err("stop"));
+    assert_eq!(
+        held_canonical(|| Err("TypeError"), || Err("stop"), no_type, stop),
+        Err("stop")
+    );
 }
 
 #[test]

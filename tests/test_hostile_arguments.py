@@ -4,11 +4,12 @@ invalid argument), and the body gets exactly the arguments the validator read.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from agentkit_tools import Invoker, ToolContext, ToolRegistry, dispatch, middleware as mw, tool
+from agentkit_tools import Invoker, ToolContext, ToolRegistry, _core, dispatch, middleware as mw, tool
 
 seen: list[Any] = []
 
@@ -138,3 +139,97 @@ async def test_the_body_gets_the_arguments_the_validator_read(args: Any, body_ge
     [(a, n, l)] = seen
     assert (a, None if n is None else dict(n), None if l is None else list(l)) == body_gets
     assert type(a) is int
+
+
+class Unprintable:
+    """A value that is not JSON and whose `repr` raises `exc`."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __repr__(self) -> str:
+        raise self.exc
+
+
+class Unreadable(list):  # type: ignore[type-arg]
+    """A list whose iteration raises `exc` (its `repr` reads its storage)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__([1])
+        self.exc = exc
+
+    def __iter__(self) -> Iterator[Any]:
+        raise self.exc
+
+
+def rejected(exc: BaseException, kind: str) -> dict[str, Any]:
+    """A call refused at admission whose raw arguments raise `exc` when they are printed or read
+    for its audit text (where `kind` says)."""
+    if kind == "unknown-tool":
+        return {"id": "c1", "name": "nope", "input": Unprintable(exc)}
+    if kind == "unknown-tool-list":
+        return {"id": "c1", "name": "nope", "input": Unreadable(exc)}
+    assert kind == "not-json"
+    return call({"a": Unprintable(exc)})
+
+
+async def run_rejected(path: str, c: dict[str, Any], records: list[Any]) -> Any:
+    registry = ToolRegistry([probe])
+    if path == "invoke":  # the default chain: the repeat guard counts a call that names a tool
+        return await Invoker(registry).invoke(c, ToolContext(run_id="r"))
+    if path == "invoke-audit":
+        return await Invoker(registry, middleware=[mw.audit(records.append)]).invoke(c, ToolContext(run_id="r"))
+    assert path == "invoke_many"
+    return (await Invoker(registry).invoke_many([call({"a": 2}), c], ToolContext(run_id="r")))[1]
+
+
+REJECTED_KINDS = ["unknown-tool", "unknown-tool-list", "not-json"]
+REJECTED_PATHS = ["invoke", "invoke-audit", "invoke_many"]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("kind", REJECTED_KINDS)
+@pytest.mark.parametrize("path", REJECTED_PATHS)
+async def test_a_stop_raised_while_a_rejected_calls_arguments_are_printed_propagates(
+    stop: type, kind: str, path: str
+) -> None:
+    """The audit text of a refused call (its arguments' canonical text, else their `repr`) took
+    any error of printing them as arguments that cannot be printed, a stop included: the request
+    to stop was lost."""
+    exc = stop()
+    records: list[Any] = []
+    with pytest.raises(stop) as got:
+        await run_rejected(path, rejected(exc, kind), records)
+    assert got.value is exc
+    assert records == []
+
+
+@pytest.mark.parametrize("kind", REJECTED_KINDS)
+@pytest.mark.parametrize("path", REJECTED_PATHS)
+async def test_a_rejected_call_whose_arguments_cannot_be_printed_is_answered_and_audited(kind: str, path: str) -> None:
+    records: list[Any] = []
+    c = rejected(RuntimeError("no repr"), kind)
+    env = await run_rejected(path, c, records)
+    assert env["ok"] is False
+    assert env["error"]["code"] == ("invalid_arguments" if kind == "not-json" else "unknown_tool")
+    if path == "invoke-audit":
+        # (a list that cannot be read as JSON: its `repr`)
+        text = {
+            "unknown-tool": "<unreadable Unprintable>",
+            "unknown-tool-list": "[1]",
+            "not-json": "<unreadable dict>",
+        }[kind]
+        [record] = records
+        assert record["args_hash"] == _core.args_hash(text)
+
+
+def test_canonical_args_raises_a_stop_and_names_the_type_of_what_cannot_be_printed() -> None:
+    for stop in (KeyboardInterrupt, SystemExit):
+        exc = stop()
+        with pytest.raises(stop) as got:
+            _core.canonical_args(Unprintable(exc))
+        assert got.value is exc
+        with pytest.raises(stop):
+            _core.canonical_args(Unreadable(stop()))
+    text = "<unreadable Unprintable>"
+    assert _core.canonical_args(Unprintable(RuntimeError())) == (text, _core.args_hash(text))

@@ -418,7 +418,8 @@ def canonical_args(args: object) -> tuple[str, str]:
     None). Canonical: keys sorted by code point, no whitespace, non-ASCII kept. ``args_hash``:
     the first 16 hex characters of the SHA-256 of that text (the audit record's).
     JSON text that does not parse is hashed as given; a non-JSON mapping by its ``repr`` (one
-    that cannot be printed by ``<unreadable TYPE>``; a lone surrogate as U+FFFD). Never raises."""
+    that cannot be printed by ``<unreadable TYPE>``; a lone surrogate as U+FFFD). Raises only
+    a ``KeyboardInterrupt`` or ``SystemExit`` that reading or printing the arguments raised."""
 
 def args_hash(canonical: str) -> str:
     """The first 16 hex characters of the SHA-256 of ``canonical`` (the audit record's

@@ -177,18 +177,20 @@ fn internal_envelope<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, Py
 /// `(canonical JSON text, args_hash)` of a call's arguments (a mapping, JSON text or None).
 /// JSON text that does not parse is hashed as it is; a mapping that is not JSON is hashed by
 /// its `repr` (such a call is rejected by validation anyway), one that cannot even be printed
-/// by a placeholder naming its type (see [`raw_canonical`]). Never raises.
+/// by a placeholder naming its type (see [`raw_canonical`]). Raises only a stop
+/// (`KeyboardInterrupt`, `SystemExit`) that reading or printing them raised.
 #[pyfunction]
-pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> (String, String) {
+pub(crate) fn canonical_args(args: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
     let _in = super::shutdown::inside(args.py());
-    let canonical = raw_canonical(args);
+    let canonical = raw_canonical(args)?;
     let hash = rules::args_hash(&canonical);
-    (canonical, hash)
+    Ok((canonical, hash))
 }
 
-/// `args` read for `core::raw_canonical`; what printing a value that is not JSON raises
-/// propagates.
-fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
+/// The canonical text of a call's raw arguments `args` (see `core::raw_canonical`,
+/// `core::held_canonical`): what reading or printing them raised is raised only when it
+/// propagates (a stop).
+fn raw_canonical(args: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(text) = args.cast::<PyString>() {
         let text = text.to_string_lossy(); // a lone surrogate (not JSON) as U+FFFD
         return Ok(core::raw_canonical(RawArgs::Text(&text)));
@@ -196,19 +198,13 @@ fn canonical_text(args: &Bound<'_, PyAny>) -> PyResult<String> {
     if args.is_none() {
         return Ok(core::raw_canonical(RawArgs::Absent));
     }
-    Ok(core::raw_canonical(match super::args::canonical_text(args) {
-        Ok(text) => RawArgs::Canonical(text),
-        Err(_) => RawArgs::Printed(args.repr()?.to_string_lossy().into_owned()),
-    }))
-}
-
-/// The canonical text of a rejected call's raw arguments: what `canonical_args` gives, or, for
-/// arguments that cannot even be printed, what names their type.
-fn raw_canonical(args: &Bound<'_, PyAny>) -> String {
-    canonical_text(args).unwrap_or_else(|_| {
-        let ty = args.get_type().qualname().ok().map(|q| q.to_string());
-        core::raw_canonical(RawArgs::Unreadable(ty))
-    })
+    let py = args.py();
+    core::held_canonical(
+        || super::args::canonical_text(args),
+        || Ok(args.repr()?.to_string_lossy().into_owned()),
+        || args.get_type().qualname().ok().map(|q| q.to_string()),
+        |e| super::drive::propagates(py, e),
+    )
 }
 
 /// The audit record's `args_hash` of canonical JSON text (as `canonical_args` gives it).
@@ -1958,7 +1954,7 @@ impl Call {
                     (None, None) => RawSent::Absent,
                 };
                 let name = name.as_ref().map(|n| n.to_string());
-                f.rejected(&n, code, name, observed, sent, raw_canonical);
+                f.rejected(&n, code, name, observed, sent, raw_canonical)?;
                 call_id_held = call_id.map(Bound::unbind);
                 env_held = Some(env.unbind());
             }
@@ -1981,7 +1977,7 @@ impl Call {
                 };
                 f.read_admitted(&n, &reads, core::mono_now)?;
                 let (args, sealed) = (reads.args.into_inner(), reads.sealed.get());
-                f.identify(&n, canonical, observed, || canonical_text(&args))?;
+                f.identify(&n, canonical, observed, || raw_canonical(&args))?;
                 kept = flags.view.take().map(Bound::unbind);
                 flags_dict = flags.dict.map(Bound::unbind);
                 tool_held = Some(tool.unbind());
