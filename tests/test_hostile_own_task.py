@@ -55,3 +55,50 @@ async def test_a_turns_body_that_awaits_its_own_task_gets_asyncios_runtime_error
             f"selfish failed: RuntimeError: {said}. This is a bug in the tool, not in your arguments; do not retry."
         )
     assert len(got) == 2
+
+
+async def test_a_call_alones_body_that_awaits_its_own_task_gets_the_same_runtime_error() -> None:
+    """In `invoke` the body's task is its stand-in (`asyncio.current_task()` during its steps),
+    which could not be awaited at all: the body got a TypeError ('can't be used in 'await'
+    expression') instead of the RuntimeError a turn's body and asyncio's own tasks get."""
+    got.clear()
+    inv = Invoker(ToolRegistry([selfish]))
+    start = time.monotonic()
+    env = await inv.invoke({"id": "1", "name": "selfish", "input": {"x": 1}}, ToolContext())
+    assert time.monotonic() - start < 1.0
+    [said] = got
+    assert said == "Task cannot await on itself: <BodyTask tool body selfish pending>"
+    assert env == {
+        "ok": False,
+        "error": {
+            "code": "internal_error",
+            "message": (
+                f"selfish failed: RuntimeError: {said}. This is a bug in the tool, not in your arguments; do not retry."
+            ),
+        },
+    }
+
+
+async def test_a_body_task_awaited_from_another_task_is_refused_as_before() -> None:
+    """Only its own body is told it awaits itself: the stand-in is no future another task can
+    wait on."""
+    seen: list[Any] = []
+
+    @tool(read_only=True, timeout_s=2)
+    async def hands_out(x: int) -> int:
+        """Hand this body's task to another task, which awaits it, and report what it got."""
+        me = asyncio.current_task()
+
+        async def other() -> None:
+            try:
+                await me  # type: ignore[misc]
+            except TypeError as e:
+                seen.append(str(e))
+
+        await asyncio.create_task(other())
+        return x
+
+    inv = Invoker(ToolRegistry([hands_out]))
+    env = await inv.invoke({"id": "1", "name": "hands_out", "input": {"x": 3}}, ToolContext())
+    assert env["ok"] is True and env["value"] == 3
+    assert seen == ["object agentkit_tools._core.BodyTask can't be used in 'await' expression"]

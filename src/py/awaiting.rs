@@ -296,6 +296,23 @@ impl BodyTask {
         })
     }
 
+    /// Awaited by its own body (during one of the body's steps, where it is the current task):
+    /// asyncio's `RuntimeError` for a task that awaits itself, at once, as a turn's body gets it
+    /// (`body::awaits_itself`). It is no future: any other await of it is a `TypeError`, as for
+    /// any object that cannot be awaited.
+    fn __await__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let _in = super::shutdown::inside(slf.py());
+        let py = slf.py();
+        let h = helpers(py)?;
+        if body::awaits_itself(false, || Ok::<_, PyErr>(slf.is(&h.current_task.bind(py).call0()?)))? {
+            let msg = format!("{}{}", body::AWAITS_ITSELF, slf.repr()?);
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(msg));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(
+            "object agentkit_tools._core.BodyTask can't be used in 'await' expression",
+        ))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let _in = super::shutdown::inside(py);
         Ok(format!(
