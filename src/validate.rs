@@ -837,6 +837,65 @@ impl Rejection {
     }
 }
 
+/// Why arguments holding the lone surrogate `code` (half of a UTF-16 pair without its other
+/// half: no character, so no text a body can use) are refused, whether JSON text escapes it
+/// (`"\ud800"`) or a string of the caller's holds it: what to send instead.
+pub fn lone_surrogate_message(code: u32) -> String {
+    format!(
+        "a string holds the lone surrogate \\u{code:04x}, half of a UTF-16 pair and no character: \
+         send the character itself, or both halves of its pair"
+    )
+}
+
+/// The first lone surrogate escape of JSON text `text` (`\ud800` not followed by the escape of
+/// a low surrogate, or a low surrogate's escape alone), with the byte range of its escape.
+fn lone_surrogate_escape(text: &str) -> Option<(u32, std::ops::Range<usize>)> {
+    let b = text.as_bytes();
+    let hex = |at: usize| -> Option<u32> {
+        let h = b.get(at..at + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let escape_at = |at: usize| -> Option<u32> { (b.get(at..at + 2)? == b"\\u").then(|| hex(at + 2)).flatten() };
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape_at(i) {
+            Some(high @ 0xD800..=0xDBFF) => match escape_at(i + 6) {
+                Some(0xDC00..=0xDFFF) => i += 12,
+                _ => return Some((high, i..i + 6)),
+            },
+            Some(low @ 0xDC00..=0xDFFF) => return Some((low, i..i + 6)),
+            _ => i += 2, // any other escape, `\\` included
+        }
+    }
+    None
+}
+
+/// Why JSON text the parser refused (`parser_said`, its words) is not JSON: when all that is
+/// wrong with it is lone surrogate escapes (Python's `json` reads each as a string holding no
+/// character; this reader refuses them), the first of them (see [`lone_surrogate_message`]),
+/// as for a string of the caller's that holds one; else the parser's words.
+pub fn text_not_json(text: &str, parser_said: String) -> String {
+    let Some((first, _)) = lone_surrogate_escape(text) else {
+        return parser_said;
+    };
+    let mut patched = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((_, at)) = lone_surrogate_escape(rest) {
+        patched.push_str(&rest[..at.start]);
+        patched.push_str("\\ufffd");
+        rest = &rest[at.end..];
+    }
+    patched.push_str(rest);
+    match serde_json::from_str::<serde::de::IgnoredAny>(&patched) {
+        Ok(_) => lone_surrogate_message(first),
+        Err(_) => parser_said,
+    }
+}
+
 /// The reason for a number literal too large for this reader (a float beyond about 1.8e308, or an
 /// integer of more than `max_digits` digits), and its path; `None` when `text` has no such
 /// literal.
@@ -1465,6 +1524,32 @@ pub fn describe(schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_text_whose_only_fault_is_a_lone_surrogate_says_so_and_what_to_send() {
+        let said = |t: &str| text_not_json(t, "parser".into());
+        let high = lone_surrogate_message(0xd800);
+        assert_eq!(
+            high,
+            "a string holds the lone surrogate \\ud800, half of a UTF-16 pair and no character: send the \
+             character itself, or both halves of its pair"
+        );
+        assert_eq!(said(r#"{"s": "\ud800"}"#), high);
+        assert_eq!(said(r#"{"s": "a\uD800b"}"#), high);
+        assert_eq!(said(r#"{"s": "\ud800\u0041"}"#), high);
+        assert_eq!(said(r#"{"s": "\udc00"}"#), lone_surrogate_message(0xdc00));
+        // the first of several, pairs skipped
+        assert_eq!(
+            said(r#"{"a": "\ud83d\ude00", "b": "\udbff", "c": "\ud800"}"#),
+            lone_surrogate_message(0xdbff)
+        );
+        // an escaped backslash is no escape
+        assert_eq!(said(r#"{"s": "\\ud800", "t": [}"#), "parser");
+        // another fault as well: the parser's words
+        assert_eq!(said(r#"{"s": "\ud800", "t": [}"#), "parser");
+        assert_eq!(said(r#"{"s": "\ud8"}"#), "parser");
+        assert_eq!(said("{"), "parser");
+    }
 
     #[test]
     fn a_value_that_is_not_json_is_one_problem_at_the_root() {

@@ -207,7 +207,11 @@ def test_sixty_four_bit_integers_at_the_edges_pass() -> None:
         ('{"x": NaN}', "expected value at line 1 column 7"),
         ('{"x": Infinity}', "expected value at line 1 column 7"),
         ('{"n": ', "EOF while parsing a value at line 1 column 6"),
-        ('{"s": "\\ud800"}', "unexpected end of hex escape at line 1 column 14"),
+        (
+            '{"s": "\\ud800"}',  # (see test_lone_surrogate.py)
+            "a string holds the lone surrogate \\ud800, half of a UTF-16 pair and no character: send the character "
+            "itself, or both halves of its pair",
+        ),
     ],
 )
 def test_json_text_that_is_not_json(text: str, reason: str) -> None:

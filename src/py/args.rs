@@ -4,6 +4,7 @@
 //! exactly: integers beyond 64 bits, which JSON allows and Python ints carry, reach the body as
 //! the integers that were sent.
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PyMapping, PySet, PyString, PyTuple};
@@ -60,10 +61,23 @@ fn unreadable(py: Python<'_>, e: PyErr, refuse: impl FnOnce(&PyErr) -> Rejection
 }
 
 /// [`unreadable`] of what converting a Python value to JSON failed with, `refuse` given its
-/// words.
+/// words (for a string that cannot be encoded, the lone surrogate it holds: see
+/// [`lone_surrogate`]).
 fn unconvertible(py: Python<'_>, e: pythonize::PythonizeError, refuse: impl FnOnce(String) -> Rejection) -> Refused {
     let message = e.to_string();
-    unreadable(py, PyErr::from(e), |_| refuse(message))
+    let e = PyErr::from(e);
+    let message = lone_surrogate(py, &e).unwrap_or(message);
+    unreadable(py, e, |_| refuse(message))
+}
+
+/// The words of `validate::lone_surrogate_message` when `e` is a string's failure to encode
+/// (`UnicodeEncodeError`: in UTF-8 only a surrogate fails), naming the one it failed on.
+fn lone_surrogate(py: Python<'_>, e: &PyErr) -> Option<String> {
+    let e = e.value(py).cast::<pyo3::exceptions::PyUnicodeEncodeError>().ok()?;
+    let at = e.getattr(intern!(py, "start")).ok()?;
+    let ch = e.getattr(intern!(py, "object")).ok()?.get_item(at).ok()?;
+    let code = py.import("builtins").ok()?.getattr("ord").ok()?.call1((ch,)).ok()?;
+    Some(validate::lone_surrogate_message(code.extract().ok()?))
 }
 
 /// The arguments as the validator reads them (a mapping through `keys()` and `values()`, a
@@ -181,7 +195,9 @@ fn checked_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Resul
     let mut source_text: Option<&str> = None;
     let mut containers_at = None;
     let mut value = if let Ok(text) = args.cast::<PyString>() {
-        let s = text.to_str().map_err(|e| Rejection::NotJson(e.to_string()))?;
+        let s = text
+            .to_str()
+            .map_err(|e| Rejection::NotJson(lone_surrogate(py, &e).unwrap_or_else(|| e.to_string())))?;
         // A number this reader cannot hold is named with its place, not called invalid JSON.
         let not_json = |msg: String| oversized(py, s).unwrap_or(Rejection::NotJson(msg));
         source_text = Some(s);
@@ -203,11 +219,11 @@ fn checked_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Resul
             ArgumentsText::Plain if s.len() > DETACH_TEXT_BYTES => {
                 as_sent = true;
                 py.detach(|| serde_json::from_str::<Value>(s))
-                    .map_err(|e| not_json(e.to_string()))?
+                    .map_err(|e| not_json(validate::text_not_json(s, e.to_string())))?
             }
             ArgumentsText::Plain => {
                 as_sent = true;
-                serde_json::from_str(s).map_err(|e| not_json(e.to_string()))?
+                serde_json::from_str(s).map_err(|e| not_json(validate::text_not_json(s, e.to_string())))?
             }
         }
     } else if args.is_none() {
