@@ -23,6 +23,8 @@ _GC = "called by the collector, which must neither park nor run Python code"
 _GATE = "the gate itself"
 #: ``file::Type::method`` or ``file::function`` -> why it is not gated.
 UNGATED = {
+    "handoff.rs::forks": _PURE,
+    "handoff.rs::WorkerPool::forked": _PURE,
     "handoff.rs::Job::__traverse__": _GC,
     "handoff.rs::WorkerPool::__traverse__": _GC,
     "handoff.rs::JobAwait::__traverse__": _GC,

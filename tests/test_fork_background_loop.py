@@ -1,6 +1,7 @@
 """A process forked while another thread is making the background loop (holding the lock that
 guards its creation): the child has none of the parent's threads, so nothing would ever release
-that lock there; the child's first async body must still run, on a loop of its own."""
+that lock there; the child's first async body must still run, on a loop of its own. Also after a
+fork that runs none of Python's fork hooks (``ctypes.PyDLL(None).fork()``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 _SCRIPT = r"""
-import asyncio, os, signal, threading
+import asyncio, ctypes, os, signal, sys, threading
 from agentkit_tools import ToolRegistry, dispatch, tool
 from agentkit_tools import _runner
 
@@ -33,7 +34,7 @@ def making_the_loop():
 t = threading.Thread(target=making_the_loop)
 t.start()
 held.wait()
-pid = os.fork()
+pid = ctypes.PyDLL(None).fork() if sys.argv[1] == "libc" else os.fork()
 if pid == 0:
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(10)  # a child that hangs is killed (exit code -14)
@@ -49,7 +50,8 @@ print("parent", os.waitstatus_to_exitcode(status), env["value"], flush=True)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
-def test_a_child_forked_while_the_loop_is_being_made_runs_async_bodies() -> None:
-    out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("fork", ["os.fork", "libc"])
+def test_a_child_forked_while_the_loop_is_being_made_runs_async_bodies(fork: str) -> None:
+    out = subprocess.run([sys.executable, "-c", _SCRIPT, fork], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n") == ["child True 42", "parent 0 4", ""], out

@@ -139,3 +139,54 @@ def test_a_library_that_defines_the_context_functions_too_is_never_called(tmp_pa
     out = subprocess.run([sys.executable, "-c", CONTEXT_SCRIPT], capture_output=True, text=True, timeout=60, env=env)
     assert (out.returncode, out.stderr) == (0, "")
     assert out.stdout == "caller-1 ['caller-2', 'caller-3'] caller\nunset-4\n"
+
+
+POOL_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, ctypes, json, os, sys, time
+    from agentkit_tools import Invoker, ToolRegistry, dispatch, tool
+
+    @tool(read_only=True, timeout_s=2)
+    def on_a_worker(x: int) -> int:
+        '''Answer with the number it was given, on a worker thread of the pool (test tool).'''
+        return x
+
+    reg = ToolRegistry([on_a_worker])
+
+    def call(x: int) -> dict:
+        return {"id": str(x), "name": "on_a_worker", "input": {"x": x}}
+
+    assert dispatch(call(1), reg)["value"] == 1  # the pool's worker runs, then waits idle
+    time.sleep(0.1)
+    r, w = os.pipe()
+    pid = ctypes.PyDLL(None).fork() if sys.argv[1] == "libc" else os.fork()
+    if pid == 0:  # the child: report, then leave at once
+        try:
+            got = []
+            for way in ("dispatch", "invoke"):
+                t = time.monotonic()
+                if way == "dispatch":
+                    env = dispatch(call(2), reg)
+                else:
+                    env = asyncio.run(Invoker(reg).invoke(call(3)))
+                env.pop("elapsed_ms", None)
+                got.append([env, time.monotonic() - t < 1.0])
+            os.write(w, json.dumps(got).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        print(f.read())
+    os.waitpid(pid, 0)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("fork", ["os.fork", "libc"])
+def test_the_child_of_any_fork_runs_sync_bodies_on_a_pool_of_its_own(fork: str) -> None:
+    """After a fork that runs none of Python's fork hooks the child kept the parent's pool, whose
+    idle worker is not there: its first sync call waited for it until its deadline ('timeout')."""
+    out = subprocess.run([sys.executable, "-c", POOL_SCRIPT, fork], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [[{"ok": True, "value": 2}, True], [{"ok": True, "value": 3}, True]]

@@ -103,6 +103,7 @@ __all__ = [
     "define_tool",
     "error_envelope",
     "fault_envelope",
+    "forks",
     "idempotency_store_key",
     "invalid_call_envelope",
     "memory_parse_call",
@@ -332,6 +333,11 @@ def valid_tool_name(name: str) -> bool:
 def sanitized_tool_name(name: str) -> str:
     """``name`` with every character the tool-name rule refuses replaced by ``_`` (the length is
     unchanged: check the result with ``valid_tool_name``)."""
+
+def forks() -> int:
+    """How many forks this process came from since the core was loaded, counted in the child of
+    each, also of a fork that runs none of Python's fork hooks (a C extension's, or
+    ``ctypes.PyDLL(None).fork()``): what tells apart a process-wide object made before a fork."""
 
 def fault_envelope(exc: BaseException) -> dict[str, Any]:
     """The ``internal_error`` envelope for a fault of the tooling around a tool (a middleware
@@ -1043,6 +1049,10 @@ class WorkerPool:
         past the deadline), ``ToolTimeoutError`` at the deadline and for a value taken past it
         (at once when ``limit_s`` is not above 0: it never starts), the saturation error when no
         worker can take it."""
+
+    def forked(self) -> bool:
+        """Whether this process was forked since the pool was made (any fork, also one that runs
+        none of Python's fork hooks): its threads are the parent's, none of them is here."""
 
     def run(self, func: Callable[[Any, Any], Any], a: Any, b: Any, limit_s: float | None, name: str) -> Any:
         """``func(a, b)`` on a worker thread, waited for by this thread (no event loop) within

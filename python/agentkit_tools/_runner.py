@@ -145,19 +145,20 @@ def _make_pool() -> Any:
 _POOL = _make_pool()
 
 
-def _new_pool() -> None:
-    """A forked child has none of the parent's threads: it starts a pool of its own (set at the
-    fork itself, so no call pays for asking which process it is in)."""
+def _pool() -> Any:
+    """The worker pool of this process: a forked child has none of the parent's threads, so it
+    starts a pool of its own at its first use (the core counts every fork, also one that runs
+    none of Python's fork hooks: a C extension's, or ``ctypes.PyDLL(None).fork()``)."""
     global _POOL
-    _POOL = _make_pool()
-
-
-os.register_at_fork(after_in_child=_new_pool)
+    pool = _POOL
+    if pool.forked():
+        pool = _POOL = _make_pool()
+    return pool
 
 
 def pool_sizes() -> tuple[int, int, int]:
     """``(threads, idle, stuck)`` of the worker pool."""
-    return _POOL.sizes()  # type: ignore[no-any-return]
+    return _pool().sizes()  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ running on an event loop
@@ -280,7 +281,7 @@ async def _await_worker(tool: Any, fn: Any, a: Any, b: Any, limit: float | None,
     the core's ``WorkerPool.start`` (which waits briefly for the outcome itself when the loop has
     nothing else to run), else the core's awaitable of the outcome it answers (``JobAwait``: the
     deadline's timer entered and left, the job given up when the await ends otherwise)."""
-    ready, got = _POOL.start(fn, a, b, limit, name)
+    ready, got = _pool().start(fn, a, b, limit, name)
     return got if ready else await got
 
 
@@ -407,7 +408,7 @@ def run_sync_in_worker(fn: Any, a: Any, b: Any, limit: float | None, name: str) 
     ``limit`` seconds; raises as :func:`run_body` (the core's ``WorkerPool.run``: the job is
     queued once this thread has released the interpreter lock, and this thread waits spinning
     first, at most 50 µs, then parked, waking every 50 ms so that a signal is handled)."""
-    return _POOL.run(fn, a, b, limit, name)
+    return _pool().run(fn, a, b, limit, name)
 
 
 def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int) -> Any:
@@ -422,7 +423,7 @@ def run_body_sync(tool: Any, args: Any, ctx: Any, limit: float | None, kind: int
     if kind == BODY_INLINE:
         value = _call_here(tool, args, ctx)
     else:
-        value = _POOL.run(tool.fn, args, ctx, limit, name)
+        value = _pool().run(tool.fn, args, ctx, limit, name)
     if type(value) not in _PLAIN and inspect.isawaitable(value):
         # Within what is left of the deadline (it never starts past it).
         later = Later(tool, value, ctx, limit, end)
@@ -438,16 +439,18 @@ _INBOX: Any = None
 _LOOP_THREAD: int | None = None
 _LOOP_PID: int | None = None
 _LOOP_LOCK = threading.Lock()
+_LOCK_FORKS = _core.forks()
 
 
-def _new_loop_lock() -> None:
-    """A forked child: the lock may have been held by a thread of the parent making the loop at
-    the moment of the fork, which the child does not have (it would never be released there)."""
-    global _LOOP_LOCK
-    _LOOP_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_loop_lock)
+def _loop_lock() -> threading.Lock:
+    """The lock making :func:`background_loop`: a new one in a forked child (the parent's may
+    have been held by a thread of the parent making the loop at the moment of the fork, which
+    the child does not have: it would never be released there), after any fork (see
+    :func:`_pool`)."""
+    global _LOOP_LOCK, _LOCK_FORKS
+    if _LOCK_FORKS != _core.forks():
+        _LOOP_LOCK, _LOCK_FORKS = threading.Lock(), _core.forks()
+    return _LOOP_LOCK
 
 
 class _InboxSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
@@ -474,7 +477,7 @@ def background_loop() -> asyncio.AbstractEventLoop:
     loop = _LOOP
     if loop is not None and _LOOP_PID == os.getpid():
         return loop
-    with _LOOP_LOCK:
+    with _loop_lock():
         if _LOOP is None or _LOOP_PID != os.getpid():
             selector = _InboxSelector()
             loop = asyncio.SelectorEventLoop(selector)

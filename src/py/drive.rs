@@ -62,7 +62,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// The Python helpers the drive calls (imported once, on the first call driven).
 pub(super) struct Helpers {
-    /// `agentkit_tools._runner`, whose `_POOL` is the worker pool (a new one in a forked child).
+    /// `agentkit_tools._runner`, whose `_POOL` is the worker pool (`_pool()`: a new one in a forked child).
     runner: Py<PyAny>,
     run_inline: Py<PyAny>,
     start_async: Py<PyAny>,
@@ -934,11 +934,11 @@ impl Drive {
                         check: true,
                     };
                     let started = (|| -> PyResult<(bool, Bound<'py, PyAny>)> {
-                        let pool = o
-                            .runner
-                            .bind(py)
-                            .getattr(intern!(py, "_POOL"))?
-                            .cast_into::<WorkerPool>()?;
+                        let runner = o.runner.bind(py);
+                        let mut pool = runner.getattr(intern!(py, "_POOL"))?.cast_into::<WorkerPool>()?;
+                        if pool.get().forked() {
+                            pool = runner.call_method0(intern!(py, "_pool"))?.cast_into::<WorkerPool>()?;
+                        }
                         let (func, name) = (tool.getattr(intern!(py, "fn"))?, tool.getattr(intern!(py, "name"))?);
                         WorkerPool::start_job(&pool, func, args.clone(), ctx.clone(), limit, end, name, None)
                     })();

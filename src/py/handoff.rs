@@ -266,6 +266,26 @@ pub struct WorkerPool {
     /// (awaited through the job's future).
     at_once: AtomicU64,
     later: AtomicU64,
+    /// [`FORKS`] when it was made.
+    forks: u64,
+}
+
+/// Forks this process came from since the module was loaded: counted in the child of each by
+/// the C library (`shutdown::in_fork_child`), also of a fork that runs none of Python's fork
+/// hooks (a C extension's, or `ctypes.PyDLL(None).fork()`).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many forks this process came from since the module was loaded (see [`FORKS`]): what a
+/// process-wide object made before a fork is told apart by.
+#[pyfunction]
+fn forks() -> u64 {
+    FORKS.load(Ordering::Relaxed)
+}
+
+/// In the child of a fork: one more (one atomic add: nothing else is safe in that handler).
+#[cfg(unix)]
+extern "C" fn count_fork() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Threads that run calls within their deadline on this machine.
@@ -464,7 +484,14 @@ impl WorkerPool {
             saturated,
             at_once: AtomicU64::new(0),
             later: AtomicU64::new(0),
+            forks: FORKS.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether this process was forked since the pool was made: its threads and their accounts
+    /// are the parent's (none of its threads is here; a lock one held may stay held).
+    pub(super) fn forked(&self) -> bool {
+        self.forks != FORKS.load(Ordering::Relaxed)
     }
 
     /// `fn(a, b)` on a worker thread, for a caller on the running event loop, within `limit_s`
@@ -646,8 +673,16 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WorkerPool>()?;
     m.add_class::<Job>()?;
     m.add_class::<JobAwait>()?;
+    m.add_function(wrap_pyfunction!(forks, m)?)?;
     m.add("HANDOFF_SPIN_S", SPIN_MAX.as_secs_f64())?;
     m.add("POOL_MAX_WORKERS", max_workers())?;
     m.add("POOL_MAX_STUCK", pool::MAX_STUCK)?;
+    // (registered once per process: the module is initialized once)
+    #[cfg(unix)]
+    if !super::shutdown::in_fork_child(count_fork) {
+        return Err(pyo3::exceptions::PyOSError::new_err(
+            "could not register the worker pool's fork handler",
+        ));
+    }
     Ok(())
 }
