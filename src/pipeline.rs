@@ -245,6 +245,12 @@ impl Needs {
         self.canonical_of_admitted(observed, requires_approval) || self.key_of_admitted()
     }
 
+    /// A rule draws from the pipeline's generator: a retry's backoff jitter, a shared
+    /// idempotency store's claim owner (see [`Pipeline::reseed`]).
+    pub fn draws(&self) -> bool {
+        self.retry || self.store
+    }
+
     /// A rule reads the wall clock: a shared idempotency store's leases are on it.
     pub fn wall_clock(&self) -> bool {
         self.store
@@ -1262,6 +1268,14 @@ impl<V: Clone> Pipeline<V> {
             tickets: 0,
             rng: fastrand::Rng::new(),
         }
+    }
+
+    /// Draw anew from `seed` (backoff jitter, the owner of a shared claim): a process forked
+    /// from the one that made the pipeline holds a copy of its generator, and must never draw
+    /// what another copy draws (two workers claiming one call as the same owner would both run
+    /// it).
+    pub fn reseed(&mut self, seed: u64) {
+        self.rng = fastrand::Rng::with_seed(seed);
     }
 
     /// A pipeline whose backoff jitter is drawn from `seed` (tests).

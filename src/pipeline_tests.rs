@@ -2087,3 +2087,17 @@ fn rule_kinds_by_name() {
     );
     assert_eq!(RuleKind::of(""), Err(r#"unknown pipeline rule """#.to_owned()));
 }
+
+#[test]
+fn a_reseeded_pipeline_draws_from_its_new_seed_only() {
+    let (mut a, mut b) = (P::with_seed(default_rules(), 1), P::with_seed(default_rules(), 1));
+    assert_eq!(a.rng.u64(..), b.rng.u64(..)); // copies draw alike
+    a.reseed(2);
+    b.reseed(3);
+    assert_ne!(a.rng.u64(..), b.rng.u64(..));
+    a.reseed(7);
+    assert_eq!(a.rng.u64(..), fastrand::Rng::with_seed(7).u64(..));
+    // Only a retry's jitter and a shared store's claims draw.
+    assert!(Needs::of(&default_rules()).draws());
+    assert!(!Needs::of(&[Rule::Repeat { limit: 3 }, Rule::Audit]).draws());
+}

@@ -190,3 +190,73 @@ def test_the_child_of_any_fork_runs_sync_bodies_on_a_pool_of_its_own(fork: str) 
     out = subprocess.run([sys.executable, "-c", POOL_SCRIPT, fork], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == [[{"ok": True, "value": 2}, True], [{"ok": True, "value": 3}, True]]
+
+
+DRAWS_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, ctypes, json, os, sys
+    from agentkit_tools import Invoker, ToolContext, ToolRegistry, _core, middleware as mw, tool
+
+    @tool(side_effecting=True)
+    async def charge(cents: int) -> int:
+        '''Charge an amount in cents, once per call (test tool of the fork tests).'''
+        return cents
+
+    class Store:
+        '''A shared store that keeps each claim this process writes.'''
+
+        def __init__(self) -> None:
+            self.docs, self.claims = {}, []
+
+        async def get(self, key):
+            return self.docs.get(key)
+
+        async def set(self, key, value):
+            self.docs[key] = value
+
+        async def compare_and_set(self, key, expected, value):
+            if self.docs.get(key) != expected:
+                return False
+            self.docs[key] = value
+            if json.loads(value)["s"] == "running":
+                self.claims.append(json.loads(value)["owner"])
+            return True
+
+    store = Store()
+    inv = Invoker(ToolRegistry([charge]), middleware=[mw.idempotency(store=store)])
+    policy = _core.RetryPolicy(5, 1.0, 30.0)
+
+    def draws(run: str) -> list:
+        asyncio.run(inv.invoke({"id": "1", "name": "charge", "input": {"cents": 5}}, ToolContext(run_id=run)))
+        return [store.claims[-1], [policy.delay_s(4) for _ in range(3)]]
+
+    draws("before")  # the generators drew in the parent before the fork
+    r, w = os.pipe()
+    pid = ctypes.PyDLL(None).fork() if sys.argv[1] == "libc" else os.fork()
+    if pid == 0:
+        try:
+            os.write(w, json.dumps(draws("after")).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    mine = draws("after")
+    with os.fdopen(r) as f:
+        print(json.dumps([mine, json.loads(f.read())]))
+    os.waitpid(pid, 0)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("fork", ["os.fork", "libc"])
+def test_a_forked_child_never_draws_what_its_parent_draws(fork: str) -> None:
+    """The pipeline's generator (a shared claim's owner, backoff jitter) and ``RetryPolicy``'s were
+    copied into the child of any fork, ``os.fork`` included: parent and child drew the same
+    owner, so two workers forked from one process claimed a call as one owner, and the same
+    jitter, retrying in step."""
+    out = subprocess.run([sys.executable, "-c", DRAWS_SCRIPT, fork], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (owner, jitter), (child_owner, child_jitter) = json.loads(out.stdout)
+    assert len(owner) == len(child_owner) == 16
+    assert owner != child_owner
+    assert jitter != child_jitter

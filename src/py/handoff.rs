@@ -278,7 +278,7 @@ static FORKS: AtomicU64 = AtomicU64::new(0);
 /// How many forks this process came from since the module was loaded (see [`FORKS`]): what a
 /// process-wide object made before a fork is told apart by.
 #[pyfunction]
-fn forks() -> u64 {
+pub(super) fn forks() -> u64 {
     FORKS.load(Ordering::Relaxed)
 }
 

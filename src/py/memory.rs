@@ -292,7 +292,8 @@ impl PyMemoryTree {
 
 static SEED: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
 
-fn next_seed() -> u64 {
+/// A seed from this process's entropy (the time, its id, and a count: never twice the same).
+pub(super) fn next_seed() -> u64 {
     let t = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

@@ -316,8 +316,22 @@ fn observed_level(py: Python<'_>, config: &Bound<'_, PyAny>, ctx: &Bound<'_, PyA
 
 thread_local! {
     /// The draws of `RetryPolicy.decide` and `.delay_s` (the pipeline's own retries draw from
-    /// its own generator).
-    static RNG: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new(fastrand::Rng::new());
+    /// its own generator), with `handoff::forks` when it was seeded.
+    static RNG: std::cell::RefCell<(u64, fastrand::Rng)> =
+        std::cell::RefCell::new((super::handoff::forks(), fastrand::Rng::new()));
+}
+
+/// `f` of this thread's generator for `RetryPolicy`, seeded anew from this process's entropy in
+/// the child of a fork (its copy would draw what the parent's draws).
+fn with_rng<R>(f: impl FnOnce(&mut fastrand::Rng) -> R) -> R {
+    RNG.with(|r| {
+        let mut r = r.borrow_mut();
+        let forks = super::handoff::forks();
+        if r.0 != forks {
+            *r = (forks, fastrand::Rng::with_seed(super::memory::next_seed()));
+        }
+        f(&mut r.1)
+    })
 }
 
 /// Retry settings and the classification of failures by exception type.
@@ -375,13 +389,13 @@ impl RetryPolicy {
     ) -> PyResult<(&'static str, Option<f64>)> {
         let _in = super::shutdown::inside(py);
         let kind = self.classify(py, exc)?;
-        let delay = RNG.with(|r| self.policy.decide(kind, retry_safe, attempt, &mut r.borrow_mut()));
+        let delay = with_rng(|r| self.policy.decide(kind, retry_safe, attempt, r));
         Ok((kind.as_str(), delay))
     }
 
     /// A full-jitter delay in seconds, uniform in `[0, min(cap_s, base_s * 2**(attempt-1)))`.
     fn delay_s(&self, attempt: u32) -> f64 {
-        RNG.with(|r| self.policy.delay_s(attempt, &mut r.borrow_mut()))
+        with_rng(|r| self.policy.delay_s(attempt, r))
     }
 
     /// The upper bound of the delay after attempt `attempt`, in seconds.
@@ -609,6 +623,8 @@ pub struct Pipeline {
     inline: std::collections::HashSet<String>,
     /// Futures of calls waiting for an identical call in flight, by ticket.
     waiters: Mutex<HashMap<u64, Py<PyAny>>>,
+    /// `handoff::forks` when the core's generator was seeded (see `core::Pipeline::reseed`).
+    forks: std::sync::atomic::AtomicU64,
 }
 
 impl Pipeline {
@@ -621,6 +637,23 @@ impl Pipeline {
         here: bool,
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         Self::admit_with(slf, registry, call, ctx, here, here, None)
+    }
+
+    /// In the child of a fork (any: see `handoff::forks`), the core's generator is seeded anew
+    /// from this process's entropy before it draws here.
+    #[inline]
+    fn draw_in_this_process(&self, py: Python<'_>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let forks = super::handoff::forks();
+        // (its state in use: seeded at the next call)
+        if self.forks.load(Relaxed) != forks
+            && self
+                .inner
+                .with_pure(py, |p| p.reseed(super::memory::next_seed()))
+                .is_ok()
+        {
+            self.forks.store(forks, Relaxed);
+        }
     }
 
     /// What the calls of a turn in `ctx` share, read once for the turn (see `Shared`).
@@ -669,6 +702,9 @@ impl Pipeline {
     ) -> PyResult<(Call, u8, Bound<'py, PyAny>)> {
         let py = slf.py();
         let this = slf.get();
+        if this.needs.draws() {
+            this.draw_in_this_process(py);
+        }
         let admitted = (|| -> PyResult<Admitted<'py>> {
             let reg = registry.borrow();
             let admission = if this.frozen {
@@ -870,6 +906,7 @@ impl Pipeline {
             frozen,
             inline: inline.into_iter().flatten().collect(),
             waiters: Mutex::new(HashMap::new()),
+            forks: super::handoff::forks().into(),
         })
     }
 
