@@ -878,6 +878,8 @@ fn lone_surrogate_escape(text: &str) -> Option<(u32, std::ops::Range<usize>)> {
 /// wrong with it is lone surrogate escapes (Python's `json` reads each as a string holding no
 /// character; this reader refuses them), the first of them (see [`lone_surrogate_message`]),
 /// as for a string of the caller's that holds one; else the parser's words.
+#[cold]
+#[inline(never)]
 pub fn text_not_json(text: &str, parser_said: String) -> String {
     let Some((first, _)) = lone_surrogate_escape(text) else {
         return parser_said;

@@ -70,8 +70,17 @@ fn unconvertible(py: Python<'_>, e: pythonize::PythonizeError, refuse: impl FnOn
     unreadable(py, e, |_| refuse(message))
 }
 
+/// The rejection of arguments text that cannot be read as UTF-8 (`e`: what reading it raised).
+#[cold]
+#[inline(never)]
+fn not_text(py: Python<'_>, e: PyErr) -> Rejection {
+    Rejection::NotJson(lone_surrogate(py, &e).unwrap_or_else(|| e.to_string()))
+}
+
 /// The words of `validate::lone_surrogate_message` when `e` is a string's failure to encode
 /// (`UnicodeEncodeError`: in UTF-8 only a surrogate fails), naming the one it failed on.
+#[cold]
+#[inline(never)]
 fn lone_surrogate(py: Python<'_>, e: &PyErr) -> Option<String> {
     let e = e.value(py).cast::<pyo3::exceptions::PyUnicodeEncodeError>().ok()?;
     let at = e.getattr(intern!(py, "start")).ok()?;
@@ -195,9 +204,7 @@ fn checked_call(validator: &ArgumentValidator, args: &Bound<'_, PyAny>) -> Resul
     let mut source_text: Option<&str> = None;
     let mut containers_at = None;
     let mut value = if let Ok(text) = args.cast::<PyString>() {
-        let s = text
-            .to_str()
-            .map_err(|e| Rejection::NotJson(lone_surrogate(py, &e).unwrap_or_else(|| e.to_string())))?;
+        let s = text.to_str().map_err(|e| not_text(py, e))?;
         // A number this reader cannot hold is named with its place, not called invalid JSON.
         let not_json = |msg: String| oversized(py, s).unwrap_or(Rejection::NotJson(msg));
         source_text = Some(s);

@@ -15,6 +15,7 @@ impl<'py> CallMap for PyCall<'py> {
     type Value = Bound<'py, PyAny>;
     type Error = PyErr;
 
+    #[inline(always)]
     fn get(&self, key: &'static str) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = self.0.py();
         let key = match key {

@@ -22,6 +22,7 @@ static GATE: ExitGate = ExitGate::new();
 pub(crate) struct Inside(());
 
 impl Drop for Inside {
+    #[inline(always)]
     fn drop(&mut self) {
         GATE.leave();
     }
@@ -29,7 +30,7 @@ impl Drop for Inside {
 
 /// Enter the core from Python; once the interpreter is exiting, any thread but the exiting one
 /// parks here for good, with the interpreter lock released.
-#[inline]
+#[inline(always)]
 pub(crate) fn inside(py: Python<'_>) -> Inside {
     if GATE.enter() == Entry::Park {
         py.detach(|| -> () { park_forever() });
