@@ -1082,6 +1082,57 @@ enum Frame {
     Retry { attempt: u32, trial: bool },
 }
 
+/// How many rules' frames a call holds without an allocation of their own (the default chain
+/// has 6 rules).
+const INLINE_FRAMES: usize = 6;
+
+/// The frames of a call's rules, one per rule from its start on (none before): inline for up to
+/// [`INLINE_FRAMES`] rules, so that starting a call allocates none; on the heap past that.
+#[derive(Debug)]
+enum Frames {
+    Inline { len: u8, items: [Frame; INLINE_FRAMES] },
+    Heap(Vec<Frame>),
+}
+
+impl Frames {
+    /// `n` idle frames (none: nothing to hold).
+    fn idle(n: usize) -> Self {
+        match u8::try_from(n) {
+            Ok(0) => Frames::default(),
+            Ok(len) if n <= INLINE_FRAMES => Frames::Inline {
+                len,
+                items: Default::default(),
+            },
+            _ => Frames::Heap(vec![Frame::Idle; n]),
+        }
+    }
+}
+
+impl Default for Frames {
+    fn default() -> Self {
+        Frames::Heap(Vec::new())
+    }
+}
+
+impl std::ops::Deref for Frames {
+    type Target = [Frame];
+    fn deref(&self) -> &[Frame] {
+        match self {
+            Frames::Inline { len, items } => &items[..usize::from(*len)],
+            Frames::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Frames {
+    fn deref_mut(&mut self) -> &mut [Frame] {
+        match self {
+            Frames::Inline { len, items } => &mut items[..usize::from(*len)],
+            Frames::Heap(v) => v,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Phase {
     /// Going in at rule `.0`, waiting for an event.
@@ -1120,7 +1171,7 @@ enum Pending {
 #[derive(Debug)]
 pub struct CallMachine<V> {
     facts: Facts,
-    frames: Vec<Frame>,
+    frames: Frames,
     phase: Phase,
     attempts: u32,
     /// The deadline of one attempt set by the `timeout` rule.
@@ -1166,7 +1217,7 @@ impl<V> CallMachine<V> {
     /// A finished machine holding `facts` (the binding gathers them before [`Pipeline::begin`]).
     pub fn with_facts(facts: Facts) -> Self {
         CallMachine {
-            frames: Vec::new(),
+            frames: Frames::default(),
             facts,
             phase: Phase::Finished,
             attempts: 0,
@@ -1316,7 +1367,7 @@ impl<V: Clone> Pipeline<V> {
     /// Start the call of machine `m` (made with [`CallMachine::with_facts`]) where it is: no
     /// move of the machine.
     pub fn start(&mut self, m: &mut CallMachine<V>, t: Time) -> Step<V> {
-        m.frames = vec![Frame::Idle; self.rules.len()];
+        m.frames = Frames::idle(self.rules.len());
         m.phase = Phase::In(0, Pending::None);
         m.lost = 0;
         m.began = t.mono;

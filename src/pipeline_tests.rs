@@ -832,7 +832,7 @@ fn the_lease_covers_every_attempt_and_the_backoff() {
 
 fn p_machine(p: &P, f: Facts) -> M {
     let mut m = CallMachine::with_facts(f);
-    m.frames = vec![Frame::Idle; p.rules().len()];
+    m.frames = Frames::idle(p.rules().len());
     m
 }
 
@@ -2100,4 +2100,20 @@ fn a_reseeded_pipeline_draws_from_its_new_seed_only() {
     // Only a retry's jitter and a shared store's claims draw.
     assert!(Needs::of(&default_rules()).draws());
     assert!(!Needs::of(&[Rule::Repeat { limit: 3 }, Rule::Audit]).draws());
+}
+
+#[test]
+fn a_call_holds_one_idle_frame_per_rule_inline_up_to_the_bound_else_on_the_heap() {
+    assert!(Frames::default().is_empty());
+    for n in [0, 1, 6, INLINE_FRAMES, INLINE_FRAMES + 1, 20] {
+        let mut f = Frames::idle(n);
+        assert_eq!(f.len(), n);
+        assert!(f.iter().all(|x| matches!(x, Frame::Idle)));
+        assert_eq!(matches!(f, Frames::Inline { .. }), n > 0 && n <= INLINE_FRAMES);
+        if n > 0 {
+            f[n - 1] = Frame::Audit { started: 1.0 };
+            assert!(matches!(f[n - 1], Frame::Audit { started } if started == 1.0));
+            assert!(f[..n - 1].iter().all(|x| matches!(x, Frame::Idle)));
+        }
+    }
 }
