@@ -175,6 +175,29 @@ def test_call_prints_the_envelope() -> None:
     assert envelope_of(proc)["error"]["errors"] == [{"path": "sku", "reason": "expected string, got integer 1"}]
 
 
+def test_call_prints_a_result_its_stdout_cannot_encode(tmp_path: pathlib.Path) -> None:
+    # A lone surrogate in a successful result ended the command with "error: UnicodeEncodeError:
+    # 'utf-8' codec can't encode character '\\ud800' ..." and exit status 2, a usage error.
+    (tmp_path / "odd.py").write_text(
+        "from agentkit_tools import tool\n"
+        "@tool(read_only=True)\n"
+        "def odd(n: int) -> str:\n"
+        '    """Return a text holding a lone surrogate, as a broken decoder may."""\n'
+        '    return "a\\ud800b" * n\n'
+    )
+    proc = cli("call", f"{tmp_path / 'odd.py'}:odd", '{"n": 2}')
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.splitlines()[:3] == ["{", '  "ok": true,', '  "value": "a\\ud800ba\\ud800b",']
+    trace = tmp_path / "odd.jsonl"
+    trace.write_text(json.dumps({"call": {"name": "odd", "input": {"n": 1}}, "envelope": {"ok": True, "value": "x"}}) + "\n")
+    proc = cli("replay", str(trace), "--tools", f"{tmp_path / 'odd.py'}:odd")
+    assert (proc.returncode, proc.stderr) == (1, "")
+    assert proc.stdout.splitlines()[:2] == [
+        "1: odd -> ok  [DIFFERS from recorded]",
+        '    value: recorded "x", now "a\\ud800b"',
+    ]
+
+
 # ---------------------------------------------------------------- replay
 
 

@@ -71,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     2 a mistake in the command line (one ``error:`` line on stderr)."""
     from .cli_target import CliError
 
+    _escape_what_cannot_be_encoded()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -85,6 +86,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # anything else: still one line, never a traceback
         print(f"error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
     return 2
+
+
+def _escape_what_cannot_be_encoded() -> None:
+    """Let stdout and stderr write what their encoding cannot (a lone surrogate in a tool's
+    result, a character a legacy code page lacks) as a backslash escape: printing a successful
+    call's envelope must not end in a UnicodeEncodeError and the exit status of a usage error."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # pragma: no cover - a stream that cannot change
+                pass
 
 
 def _one_line(exc: BaseException) -> str:
