@@ -178,6 +178,61 @@ def test_containers_enums_and_formats_arrive_typed() -> None:
     assert seen["either"] == dt.date(2024, 3, 4)
 
 
+class Corner(enum.Enum):
+    ORIGIN = (0, 0)
+    FAR = (9, 9)
+    NAMED = "named"
+
+
+class Holiday(enum.Enum):
+    NEW_YEAR = dt.date(2024, 1, 1)
+    MIDSUMMER = dt.date(2024, 6, 21)
+
+
+class NotJson(enum.Enum):
+    NAN = float("nan")
+    ONE = 1.5
+
+
+def test_enum_members_whose_values_are_not_their_json_form_arrive_as_members() -> None:
+    # A tuple value is advertised as an array and a date as its string; the body used to get
+    # "cannot be read: [0, 0] is not a valid Corner" for a value the schema advertised.
+    seen: list[Any] = []
+
+    @tool(side_effecting=False)
+    def place(corner: Corner, day: Holiday = Holiday.NEW_YEAR, pick: Literal[b"x", "y"] = "y") -> str:
+        """Place a marker at a corner on a holiday, for the test to inspect."""
+        seen.append((corner, day, pick))
+        return "ok"
+
+    props = place.schema.parameters["properties"]
+    assert props["corner"] == {"enum": [[0, 0], [9, 9], "named"]}
+    assert props["day"] == {"type": "string", "enum": ["2024-01-01", "2024-06-21"], "default": "2024-01-01"}
+    assert props["pick"] == {"type": "string", "enum": ["eA==", "y"], "default": "y"}
+    assert run(place, {"corner": [9, 9], "day": "2024-06-21", "pick": "eA=="}) == "ok"
+    assert run(place, {"corner": "named"}) == "ok"
+    assert run(place, {"corner": [0.0, 0]}) == "ok"  # JSON Schema's equality: 0.0 is 0
+    assert seen == [
+        (Corner.FAR, Holiday.MIDSUMMER, b"x"),
+        (Corner.NAMED, Holiday.NEW_YEAR, "y"),
+        (Corner.ORIGIN, Holiday.NEW_YEAR, "y"),
+    ]
+    env = dispatch({"id": "1", "name": "place", "input": {"corner": [0, 1]}}, ToolRegistry([place]))
+    assert env["error"]["errors"] == [{"path": "corner", "reason": 'must be one of [[0,0],[9,9],"named"], got an array'}]
+
+
+def test_an_enum_with_a_value_json_cannot_carry_degrades_to_any_value() -> None:
+    # It raised a bare ValueError at definition ("not a JSON value: NaN is not a JSON number;
+    # send a finite number"), naming neither the tool nor the parameter.
+    def measure(unit: NotJson, n: int = 1) -> str:
+        """Measure something in a unit whose enum holds NaN, for the test."""
+        return "ok"
+
+    t = FunctionTool.from_callable(measure, side_effecting=False)
+    assert t.schema.parameters["properties"] == {"unit": {}, "n": {"type": "integer", "default": 1}}
+    assert t._lint.unresolved == {"unit": "the NotJson member NAN nan has no JSON form"}
+
+
 @pytest.mark.parametrize(
     ("args", "reason"),
     [

@@ -661,6 +661,56 @@ _ARRAY_ORIGINS = {
 _MAPPING_ORIGINS = {dict, cabc.Mapping, cabc.MutableMapping}
 
 
+def _is_json_atom(value: Any) -> bool:
+    """True for a value that is its own JSON form (a string, a finite number, a boolean, None)."""
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    return value is None or isinstance(value, str | int)
+
+
+def _enum_values(members: list[tuple[Any, Any]], owner: str) -> list[Any]:
+    """The JSON forms of the values of an ``Enum``'s members or a ``Literal``'s values (a tuple
+    is an array, a ``date`` its ISO string, ...); a value JSON cannot carry (NaN, an arbitrary
+    object) makes the hint unexpressible."""
+    out = []
+    for value, member in members:
+        ok, form = _json_default(value)
+        if not ok:
+            shown = f"member {member.name}" if isinstance(member, enum.Enum) else "value"
+            raise _Unsupported(f"the {owner} {shown} {value!r} has no JSON form")
+        out.append(form)
+    return out
+
+
+def _form_key(form: Any) -> Any:
+    """A hashable key of a JSON form, equal where JSON Schema's ``enum`` finds two values equal
+    (1 and 1.0 alike, true and 1 not, arrays by items, objects by members)."""
+    if isinstance(form, bool):
+        return ("bool", form)
+    if isinstance(form, list | tuple):
+        return ("array", tuple(_form_key(x) for x in form))
+    if isinstance(form, cabc.Mapping):
+        return ("object", tuple(sorted((k, _form_key(v)) for k, v in form.items())))
+    return ("atom", form)
+
+
+def _by_json_form(forms: list[Any], members: list[Any]) -> Converter:
+    """The converter of an ``Enum``/``Literal`` whose values are not their own JSON forms (a
+    tuple sent as an array, a ``date`` as its string): the member whose form the model sent."""
+    table = {_form_key(f): m for f, m in zip(forms, members)}
+
+    def convert(v: Any) -> Any:
+        member = table.get(_form_key(v), _MISSING)
+        if member is _MISSING:
+            raise ValueError(f"{v!r} is none of the allowed values")
+        return member
+
+    return convert
+
+
+_MISSING = object()
+
+
 def _json_type_of(values: list[Any]) -> str | None:
     kinds = set()
     for v in values:
@@ -804,17 +854,22 @@ def _schema(tp: Any, defs: _Defs) -> tuple[dict[str, Any], Converter | None, str
     if tp in _PRIMITIVES:
         return dict(_PRIMITIVES[tp]), None, None
     if origin is typing.Literal:
-        values = [a.value if isinstance(a, enum.Enum) else a for a in args]
+        values = _enum_values([(a.value if isinstance(a, enum.Enum) else a, a) for a in args], "Literal")
         out = {"enum": values}
         t = _json_type_of(values)
         if t:
             out = {"type": t, "enum": values}
-        members = {a.value: a for a in args if isinstance(a, enum.Enum)}
-        return out, ((lambda v: members.get(v, v)) if members else None), None
+        if all(_is_json_atom(a.value if isinstance(a, enum.Enum) else a) for a in args):
+            members = {a.value: a for a in args if isinstance(a, enum.Enum)}
+            return out, ((lambda v: members.get(v, v)) if members else None), None
+        return out, _by_json_form(values, list(args)), None
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        values = [m.value for m in tp]
+        values = _enum_values([(m.value, m) for m in tp], tp.__name__)
         t = _json_type_of(values)
-        return ({"type": t, "enum": values} if t else {"enum": values}), tp, None
+        out = {"type": t, "enum": values} if t else {"enum": values}
+        if all(_is_json_atom(m.value) for m in tp):
+            return out, tp, None
+        return out, _by_json_form(values, list(tp)), None
     if origin in (typing.Union, types.UnionType):
         return _union(args, defs)
     pydantic_dt = _pydantic_datetime(tp)
