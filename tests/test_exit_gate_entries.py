@@ -89,6 +89,7 @@ UNGATED = {
             "registry.rs::CoreRegistry::__contains__",
             "tools.rs::backend_saturated_message",
             "tools.rs::truncate",
+            "tools.rs::cut_message",
             "tools.rs::CoreTool::name",
             "tools.rs::CoreTool::description",
             "tools.rs::CoreTool::parameters",

@@ -98,6 +98,7 @@ __all__ = [
     "check_tool_name",
     "codes",
     "copy_json",
+    "cut_message",
     "deep_freeze",
     "define_function_tool",
     "define_tool",
@@ -381,6 +382,12 @@ def deep_freeze(value: object, frozen_dict: type, frozen_list: type) -> Any:
     ``append``), tuples other than named tuples tuples of frozen items; instances of the frozen
     classes and other values are returned as they are. Raises ``RecursionError`` past 1000
     levels of nesting. Used by ``agentkit_tools.frozen.deep_freeze``."""
+
+def cut_message(text: str, max_chars: int) -> str:
+    """An error message the model reads, cut to at most ``max_chars`` characters (never inside
+    a character): its start (two thirds of what fits) and its end (one third) around
+    `` ...[N chars of this message cut]... ``. A message within the limit is returned
+    unchanged."""
 
 def truncate(text: str, max_chars: int = ...) -> str:
     """``text`` cut to at most ``max_chars`` characters (default 2000) (Unicode scalar values, never inside a

@@ -86,7 +86,9 @@ def call_tool_result(
         return types.CallToolResult(content=mcp_content(parts, max_media_bytes=max_media_bytes or DEFAULT_MAX_MEDIA_BYTES))
 
     if not envelope.get("ok"):
-        return types.CallToolResult(content=[types.TextContent(text=tool_result_text(envelope))], is_error=True)
+        return types.CallToolResult(
+            content=[types.TextContent(text=tool_result_text(envelope, max_chars=max_chars))], is_error=True
+        )
     if structured:
         data = _jsonable(envelope.get("value"))
         return types.CallToolResult(

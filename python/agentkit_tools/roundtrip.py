@@ -41,7 +41,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from .dispatch import render_result
+from . import _core
+from .dispatch import _SURROGATE, render_result
 from .media import anthropic_content, media_limit, openai_chat_content, openai_responses_output, result_parts
 
 __all__ = [
@@ -99,13 +100,21 @@ def tool_result_text(envelope: Mapping[str, Any], *, max_chars: int = DEFAULT_MA
     starts with one sentence saying that this exact call already ran in this conversation and
     was not run again (``DEDUPLICATED_NOTICE``; the limit applies to the result after it).
     ``value``: render this instead of ``envelope["value"]`` (the MCP server passes the JSON data
-    of a structured result). The Anthropic and OpenAI round-trips and the MCP server all use
-    this function."""
+    of a structured result). An error message longer than ``max_chars`` (at least
+    ``DEFAULT_MAX_RESULT_CHARS``, so a small result limit never cuts an actionable message) keeps
+    its start and its end around a marker saying how much was cut: a tool's own message, or an
+    exception's text, may echo a huge argument. The Anthropic and OpenAI round-trips and the MCP
+    server all use this function."""
     if envelope.get("ok"):
         text = render_result(envelope.get("value") if value is None else value, max_chars=max_chars)
         return DEDUPLICATED_NOTICE + text if envelope.get("deduplicated") else text
     error = envelope.get("error") or {}
-    return str(error.get("message") or error.get("code") or "the tool call failed")
+    message = str(error.get("message") or error.get("code") or "the tool call failed")
+    limit = max(max_chars, DEFAULT_MAX_RESULT_CHARS)
+    try:
+        return _core.cut_message(message, limit)  # type: ignore[no-any-return]
+    except UnicodeEncodeError:  # a lone surrogate: shown as U+FFFD, never an exception
+        return _core.cut_message(_SURROGATE.sub("\ufffd", message), limit)  # type: ignore[no-any-return]
 
 
 def _media_parts(envelope: Mapping[str, Any], max_chars: int) -> list[Any] | None:

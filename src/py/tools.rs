@@ -996,6 +996,12 @@ fn truncate(text: &str, max_chars: usize) -> String {
     render::truncate(text, max_chars)
 }
 
+/// An error message cut to at most `max_chars` characters, its start and end kept around a marker.
+#[pyfunction]
+fn cut_message(text: &str, max_chars: usize) -> String {
+    render::cut_message(text, max_chars)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let patterns = PyDict::new(m.py());
     for (name, pattern, _) in validate::FORMAT_PATTERNS {
@@ -1011,6 +1017,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fault_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(backend_saturated_message, m)?)?;
     m.add_function(wrap_pyfunction!(truncate, m)?)?;
+    m.add_function(wrap_pyfunction!(cut_message, m)?)?;
     m.add("MIN_DESCRIPTION_CHARS", schema::MIN_DESCRIPTION_CHARS)?;
     m.add("MAX_SPELLED_OUT", errors::MAX_SPELLED_OUT)?;
     Ok(())
