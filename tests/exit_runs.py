@@ -32,7 +32,8 @@ def interpreters() -> list:
 
 def run_many(python: str, source: str, tmp_path: Path, runs: int, parallel: int) -> list[tuple[int, str, str]]:
     """Run ``source`` as a script ``runs`` times with ``python`` (``parallel`` at a time);
-    ``(returncode, stdout, last 2,000 characters of stderr)`` per run."""
+    ``(returncode, stdout, stderr)`` per run, stderr cut to its first and last 2,000 characters
+    (the first error and what the exit printed after it)."""
     (tmp_path / "agentkit_tools").symlink_to(Path(agentkit_tools.__file__).parent, target_is_directory=True)
     script = tmp_path / "exit_script.py"
     script.write_text(source)
@@ -41,7 +42,8 @@ def run_many(python: str, source: str, tmp_path: Path, runs: int, parallel: int)
 
     def once(_: int) -> tuple[int, str, str]:
         p = subprocess.run([python, str(script)], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=120)
-        return p.returncode, p.stdout, p.stderr[-2000:]
+        err = p.stderr if len(p.stderr) <= 4000 else p.stderr[:2000] + "\n[...]\n" + p.stderr[-2000:]
+        return p.returncode, p.stdout, err
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(once, range(runs)))
