@@ -983,7 +983,8 @@ fn a_call_aborted_before_it_wrote_a_claim_asks_the_store_for_nothing() {
     let mut p = audited_shared();
     let running = format!("{{\"s\":\"running\",\"owner\":\"x\",\"until\":{}}}", 1_000_000.0 + 30.0);
     let done = "{\"s\":\"done\",\"value\":1}".to_owned();
-    let aborted_at: [&dyn Fn(&mut P, &mut M) -> Step<&'static str>; 4] = [
+    type Reach<'a> = &'a dyn Fn(&mut P, &mut M) -> Step<&'static str>;
+    let aborted_at: [Reach; 4] = [
         // reading the record
         &|_, _| Step::StoreGet(key()),
         // polling another worker's claim
