@@ -31,6 +31,15 @@ async def quick(x: int) -> int:
     return x
 
 
+async def cancelled_and_timed(task: asyncio.Future, caplog: pytest.LogCaptureFixture) -> float:
+    """Cancel ``task`` with the package's warnings captured; the seconds until it ended (at most 5)."""
+    with caplog.at_level(logging.WARNING, logger="agentkit_tools"):
+        task.cancel()
+        t0 = time.monotonic()
+        await asyncio.wait([task], timeout=5)
+        return time.monotonic() - t0
+
+
 @pytest.mark.parametrize("sink", ["sync", "async"])
 @pytest.mark.parametrize("n", [2, 3])
 async def test_a_turn_cancelled_as_its_bodies_return_records_every_call(sink: str, n: int) -> None:
@@ -117,11 +126,7 @@ async def test_a_sink_that_does_not_finish_a_record_holds_the_callers_cancellati
             break
         await asyncio.sleep(0.001)
     assert sorted(writing) == ids
-    with caplog.at_level(logging.WARNING, logger="agentkit_tools"):
-        task.cancel()
-        t0 = time.monotonic()
-        await asyncio.wait([task], timeout=5)
-        took = time.monotonic() - t0
+    took = await cancelled_and_timed(task, caplog)
     assert (task.done(), task.done() and task.cancelled()) == (True, True)
     assert 0.95 <= took < 2.5, took
     assert [(r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [
@@ -218,11 +223,7 @@ async def test_a_turn_cancelled_while_one_record_is_written_and_one_body_runs_wa
     calls = [{"id": str(i), "name": "sometimes_waits", "input": {"x": i}} for i in range(2)]
     task = asyncio.ensure_future(inv.invoke_many(calls, ToolContext(run_id="r")))
     await asyncio.wait_for(writing.wait(), 5)
-    with caplog.at_level(logging.WARNING, logger="agentkit_tools"):
-        task.cancel()
-        t0 = time.monotonic()
-        await asyncio.wait([task], timeout=5)
-        took = time.monotonic() - t0
+    took = await cancelled_and_timed(task, caplog)
     assert (task.done(), task.done() and task.cancelled()) == (True, True)
     assert 0.95 <= took < 1.6, took  # 2 s: a bound for the record being written, one for the other call
     assert [(r.levelname, r.getMessage().replace(repr(sink), "<sink>")) for r in caplog.records] == [
